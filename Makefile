@@ -1,0 +1,32 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+# Each creates .venv on first use and installs what it needs there.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP_FLAGS ?= --disable-pip-version-check --quiet
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.runtime: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
+	$(PY) -m pip install $(PIP_FLAGS) -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.runtime
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop]'
+	touch $@
+
+demo: $(VENV)/.runtime
+	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
+
+test: $(VENV)/.test
+	$(PY) -m ruff check src tests pipelines benchmarks
+	$(PY) -m pytest tests
+
+bench: $(VENV)/.test
+	$(PY) benchmarks/framing_bench.py
+	$(PY) benchmarks/codec_bench.py
+
+clean:
+	rm -rf $(VENV) demo-output build src/*.egg-info
