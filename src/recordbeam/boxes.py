@@ -1,0 +1,62 @@
+"""COCO boxes to the normalized corners detection decoders read.
+
+COCO stores ``[x, y, width, height]`` in pixels from the top-left corner. Decoders
+(Model Garden, the Object Detection API) read ``xmin, xmax, ymin, ymax`` in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+
+class InvalidBox(ValueError):
+    """The box cannot be used. ``reason`` is a reject code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class NormalizedBox(NamedTuple):
+    xmin: float
+    ymin: float
+    xmax: float
+    ymax: float
+    clipped: bool
+
+
+def _clamp01(value: float) -> float:
+    return 0.0 if value < 0.0 else 1.0 if value > 1.0 else value
+
+
+def normalize_box(bbox: object, width: int, height: int) -> NormalizedBox:
+    """Clip a COCO ``[x, y, w, h]`` box to the image and normalize it.
+
+    A box partly outside the image is clipped (``clipped`` is True). A malformed box, a
+    non-finite or negative size, or one with no area left after clipping raises
+    :class:`InvalidBox`. Values are clamped after dividing, so rounding never yields
+    1.0000000000000002.
+    """
+    if not isinstance(bbox, (list, tuple)) or len(bbox) != 4:
+        raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}")
+    try:
+        x, y, w, h = (float(v) for v in bbox)
+    except (TypeError, ValueError):
+        raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}") from None
+    if not all(math.isfinite(v) for v in (x, y, w, h)):
+        raise InvalidBox("invalid_bbox", f"bbox {bbox!r} has a NaN or infinite value")
+    if w < 0 or h < 0:
+        raise InvalidBox("invalid_bbox", f"bbox {bbox!r} has a negative width or height")
+    x0, y0 = max(0.0, x), max(0.0, y)
+    x1, y1 = min(float(width), x + w), min(float(height), y + h)
+    if x1 <= x0 or y1 <= y0:
+        raise InvalidBox(
+            "empty_bbox", f"bbox {bbox!r} has no area inside the {width}x{height} image"
+        )
+    clipped = (x0, y0, x1, y1) != (x, y, x + w, y + h)
+    return NormalizedBox(
+        _clamp01(x0 / width), _clamp01(y0 / height), _clamp01(x1 / width), _clamp01(y1 / height),
+        clipped,
+    )

@@ -1,0 +1,376 @@
+"""COCO instances (detection) input: annotations JSON + a folder of images.
+
+Everything is read inside the pipeline, on workers: the job graph holds two paths, not
+the dataset, whatever its size. The annotation file is streamed with ``ijson`` one
+section at a time (three sections read in parallel), so a 448 MB train2017 file never
+sits in memory.
+
+Stages: stream sections -> list image files -> join files and image entries by file
+name -> join images and annotations by image id -> ``ImageRecord``s for the sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import ijson
+from apache_beam.io import fileio
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import AsList, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.boxes import InvalidBox, normalize_box
+from recordbeam.fingerprint import FileTermsFn
+from recordbeam.image_examples import ImageChecks, ImageExampleEncoder, warn_size_mismatch
+from recordbeam.images import ImageInfo
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sink import COUNTER_NAMESPACE
+
+SECTIONS = ("images", "annotations", "categories")
+
+OBJECT_KINDS = {
+    "image/object/bbox/xmin": "float",
+    "image/object/bbox/xmax": "float",
+    "image/object/bbox/ymin": "float",
+    "image/object/bbox/ymax": "float",
+    "image/object/class/label": "int64",
+    "image/object/class/text": "bytes",
+    "image/object/is_crowd": "int64",
+    "image/object/area": "float",
+}
+
+
+class CocoFormatError(ValueError):
+    """The annotation file cannot be used at all (malformed JSON, no images...)."""
+
+
+@dataclass(frozen=True)
+class CocoOptions:
+    """What to read and how to label it.
+
+    Attributes:
+        images_dir: folder holding the images named by ``file_name`` (any Beam filesystem).
+        annotations: path of the COCO instances JSON.
+        split: split name of the output.
+        contiguous_labels: write labels 1..K in category-id order instead of COCO's ids.
+    """
+
+    images_dir: str
+    annotations: str
+    split: str = "train"
+    contiguous_labels: bool = False
+
+
+def stream_section(path: str, section: str) -> Iterator[Any]:
+    """Yield the items of one top-level list of a COCO file, streaming."""
+    with filesystems.open_read(path) as f:
+        try:
+            yield from ijson.items(f, f"{section}.item", use_float=True)
+        except ijson.JSONError as error:
+            position = _tell(f)
+            raise CocoFormatError(
+                f"{path}: malformed JSON while reading '{section}' (in the 64 KiB before byte "
+                f"{position}): {error}. Fix or re-export the annotation file."
+            ) from None
+
+
+def _tell(f: Any) -> str:
+    try:
+        return str(f.tell())
+    except (OSError, AttributeError, ValueError):
+        return "?"
+
+
+def _is_id(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and value != ""
+    )
+
+
+def _id_order(value: Any) -> tuple[int, Any]:
+    return (0, value) if isinstance(value, int) else (1, str(value))
+
+
+def unsafe_file_name(name: str) -> str | None:
+    """Why a ``file_name`` may not be used (it would leave the images folder), or None."""
+    if name.startswith(("/", "\\")) or "://" in name or (len(name) > 1 and name[1] == ":"):
+        return "is an absolute path"
+    if ".." in name.replace("\\", "/").split("/"):
+        return "contains '..'"
+    return None
+
+
+class _ReadSection(beam.DoFn):
+    """Streams one section and checks each item's required fields."""
+
+    def process(self, element):
+        path, section = element
+        count = 0
+        for position, item in enumerate(stream_section(path, section)):
+            count += 1
+            where = f"{path}: {section}[{position}]"
+            if not isinstance(item, dict):
+                yield TaggedOutput("rejects", _bad_item(section, where, "is not a JSON object"))
+                continue
+            if section == "images":
+                yield from _check_image(item, where)
+            elif section == "annotations":
+                yield from _check_annotation(item, where)
+            else:
+                yield TaggedOutput("categories", _check_category(item, where))
+        if count == 0 and section in ("images", "categories"):
+            raise CocoFormatError(
+                f"{path} has no '{section}' (the list is missing or empty); is it a COCO "
+                "instances file?"
+            )
+
+
+def _bad_item(section: str, where: str, problem: str) -> Reject:
+    kind = "image" if section == "images" else "annotation"
+    return Reject(kind, where, "missing_field", f"{where} {problem}; fix the annotation file")
+
+
+def _check_image(item: dict, where: str):
+    image_id, file_name = item.get("id"), item.get("file_name")
+    if not _is_id(image_id) or not isinstance(file_name, str) or not file_name:
+        yield TaggedOutput("rejects", _bad_item(
+            "images", where, "needs an 'id' (number or string) and a non-empty 'file_name'"))
+        return
+    unsafe = unsafe_file_name(file_name)
+    if unsafe:
+        yield TaggedOutput("rejects", Reject(
+            "image", file_name, "outside_root",
+            f"{where}: file_name {file_name!r} {unsafe}; only files inside the images folder are read",
+        ))
+        return
+    width, height = item.get("width"), item.get("height")
+    sizes = (width, height) if all(isinstance(v, int) for v in (width, height)) else (None, None)
+    yield TaggedOutput("images", (file_name, (image_id, file_name, *sizes)))
+
+
+def _check_annotation(item: dict, where: str):
+    missing = [k for k in ("id", "image_id", "category_id", "bbox") if k not in item]
+    if missing or not _is_id(item.get("id")) or not _is_id(item.get("image_id")):
+        what = f"lacks {', '.join(missing)}" if missing else "has an invalid 'id' or 'image_id'"
+        yield TaggedOutput("rejects", _bad_item("annotations", where, what))
+        return
+    bbox = item["bbox"]
+    iscrowd = item.get("iscrowd", 0)
+    area = item.get("area")
+    if not isinstance(area, (int, float)) or isinstance(area, bool):
+        area = _box_area(bbox)
+    yield TaggedOutput("annotations", (item["image_id"], (
+        item["id"], item["category_id"], tuple(bbox) if isinstance(bbox, list) else bbox,
+        float(area), 1 if iscrowd else 0,
+    )))
+
+
+def _box_area(bbox: Any) -> float:
+    try:
+        return float(bbox[2]) * float(bbox[3])
+    except (TypeError, ValueError, IndexError):
+        return 0.0
+
+
+def _check_category(item: dict, where: str) -> tuple[Any, str]:
+    if not _is_id(item.get("id")) or not isinstance(item.get("name"), str):
+        raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
+    return item["id"], item["name"]
+
+
+def label_map(categories: list[tuple[Any, str]], contiguous: bool) -> dict[Any, tuple[int, str]]:
+    """Category id -> (label written, name). Duplicate ids are a broken file."""
+    ids = [c[0] for c in categories]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1}, key=_id_order)
+    if duplicates:
+        raise CocoFormatError(f"category ids {duplicates} appear more than once; fix the annotation file")
+    ordered = sorted(categories, key=lambda c: _id_order(c[0]))
+    if not contiguous and not all(isinstance(c[0], int) for c in ordered):
+        raise CocoFormatError("category ids must be integers (or use --contiguous-labels)")
+    return {
+        cid: ((rank + 1) if contiguous else cid, name) for rank, (cid, name) in enumerate(ordered)
+    }
+
+
+class _JoinFiles(beam.DoFn):
+    """file name -> (image entries from JSON, files on disk)."""
+
+    def __init__(self) -> None:
+        self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
+
+    def process(self, element):
+        file_name, grouped = element
+        entries, files = list(grouped["entries"]), list(grouped["files"])
+        if not entries:
+            self._unlisted.inc()
+            yield TaggedOutput("counts", ("unlisted_files", 1))
+            return
+        if len(entries) > 1:
+            for image_id, *_ in entries:
+                yield TaggedOutput("rejects", Reject(
+                    "image", f"{file_name} (image id {image_id})", "duplicate_file_name",
+                    f"{len(entries)} image entries name the file {file_name!r}; each file must be "
+                    "listed once. All of them were rejected.",
+                ))
+                yield image_id, ("rejected", "duplicate_file_name")
+            return
+        image_id, name, width, height = entries[0]
+        if not files:
+            yield TaggedOutput("rejects", Reject(
+                "image", name, "missing",
+                f"image id {image_id} names {name!r}, which is not in the images folder",
+            ))
+            yield image_id, ("rejected", "image_missing")
+            return
+        meta = files[0]
+        yield image_id, ("file", name, meta.path, meta.size_in_bytes, width, height)
+
+
+class _JoinAnnotations(beam.DoFn):
+    """image id -> (its file, its annotations) -> ImageRecord."""
+
+    def __init__(self, split: str, contiguous: bool) -> None:
+        self._split = split
+        self._contiguous = contiguous
+        self._labels: dict[Any, tuple[int, str]] | None = None
+
+    def process(self, element, categories):
+        if self._labels is None:
+            self._labels = label_map(list(categories), self._contiguous)
+        image_id, grouped = element
+        images = list(grouped["images"])
+        annotations = sorted(grouped["annotations"], key=lambda a: _id_order(a[0]))
+        if len(images) != 1 or images[0][0] != "file":
+            if len(images) > 1:
+                for image in images:
+                    if image[0] == "file":
+                        yield TaggedOutput("rejects", Reject(
+                            "image", image[1], "duplicate_image_id",
+                            f"{len(images)} image entries have id {image_id}; ids must be unique. "
+                            "All of them were rejected.",
+                        ))
+            reason = images[0][1] if len(images) == 1 else (
+                "image_rejected" if images else "unknown_image")
+            for ann in annotations:
+                yield TaggedOutput("rejects", Reject(
+                    "annotation", f"annotation {ann[0]}", reason,
+                    f"annotation {ann[0]} belongs to image id {image_id}, which "
+                    + ("is not in the annotation file's images" if not images
+                       else "was not written (see its image's reject)"),
+                ))
+            return
+        _, name, path, size, width, height = images[0]
+        objects = []
+        for ann_id, category_id, bbox, area, iscrowd in annotations:
+            label = self._labels.get(category_id)
+            if label is None:
+                yield TaggedOutput("rejects", Reject(
+                    "annotation", f"annotation {ann_id}", "unknown_category",
+                    f"annotation {ann_id} has category_id {category_id!r}, which is not in "
+                    "'categories'; the image was written without this object",
+                ))
+                continue
+            objects.append((ann_id, label[0], label[1], bbox, area, iscrowd))
+        yield ImageRecord(
+            identity=str(image_id), path=path, size=size, split=self._split,
+            labels={"source_id": str(image_id), "filename": name, "width": width,
+                    "height": height, "objects": tuple(objects)},
+        )
+
+
+def _metadata(categories: list[tuple[Any, str]], contiguous: bool, terms: tuple[int, int]) -> dict:
+    labels = label_map(categories, contiguous)
+    ordered = sorted(labels.items(), key=lambda kv: _id_order(kv[0]))
+    return {
+        "task": "detection",
+        "label_map": {str(label): name for _cid, (label, name) in ordered},
+        "category_ids": {str(cid): label for cid, (label, _name) in ordered},
+        "label_names": [name for _cid, (_label, name) in ordered],
+        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
+    }
+
+
+class ReadCoco(beam.PTransform):
+    """Read a COCO instances dataset into ``ImageRecord``s.
+
+    Returns a dict of PCollections: ``records`` (ImageRecord), ``rejects`` (Reject),
+    ``counts`` ((name, n) pairs) and ``metadata`` (one dict: label map, input terms).
+    """
+
+    def __init__(self, options: CocoOptions) -> None:
+        super().__init__()
+        self._options = options
+
+    def expand(self, pbegin):
+        opts = self._options
+        sections = (
+            pbegin
+            | "AnnotationSections" >> beam.Create([(opts.annotations, s) for s in SECTIONS])
+            | "StreamAnnotations" >> beam.ParDo(_ReadSection()).with_outputs(
+                "images", "annotations", "categories", "rejects")
+        )
+        files = pbegin | "ListImages" >> fileio.MatchFiles(opts.images_dir.rstrip("/") + "/**")
+        images_dir = opts.images_dir
+        by_name = {
+            "entries": sections.images,
+            "files": files | "KeyByName" >> beam.Map(
+                lambda m: (filesystems.relative_name(images_dir, m.path), m)),
+        } | "JoinFilesByName" >> beam.CoGroupByKey()
+        joined = by_name | "MatchFiles" >> beam.ParDo(_JoinFiles()).with_outputs(
+            "rejects", "counts", main="images")
+        categories = sections.categories
+        records = (
+            {"images": joined.images, "annotations": sections.annotations}
+            | "JoinAnnotationsById" >> beam.CoGroupByKey()
+            | "BuildRecords" >> beam.ParDo(
+                _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories)
+            ).with_outputs("rejects", main="records")
+        )
+        annotation_file = pbegin | "AnnotationFile" >> fileio.MatchFiles(opts.annotations)
+        terms = (
+            (files, annotation_file) | "AllInputs" >> beam.Flatten()
+            | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
+        )
+        contiguous = opts.contiguous_labels
+        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+            lambda _, cats, t: _metadata(list(cats), contiguous, t),
+            AsList(categories), beam.pvalue.AsSingleton(terms),
+        )
+        rejects = (sections.rejects, joined.rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
+        return {"records": records.records, "rejects": rejects, "counts": joined.counts,
+                "metadata": metadata}
+
+
+class CocoEncoder(ImageExampleEncoder):
+    """Adds the detection features Model Garden's and the OD API's decoders read."""
+
+    def label_features(self, record: ImageRecord, info: ImageInfo):
+        columns: dict[str, list] = {key: [] for key in OBJECT_KINDS}
+        rejects: list[Reject] = []
+        clipped = 0
+        for ann_id, label, text, bbox, area, iscrowd in record.labels.get("objects", ()):
+            try:
+                box = normalize_box(bbox, info.width, info.height)
+            except InvalidBox as bad:
+                rejects.append(Reject(
+                    "annotation", f"annotation {ann_id}", bad.reason,
+                    f"{bad.detail} (image {record.path}); the image was written without this object",
+                ))
+                continue
+            clipped += box.clipped
+            columns["image/object/bbox/xmin"].append(box.xmin)
+            columns["image/object/bbox/xmax"].append(box.xmax)
+            columns["image/object/bbox/ymin"].append(box.ymin)
+            columns["image/object/bbox/ymax"].append(box.ymax)
+            columns["image/object/class/label"].append(label)
+            columns["image/object/class/text"].append(text)
+            columns["image/object/is_crowd"].append(iscrowd)
+            columns["image/object/area"].append(area)
+        warning = warn_size_mismatch(record, info, record.labels)
+        if warning:
+            rejects.append(warning)
+        counts = {"boxes_written": len(columns["image/object/area"]), "boxes_clipped": clipped}
+        return columns, OBJECT_KINDS, rejects, counts

@@ -1,0 +1,81 @@
+"""The feature spec of a written dataset, learned from the examples themselves.
+
+Each shard writer observes its examples; the finalizer merges the shard specs. A feature
+present in every example with the same number of values is fixed-length (a
+``FixedLenFeature``); anything else is variable-length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+_DTYPES = {"bytes_list": "string", "float_list": "float32", "int64_list": "int64"}
+
+
+@dataclass
+class _Seen:
+    dtype: str | None
+    examples: int = 0
+    min_length: int = 0
+    max_length: int = 0
+
+
+@dataclass
+class FeatureSpec:
+    """Per-feature dtype and length range over the examples observed so far."""
+
+    examples: int = 0
+    features: dict[str, _Seen] = field(default_factory=dict)
+
+    def observe(self, example: Any) -> None:
+        """Record one ``Example`` message (ours or any wire-compatible class)."""
+        self.examples += 1
+        for name, feature in example.features.feature.items():
+            kind = feature.WhichOneof("kind")
+            length = len(getattr(feature, kind).value) if kind else 0
+            seen = self.features.get(name)
+            if seen is None:
+                self.features[name] = _Seen(_DTYPES.get(kind), 1, length, length)
+                continue
+            if seen.dtype is None:
+                seen.dtype = _DTYPES.get(kind)
+            elif kind and _DTYPES[kind] != seen.dtype:
+                raise ValueError(
+                    f"feature {name!r} is {seen.dtype} in some examples and {_DTYPES[kind]} in others; "
+                    "a feature must have one type across the dataset"
+                )
+            seen.examples += 1
+            seen.min_length = min(seen.min_length, length)
+            seen.max_length = max(seen.max_length, length)
+
+    def merge(self, other: FeatureSpec) -> FeatureSpec:
+        merged = FeatureSpec(self.examples + other.examples)
+        for name in sorted(set(self.features) | set(other.features)):
+            a, b = self.features.get(name), other.features.get(name)
+            if a is None or b is None:
+                only = a or b
+                merged.features[name] = _Seen(only.dtype, only.examples, only.min_length, only.max_length)
+                continue
+            if a.dtype and b.dtype and a.dtype != b.dtype:
+                raise ValueError(f"feature {name!r} is {a.dtype} in one shard and {b.dtype} in another")
+            merged.features[name] = _Seen(
+                a.dtype or b.dtype, a.examples + b.examples,
+                min(a.min_length, b.min_length), max(a.max_length, b.max_length),
+            )
+        return merged
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        """``{name: {dtype, fixed_length | None, min_length, max_length, present_in}}``."""
+        out = {}
+        for name in sorted(self.features):
+            seen = self.features[name]
+            fixed = seen.examples == self.examples and seen.min_length == seen.max_length
+            out[name] = {
+                "dtype": seen.dtype or "float32",
+                "fixed_length": seen.min_length if fixed else None,
+                "min_length": seen.min_length,
+                "max_length": seen.max_length,
+                "present_in": seen.examples,
+            }
+        return out

@@ -1,0 +1,77 @@
+"""The few file operations the pipeline needs, on any Beam filesystem.
+
+Data paths go through Beam's ``FileSystems`` only (local, ``gs://``, ``s3://``...), never
+``open()`` or ``os.path``, so a pipeline that works on a laptop works on a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata
+from apache_beam.io.filesystems import FileSystems
+
+_RAW = CompressionTypes.UNCOMPRESSED
+
+
+def open_read(path: str) -> BinaryIO:
+    """Open a file for reading, bytes as stored (Beam would otherwise gunzip ``*.gz``)."""
+    return FileSystems.open(path, compression_type=_RAW)
+
+
+def create(path: str) -> BinaryIO:
+    """Create (or replace) a file for writing, bytes as given."""
+    return FileSystems.create(path, mime_type="application/octet-stream", compression_type=_RAW)
+
+
+def read_bytes(path: str) -> bytes:
+    with open_read(path) as f:
+        return f.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with create(path) as f:
+        f.write(data)
+
+
+def join(base: str, *parts: str) -> str:
+    return FileSystems.join(base, *parts)
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def list_files(directory: str) -> Iterator[FileMetadata]:
+    """Every file below ``directory``, recursively, with size and modification time."""
+    pattern = directory.rstrip("/") + "/**"
+    for result in FileSystems.match([pattern]):
+        yield from result.metadata_list
+
+
+def relative_name(directory: str, path: str) -> str:
+    """``path`` relative to ``directory`` with ``/`` separators."""
+    prefix = directory.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path} is not below {directory}")
+    return path[len(prefix):]
+
+
+def delete(paths: list[str]) -> None:
+    """Delete files that exist; missing ones are fine (a retried cleanup)."""
+    present = [p for p in paths if FileSystems.exists(p)]
+    if present:
+        FileSystems.delete(present)
+
+
+def remove_tree(directory: str) -> None:
+    """Delete a folder and everything below it, on filesystems with or without folders."""
+    delete([m.path for m in list_files(directory)])
+    if FileSystems.exists(directory):
+        FileSystems.delete([directory])
+
+
+def rename(sources: list[str], destinations: list[str]) -> None:
+    if sources:
+        FileSystems.rename(sources, destinations)

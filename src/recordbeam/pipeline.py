@@ -1,0 +1,95 @@
+"""Compose inputs and the sink into runnable conversions; run them and report.
+
+The CLI and the scripts in ``pipelines/`` both call these functions, so a laptop run
+and a Dataflow job build the same graph.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from recordbeam import __version__, output_folder
+from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.fingerprint import fingerprint
+from recordbeam.image_examples import ImageChecks
+from recordbeam.progress import ProgressReporter
+from recordbeam.runner import is_local, pipeline_options, quiet_beam_logging
+from recordbeam.sink import ShardOptions, WriteShards
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run produced: its manifest and how long it took."""
+
+    manifest: Mapping[str, Any]
+    wall_seconds: float
+
+
+def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
+    inputs = metadata.pop("inputs")
+    metadata["inputs_fingerprint"] = fingerprint(int(inputs["terms"], 16), inputs["files"], settings)
+    metadata["input_files"] = inputs["files"]
+    return metadata
+
+
+def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks) -> dict[str, Any]:
+    """Everything that shapes the output besides the input files (goes in the manifest)."""
+    return {
+        "command": "convert coco",
+        "recordbeam_version": __version__,
+        "coco": asdict(coco),
+        "shards": shards.to_json(),
+        "checks": asdict(checks),
+    }
+
+
+def coco_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, coco: CocoOptions, shards: ShardOptions,
+    checks: ImageChecks,
+) -> WriteShards:
+    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
+    settings = coco_settings(coco, shards, checks)
+    read = p | "ReadCoco" >> ReadCoco(coco)
+    metadata = read["metadata"] | "Fingerprint" >> beam.Map(
+        lambda m: {**_with_fingerprint(m, settings), "settings": settings}
+    )
+    sink = WriteShards(
+        output_dir, CocoEncoder(checks), options=shards, rejects=read["rejects"],
+        counts=read["counts"], metadata=metadata,
+    )
+    _ = read["records"] | "WriteShards" >> sink
+    return sink
+
+
+def run(
+    build: Callable[[beam.Pipeline], WriteShards], output_dir: str, *,
+    beam_args: Sequence[str] = (), overwrite: bool = False, show_progress: bool = True,
+    options: PipelineOptions | None = None,
+) -> RunResult:
+    """Check the output folder, build and run the pipeline, return the manifest.
+
+    Raises ``OutputFolderError`` before any work when the folder holds foreign files and
+    ``overwrite`` is False.
+    """
+    output_folder.check_writable(output_dir, overwrite=overwrite)
+    options = options or pipeline_options(beam_args)
+    local = is_local(options)
+    if local:
+        quiet_beam_logging()
+    started = time.monotonic()
+    p = beam.Pipeline(options=options)
+    sink = build(p)
+    watching = ProgressReporter(sink.temp_dir) if (local and show_progress) else nullcontext()
+    with watching:
+        p.run().wait_until_finish()
+    manifest = output_folder.read_manifest(output_dir)
+    if manifest is None:
+        raise RuntimeError(f"the pipeline finished but {output_dir} has no manifest; see the log above")
+    return RunResult(manifest, time.monotonic() - started)

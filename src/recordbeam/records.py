@@ -1,0 +1,60 @@
+"""The small typed records that flow between pipeline stages.
+
+Every input kind (COCO, class folders, manifests) turns its data into ``ImageRecord``s,
+so everything after the join is the same code. Records hold paths and labels, never
+image bytes: they are what crosses Beam's shuffle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One example to write: an image file and what is known about it.
+
+    Attributes:
+        identity: stable id of the example (COCO image id, relative path...); its hash
+            fixes the shard and the order, so it must not depend on where data lives.
+        path: full path or URL of the image on any Beam filesystem.
+        size: the file's size in bytes from the listing (used for shard planning).
+        split: output split name, e.g. ``train``.
+        labels: what the input kind knows about the image (objects, class...), read by
+            the matching example builder.
+    """
+
+    identity: str
+    path: str
+    size: int
+    split: str = "train"
+    labels: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Something that was not written, and why.
+
+    Attributes:
+        kind: ``image`` (an example was lost), ``annotation`` (an object or row was
+            dropped but its image was written) or ``warning`` (written, but worth a look,
+            e.g. JSON size disagreeing with the image header).
+        source: the file path, or ``annotation <id>`` / ``<file>:<line>``.
+        reason: a short code (``truncated``, ``missing``, ``unknown_category``...).
+        detail: one human sentence: what is wrong and what to do.
+    """
+
+    kind: str
+    source: str
+    reason: str
+    detail: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"kind": self.kind, "source": self.source, "reason": self.reason, "detail": self.detail},
+            ensure_ascii=False,
+            sort_keys=True,
+        )

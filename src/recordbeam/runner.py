@@ -1,0 +1,46 @@
+"""Pipeline options: our defaults for local runs, and Beam's own options passed through.
+
+Locally we run Beam's FnApiRunner in multi-processing mode, one worker per core. Beam's
+``DirectRunner`` would first try to download the Prism runner binary (and warn when it
+cannot); the FnApiRunner needs no network. Any ``--runner`` and any other Beam option
+given by the user wins over these defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+LOCAL_RUNNER = "FnApiRunner"
+
+
+def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:
+    """Beam options from command-line style ``beam_args`` plus our local defaults."""
+    options = PipelineOptions(list(beam_args), **overrides)
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
+        standard.runner = LOCAL_RUNNER
+    if is_local(options):
+        given = {a.split("=", 1)[0].lstrip("-") for a in beam_args if a.startswith("--")}
+        given |= set(overrides)
+        direct = options.view_as(DirectOptions)
+        if "direct_running_mode" not in given:
+            direct.direct_running_mode = "multi_processing"
+        if "direct_num_workers" not in given:
+            direct.direct_num_workers = os.cpu_count() or 1
+    return options
+
+
+def is_local(options: PipelineOptions) -> bool:
+    runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return name.rsplit(".", 1)[-1] in StandardOptions.LOCAL_RUNNERS
+
+
+def quiet_beam_logging() -> None:
+    """Keep Beam's per-worker INFO chatter out of a local user's terminal."""
+    for name in ("apache_beam", "apache_beam.runners", "root"):
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -1,0 +1,504 @@
+"""``WriteShards``: our Beam sink for sharded TFRecord datasets.
+
+Why not Beam's ``WriteToTFRecord``: with a fixed shard count it shuffles every record's
+bytes, a crash leaves ``beam-temp-*`` folders behind and a rerun with another count
+leaves stale shards. This sink shuffles only small elements (paths and labels), reads
+the heavy bytes on the worker that writes the shard, and commits the output atomically:
+
+1. key: each element gets a 64-bit order key from its identity (salted hash); the key
+   fixes its shard and its position in the shard, so output is shuffled yet
+   byte-identical on every runner;
+2. plan: shards per split from ``num_shards`` or from total bytes / ``shard_size``;
+3. write: one task per shard sorts its elements by key, encodes them one at a time and
+   streams them into a uniquely named temporary file (a retried task writes a new
+   file; only the committed attempt's file is ever renamed);
+4. finalize: check every shard arrived, enforce ``max_reject_fraction``, remove the
+   previous manifest, delete stale outputs of ours, rename shards into place, write
+   ``labels.txt``, ``rejects.jsonl`` and finally ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
+
+from recordbeam import __version__, filesystems
+from recordbeam import output_folder as folder
+from recordbeam.example import Example, make_example
+from recordbeam.feature_spec import FeatureSpec
+from recordbeam.framing import Compression, RecordWriter, parse_compression
+from recordbeam.planning import DEFAULT_SALT, DEFAULT_SHARD_SIZE, order_key, shard_count, shard_of
+from recordbeam.records import Reject
+
+COUNTER_NAMESPACE = "recordbeam"
+
+#: Default for ``max_reject_fraction``: more than 1% of images rejected usually means a
+#: wrong path or a broken copy, not a few bad files, so the run fails instead of
+#: quietly writing a much smaller dataset.
+DEFAULT_MAX_REJECT_FRACTION = 0.01
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What an encoder made of one element.
+
+    Give ``features`` (a mapping for :func:`recordbeam.example.make_example`) or
+    ``serialized`` (bytes of an ``Example`` written as they are), or neither when the
+    element was rejected. ``kinds`` fixes the kind of features whose lists may be empty. ``counts`` are added up into the manifest (e.g. boxes clipped).
+    """
+
+    features: Mapping[str, Any] | None = None
+    kinds: Mapping[str, str] | None = None
+    serialized: bytes | None = None
+    rejects: tuple[Reject, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+class ExampleEncoder:
+    """How ``WriteShards`` turns elements into examples.
+
+    The base class writes elements that are already serialized ``Example`` bytes.
+    Subclasses override ``encode`` to do the heavy work (reading image bytes) on the
+    worker that writes the shard, after the shuffle.
+    """
+
+    def __init__(self, split: str = "train") -> None:
+        self.default_split = folder.check_split_name(split)
+
+    def setup(self) -> None:
+        """Called once per worker before the first ``encode``."""
+
+    def identity(self, element: Any) -> str:
+        """A stable identity; its hash orders the output. Must not depend on where data lives."""
+        return hashlib.sha256(element).hexdigest()
+
+    def size(self, element: Any) -> int:
+        """Expected bytes of the encoded example, for planning shard counts."""
+        return len(element)
+
+    def split(self, element: Any) -> str:
+        return self.default_split
+
+    def encode(self, element: Any) -> Encoded:
+        return Encoded(serialized=bytes(element))
+
+
+@dataclass(frozen=True)
+class ShardOptions:
+    """How shards are cut and written.
+
+    Attributes:
+        num_shards: shards per split; None derives it from ``shard_size``.
+        shard_size: target bytes per shard when ``num_shards`` is None.
+        compression: ``none``, ``gzip`` or ``zlib`` (as TensorFlow names them).
+        index: also write ``<shard>.idx`` files (offset and length per record).
+        salt: mixed into order keys; the default keeps runs comparable.
+        max_reject_fraction: fail the run when more than this fraction of elements
+            (``image`` rejects over images seen) was rejected.
+    """
+
+    num_shards: int | None = None
+    shard_size: int = DEFAULT_SHARD_SIZE
+    compression: Compression = Compression.NONE
+    index: bool = False
+    salt: str = DEFAULT_SALT
+    max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compression", parse_compression(self.compression))
+        if not 0.0 <= self.max_reject_fraction <= 1.0:
+            raise ValueError(
+                f"max_reject_fraction must be between 0 and 1, got {self.max_reject_fraction}"
+            )
+        shard_count(0, num_shards=self.num_shards, shard_size=self.shard_size)  # validates
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "num_shards": self.num_shards,
+            "shard_size": self.shard_size,
+            "compression": self.compression.name.lower(),
+            "index": self.index,
+            "salt": self.salt,
+            "max_reject_fraction": self.max_reject_fraction,
+        }
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """A written temporary shard, waiting for the finalizer to commit it."""
+
+    split: str
+    index: int
+    count: int
+    temp_path: str
+    temp_index_path: str | None
+    examples: int
+    bytes: int
+    spec: FeatureSpec
+    counts: Mapping[str, int]
+
+    @property
+    def name(self) -> str:
+        return self.temp_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+class RejectLimitExceeded(RuntimeError):
+    """More of the input was rejected than ``max_reject_fraction`` allows."""
+
+
+class _CountingWriter:
+    """A write-only file wrapper that counts the bytes reaching the file."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self._raw.write(data)
+        self.written += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+
+class _KeyElements(beam.DoFn):
+    def __init__(self, encoder: ExampleEncoder, salt: str) -> None:
+        self._encoder = encoder
+        self._salt = salt
+
+    def process(self, element: Any) -> Iterable[tuple[str, int, int, Any]]:
+        enc = self._encoder
+        split = folder.check_split_name(enc.split(element))
+        yield split, order_key(enc.identity(element), self._salt), enc.size(element), element
+
+
+class _AssignShard(beam.DoFn):
+    def __init__(self, options: ShardOptions) -> None:
+        self._options = options
+
+    def process(self, keyed, totals):
+        split, key, _size, element = keyed
+        n = shard_count(
+            totals[split], num_shards=self._options.num_shards, shard_size=self._options.shard_size
+        )
+        yield (split, shard_of(key, n), n), (key, element)
+
+
+class _WriteShard(beam.DoFn):
+    """Writes one shard: sort by key, encode one element at a time, stream to a temp file."""
+
+    def __init__(self, encoder: ExampleEncoder, options: ShardOptions, temp_dir: str) -> None:
+        self._encoder = encoder
+        self._options = options
+        self._temp_dir = temp_dir
+        self._examples = Metrics.counter(COUNTER_NAMESPACE, "examples_written")
+        self._bytes = Metrics.counter(COUNTER_NAMESPACE, "bytes_written")
+        self._shards = Metrics.counter(COUNTER_NAMESPACE, "shards_written")
+        self._rejects = Metrics.counter(COUNTER_NAMESPACE, "rejects")
+
+    def setup(self) -> None:
+        self._encoder.setup()
+
+    def process(self, group):
+        (split, index, count), keyed_elements = group
+        enc = self._encoder
+        ordered = sorted(keyed_elements, key=lambda kv: (kv[0], enc.identity(kv[1])))
+        name = folder.shard_name(split, index, count, self._options.compression)
+        attempt = uuid.uuid4().hex[:12]  # a retried task never reuses another attempt's file
+        temp_path = filesystems.join(self._temp_dir, f"{name}.{attempt}")
+        index_buffer = io.StringIO() if self._options.index else None
+        spec = FeatureSpec()
+        counts: Counter[str] = Counter()
+        raw = filesystems.create(temp_path)
+        sink = _CountingWriter(raw)
+        try:
+            writer = RecordWriter(sink, self._options.compression, index=index_buffer)
+            for _key, element in ordered:
+                encoded = _encode_guarded(enc, element)
+                counts.update(encoded.counts)
+                for reject in encoded.rejects:
+                    self._rejects.inc()
+                    yield TaggedOutput("rejects", reject)
+                data = _serialize(encoded, spec)
+                if data is not None:
+                    writer.write(data)
+                    self._examples.inc()
+            writer.close()
+        finally:
+            raw.close()
+        temp_index = None
+        if index_buffer is not None:
+            temp_index = temp_path + ".idx"
+            filesystems.write_bytes(temp_index, index_buffer.getvalue().encode("ascii"))
+        self._bytes.inc(sink.written)
+        self._shards.inc()
+        yield ShardResult(
+            split, index, count, temp_path, temp_index, writer.records_written, sink.written,
+            spec, dict(counts),
+        )
+
+
+PLAN = "plan.json"
+
+
+def _write_plan(_unused: None, temp_dir: str, totals: Mapping[str, int]) -> None:
+    """Expected input bytes per split, for progress reports while shards are written."""
+    plan = json.dumps({"input_bytes": dict(sorted(totals.items()))}).encode()
+    filesystems.write_bytes(filesystems.join(temp_dir, PLAN), plan)
+
+
+def _encode_guarded(encoder: ExampleEncoder, element: Any) -> Encoded:
+    """Encode one element; an unexpected error rejects that element instead of the job."""
+    try:
+        return encoder.encode(element)
+    except Exception as error:  # noqa: BLE001 - one bad element must not stop a 10-hour job
+        source = getattr(element, "path", None) or f"element {encoder.identity(element)[:16]}"
+        return Encoded(rejects=(Reject("image", source, "encode_error",
+                                       f"{type(error).__name__}: {error}. This is a recordbeam bug "
+                                       "or an input it does not handle; please report it."),))
+
+
+def _serialize(encoded: Encoded, spec: FeatureSpec) -> bytes | None:
+    if encoded.serialized is not None:
+        spec.observe(Example.FromString(encoded.serialized))
+        return encoded.serialized
+    if encoded.features is None:
+        return None
+    message = make_example(encoded.features, encoded.kinds)
+    spec.observe(message)
+    return message.SerializeToString()
+
+
+class _Finalize(beam.DoFn):
+    def __init__(self, output_dir: str, temp_dir: str, options: ShardOptions) -> None:
+        self._output_dir = output_dir
+        self._temp_dir = temp_dir
+        self._options = options
+
+    def process(self, _unused, shards, rejects, counts, metadata, totals):
+        results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
+        rejects = sorted(rejects, key=lambda r: (r.kind, r.source, r.reason, r.detail))
+        all_counts: Counter[str] = Counter(dict(counts))
+        for shard in results:
+            all_counts.update(shard.counts)
+        meta: dict[str, Any] = {}
+        for part in metadata:
+            meta.update(part)
+        manifest = _manifest(results, rejects, all_counts, meta, self._options)
+        fraction = manifest["rejects"]["image_fraction"]
+        if fraction > self._options.max_reject_fraction:
+            self._write_rejects(folder.FAILED_REJECTS, rejects)
+            filesystems.remove_tree(self._temp_dir)
+            raise RejectLimitExceeded(_reject_summary(manifest, self._output_dir, self._options))
+        self._commit(results, rejects, manifest)
+        yield manifest
+
+    def _write_rejects(self, name: str, rejects: list[Reject]) -> None:
+        data = "".join(r.to_json() + "\n" for r in rejects).encode("utf-8")
+        filesystems.write_bytes(filesystems.join(self._output_dir, name), data)
+
+    def _commit(self, results: list[ShardResult], rejects: list[Reject], manifest: dict) -> None:
+        out = self._output_dir
+        manifest_path = filesystems.join(out, folder.MANIFEST)
+        filesystems.delete([manifest_path])  # from here on the folder does not look finished
+        new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
+        stale = [
+            filesystems.join(out, p) for p in folder.existing_files(out)
+            if folder.is_ours(p) and "/" not in p and p not in new_names and p != folder.MANIFEST
+        ]
+        filesystems.delete(stale)
+        sources, targets = [], []
+        for r in results:
+            sources.append(r.temp_path)
+            targets.append(filesystems.join(out, r.name))
+            if r.temp_index_path:
+                sources.append(r.temp_index_path)
+                targets.append(filesystems.join(out, r.name + ".idx"))
+        filesystems.rename(sources, targets)
+        labels = manifest.get("label_names")
+        if labels:
+            text = "".join(f"{name}\n" for name in labels)
+            filesystems.write_bytes(filesystems.join(out, folder.LABELS), text.encode("utf-8"))
+        self._write_rejects(folder.REJECTS, rejects)
+        staged = filesystems.join(self._temp_dir, folder.MANIFEST)
+        filesystems.write_bytes(staged, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+        filesystems.rename([staged], [manifest_path])
+        _remove_temp_dirs(out)
+
+
+def _remove_temp_dirs(output_dir: str) -> None:
+    """Remove every temp folder of ours, including those left by killed earlier runs."""
+    tops = {p.split("/", 1)[0] for p in folder.existing_files(output_dir)}
+    for top in sorted(t for t in tops if t.startswith(folder.TEMP_PREFIX)):
+        filesystems.remove_tree(filesystems.join(output_dir, top))
+
+
+def _complete_shards(shards: list[ShardResult], totals: Mapping[str, int],
+                     options: ShardOptions, temp_dir: str) -> list[ShardResult]:
+    """One result per shard name, in name order. A shard no element fell into still
+    gets its (empty) file: readers expect every name from 0 to N-1."""
+    by_key: dict[tuple[str, int], ShardResult] = {}
+    for shard in sorted(shards, key=lambda s: (s.split, s.index, s.temp_path)):
+        by_key.setdefault((shard.split, shard.index), shard)
+    results = []
+    for split in sorted(totals):
+        n = shard_count(totals[split], num_shards=options.num_shards, shard_size=options.shard_size)
+        for i in range(n):
+            shard = by_key.get((split, i)) or _write_empty_shard(split, i, n, options, temp_dir)
+            results.append(shard)
+    return results
+
+
+def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions,
+                       temp_dir: str) -> ShardResult:
+    name = folder.shard_name(split, index, count, options.compression)
+    temp_path = filesystems.join(temp_dir, f"{name}.empty")
+    raw = filesystems.create(temp_path)
+    sink = _CountingWriter(raw)
+    try:
+        RecordWriter(sink, options.compression).close()
+    finally:
+        raw.close()
+    temp_index = None
+    if options.index:
+        temp_index = temp_path + ".idx"
+        filesystems.write_bytes(temp_index, b"")
+    return ShardResult(split, index, count, temp_path, temp_index, 0, sink.written, FeatureSpec(), {})
+
+
+def _manifest(results: list[ShardResult], rejects: list[Reject], counts: Counter,
+              meta: Mapping[str, Any], options: ShardOptions) -> dict[str, Any]:
+    splits: dict[str, Any] = {}
+    spec = FeatureSpec()
+    for r in results:
+        entry = splits.setdefault(r.split, {"examples": 0, "bytes": 0, "shards": []})
+        entry["examples"] += r.examples
+        entry["bytes"] += r.bytes
+        entry["shards"].append({"file": r.name, "examples": r.examples, "bytes": r.bytes})
+        spec = spec.merge(r.spec)
+    warnings = Counter(r.reason for r in rejects if r.kind == "warning")
+    rejects = [r for r in rejects if r.kind != "warning"]
+    by_reason = Counter(f"{r.kind}:{r.reason}" for r in rejects)
+    image_rejects = sum(1 for r in rejects if r.kind == "image")
+    written = sum(r.examples for r in results)
+    seen = written + image_rejects
+    manifest = {
+        "format": "recordbeam.manifest/1",
+        "recordbeam_version": __version__,
+        "splits": splits,
+        "totals": {
+            "examples": written,
+            "bytes": sum(r.bytes for r in results),
+            "shards": len(results),
+        },
+        "features": spec.to_json(),
+        "options": options.to_json(),
+        "rejects": {
+            "total": len(rejects),
+            "images": image_rejects,
+            "annotations": len(rejects) - image_rejects,
+            "image_fraction": (image_rejects / seen) if seen else 0.0,
+            "by_reason": dict(sorted(by_reason.items())),
+        },
+        "warnings": dict(sorted(warnings.items())),
+        "counts": {k: v for k, v in sorted(counts.items()) if v},
+    }
+    manifest.update(meta)
+    return manifest
+
+
+def _reject_summary(manifest: Mapping[str, Any], output_dir: str, options: ShardOptions) -> str:
+    rejects = manifest["rejects"]
+    reasons = ", ".join(f"{k}: {v}" for k, v in rejects["by_reason"].items())
+    return (
+        f"{rejects['images']} of {rejects['images'] + manifest['totals']['examples']} images were "
+        f"rejected ({rejects['image_fraction']:.1%}), above --max-reject-fraction "
+        f"{options.max_reject_fraction:g}. Nothing was committed to {output_dir}; the rejects are "
+        f"listed in {filesystems.join(output_dir, folder.FAILED_REJECTS)} ({reasons}). Fix the "
+        "inputs, or raise --max-reject-fraction if these losses are acceptable."
+    )
+
+
+class WriteShards(beam.PTransform):
+    """Write a PCollection as a sharded TFRecord dataset in ``output_dir``, atomically.
+
+    Args:
+        output_dir: folder on any Beam filesystem. Files of ours from an earlier run are
+            replaced; the caller checks for foreign files first
+            (:func:`recordbeam.output_folder.check_writable`).
+        encoder: turns elements into examples on the writing worker; the default writes
+            serialized ``Example`` bytes as they are.
+        options: shard count or size, compression, index files, reject limit.
+        rejects: rejects found before the sink (join, annotation checks), to be counted
+            and listed in ``rejects.jsonl``.
+        counts: ``(name, number)`` pairs found before the sink, summed into the manifest.
+        metadata: dicts merged into the manifest (label map, inputs fingerprint...). A
+            ``label_names`` list is also written as ``labels.txt``.
+
+    Returns:
+        A PCollection holding the manifest dict once the output is committed.
+    """
+
+    def __init__(self, output_dir: str, encoder: ExampleEncoder | None = None, *,
+                 options: ShardOptions | None = None, rejects: PCollection | None = None,
+                 counts: PCollection | None = None, metadata: PCollection | None = None) -> None:
+        super().__init__()
+        self._output_dir = output_dir.rstrip("/")
+        self._encoder = encoder or ExampleEncoder()
+        self._options = options or ShardOptions()
+        self._rejects = rejects
+        self._counts = counts
+        self._metadata = metadata
+        self.temp_dir = filesystems.join(self._output_dir, folder.TEMP_PREFIX + uuid.uuid4().hex[:12])
+
+    def expand(self, elements):
+        p = elements.pipeline
+        keyed = elements | "KeyByIdentity" >> beam.ParDo(_KeyElements(self._encoder, self._options.salt))
+        totals = (
+            keyed
+            | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))
+            | "SumSizes" >> beam.CombinePerKey(sum)
+        )
+        _ = (
+            p
+            | "PlanTrigger" >> beam.Create([None])
+            | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))
+        )
+        written = (
+            keyed
+            | "AssignShard" >> beam.ParDo(_AssignShard(self._options), totals=AsDict(totals))
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShard" >> beam.ParDo(
+                _WriteShard(self._encoder, self._options, self.temp_dir)
+            ).with_outputs("rejects", main="shards")
+        )
+        upstream = [written.rejects]
+        if self._rejects is not None:
+            upstream.append(self._rejects)
+        all_rejects = tuple(upstream) | "AllRejects" >> beam.Flatten()
+        counts = self._counts if self._counts is not None else p | "NoCounts" >> beam.Create([])
+        summed = counts | "SumCounts" >> beam.CombinePerKey(sum)
+        metadata = self._metadata if self._metadata is not None else p | "NoMetadata" >> beam.Create([])
+        return (
+            p
+            | "FinalizeTrigger" >> beam.Create([None])
+            | "Finalize" >> beam.ParDo(
+                _Finalize(self._output_dir, self.temp_dir, self._options),
+                shards=AsList(written.shards),
+                rejects=AsList(all_rejects),
+                counts=AsDict(summed),
+                metadata=AsIter(metadata),
+                totals=AsDict(totals),
+            )
+        )
