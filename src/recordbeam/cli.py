@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
+
+import numpy as np
 
 from recordbeam import __version__
 
@@ -71,7 +74,7 @@ def _feature_text(feature: Any, indent: str) -> list[str]:
     if kind == "bytes_list":
         shown = [_text_value(v) for v in values]
     elif kind == "float_list":
-        shown = [repr(float(v)) for v in values]
+        shown = [str(np.float32(v)) for v in values]
     else:
         shown = [str(v) for v in values]
     lines = [f"{indent}{kind} {{"]
@@ -414,7 +417,14 @@ def _short_error(error: BaseException) -> str:
     return text.strip().splitlines()[-1] if text.strip() else type(error).__name__
 
 
+def _drop_beam_import_noise(record: logging.LogRecord) -> bool:
+    """Beam warns at import time that optional GCP client libraries are absent; local
+    users do not need them, and the ``gcp`` extra installs them for Dataflow."""
+    return not str(record.msg).startswith("apitools not found")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    logging.getLogger().addFilter(_drop_beam_import_noise)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     handler = getattr(args, "pipeline_handler", None)
@@ -440,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"recordbeam: {error}", file=sys.stderr)
             return EXIT_USAGE
         print(f"recordbeam: {_short_error(error)}", file=sys.stderr)
+        log_path = getattr(error, "log_path", None)
+        if log_path:
+            print(f"recordbeam: the full log of the run is in {log_path}", file=sys.stderr)
         return _error_kind(error)
 
 

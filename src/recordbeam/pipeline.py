@@ -7,8 +7,8 @@ and a Dataflow job build the same graph.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,8 +20,17 @@ from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.fingerprint import fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.progress import ProgressReporter
-from recordbeam.runner import is_local, pipeline_options, quiet_beam_logging
+from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.sink import ShardOptions, WriteShards
+
+
+class RunFailed(RuntimeError):
+    """A local run failed; ``cause`` is the error, ``log_path`` holds Beam's full log."""
+
+    def __init__(self, cause: BaseException, log_path: str) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.log_path = log_path
 
 
 @dataclass(frozen=True)
@@ -80,14 +89,18 @@ def run(
     """
     output_folder.check_writable(output_dir, overwrite=overwrite)
     options = options or pipeline_options(beam_args)
-    local = is_local(options)
-    if local:
-        quiet_beam_logging()
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     sink = build(p)
-    watching = ProgressReporter(sink.temp_dir) if (local and show_progress) else nullcontext()
-    with watching:
+    if is_local(options):
+        # Beam's and its worker processes' logs go to a file; the terminal gets progress.
+        with worker_output_to_log() as (console, log_path):
+            try:
+                with ProgressReporter(sink.temp_dir, stream=console) if show_progress else nullcontext():
+                    p.run().wait_until_finish()
+            except Exception as error:
+                raise RunFailed(error, log_path) from error
+    else:
         p.run().wait_until_finish()
     manifest = output_folder.read_manifest(output_dir)
     if manifest is None:

@@ -8,9 +8,12 @@ given by the user wins over these defaults.
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import os
-from collections.abc import Sequence
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import TextIO
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
@@ -40,7 +43,28 @@ def is_local(options: PipelineOptions) -> bool:
     return name.rsplit(".", 1)[-1] in StandardOptions.LOCAL_RUNNERS
 
 
-def quiet_beam_logging() -> None:
-    """Keep Beam's per-worker INFO chatter out of a local user's terminal."""
-    for name in ("apache_beam", "apache_beam.runners", "root"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+@contextlib.contextmanager
+def worker_output_to_log(prefix: str = "recordbeam-") -> Iterator[tuple[TextIO, str]]:
+    """Send everything written to file descriptor 2 (Beam's logs, and those of the
+    worker processes it starts, which inherit it) to a log file for the duration.
+
+    Yields ``(console, log_path)``: a stream to the real terminal for progress lines,
+    and the log's path to show when something fails. The log is deleted on success.
+    """
+    sys.stderr.flush()
+    fd, log_path = tempfile.mkstemp(prefix=prefix, suffix=".log")
+    saved = os.dup(2)
+    console = os.fdopen(os.dup(saved), "w", buffering=1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    failed = True
+    try:
+        yield console, log_path
+        failed = False
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        console.close()
+        if not failed:
+            os.unlink(log_path)
