@@ -24,7 +24,7 @@ from apache_beam.pvalue import AsList, TaggedOutput
 from recordbeam import filesystems
 from recordbeam.boxes import InvalidBox, normalize_box
 from recordbeam.fingerprint import FileTermsFn
-from recordbeam.image_examples import ImageChecks, ImageExampleEncoder, warn_size_mismatch
+from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
 from recordbeam.images import ImageInfo
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sink import COUNTER_NAMESPACE

@@ -1,0 +1,20 @@
+"""COCO instances + images -> sharded TFRecords, on any Beam runner.
+
+Local (FnApiRunner, one worker per core):
+    python pipelines/coco_to_tfrecord.py --images DIR --annotations instances.json --output OUT
+
+Dataflow (see the README for every option):
+    python pipelines/coco_to_tfrecord.py --images gs://B/train2017 \
+        --annotations gs://B/annotations/instances_train2017.json --output gs://B/coco-tfrecord \
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+        --setup_file ./setup.py
+
+Our options are those of ``recordbeam convert coco``; everything else goes to Beam.
+"""
+
+import sys
+
+from recordbeam.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["convert", "coco", *sys.argv[1:]]))
