@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
@@ -260,25 +261,35 @@ def _checks(args: argparse.Namespace):
     )
 
 
-def summary_table(result: Any) -> str:
-    """The end-of-run table: examples, shards, bytes, rejects by reason, time, speed."""
+def summary_table(result: Any, splits: Sequence[str]) -> str:
+    """The end-of-run table for the splits a run wrote: examples, shards, bytes, rejects
+    by reason, counts, wall time and speed."""
     from recordbeam.images import human_bytes
 
-    m = result.manifest
+    entries = [(name, result.manifest["splits"][name]) for name in splits
+               if name in result.manifest["splits"]]
+    examples = sum(e["examples"] for _, e in entries)
     rows = [
-        ("examples", str(m["totals"]["examples"])),
-        ("shards", str(m["totals"]["shards"])),
-        ("bytes", human_bytes(m["totals"]["bytes"])),
+        ("examples", str(examples)),
+        ("shards", str(sum(len(e["shards"]) for _, e in entries))),
+        ("bytes", human_bytes(sum(e["bytes"] for _, e in entries))),
     ]
-    for split, info in sorted(m["splits"].items()):
-        rows.append((f"  {split}", f"{info['examples']} examples in {len(info['shards'])} shards"))
-    rows.append(("rejects", str(m["rejects"]["total"])))
-    rows += [(f"  {reason}", str(n)) for reason, n in m["rejects"]["by_reason"].items()]
-    rows += [(f"warning {reason}", str(n)) for reason, n in m.get("warnings", {}).items()]
-    rows += [(name.replace("_", " "), str(n)) for name, n in m.get("counts", {}).items()
+    for name, e in entries:
+        rows.append((f"  {name}", f"{e['examples']} examples in {len(e['shards'])} shards"))
+    rejects: Counter[str] = Counter()
+    warnings: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for _, e in entries:
+        rejects.update(e["rejects"]["by_reason"])
+        warnings.update(e.get("warnings", {}))
+        counts.update(e.get("counts", {}))
+    rows.append(("rejects", str(sum(rejects.values()))))
+    rows += [(f"  {reason}", str(n)) for reason, n in sorted(rejects.items())]
+    rows += [(f"warning {reason}", str(n)) for reason, n in sorted(warnings.items())]
+    rows += [(name.replace("_", " "), str(n)) for name, n in sorted(counts.items())
              if name != "images_written"]
     rows.append(("wall time", f"{result.wall_seconds:.1f} s"))
-    rate = m["totals"]["examples"] / result.wall_seconds if result.wall_seconds else 0.0
+    rate = examples / result.wall_seconds if result.wall_seconds else 0.0
     rows.append(("images/s", f"{rate:.0f}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
@@ -289,21 +300,40 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str]) -
 
     result = run(build, args.output, beam_args=beam_args, overwrite=args.overwrite,
                  show_progress=not args.quiet)
-    print(summary_table(result))
+    print(summary_table(result, [args.split]))
     print(f"output: {args.output}")
-    exif = result.manifest.get("counts", {}).get("exif_rotated", 0)
+    exif = result.manifest["splits"].get(args.split, {}).get("counts", {}).get("exif_rotated", 0)
     if exif:
         print(f"warning: {exif} images carry an EXIF orientation other than 1; TensorFlow's "
               "decoders ignore it, so they are read unrotated.", file=sys.stderr)
     return EXIT_OK
 
 
+def _check_inputs(images_dir: str, annotations: str) -> None:
+    """Fail fast, before Beam starts, on input paths that do not exist."""
+    from recordbeam import filesystems
+
+    if not filesystems.exists(annotations):
+        raise UsageError(f"{annotations}: no such annotation file (check --annotations)")
+    # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
+    if next(filesystems.list_files(images_dir), None) is None:
+        raise UsageError(f"{images_dir}: no such folder, or it holds no files (check --images)")
+
+
 def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.coco import CocoOptions
     from recordbeam.pipeline import coco_to_tfrecord
 
+    _check_inputs(args.images, args.annotations)
     coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels)
     shards, checks = _shard_options(args), _checks(args)
+    if getattr(args, "if_changed", False):
+        from recordbeam.pipeline import coco_input_patterns, coco_settings, is_up_to_date
+
+        settings = coco_settings(coco, shards, checks)
+        if is_up_to_date(args.output, args.split, coco_input_patterns(coco), settings):
+            print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
+            return EXIT_OK
     return _run_conversion(
         lambda p: coco_to_tfrecord(p, args.output, coco, shards, checks), args, beam_args)
 
@@ -351,6 +381,9 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
     parser.add_argument("--max-image-bytes", default="256MiB", help=f"reject larger files unread (default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
     parser.add_argument("--verify-decode", action="store_true", help="fully decode every image (slower)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--if-changed", action="store_true",
+                        help="exit 0 at once when OUT already holds a finished output of the same "
+                        "inputs (names, sizes, modification times), options and recordbeam version")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -414,7 +447,13 @@ def _short_error(error: BaseException) -> str:
         if marker in text:
             tail = text.rsplit(marker, 1)[1]
             return marker.rstrip(": ") + ": " + tail.split(" [while running")[0].strip()
-    return text.strip().splitlines()[-1] if text.strip() else type(error).__name__
+    # Runner-wrapped errors end in tracebacks; the last "SomethingError: ..." line says most.
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if head.endswith(("Error", "Exception", "Exceeded")) and " " not in head:
+            return line
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def _drop_beam_import_noise(record: logging.LogRecord) -> bool:

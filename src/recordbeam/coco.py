@@ -312,7 +312,8 @@ class ReadCoco(beam.PTransform):
             | "StreamAnnotations" >> beam.ParDo(_ReadSection()).with_outputs(
                 "images", "annotations", "categories", "rejects")
         )
-        files = pbegin | "ListImages" >> fileio.MatchFiles(opts.images_dir.rstrip("/") + "/**")
+        images_pattern, annotations_pattern = opts.images_dir.rstrip("/") + "/**", opts.annotations
+        files = pbegin | "ListImages" >> fileio.MatchFiles(images_pattern)
         images_dir = opts.images_dir
         by_name = {
             "entries": sections.images,
@@ -329,7 +330,7 @@ class ReadCoco(beam.PTransform):
                 _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories)
             ).with_outputs("rejects", main="records")
         )
-        annotation_file = pbegin | "AnnotationFile" >> fileio.MatchFiles(opts.annotations)
+        annotation_file = pbegin | "AnnotationFile" >> fileio.MatchFiles(annotations_pattern)
         terms = (
             (files, annotation_file) | "AllInputs" >> beam.Flatten()
             | "InputTerms" >> beam.CombineGlobally(FileTermsFn())

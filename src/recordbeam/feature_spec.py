@@ -79,3 +79,30 @@ class FeatureSpec:
                 "present_in": seen.examples,
             }
         return out
+
+
+def merge_spec_json(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],
+                    examples_a: int, examples_b: int) -> dict[str, dict[str, Any]]:
+    """Merge two :meth:`FeatureSpec.to_json` results (e.g. of two splits)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x is None or y is None:
+            only = dict(x or y)
+            only["fixed_length"] = None  # absent from the other part's examples
+            out[name] = only
+            continue
+        if x["dtype"] != y["dtype"]:
+            raise ValueError(f"feature {name!r} is {x['dtype']} in one split and {y['dtype']} in another")
+        fixed = x["fixed_length"] if x["fixed_length"] == y["fixed_length"] else None
+        out[name] = {
+            "dtype": x["dtype"],
+            "fixed_length": fixed,
+            "min_length": min(x["min_length"], y["min_length"]),
+            "max_length": max(x["max_length"], y["max_length"]),
+            "present_in": x["present_in"] + y["present_in"],
+        }
+    for spec in out.values():
+        if spec["present_in"] < examples_a + examples_b:
+            spec["fixed_length"] = None
+    return out

@@ -49,8 +49,8 @@ class ImageChecks:
 class ImageExampleEncoder(ExampleEncoder):
     """Turns an :class:`ImageRecord` into an Example with the image and its labels."""
 
-    def __init__(self, checks: ImageChecks | None = None) -> None:
-        super().__init__()
+    def __init__(self, checks: ImageChecks | None = None, split: str = "train") -> None:
+        super().__init__(split)
         self.checks = checks or ImageChecks()
 
     def identity(self, record: ImageRecord) -> str:

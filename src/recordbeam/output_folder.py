@@ -44,6 +44,11 @@ def check_split_name(split: str) -> str:
     return split
 
 
+def is_shard_file(name: str) -> bool:
+    """A shard or its index, by name: ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx]``."""
+    return bool(_SHARD_NAME.match(name))
+
+
 def is_ours(relative_path: str) -> bool:
     """True for files a recordbeam run writes (shards, indexes, metadata, temp files)."""
     top = relative_path.split("/", 1)[0]

@@ -17,7 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from recordbeam import __version__, output_folder
 from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
-from recordbeam.fingerprint import fingerprint
+from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.progress import ProgressReporter
 from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
@@ -48,6 +48,31 @@ def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
     return metadata
 
 
+def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any]) -> str:
+    """The inputs fingerprint a run would record now, computed by listing on the launcher
+    (the pipeline computes the same value from the same listing on workers)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    metas = [m for r in FileSystems.match(list(patterns)) for m in r.metadata_list]
+    total, count = combine_terms(
+        file_term(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metas
+    )
+    return fingerprint(total, count, settings)
+
+
+def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
+                  settings: Mapping[str, Any]) -> bool:
+    """True when ``output_dir`` holds a finished ``split`` made from these very inputs
+    (names, sizes, modification times) and settings (options, recordbeam version)."""
+    manifest = output_folder.read_manifest(output_dir)
+    recorded = (manifest or {}).get("splits", {}).get(split, {}).get("inputs_fingerprint")
+    return recorded is not None and recorded == current_fingerprint(patterns, settings)
+
+
+def coco_input_patterns(coco: CocoOptions) -> list[str]:
+    return [coco.images_dir.rstrip("/") + "/**", coco.annotations]
+
+
 def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks) -> dict[str, Any]:
     """Everything that shapes the output besides the input files (goes in the manifest)."""
     return {
@@ -70,7 +95,7 @@ def coco_to_tfrecord(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
     )
     sink = WriteShards(
-        output_dir, CocoEncoder(checks), options=shards, rejects=read["rejects"],
+        output_dir, CocoEncoder(checks, coco.split), options=shards, rejects=read["rejects"],
         counts=read["counts"], metadata=metadata,
     )
     _ = read["records"] | "WriteShards" >> sink

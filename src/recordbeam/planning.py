@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 
 #: Salt mixed into every key; changing it reshuffles every dataset, so it is fixed.
 DEFAULT_SALT = "recordbeam/v1"
@@ -48,11 +49,12 @@ _SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024**2, 
                "MIB": 1024**2, "G": 1024**3, "GB": 1000**3, "GIB": 1024**3}
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([A-Z]*)")
+
+
 def parse_size(text: str) -> int:
     """Parse a size such as ``128MiB``, ``200MB`` or ``1048576``."""
-    cleaned = text.strip().upper().replace(" ", "")
-    number = cleaned.rstrip("KMGIB")
-    unit = cleaned[len(number):]
-    if unit not in _SIZE_UNITS or not number:
+    match = _SIZE.fullmatch(text.strip().upper().replace(" ", ""))
+    if match is None or match.group(2) not in _SIZE_UNITS:
         raise ValueError(f"cannot read size {text!r}: use a number with B, KiB, MiB, GiB, KB, MB or GB")
-    return int(float(number) * _SIZE_UNITS[unit])
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])

@@ -45,16 +45,24 @@ class Reject:
         source: the file path, or ``annotation <id>`` / ``<file>:<line>``.
         reason: a short code (``truncated``, ``missing``, ``unknown_category``...).
         detail: one human sentence: what is wrong and what to do.
+        split: the split it was meant for; None means the run's default split.
     """
 
     kind: str
     source: str
     reason: str
     detail: str
+    split: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(
-            {"kind": self.kind, "source": self.source, "reason": self.reason, "detail": self.detail},
+            {"kind": self.kind, "source": self.source, "reason": self.reason,
+             "detail": self.detail, "split": self.split},
             ensure_ascii=False,
             sort_keys=True,
         )
+
+    @staticmethod
+    def from_json(line: str) -> Reject:
+        d = json.loads(line)
+        return Reject(d["kind"], d["source"], d["reason"], d["detail"], d.get("split"))

@@ -19,12 +19,13 @@ the heavy bytes on the worker that writes the shard, and commits the output atom
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
 
-from recordbeam import __version__, filesystems
+from recordbeam import __version__, filesystems, manifest
 from recordbeam import output_folder as folder
 from recordbeam.example import Example, make_example
 from recordbeam.feature_spec import FeatureSpec
@@ -229,7 +230,8 @@ class _WriteShard(beam.DoFn):
                 counts.update(encoded.counts)
                 for reject in encoded.rejects:
                     self._rejects.inc()
-                    yield TaggedOutput("rejects", reject)
+                    yield TaggedOutput("rejects", reject if reject.split else
+                                       dataclasses.replace(reject, split=split))
                 data = _serialize(encoded, spec)
                 if data is not None:
                     writer.write(data)
@@ -277,45 +279,82 @@ def _serialize(encoded: Encoded, spec: FeatureSpec) -> bytes | None:
         return None
     message = make_example(encoded.features, encoded.kinds)
     spec.observe(message)
-    return message.SerializeToString()
+    return message.SerializeToString(deterministic=True)  # map order is per-process otherwise
 
 
 class _Finalize(beam.DoFn):
-    def __init__(self, output_dir: str, temp_dir: str, options: ShardOptions) -> None:
+    def __init__(self, output_dir: str, temp_dir: str, options: ShardOptions,
+                 declared_splits: tuple[str, ...]) -> None:
         self._output_dir = output_dir
         self._temp_dir = temp_dir
         self._options = options
+        self._declared = declared_splits
 
     def process(self, _unused, shards, rejects, counts, metadata, totals):
+        default_split = self._declared[0]
+        owned = sorted(set(totals) | set(self._declared))
         results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
-        rejects = sorted(rejects, key=lambda r: (r.kind, r.source, r.reason, r.detail))
-        all_counts: Counter[str] = Counter(dict(counts))
-        for shard in results:
-            all_counts.update(shard.counts)
-        meta: dict[str, Any] = {}
+        rejects = sorted(
+            (r if r.split else dataclasses.replace(r, split=default_split) for r in rejects),
+            key=lambda r: (r.split, r.kind, r.source, r.reason, r.detail),
+        )
+        dataset_meta: dict[str, Any] = {}
         for part in metadata:
-            meta.update(part)
-        manifest = _manifest(results, rejects, all_counts, meta, self._options)
-        fraction = manifest["rejects"]["image_fraction"]
-        if fraction > self._options.max_reject_fraction:
+            dataset_meta.update(part)
+        entries = {
+            split: self._split_entry(split, results, rejects, counts if split == default_split else {},
+                                     dataset_meta)
+            for split in owned
+        }
+        worst = max(entries.values(), key=lambda e: e["rejects"]["image_fraction"])
+        if worst["rejects"]["image_fraction"] > self._options.max_reject_fraction:
             self._write_rejects(folder.FAILED_REJECTS, rejects)
             filesystems.remove_tree(self._temp_dir)
-            raise RejectLimitExceeded(_reject_summary(manifest, self._output_dir, self._options))
-        self._commit(results, rejects, manifest)
-        yield manifest
+            raise RejectLimitExceeded(_reject_summary(worst, self._output_dir, self._options))
+        previous = folder.read_manifest(self._output_dir) or {}
+        for split, entry in previous.get("splits", {}).items():
+            entries.setdefault(split, entry)  # splits this run does not write are kept
+        final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
+        self._commit(results, rejects, owned, final)
+        yield final
 
-    def _write_rejects(self, name: str, rejects: list[Reject]) -> None:
+    def _split_entry(self, split, results, rejects, upstream_counts, meta) -> dict[str, Any]:
+        mine = [r for r in results if r.split == split]
+        spec = FeatureSpec()
+        counts: Counter[str] = Counter(dict(upstream_counts))
+        for shard in mine:
+            spec = spec.merge(shard.spec)
+            counts.update(shard.counts)
+        return manifest.split_entry(
+            [(r.name, r.examples, r.bytes) for r in mine], spec,
+            [r for r in rejects if r.split == split], counts, meta,
+        )
+
+    def _write_rejects(self, name: str, rejects: Iterable[Reject]) -> None:
         data = "".join(r.to_json() + "\n" for r in rejects).encode("utf-8")
         filesystems.write_bytes(filesystems.join(self._output_dir, name), data)
 
-    def _commit(self, results: list[ShardResult], rejects: list[Reject], manifest: dict) -> None:
+    def _kept_rejects(self, owned: list[str]) -> list[Reject]:
+        """Rejects of splits this run does not write, from the previous rejects file."""
+        path = filesystems.join(self._output_dir, folder.REJECTS)
+        if not filesystems.exists(path):
+            return []
+        lines = filesystems.read_bytes(path).decode("utf-8").splitlines()
+        return [r for r in map(Reject.from_json, filter(None, lines)) if r.split not in owned]
+
+    def _commit(self, results: list[ShardResult], rejects: list[Reject], owned: list[str],
+                final: dict) -> None:
         out = self._output_dir
         manifest_path = filesystems.join(out, folder.MANIFEST)
+        kept_rejects = self._kept_rejects(owned)
         filesystems.delete([manifest_path])  # from here on the folder does not look finished
         new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
         stale = [
             filesystems.join(out, p) for p in folder.existing_files(out)
-            if folder.is_ours(p) and "/" not in p and p not in new_names and p != folder.MANIFEST
+            if "/" not in p and p not in new_names and (
+                p == folder.FAILED_REJECTS
+                or (folder.is_shard_file(p) and manifest.split_of_shard_file(p) in owned)
+            )
         ]
         filesystems.delete(stale)
         sources, targets = [], []
@@ -326,13 +365,15 @@ class _Finalize(beam.DoFn):
                 sources.append(r.temp_index_path)
                 targets.append(filesystems.join(out, r.name + ".idx"))
         filesystems.rename(sources, targets)
-        labels = manifest.get("label_names")
+        labels = final.get("label_names")
         if labels:
             text = "".join(f"{name}\n" for name in labels)
             filesystems.write_bytes(filesystems.join(out, folder.LABELS), text.encode("utf-8"))
-        self._write_rejects(folder.REJECTS, rejects)
+        all_rejects = sorted(kept_rejects + rejects,
+                             key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
+        self._write_rejects(folder.REJECTS, all_rejects)
         staged = filesystems.join(self._temp_dir, folder.MANIFEST)
-        filesystems.write_bytes(staged, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+        filesystems.write_bytes(staged, (json.dumps(final, indent=2, sort_keys=True) + "\n").encode())
         filesystems.rename([staged], [manifest_path])
         _remove_temp_dirs(out)
 
@@ -377,52 +418,11 @@ def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions
     return ShardResult(split, index, count, temp_path, temp_index, 0, sink.written, FeatureSpec(), {})
 
 
-def _manifest(results: list[ShardResult], rejects: list[Reject], counts: Counter,
-              meta: Mapping[str, Any], options: ShardOptions) -> dict[str, Any]:
-    splits: dict[str, Any] = {}
-    spec = FeatureSpec()
-    for r in results:
-        entry = splits.setdefault(r.split, {"examples": 0, "bytes": 0, "shards": []})
-        entry["examples"] += r.examples
-        entry["bytes"] += r.bytes
-        entry["shards"].append({"file": r.name, "examples": r.examples, "bytes": r.bytes})
-        spec = spec.merge(r.spec)
-    warnings = Counter(r.reason for r in rejects if r.kind == "warning")
-    rejects = [r for r in rejects if r.kind != "warning"]
-    by_reason = Counter(f"{r.kind}:{r.reason}" for r in rejects)
-    image_rejects = sum(1 for r in rejects if r.kind == "image")
-    written = sum(r.examples for r in results)
-    seen = written + image_rejects
-    manifest = {
-        "format": "recordbeam.manifest/1",
-        "recordbeam_version": __version__,
-        "splits": splits,
-        "totals": {
-            "examples": written,
-            "bytes": sum(r.bytes for r in results),
-            "shards": len(results),
-        },
-        "features": spec.to_json(),
-        "options": options.to_json(),
-        "rejects": {
-            "total": len(rejects),
-            "images": image_rejects,
-            "annotations": len(rejects) - image_rejects,
-            "image_fraction": (image_rejects / seen) if seen else 0.0,
-            "by_reason": dict(sorted(by_reason.items())),
-        },
-        "warnings": dict(sorted(warnings.items())),
-        "counts": {k: v for k, v in sorted(counts.items()) if v},
-    }
-    manifest.update(meta)
-    return manifest
-
-
-def _reject_summary(manifest: Mapping[str, Any], output_dir: str, options: ShardOptions) -> str:
-    rejects = manifest["rejects"]
+def _reject_summary(entry: Mapping[str, Any], output_dir: str, options: ShardOptions) -> str:
+    rejects = entry["rejects"]
     reasons = ", ".join(f"{k}: {v}" for k, v in rejects["by_reason"].items())
     return (
-        f"{rejects['images']} of {rejects['images'] + manifest['totals']['examples']} images were "
+        f"{rejects['images']} of {rejects['images'] + entry['examples']} images were "
         f"rejected ({rejects['image_fraction']:.1%}), above --max-reject-fraction "
         f"{options.max_reject_fraction:g}. Nothing was committed to {output_dir}; the rejects are "
         f"listed in {filesystems.join(output_dir, folder.FAILED_REJECTS)} ({reasons}). Fix the "
@@ -444,7 +444,13 @@ class WriteShards(beam.PTransform):
             and listed in ``rejects.jsonl``.
         counts: ``(name, number)`` pairs found before the sink, summed into the manifest.
         metadata: dicts merged into the manifest (label map, inputs fingerprint...). A
-            ``label_names`` list is also written as ``labels.txt``.
+            ``label_names`` list is also written as ``labels.txt``; the keys in
+            ``manifest.SPLIT_KEYS`` go to the entries of the splits this run writes.
+        splits: splits this run owns besides the encoder's default split, even if no
+            element reaches them (their old shards are then replaced by nothing).
+
+    One output folder may hold several splits; a run replaces only the splits it writes
+    and keeps the others (and their manifest entries and rejects).
 
     Returns:
         A PCollection holding the manifest dict once the output is committed.
@@ -452,7 +458,8 @@ class WriteShards(beam.PTransform):
 
     def __init__(self, output_dir: str, encoder: ExampleEncoder | None = None, *,
                  options: ShardOptions | None = None, rejects: PCollection | None = None,
-                 counts: PCollection | None = None, metadata: PCollection | None = None) -> None:
+                 counts: PCollection | None = None, metadata: PCollection | None = None,
+                 splits: Sequence[str] = ()) -> None:
         super().__init__()
         self._output_dir = output_dir.rstrip("/")
         self._encoder = encoder or ExampleEncoder()
@@ -460,6 +467,7 @@ class WriteShards(beam.PTransform):
         self._rejects = rejects
         self._counts = counts
         self._metadata = metadata
+        self._splits = tuple(folder.check_split_name(s) for s in splits)
         self.temp_dir = filesystems.join(self._output_dir, folder.TEMP_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, elements):
@@ -494,7 +502,8 @@ class WriteShards(beam.PTransform):
             p
             | "FinalizeTrigger" >> beam.Create([None])
             | "Finalize" >> beam.ParDo(
-                _Finalize(self._output_dir, self.temp_dir, self._options),
+                _Finalize(self._output_dir, self.temp_dir, self._options,
+                          (self._encoder.default_split, *self._splits)),
                 shards=AsList(written.shards),
                 rejects=AsList(all_rejects),
                 counts=AsDict(summed),
