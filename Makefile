@@ -14,7 +14,7 @@ $(VENV)/.runtime: pyproject.toml setup.py
 	touch $@
 
 $(VENV)/.test: $(VENV)/.runtime
-	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop]'
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws]'
 	touch $@
 
 demo: $(VENV)/.runtime
