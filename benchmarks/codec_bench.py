@@ -10,16 +10,25 @@ as four float lists, int labels, class texts, ...) and times, best of ``--repeat
   ``extend`` (the fastest way with those classes, and the ratios' baseline), the latter
   also with sorted map keys (``deterministic=True``), which recordbeam always uses;
 * decode: ``recordbeam.example.decode_example(data)`` against
-  ``tf.train.Example.FromString(data)`` plus turning every feature into a numpy array.
+  ``tf.train.Example.FromString(data)`` plus turning every feature into a numpy array;
+* encode, "recordbeam wire": :func:`recordbeam.wire.encode_example_fast`, the hand-written
+  wire encoder (same bytes as ``encode_example``);
+* encode+write: what the shard writer does per record, into a ``RecordWriter`` on
+  ``os.devnull``: ``make_example`` + ``SerializeToString(deterministic=True)`` +
+  ``RecordWriter.write`` against ``encode_example_chunks`` + ``RecordWriter.write_chunks``
+  (the image is never copied); "sink step" adds updating a ``FeatureSpec`` (``observe`` on
+  the message against ``observe_lengths``). These rows cycle through ``--distinct``
+  different records so the image is not in the CPU cache already, as in a real shard.
 
 The TensorFlow rows appear only when TensorFlow imports. Usage::
 
-    python benchmarks/codec_bench.py [--n 20000] [--repeats 3] [--objects 8]
+    python benchmarks/codec_bench.py [--n 20000] [--repeats 3] [--objects 8] [--image-kb 100]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -27,7 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from recordbeam.example import decode_example, encode_example
+from recordbeam.example import decode_example, encode_example, make_example
+from recordbeam.feature_spec import FeatureSpec
+from recordbeam.framing import RecordWriter
+from recordbeam.wire import encode_example_chunks, encode_example_fast, encode_example_observed
 
 
 def detection_features(objects: int, image_bytes: int, seed: int = 0) -> dict[str, Any]:
@@ -147,6 +159,43 @@ def best_rates(
     return {label: n / seconds for label, seconds in best.items()}
 
 
+def shard_writer_candidates(
+    records: list[dict[str, Any]], writer: RecordWriter
+) -> dict[tuple[str, str], tuple[Callable[[Any], Any], Any]]:
+    """The shard writer's per-record work, via protobuf and via the wire encoder.
+
+    Each call takes the next of ``records`` (cycling), so that, as in a real shard, the image
+    bytes are not already in the CPU cache from the previous call.
+    """
+    spec = FeatureSpec()
+
+    def protobuf_write(next_record: Callable[[], dict[str, Any]]) -> None:
+        writer.write(make_example(next_record()).SerializeToString(deterministic=True))
+
+    def wire_write(next_record: Callable[[], dict[str, Any]]) -> None:
+        writer.write_chunks(encode_example_chunks(next_record()))
+
+    def protobuf_sink_step(next_record: Callable[[], dict[str, Any]]) -> None:
+        message = make_example(next_record())
+        spec.observe(message)
+        writer.write(message.SerializeToString(deterministic=True))
+
+    def wire_sink_step(next_record: Callable[[], dict[str, Any]]) -> None:
+        chunks, observed = encode_example_observed(next_record())
+        spec.observe_lengths(observed)
+        writer.write_chunks(chunks)
+
+    def cycling() -> Callable[[], dict[str, Any]]:
+        return itertools.cycle(records).__next__
+
+    return {
+        ("encode+write", "recordbeam protobuf + write"): (protobuf_write, cycling()),
+        ("encode+write", "recordbeam wire + write_chunks"): (wire_write, cycling()),
+        ("sink step", "recordbeam protobuf + observe"): (protobuf_sink_step, cycling()),
+        ("sink step", "recordbeam wire + observe_lengths"): (wire_sink_step, cycling()),
+    }
+
+
 def import_tensorflow() -> Any:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
@@ -162,6 +211,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs; the best counts")
     parser.add_argument("--objects", type=int, default=8, help="boxes per image")
     parser.add_argument("--image-kb", type=int, default=100, help="size of image/encoded")
+    parser.add_argument(
+        "--distinct",
+        type=int,
+        default=64,
+        help="distinct records the encode+write rows cycle through (beyond the CPU cache)",
+    )
     args = parser.parse_args()
 
     features = detection_features(args.objects, args.image_kb * 1000)
@@ -181,23 +236,37 @@ def main() -> None:
             ("encode", "tf in-place, sorted"): (tf_in_place_encoder(tf, True), features),
             ("decode", "tf FromString+np"): (tf_decoder(tf), ours),
         }
+    assert encode_example_fast(features) == ours, "wire encoder differs from encode_example"
+    null_file = open(os.devnull, "wb")  # closed after the timed runs
+    candidates |= {("encode", "recordbeam wire"): (encode_example_fast, features)}
+    records = [
+        detection_features(args.objects, args.image_kb * 1000, seed=seed)
+        for seed in range(args.distinct)
+    ]
+    candidates |= shard_writer_candidates(records, RecordWriter(null_file))
     rates = best_rates(candidates, args.n, args.repeats)
+    null_file.close()
     # The baseline of each ratio is the fastest TensorFlow variant of that operation.
     baselines = {}
     for (operation, implementation), rate in rates.items():
-        if implementation != "recordbeam":
+        if not implementation.startswith("recordbeam"):
             baselines[operation] = max(rate, baselines.get(operation, 0.0))
-    rows = sorted(rates.items(), key=lambda item: (item[0][0], item[0][1] == "recordbeam"))
+    rows = sorted(rates.items(), key=lambda item: (item[0][0], item[0][1].startswith("recordbeam")))
 
     print(
         f"{args.n} records x best of {args.repeats}; one record = {len(ours)} bytes, "
         f"{len(features)} features, {args.objects} objects"
     )
-    print(f"{'operation':<10} {'implementation':<20} {'records/s':>12} {'vs best TF':>10}")
+    print(
+        f"{'operation':<12} {'implementation':<32} {'records/s':>12} {'us/record':>10} "
+        f"{'vs best TF':>10}"
+    )
     for (operation, implementation), rate in rows:
         baseline = baselines.get(operation)
         ratio = f"{rate / baseline:.2f}x" if baseline else "-"
-        print(f"{operation:<10} {implementation:<20} {rate:>12,.0f} {ratio:>10}")
+        print(
+            f"{operation:<12} {implementation:<32} {rate:>12,.0f} {1e6 / rate:>10.1f} {ratio:>10}"
+        )
 
 
 if __name__ == "__main__":

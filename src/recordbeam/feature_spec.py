@@ -7,10 +7,12 @@ present in every example with the same number of values is fixed-length (a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 _DTYPES = {"bytes_list": "string", "float_list": "float32", "int64_list": "int64"}
+_KNOWN_DTYPES = frozenset(_DTYPES.values())
 
 
 @dataclass
@@ -43,6 +45,35 @@ class FeatureSpec:
             elif kind and _DTYPES[kind] != seen.dtype:
                 raise ValueError(
                     f"feature {name!r} is {seen.dtype} in some examples and {_DTYPES[kind]} in others; "
+                    "a feature must have one type across the dataset"
+                )
+            seen.examples += 1
+            seen.min_length = min(seen.min_length, length)
+            seen.max_length = max(seen.max_length, length)
+
+    def observe_lengths(self, observed: Mapping[str, tuple[str | None, int]]) -> None:
+        """Record one example given as ``{name: (dtype, length)}`` instead of a message.
+
+        What :func:`recordbeam.wire.encode_example_observed` reports: dtype is ``"string"``,
+        ``"float32"``, ``"int64"`` or None (an empty value written without a kind). Same
+        bookkeeping and errors as :meth:`observe`.
+        """
+        self.examples += 1
+        for name, (dtype, length) in observed.items():
+            if dtype is not None and dtype not in _KNOWN_DTYPES:
+                raise ValueError(
+                    f"feature {name!r}: unknown dtype {dtype!r}; expected one of "
+                    f"{sorted(_KNOWN_DTYPES)} or None"
+                )
+            seen = self.features.get(name)
+            if seen is None:
+                self.features[name] = _Seen(dtype, 1, length, length)
+                continue
+            if seen.dtype is None:
+                seen.dtype = dtype
+            elif dtype and dtype != seen.dtype:
+                raise ValueError(
+                    f"feature {name!r} is {seen.dtype} in some examples and {dtype} in others; "
                     "a feature must have one type across the dataset"
                 )
             seen.examples += 1

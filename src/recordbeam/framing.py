@@ -23,7 +23,7 @@ import io
 import logging
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
@@ -65,6 +65,9 @@ _IN_CHUNK = 256 << 10
 _OUT_CHUNK = 256 << 10
 # Window step when scanning for the next intact header after a damaged one.
 _SCAN_CHUNK = 64 << 10
+# RecordWriter.write_chunks hands chunks at least this long to the file as they are and joins
+# shorter neighbours: below it one copy costs less than one more call into the file layer.
+_DIRECT_WRITE_BYTES = 16 << 10
 
 CHECKS = (
     "length_crc",
@@ -238,6 +241,68 @@ class RecordWriter:
             out += compressor.compress(footer)
             if out:
                 self._file.write(out)
+        if self._index is not None:
+            self._index.write(f"{self.bytes_written} {length + 16}\n")
+        self.records_written += 1
+        self.bytes_written += length + 16
+
+    def write_chunks(self, chunks: Sequence[bytes | memoryview]) -> None:
+        """Append ONE record whose data is the concatenation of ``chunks``, without joining them.
+
+        The file receives the same bytes as ``write(b"".join(chunks))``, but a large chunk
+        (say an encoded image from :func:`recordbeam.wire.encode_example_chunks`) goes to the
+        file, or the compressor, as it is instead of being copied into a joined buffer.
+        Small neighbouring pieces are still joined so that the file layer sees few calls.
+
+        Args:
+            chunks: bytes-like objects (bytes, bytearray, contiguous memoryviews or arrays);
+                a non-contiguous buffer is copied into bytes first.
+        """
+        if self._closed:
+            raise ValueError("cannot write to a closed RecordWriter; open a new one")
+        views: list[bytes | memoryview] = []
+        length = 0
+        crc = 0
+        for chunk in chunks:
+            if type(chunk) is not bytes:
+                try:
+                    view = memoryview(chunk)  # type: ignore[arg-type]
+                except TypeError:
+                    raise TypeError(
+                        f"a TFRecord record chunk must be bytes-like, got {type(chunk).__name__}; "
+                        "encode text or serialize protos before writing"
+                    ) from None
+                # A flat byte view so that len() counts bytes and writes see the raw memory.
+                chunk = view.cast("B") if view.c_contiguous else view.tobytes()
+            length += len(chunk)
+            crc = _crc32c(chunk, value=crc)
+            views.append(chunk)
+        header_crc = _crc32c(_LENGTH.pack(length))
+        header = _HEADER.pack(
+            length, (((header_crc >> 15) | (header_crc << 17)) + _MASK_DELTA) & _U32
+        )
+        footer = _CRC.pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32)
+        compressor = self._compressor
+        if compressor is None:
+            write = self._file.write
+            small: list[bytes | memoryview] = [header]
+            for chunk in views:
+                if len(chunk) >= _DIRECT_WRITE_BYTES:
+                    if small:
+                        write(b"".join(small))
+                        small = []
+                    write(chunk)
+                else:
+                    small.append(chunk)
+            small.append(footer)
+            write(b"".join(small))
+        else:
+            out = [compressor.compress(header)]
+            out.extend(compressor.compress(chunk) for chunk in views)
+            out.append(compressor.compress(footer))
+            joined = b"".join(out)
+            if joined:
+                self._file.write(joined)
         if self._index is not None:
             self._index.write(f"{self.bytes_written} {length + 16}\n")
         self.records_written += 1

@@ -20,7 +20,12 @@ from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.progress import ProgressReporter
-from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
+from recordbeam.runner import (
+    is_local,
+    limit_malloc_arenas,
+    pipeline_options,
+    worker_output_to_log,
+)
 from recordbeam.sink import ShardOptions, WriteShards
 
 
@@ -118,6 +123,7 @@ def run(
     p = beam.Pipeline(options=options)
     sink = build(p)
     if is_local(options):
+        limit_malloc_arenas()
         # Beam's and its worker processes' logs go to a file; the terminal gets progress.
         with worker_output_to_log() as (console, log_path):
             try:

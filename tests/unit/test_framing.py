@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import base64
 import gzip
 import io
@@ -494,3 +495,100 @@ def test_record_error_is_picklable_and_keeps_fields():
     assert (copy.path, copy.record, copy.offset, copy.check) == ("f.tfrecord", 3, 99, "data_crc")
     assert str(copy) == str(err)
     assert isinstance(copy, ValueError)
+
+
+# --- write_chunks: one record from several pieces -----------------------------------------------
+
+
+def write_chunked(records: list[list], c: Compression, **kw) -> bytes:
+    buf = io.BytesIO()
+    with RecordWriter(buf, c, **kw) as w:
+        for chunks in records:
+            w.write_chunks(chunks)
+    return buf.getvalue()
+
+
+CHUNKED = [
+    [b"head", b"x" * 40_000, b"tail"],  # a chunk above the direct-write size
+    [],  # an empty record
+    [b"", b"", b"only"],
+    [bytearray(b"ab"), memoryview(b"cdef")[1:3], b"y" * 20_000, b"z" * 20_000],
+    [memoryview(array.array("i", range(100))), b"!"],  # memoryview of 4-byte items
+]
+
+
+def joined(chunks: list) -> bytes:
+    return b"".join(bytes(memoryview(chunk).cast("B")) for chunk in chunks)
+
+
+@pytest.mark.parametrize("c", ALL)
+def test_write_chunks_equals_write_of_joined_chunks(c):
+    index_chunks, index_joined = io.StringIO(), io.StringIO()
+    got = write_chunked(CHUNKED, c, index=index_chunks)
+    expected = write_all([joined(chunks) for chunks in CHUNKED], c, index=index_joined)
+    assert got == expected
+    assert index_chunks.getvalue() == index_joined.getvalue()
+    assert len(index_chunks.getvalue().splitlines()) == len(CHUNKED)
+    assert read_all(got, c) == [joined(chunks) for chunks in CHUNKED]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.binary(max_size=40), max_size=5), max_size=4),
+    st.sampled_from(ALL),
+)
+def test_property_write_chunks_matches_write(records, c):
+    buf = io.BytesIO()
+    with RecordWriter(buf, c) as w:
+        for index, record in enumerate(records):
+            if index % 2:
+                w.write(b"".join(record))  # interleaved with write(): offsets continue
+            else:
+                w.write_chunks(record)
+        counts = (w.records_written, w.bytes_written)
+    assert buf.getvalue() == write_all([b"".join(r) for r in records], c)
+    assert counts == (len(records), sum(16 + len(b"".join(r)) for r in records))
+
+
+class RecordingFile:
+    def __init__(self) -> None:
+        self.writes: list = []
+
+    def write(self, data) -> int:
+        self.writes.append(data)
+        return len(data)
+
+
+def test_write_chunks_passes_large_chunks_to_the_file_uncopied():
+    image = random.Random(1).randbytes(1 << 20)
+    sink = RecordingFile()
+    RecordWriter(sink).write_chunks([b"small header", image, b"small tail"])
+    assert any(piece is image or getattr(piece, "obj", None) is image for piece in sink.writes)
+    assert len(sink.writes) == 3  # header+first chunk, the image, last chunk+footer
+    assert b"".join(bytes(piece) for piece in sink.writes) == frame_record(
+        b"small header" + image + b"small tail"
+    )
+
+
+def test_write_chunks_crc_is_incremental_crc_of_the_whole_record():
+    chunks = [b"foo", b"bar", b"baz" * 5000]
+    framed = write_chunked([chunks], Compression.NONE)
+    data = b"".join(chunks)
+    assert struct.unpack("<I", framed[-4:])[0] == spec_mask(crc32c.crc32c(data))
+    assert struct.unpack("<Q", framed[:8])[0] == len(data)
+
+
+def test_write_chunks_copies_non_contiguous_views():
+    strided = memoryview(bytes(range(100)))[::3]
+    assert write_chunked([[b"<", strided, b">"]], Compression.NONE) == frame_record(
+        b"<" + strided.tobytes() + b">"
+    )
+
+
+def test_write_chunks_refuses_text_and_closed_writer():
+    w = RecordWriter(io.BytesIO())
+    with pytest.raises(TypeError, match="chunk must be bytes-like, got str"):
+        w.write_chunks([b"ok", "text"])
+    w.close()
+    with pytest.raises(ValueError, match="closed RecordWriter"):
+        w.write_chunks([b"x"])
