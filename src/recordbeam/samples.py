@@ -591,3 +591,206 @@ def _write_array_items(f: TextIO, items: Iterator[dict[str, Any]]) -> int:
         written += 1
     f.write("\n")
     return written
+
+
+# --- class folders and CSV/JSONL manifests ----------------------------------------------
+
+ODD_IMAGE_KINDS = (
+    "rgb_jpeg",
+    "gray_jpeg",
+    "cmyk_jpeg",
+    "exif6_jpeg",
+    "rgb_png",
+    "gray_png",
+    "palette_png",
+    "rgba_png",
+    "png16",
+)
+"""Kinds `odd_image` writes: the image variants real datasets (ImageNet...) hold."""
+
+
+def odd_image(kind: str, width: int = 40, height: int = 30, seed: int = 0) -> bytes:
+    """One small image of ``kind`` (see `ODD_IMAGE_KINDS`): a gradient with a bright block in
+    the top-left quarter, so orientation and colour survive checks after re-encoding."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width]
+    pixels = np.stack([xx * 255 // max(width - 1, 1), yy * 255 // max(height - 1, 1),
+                       np.full_like(xx, int(rng.integers(0, 256)))], axis=-1).astype(np.uint8)
+    pixels[: height // 4, : width // 4] = (250, 20, 20)
+    rgb = Image.fromarray(pixels, "RGB")
+    out = io.BytesIO()
+    if kind == "rgb_jpeg":
+        rgb.save(out, "JPEG", quality=_JPEG_QUALITY)
+    elif kind == "gray_jpeg":
+        rgb.convert("L").save(out, "JPEG", quality=_JPEG_QUALITY)
+    elif kind == "cmyk_jpeg":
+        rgb.convert("CMYK").save(out, "JPEG", quality=_JPEG_QUALITY)
+    elif kind == "exif6_jpeg":
+        exif = Image.Exif()
+        exif[_EXIF_ORIENTATION] = 6
+        rgb.save(out, "JPEG", quality=_JPEG_QUALITY, exif=exif)
+    elif kind == "rgb_png":
+        rgb.save(out, "PNG")
+    elif kind == "gray_png":
+        rgb.convert("L").save(out, "PNG")
+    elif kind == "palette_png":
+        rgb.quantize(colors=16).save(out, "PNG")
+    elif kind == "rgba_png":
+        rgba = rgb.convert("RGBA")
+        rgba.putalpha(Image.fromarray((xx * 255 // max(width - 1, 1)).astype(np.uint8), "L"))
+        rgba.save(out, "PNG")
+    elif kind == "png16":
+        gray = np.asarray(rgb.convert("L"), dtype=np.uint16) * 257
+        Image.fromarray(gray, "I;16").save(out, "PNG")
+    else:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {ODD_IMAGE_KINDS}")
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class FolderSample:
+    """Generated class folders and what a converter must make of them.
+
+    Attributes:
+      root: the folder to convert.
+      classes: class names, sorted.
+      expected: "good": {relative path: class}; "rejected": {relative path: reason};
+        "hidden": count of hidden files; "kinds": {relative path: `odd_image` kind};
+        "splits": {relative path: split} for the split-folders layout.
+    """
+
+    root: str
+    classes: tuple[str, ...]
+    expected: dict[str, Any]
+
+
+def make_image_folder_sample(
+    root: str | os.PathLike[str], *, split_folders: bool = False, include_bad: bool = True,
+    per_class: int = 4, seed: int = 0,
+) -> FolderSample:
+    """Writes ImageNet-style class folders: ``root/<synset>/<name>.JPEG`` (or under
+    ``root/train`` and ``root/val`` with ``split_folders``).
+
+    Each class cycles through `ODD_IMAGE_KINDS`, all named ``.JPEG`` as in ImageNet (so the
+    PNGs are "PNGs behind a .JPEG name"). With ``include_bad``: a truncated JPEG and a text
+    file in the first class, a stray file in the root, and a hidden ``.DS_Store``.
+    """
+    base = os.fspath(root)
+    classes = ("n01440764", "n02102040", "n02979186")
+    expected: dict[str, Any] = {"good": {}, "rejected": {}, "hidden": 0, "kinds": {}, "splits": {}}
+    counter = count()
+    for split in ("train", "val") if split_folders else ("",):
+        for class_name in classes:
+            folder = os.path.join(base, split, class_name)
+            os.makedirs(folder, exist_ok=True)
+            for i in range(per_class if split != "val" else 2):
+                number = next(counter)
+                kind = ODD_IMAGE_KINDS[number % len(ODD_IMAGE_KINDS)]
+                name = f"{class_name}_{number:05d}.JPEG"
+                relative = "/".join(p for p in (split, class_name, name) if p)
+                with open(os.path.join(folder, name), "wb") as f:
+                    f.write(odd_image(kind, 40 + i, 30, seed + number))
+                expected["good"][relative] = class_name
+                expected["kinds"][relative] = kind
+                expected["splits"][relative] = split or "train"
+    if include_bad:
+        first = os.path.join(base, "train" if split_folders else "", classes[0])
+        prefix = "train/" if split_folders else ""
+        whole = odd_image("rgb_jpeg", 40, 30, seed)
+        bad = {"truncated.JPEG": ("truncated", whole[: len(whole) // 2]),
+               "notes.txt": ("not_an_image", b"not a picture\n")}
+        for name, (reason, data) in bad.items():
+            with open(os.path.join(first, name), "wb") as f:
+                f.write(data)
+            expected["rejected"][f"{prefix}{classes[0]}/{name}"] = reason
+        with open(os.path.join(base, "README.txt"), "w", encoding="utf-8") as f:
+            f.write("a stray file outside the class folders\n")
+        expected["rejected"]["README.txt"] = "not_in_class_folder"
+        with open(os.path.join(first, ".DS_Store"), "wb") as f:
+            f.write(b"\0\0\0\1Bud1")
+        expected["hidden"] = 1
+    return FolderSample(base, classes, expected)
+
+
+@dataclass(frozen=True)
+class ManifestSample:
+    """A generated manifest, its images, and what a converter must make of it.
+
+    Attributes:
+      manifest: path of the ``.csv`` or ``.jsonl`` file.
+      rows: the good rows as written (image paths relative to the manifest).
+      expected: "bad_lines": {line: reason}; "missing": [image paths named but absent].
+    """
+
+    manifest: str
+    rows: list[dict[str, Any]]
+    expected: dict[str, Any]
+
+
+def make_manifest_sample(
+    root: str | os.PathLike[str], *, fmt: str = "csv", num_rows: int = 12, include_bad: bool = True,
+    frames_per_video: int = 3, seed: int = 0,
+) -> ManifestSample:
+    """Writes ``root/images/*`` and ``root/manifest.<fmt>`` (``csv`` or ``jsonl``).
+
+    Columns: ``image`` (relative path), ``label`` (int), ``score`` (float), ``caption``
+    (text), ``tags`` (list of text), ``box`` (list of floats), ``split`` (train/val),
+    ``video`` (a group of ``frames_per_video`` rows) and ``frame`` (int). The images
+    cycle through `ODD_IMAGE_KINDS`. With ``include_bad``: a row naming a missing image and
+    a row that does not parse (a wrong field count in CSV, broken JSON in JSONL).
+    """
+    if fmt not in ("csv", "jsonl"):
+        raise ValueError(f"fmt must be csv or jsonl, got {fmt!r}")
+    base = os.fspath(root)
+    images = os.path.join(base, "images")
+    os.makedirs(images, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(num_rows):
+        kind = ODD_IMAGE_KINDS[i % len(ODD_IMAGE_KINDS)]
+        name = f"img_{i:04d}.{'png' if kind.endswith('png') or kind == 'png16' else 'jpg'}"
+        with open(os.path.join(images, name), "wb") as f:
+            f.write(odd_image(kind, 32, 24, seed + i))
+        rows.append({
+            "image": f"images/{name}",
+            "label": int(rng.integers(0, 5)),
+            "score": round(float(rng.uniform(0, 1)), 3) + 0.0005,
+            "caption": f"picture {i}, with a comma",
+            "tags": [f"t{i % 3}", "x"],
+            "box": [0.1, 0.2, round(0.5 + i / 100, 3), 0.9],
+            "split": "val" if i % 4 == 3 else "train",
+            "video": f"v{i // frames_per_video}",
+            "frame": i % frames_per_video,
+        })
+    lines: list[str] = []
+    expected: dict[str, Any] = {"bad_lines": {}, "missing": []}
+    columns = list(rows[0])
+    for row in rows:
+        lines.append(_manifest_line(row, columns, fmt))
+    if include_bad:
+        missing = dict(rows[0], image="images/not_there.jpg", video="v_missing", split="train")
+        lines.insert(2, _manifest_line(missing, columns, fmt))
+        expected["missing"].append("images/not_there.jpg")
+        broken = "images/img_0000.jpg,1,0.5\n" if fmt == "csv" else '{"image": "images/img_0000.jpg",\n'
+        lines.insert(4, broken)
+    first = 2 if fmt == "csv" else 1
+    for offset, line in enumerate(lines):
+        if line.startswith(("images/img_0000.jpg,1,0.5", '{"image": "images/img_0000.jpg",\n')):
+            expected["bad_lines"][first + offset] = "bad_row"
+    path = os.path.join(base, f"manifest.{fmt}")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        if fmt == "csv":
+            f.write(",".join(columns) + "\n")
+        f.writelines(lines)
+    return ManifestSample(path, rows, expected)
+
+
+def _manifest_line(row: dict[str, Any], columns: list[str], fmt: str) -> str:
+    if fmt == "jsonl":
+        return json.dumps(row) + "\n"
+    import csv
+
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(
+        [json.dumps(row[c]) if isinstance(row[c], list) else row[c] for c in columns])
+    return out.getvalue()

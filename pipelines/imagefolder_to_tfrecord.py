@@ -1,0 +1,17 @@
+"""ImageNet-style class folders (ROOT/<class>/<image>) -> sharded TFRecords, on any Beam runner.
+
+Local:
+    python pipelines/imagefolder_to_tfrecord.py --root DIR --output OUT [--label-offset 1]
+
+Dataflow: add --runner DataflowRunner --project P --region R --temp_location gs://B/tmp
+--setup_file ./setup.py (see the README).
+
+Our options are those of ``recordbeam convert imagefolder``; everything else goes to Beam.
+"""
+
+import sys
+
+from recordbeam.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["convert", "imagefolder", *sys.argv[1:]]))

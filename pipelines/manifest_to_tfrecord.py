@@ -1,0 +1,15 @@
+"""A CSV or JSON Lines manifest (one row per example) -> sharded TFRecords, on any Beam runner.
+
+Local:
+    python pipelines/manifest_to_tfrecord.py --manifest data.csv --output OUT \
+        [--split train=0.8,val=0.2] [--group-by video]
+
+Our options are those of ``recordbeam convert manifest``; everything else goes to Beam.
+"""
+
+import sys
+
+from recordbeam.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["convert", "manifest", *sys.argv[1:]]))

@@ -1,0 +1,155 @@
+"""Class folders end to end: labels, splits, rejects and fixes, checked against the
+generated sample's own expectations."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+from PIL import Image
+
+from recordbeam import cli, pipeline
+from recordbeam.example import decode_example
+from recordbeam.framing import open_records
+from recordbeam.image_examples import ImageChecks
+from recordbeam.imagefolder import ImageFolderError, ImageFolderOptions, val_share
+from recordbeam.samples import make_image_folder_sample
+from recordbeam.sink import ShardOptions
+from recordbeam.transcode import ImageFixes
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+LENIENT = ShardOptions(num_shards=2, max_reject_fraction=0.5)
+
+
+def _convert(output, folder, fixes=None):
+    out = os.fspath(output)
+    return pipeline.run(
+        lambda p: pipeline.imagefolder_to_tfrecord(p, out, folder, LENIENT, ImageChecks(), fixes),
+        out,
+        beam_args=IN_MEMORY,
+        show_progress=False,
+    ).manifest
+
+
+def _examples(output, split):
+    names = sorted(n for n in os.listdir(output) if n.startswith(f"{split}-"))
+    return [decode_example(r) for n in names for r in open_records(os.path.join(output, n))]
+
+
+@pytest.fixture(scope="module")
+def flat(tmp_path_factory):
+    return make_image_folder_sample(tmp_path_factory.mktemp("folders"))
+
+
+def test_flat_layout_labels_sorted_classes_and_splits_by_hash(flat, tmp_path):
+    manifest = _convert(
+        tmp_path / "out", ImageFolderOptions(flat.root, val_fraction=0.3), ImageFixes("jpeg")
+    )
+    good = flat.expected["good"]
+    expected_val = {r for r in good if val_share(r) < 0.3}
+    assert 0 < len(expected_val) < len(good)
+    written = {}
+    for split in ("train", "val"):
+        for e in _examples(tmp_path / "out", split):
+            written[e["image/source_id"][0].decode()] = (split, e)
+    assert set(written) == set(good)
+    for relative, (split, example) in written.items():
+        assert split == ("val" if relative in expected_val else "train")
+        class_name = good[relative]
+        assert example["image/class/text"][0].decode() == class_name
+        assert example["image/class/label"][0] == sorted(flat.classes).index(class_name)
+        image = Image.open(io.BytesIO(example["image/encoded"][0]))
+        assert image.format == "JPEG" and image.mode == "RGB"
+        assert example["image/format"][0] == b"jpeg"
+    assert manifest["label_map"] == {str(i): c for i, c in enumerate(sorted(flat.classes))}
+    rejects = {}
+    for entry in manifest["splits"].values():
+        rejects.update(entry["rejects"]["by_reason"])
+    assert sorted(k.split(":")[1] for k in rejects) == sorted(flat.expected["rejected"].values())
+    counts = manifest["splits"]["train"]["counts"]
+    kinds = list(flat.expected["kinds"].values())
+    cmyk_total = sum(e.get("counts", {}).get("fix_cmyk", 0) for e in manifest["splits"].values())
+    assert cmyk_total == kinds.count("cmyk_jpeg")
+    assert counts["skipped_hidden_files"] == flat.expected["hidden"]
+
+
+def test_split_folders_classes_file_and_label_offset(tmp_path):
+    sample = make_image_folder_sample(tmp_path / "in", split_folders=True, include_bad=False)
+    classes = tmp_path / "classes.txt"
+    order = list(reversed(sample.classes))[:2]  # the last folder is not listed
+    classes.write_text("\n".join(order) + "\n")
+    manifest = _convert(
+        tmp_path / "out", ImageFolderOptions(sample.root, classes_file=str(classes), label_offset=1)
+    )
+    assert set(manifest["splits"]) == {"train", "val"}
+    unlisted = sample.classes[0]
+    for split in ("train", "val"):
+        examples = _examples(tmp_path / "out", split)
+        expected = {
+            r
+            for r, s in sample.expected["splits"].items()
+            if s == split and sample.expected["good"][r] != unlisted
+        }
+        assert {e["image/source_id"][0].decode() for e in examples} == expected
+        for e in examples:
+            name = e["image/class/text"][0].decode()
+            assert e["image/class/label"][0] == order.index(name) + 1
+        assert manifest["splits"][split]["rejects"]["by_reason"] == {
+            "image:unknown_class": sum(
+                1
+                for r, s in sample.expected["splits"].items()
+                if s == split and sample.expected["good"][r] == unlisted
+            )
+        }
+    assert manifest["label_map"] == {"1": order[0], "2": order[1]}
+
+
+def test_val_fraction_with_split_folders_is_refused(tmp_path):
+    sample = make_image_folder_sample(tmp_path / "in", split_folders=True, include_bad=False)
+    with pytest.raises(ImageFolderError, match="split folders"):
+        pipeline.ReadImageFolder(ImageFolderOptions(sample.root, val_fraction=0.1))
+
+
+def test_cli_converts_class_folders(flat, tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = cli.main(
+        [
+            "convert",
+            "imagefolder",
+            "--root",
+            flat.root,
+            "--output",
+            str(out),
+            "--label-offset",
+            "1",
+            "--max-side",
+            "20",
+            "--quiet",
+            "--max-reject-fraction",
+            "0.5",
+            *IN_MEMORY,
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "fix resized" in printed
+    examples = _examples(out, "train")
+    assert len(examples) == len(flat.expected["good"])
+    assert min(e["image/class/label"][0] for e in examples) == 1
+    assert all(max(e["image/width"][0], e["image/height"][0]) <= 20 for e in examples)
+    assert (
+        cli.main(
+            [
+                "convert",
+                "imagefolder",
+                "--root",
+                str(tmp_path / "nowhere"),
+                "--output",
+                str(tmp_path / "x"),
+                *IN_MEMORY,
+            ]
+        )
+        == cli.EXIT_USAGE
+    )
