@@ -43,7 +43,7 @@ def normalize_box(bbox: object, width: int, height: int) -> NormalizedBox:
         raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}")
     try:
         x, y, w, h = (float(v) for v in bbox)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond doubles
         raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}") from None
     if not all(math.isfinite(v) for v in (x, y, w, h)):
         raise InvalidBox("invalid_bbox", f"bbox {bbox!r} has a NaN or infinite value")

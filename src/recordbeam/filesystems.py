@@ -58,6 +58,34 @@ def relative_name(directory: str, path: str) -> str:
     return path[len(prefix):]
 
 
+def size_of(path: str) -> int | None:
+    """Size in bytes of one file (no glob expansion), or None when it does not exist."""
+    try:
+        return FileSystems.get_filesystem(path).size(path)
+    except Exception:  # noqa: BLE001 - each filesystem reports a missing file its own way
+        return None
+
+
+def local_real_path(path: str) -> str | None:
+    """``path`` with symbolic links resolved, for local paths; None on object stores
+    (``gs://``, ``s3://``...), which have no links to follow."""
+    if FileSystems.get_scheme(path) not in (None, "file"):
+        return None
+    import os.path  # local paths only: the one place this module looks at the local disk
+
+    return os.path.realpath(path.removeprefix("file://"))
+
+
+def outside_root(real_root: str, path: str) -> str | None:
+    """Where ``path`` really leads when links take it outside ``real_root`` (a path from
+    :func:`local_real_path`), else None. Always None for object stores."""
+    real = local_real_path(path)
+    if real is None or real == real_root:
+        return None
+    prefix = real_root if real_root.endswith("/") else real_root + "/"
+    return None if real.startswith(prefix) else real
+
+
 def delete(paths: list[str]) -> None:
     """Delete files that exist; missing ones are fine (a retried cleanup)."""
     present = [p for p in paths if FileSystems.exists(p)]

@@ -19,7 +19,9 @@ _MODULUS = 1 << 128
 
 def file_term(path: str, size: int, mtime: float) -> int:
     """One file's contribution to the fingerprint."""
-    text = f"{path}\0{size}\0{mtime:.6f}".encode()
+    # backslashreplace: a file name that is not UTF-8 must not crash the listing, and its
+    # escaped form (how the pipeline carries it) gives the same term.
+    text = f"{path}\0{size}\0{mtime:.6f}".encode("utf-8", "backslashreplace")
     return int.from_bytes(hashlib.sha256(text).digest()[:16], "big")
 
 

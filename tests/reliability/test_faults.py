@@ -1,0 +1,311 @@
+"""Faults: a worker failing mid-shard, SIGKILL at any moment, a full disk, foreign files.
+
+Beam's local FnApiRunner does not retry a failed bundle (the run fails), so a retry is
+shown two ways: the failed run is rerun into the same folder, and the shard-writing DoFn
+is called again after it failed, as a runner that retries (Dataflow, Flink) would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import fullfs
+import pytest
+from reliability_data import convert_argv, snapshot
+
+from recordbeam import cli
+from recordbeam.example import encode_example
+from recordbeam.framing import open_records
+from recordbeam.output_folder import MANIFEST, TEMP_PREFIX
+from recordbeam.planning import order_key
+from recordbeam.samples import make_coco_sample
+from recordbeam.sink import FAULT_ENV, ExampleEncoder, InjectedFault, ShardOptions, _WriteShard
+
+CASE = pytest.mark.case
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return make_coco_sample(tmp_path_factory.mktemp("sample"), num_images=40, include_bad=False)
+
+
+@pytest.fixture(scope="module")
+def clean(sample, tmp_path_factory) -> dict[str, bytes]:
+    """Every file of an undisturbed run with three shards."""
+    out = tmp_path_factory.mktemp("clean") / "out"
+    assert (
+        cli.main(convert_argv(sample.images_dir, sample.annotations, str(out), "--shards", "3"))
+        == 0
+    )
+    return snapshot(out)
+
+
+def _shards(files) -> list[str]:
+    return sorted(n for n in files if "/" not in n and ".tfrecord" in n)
+
+
+def _temp_files(out) -> list[str]:
+    return [n for n in snapshot(out) if n.startswith(TEMP_PREFIX)]
+
+
+# ----------------------------------------------------------------- retries
+
+
+@CASE(
+    "Worker fails mid-shard (test hook), then the run is retried into the same folder",
+    "run fails (exit 3), nothing final written; the rerun equals a clean run byte for byte",
+)
+def test_failed_shard_then_rerun_equals_clean_run(sample, clean, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    marker = tmp_path / "fired"
+    monkeypatch.setenv(FAULT_ENV, f"1:5:{marker}")
+    argv = convert_argv(sample.images_dir, sample.annotations, str(out), "--shards", "3")
+    assert cli.main(argv) == 3
+    assert "InjectedFault" in capsys.readouterr().err
+    assert marker.exists()
+    files = snapshot(out)
+    assert MANIFEST not in files and not _shards(files)
+    partial = [n for n in files if "train-00001-of-00003.tfrecord." in n]
+    assert len(partial) == 1  # the failed attempt's temp file, cut after 5 records
+    assert sum(1 for _ in open_records(str(out / partial[0]))) == 5
+    assert cli.main(argv) == 0  # the marker exists: the "retry" goes through
+    assert snapshot(out) == clean
+
+
+def _examples(n: int):
+    records = [encode_example({"n": [i], "text": f"record {i}"}) for i in range(n)]
+    return [(order_key(ExampleEncoder().identity(r), "s"), r) for r in records]
+
+
+@CASE(
+    "Shard task retried after failing mid-shard (DoFn called again, as Dataflow/Flink retry)",
+    "the retry writes a new temp file; every record once; the failed attempt's file is never used",
+)
+def test_retried_shard_task_writes_every_record_once(tmp_path, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, f"0:4:{tmp_path / 'fired'}")
+    writer = _WriteShard(ExampleEncoder(), ShardOptions(num_shards=1), str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    writer.setup()
+    group = (("train", 0, 1), _examples(12))
+    with pytest.raises(InjectedFault):
+        list(writer.process(group))
+    [failed] = os.listdir(tmp_path / "tmp")
+    outputs = list(writer.process(group))
+    [result] = [o for o in outputs if hasattr(o, "temp_path")]
+    assert os.path.basename(result.temp_path) != failed
+    expected = [r for _key, r in sorted(group[1])]
+    assert list(open_records(result.temp_path)) == expected
+    assert result.examples == 12
+    assert len(list(open_records(str(tmp_path / "tmp" / failed)))) == 4
+
+
+# ----------------------------------------------------------------- SIGKILL
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """Processes of the group that are not zombies."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(pid))
+    return alive
+
+
+def _kill_when(argv, out, ready, timeout=60.0) -> str:
+    """Start a conversion, SIGKILL its whole process group once ``ready(out, elapsed)``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recordbeam", *argv],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = time.monotonic()
+    state = "finished before the kill"
+    while proc.poll() is None and time.monotonic() - started < timeout:
+        if ready(out, time.monotonic() - started):
+            os.killpg(proc.pid, signal.SIGKILL)
+            state = "killed"
+            break
+        time.sleep(0.002)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(proc.pid), "worker processes outlived the kill"
+    return state
+
+
+def _after(seconds):
+    return lambda out, elapsed: elapsed >= seconds
+
+
+def _temp_shard_written(out, elapsed):
+    return any(".tfrecord." in n for n in _temp_files(out)) if os.path.isdir(out) else False
+
+
+def _plan_written(out, elapsed):
+    return any(n.endswith("plan.json") for n in _temp_files(out)) if os.path.isdir(out) else False
+
+
+def _final_shard_renamed(out, elapsed):
+    return os.path.isdir(out) and any(n.startswith("train-") for n in os.listdir(out))
+
+
+def _check_not_finished_or_complete(out) -> None:
+    files = snapshot(out) if os.path.isdir(out) else {}
+    if MANIFEST not in files:
+        return  # not finished, and it does not look finished
+    manifest = json.loads(files[MANIFEST])
+    for shard in manifest["splits"]["train"]["shards"]:
+        assert len(files[shard["file"]]) == shard["bytes"]
+        assert sum(1 for _ in open_records(os.path.join(out, shard["file"]))) == shard["examples"]
+
+
+@CASE(
+    "SIGKILL at 0.5 s, once the temp folder exists, while shards are written (2 worker "
+    "processes), and as the first shard is renamed into place",
+    "nothing looks finished (or the manifest is complete); no process lingers; the next run "
+    "equals a clean run byte for byte",
+)
+def test_sigkill_at_any_moment_then_rerun(sample, clean, tmp_path):
+    out = str(tmp_path / "out")
+    base = [
+        "convert",
+        "coco",
+        "--images",
+        sample.images_dir,
+        "--annotations",
+        sample.annotations,
+        "--output",
+        out,
+        "--quiet",
+        "--shards",
+        "3",
+    ]
+    in_memory = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    moments = [
+        (_after(0.5), in_memory),
+        (_plan_written, in_memory),
+        (_temp_shard_written, multi),
+        (_final_shard_renamed, in_memory),
+    ]
+    states = []
+    for ready, mode in moments:
+        states.append(_kill_when(base + mode, out, ready))
+        _check_not_finished_or_complete(out)
+    assert states[:3] == ["killed"] * 3, states  # the last one may finish before it is hit
+    assert cli.main(convert_argv(sample.images_dir, sample.annotations, out, "--shards", "3")) == 0
+    assert snapshot(out) == clean
+
+
+# ----------------------------------------------------------------- full disk
+
+
+@pytest.fixture(scope="module")
+def bytes_before_finalize(sample, tmp_path_factory) -> int:
+    """Bytes a run writes before the finalize step stages its files (plan and shards)."""
+    out = tmp_path_factory.mktemp("fullfs-clean") / "out"
+    fullfs.set_budget(None)
+    argv = convert_argv(sample.images_dir, sample.annotations, fullfs.url(out), "--shards", "3")
+    assert cli.main(argv) == 0
+    written = fullfs.bytes_by_file()
+    return sum(n for name, n in written.items() if name == "plan.json" or ".tfrecord." in name)
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        pytest.param(
+            "first write",
+            marks=CASE(
+                "Disk full at the first write (ENOSPC)",
+                "run fails (exit 3) with 'No space left'; no manifest, no shards",
+            ),
+        ),
+        pytest.param(
+            "mid-shard",
+            marks=CASE(
+                "Disk full while a shard is written (ENOSPC)",
+                "run fails (exit 3) with 'No space left'; no manifest, no shards",
+            ),
+        ),
+        pytest.param(
+            "finalize",
+            marks=CASE(
+                "Disk full while finalizing (ENOSPC), over a previous output",
+                "run fails (exit 3); the previous output is left intact",
+            ),
+        ),
+    ],
+)
+def test_disk_full_fails_without_partial_output(
+    sample, clean, bytes_before_finalize, tmp_path, capsys, when
+):
+    out = tmp_path / "out"
+    budget = {
+        "first write": 0,
+        "mid-shard": bytes_before_finalize // 2,
+        "finalize": bytes_before_finalize + 1,
+    }[when]
+    if when == "finalize":
+        out.mkdir()
+        for name, data in clean.items():
+            (out / name).write_bytes(data)
+    fullfs.set_budget(budget)
+    try:
+        argv = convert_argv(sample.images_dir, sample.annotations, fullfs.url(out), "--shards", "3")
+        code = cli.main(argv)
+    finally:
+        refused = fullfs.refused_writes()
+        fullfs.set_budget(None)
+    err = capsys.readouterr().err
+    assert code == 3
+    assert refused >= 1
+    assert "No space left on device" in err
+    files = {n: d for n, d in snapshot(out).items() if not n.startswith(TEMP_PREFIX)}
+    if when == "finalize":
+        assert files == clean
+    else:
+        assert files == {}
+
+
+# ----------------------------------------------------------------- output folder
+
+
+@CASE(
+    "Output folder holding foreign files (top level, hidden, nested, shard-like name in a "
+    "subfolder)",
+    "refused (exit 2) and untouched; with `--overwrite` written beside them, "
+    "never deleted, also on a rerun with another shard count",
+)
+def test_foreign_files_are_never_deleted(sample, tmp_path, capsys):
+    out = tmp_path / "out"
+    foreign = {
+        "notes.txt": b"mine",
+        ".hidden": b"also mine",
+        "sub/train-00000-of-00001.tfrecord": b"not a shard of this folder",
+        "sub/deeper/data.bin": b"\x00\x01",
+    }
+    for name, data in foreign.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    argv = convert_argv(sample.images_dir, sample.annotations, str(out), "--shards", "2")
+    assert cli.main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert snapshot(out) == foreign
+    assert cli.main(argv + ["--overwrite"]) == 0
+    assert cli.main(argv + ["--shards", "3", "--overwrite"]) == 0
+    after = snapshot(out)
+    assert {n: after[n] for n in foreign} == foreign
+    assert _shards(after) == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]

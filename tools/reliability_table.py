@@ -1,0 +1,159 @@
+"""The README's reliability table, produced from the reliability tests.
+
+Each test in ``tests/reliability`` declares what it proves with
+``@pytest.mark.case("<case>", "<what happens>")``. This script runs that suite, reads the
+per-test results its conftest writes (``RECORDBEAM_RELIABILITY_JSON``) and writes the
+table between ``<!-- reliability-table:start -->`` and ``<!-- reliability-table:end -->``
+in README.md.
+
+    python tools/reliability_table.py            # run the suite, rewrite the table
+    python tools/reliability_table.py --check    # exit 1 if the README's rows drifted
+
+The declared cases are read from the test sources (no test run needed), so
+``tests/reliability/test_reliability_table.py`` can check the README on every test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests" / "reliability"
+README = ROOT / "README.md"
+START = "<!-- reliability-table:start -->"
+END = "<!-- reliability-table:end -->"
+RESULTS_ENV = "RECORDBEAM_RELIABILITY_JSON"
+HEADER = "| case | what happens | test | result |\n|---|---|---|---|"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One declared case: its name, the promised outcome, and the test proving it."""
+
+    name: str
+    outcome: str
+    test: str  # "test_file.py::test_function"
+
+
+def _is_case_marker(node: ast.AST) -> bool:
+    """``pytest.mark.case(...)``, or ``CASE(...)`` where ``CASE = pytest.mark.case``."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id == "CASE"
+    return isinstance(func, ast.Attribute) and func.attr == "case"
+
+
+def declared_cases(tests: Path = TESTS) -> list[Case]:
+    """Every ``case`` marker in ``tests/reliability/test_*.py``, in source order."""
+    cases = []
+    for path in sorted(tests.glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for decorator in node.decorator_list:
+                for call in ast.walk(decorator):
+                    if _is_case_marker(call):
+                        name, outcome = (ast.literal_eval(a) for a in call.args[:2])
+                        cases.append(Case(name, outcome, f"{path.name}::{node.name}"))
+    return cases
+
+
+def run_suite(tests: Path = TESTS) -> dict[str, dict]:
+    """Run the reliability tests; nodeid -> {"cases", "outcome", "seconds"}."""
+    with tempfile.TemporaryDirectory() as folder:
+        results = os.path.join(folder, "results.json")
+        env = {**os.environ, RESULTS_ENV: results}
+        subprocess.run(
+            [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider"],
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
+        with open(results, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def _results_by_case(results: dict[str, dict]) -> dict[tuple[str, str], list[dict]]:
+    by_case: dict[tuple[str, str], list[dict]] = {}
+    for entry in results.values():
+        for name, outcome in entry["cases"]:
+            by_case.setdefault((name, outcome), []).append(entry)
+    return by_case
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(cases: list[Case], results: dict[str, dict] | None = None) -> str:
+    """The Markdown table; without results the result column says "not run"."""
+    by_case = _results_by_case(results or {})
+    lines = [HEADER]
+    for case in cases:
+        runs = by_case.get((case.name, case.outcome), [])
+        if not runs:
+            result = "not run"
+        elif all(r["outcome"] == "passed" for r in runs):
+            result = f"passed ({sum(r['seconds'] for r in runs):.1f} s)"
+        else:
+            result = "**FAILED**"
+        lines.append(f"| {_cell(case.name)} | {_cell(case.outcome)} | `{case.test}` | {result} |")
+    return "\n".join(lines)
+
+
+def readme_rows(readme: Path = README) -> list[tuple[str, str, str]]:
+    """(case, what happens, test) of each row between the README's markers."""
+    text = readme.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        return []
+    block = text.split(START, 1)[1].split(END, 1)[0]
+    rows = []
+    for line in block.strip().splitlines()[2:]:
+        cells = [c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")]
+        rows.append((cells[0], cells[1], cells[2].strip("`")))
+    return rows
+
+
+def write_table(table: str, readme: Path = README) -> None:
+    text = readme.read_text(encoding="utf-8")
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    readme.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only compare the README's rows with the declared cases",
+    )
+    args = parser.parse_args(argv)
+    cases = declared_cases()
+    if args.check:
+        expected = [(c.name, c.outcome, c.test) for c in cases]
+        if readme_rows() != expected:
+            print("README reliability table is out of date: run python tools/reliability_table.py")
+            return 1
+        print(f"README reliability table lists all {len(cases)} cases")
+        return 0
+    results = run_suite()
+    write_table(render(cases, results))
+    failed = [r for r in results.values() if r["outcome"] != "passed"]
+    print(f"wrote {len(cases)} cases to {README}; {len(failed)} test(s) not passing")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
