@@ -1,0 +1,139 @@
+"""TFDS loads our output folders as they are, from the files tfds_metadata writes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+tf = pytest.importorskip("tensorflow")
+tfds = pytest.importorskip("tensorflow_datasets")
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import recordbeam  # noqa: E402
+from recordbeam import pipeline  # noqa: E402
+from recordbeam.coco import CocoOptions  # noqa: E402
+from recordbeam.example import encode_example  # noqa: E402
+from recordbeam.image_examples import ImageChecks  # noqa: E402
+from recordbeam.samples import make_coco_sample  # noqa: E402
+from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards  # noqa: E402
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+@pytest.fixture(scope="module")
+def coco_out(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tfds")
+    sample = make_coco_sample(str(root / "sample"), num_images=24, seed=0)
+    out = str(root / "out")
+    for split in ("train", "val"):
+        coco = CocoOptions(sample.images_dir, sample.annotations, split)
+        shards = ShardOptions(num_shards=3 if split == "train" else 2, max_reject_fraction=0.5)
+        pipeline.run(
+            lambda p, c=coco, s=shards: pipeline.coco_to_tfrecord(p, out, c, s, ImageChecks()),
+            out,
+            beam_args=IN_MEMORY,
+            show_progress=False,
+        )
+    return out
+
+
+def test_builder_from_directory_loads_every_split(coco_out):
+    builder = tfds.builder_from_directory(coco_out)
+    manifest = json.load(open(os.path.join(coco_out, "manifest.json")))
+    for split in ("train", "val"):
+        ours = list(recordbeam.read(coco_out, split, decode_images=True))
+        theirs = list(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)))
+        assert len(theirs) == len(ours) == manifest["splits"][split]["examples"]
+        assert builder.info.splits[split].num_examples == len(ours)
+        for a, b in zip(ours, theirs, strict=True):  # same shards, same order
+            assert b["image/encoded"].shape == a["image/encoded"].shape
+            # TF's and Pillow's JPEG decoders round differently by a few levels.
+            diff = np.abs(b["image/encoded"].astype(int) - a["image/encoded"].astype(int))
+            assert diff.max() <= (0 if a["image/format"].item() == b"png" else 8)
+            assert b["image/encoded"].shape == (int(a["image/height"]), int(a["image/width"]), 3)
+            for key in (
+                "image/object/class/label",
+                "image/object/bbox/xmin",
+                "image/object/bbox/ymax",
+            ):
+                np.testing.assert_array_equal(b[key], a[key])
+            assert b["image/source_id"] == a["image/source_id"].item()
+
+
+def test_class_labels_carry_the_coco_names(coco_out):
+    builder = tfds.builder_from_directory(coco_out)
+    label = builder.info.features["image/object/class/label"].feature
+    assert isinstance(label, tfds.features.ClassLabel)
+    manifest = json.load(open(os.path.join(coco_out, "manifest.json")))
+    for value, name in manifest["label_map"].items():
+        assert label.int2str(int(value)) == name
+    example = next(iter(tfds.as_numpy(builder.as_dataset(split="train"))))
+    texts = [t.decode() for t in example["image/object/class/text"]]
+    assert [label.int2str(int(v)) for v in example["image/object/class/label"]] == texts
+
+
+def test_compressed_output_has_no_tfds_files_and_old_ones_go(coco_out, tmp_path):
+    sample = make_coco_sample(str(tmp_path / "s"), num_images=8, seed=1)
+    out = str(tmp_path / "out")
+    for compression in ("none", "gzip"):
+        coco = CocoOptions(sample.images_dir, sample.annotations, "train")
+        shards = ShardOptions(num_shards=1, compression=compression, max_reject_fraction=1.0)
+        pipeline.run(
+            lambda p, c=coco, s=shards: pipeline.coco_to_tfrecord(p, out, c, s, ImageChecks()),
+            out,
+            beam_args=IN_MEMORY,
+            show_progress=False,
+        )
+        present = os.path.exists(os.path.join(out, "dataset_info.json"))
+        assert present == (compression == "none")
+    assert not any(n.endswith(".labels.txt") and n != "labels.txt" for n in os.listdir(out))
+
+
+def png(value: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (5, 4), (value, 0, 0)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_classification_with_empty_shard_and_as_supervised(tmp_path):
+    """A generic output: image + one class label per image, via WriteShards metadata."""
+    out = str(tmp_path / "cls")
+    records = [
+        encode_example(
+            {
+                "image/encoded": png(i),
+                "image/class/label": i % 3,
+                "image/class/text": ["a", "b", "c"][i % 3],
+            }
+        )
+        for i in range(5)
+    ]
+    import apache_beam as beam
+
+    def build(p):
+        sink = WriteShards(
+            out,
+            ExampleEncoder(),
+            options=ShardOptions(num_shards=8),
+            metadata=p
+            | "Meta" >> beam.Create([{"task": "classification", "label_names": ["a", "b", "c"]}]),
+        )
+        _ = p | beam.Create(records) | sink
+        return sink
+
+    pipeline.run(build, out, beam_args=IN_MEMORY, show_progress=False)
+    builder = tfds.builder_from_directory(out)
+    assert builder.info.features["image/class/label"].names == ["a", "b", "c"]
+    pairs = list(tfds.as_numpy(builder.as_dataset(split="train", as_supervised=True)))
+    assert len(pairs) == 5  # 8 shards, some empty
+    for image, label in pairs:
+        assert image.shape == (4, 5, 3)
+        assert image[0, 0, 0] % 3 == label  # red channel = i, label = i % 3
