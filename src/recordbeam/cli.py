@@ -237,6 +237,58 @@ def cmd_index(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- schema, report, reshard ----------------------------------------------------------
+
+
+def _finished_manifest(output_dir: str) -> dict[str, Any]:
+    from recordbeam.output_folder import read_manifest
+
+    manifest = read_manifest(output_dir)
+    if manifest is None:
+        raise UsageError(f"{output_dir}: no manifest.json; point at a finished recordbeam output folder")
+    return manifest
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from recordbeam.schema import schema_code, schema_json
+
+    manifest = _finished_manifest(args.output_dir)
+    if args.json:
+        print(json.dumps(schema_json(manifest, args.split, ragged=args.ragged), indent=2))
+    else:
+        print(schema_code(manifest, args.split, ragged=args.ragged, source=args.output_dir), end="")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from recordbeam.report import write_report
+
+    _finished_manifest(args.output_dir)
+    html_path, charts = write_report(args.output_dir, args.html, max_examples=args.max_examples)
+    note = "" if charts else " (tables only: install recordbeam[report] for charts)"
+    print(f"report: {html_path}{note}")
+    return EXIT_OK
+
+
+def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import run
+    from recordbeam.planning import parse_size
+    from recordbeam.reshard import ReshardOptions, check_not_in_place, reshard, split_for
+    from recordbeam.sink import ShardOptions
+
+    inputs = expand_paths([args.inputs])
+    split = args.split or split_for(inputs)
+    check_not_in_place(inputs, args.output)
+    shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),
+                          compression=args.compression, index=args.index)
+    options = ReshardOptions(tuple(inputs), split)
+    result = run(lambda p: reshard(p, args.output, options, shards), args.output,
+                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
+    print(summary_table(result, [split]))
+    print(f"output: {args.output}")
+    return EXIT_OK
+
+
 # --- convert --------------------------------------------------------------------------
 
 
@@ -295,14 +347,17 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
+                    splits: Sequence[str] | None = None) -> int:
     from recordbeam.pipeline import run
 
-    result = run(build, args.output, beam_args=beam_args, overwrite=args.overwrite,
+    result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
                  show_progress=not args.quiet)
-    print(summary_table(result, [args.split]))
+    splits = list(splits or [args.split])
+    print(summary_table(result, splits))
     print(f"output: {args.output}")
-    exif = result.manifest["splits"].get(args.split, {}).get("counts", {}).get("exif_rotated", 0)
+    exif = sum(result.manifest["splits"].get(s, {}).get("counts", {}).get("exif_rotated", 0)
+               for s in splits)
     if exif:
         print(f"warning: {exif} images carry an EXIF orientation other than 1; TensorFlow's "
               "decoders ignore it, so they are read unrotated.", file=sys.stderr)
@@ -325,17 +380,116 @@ def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import coco_to_tfrecord
 
     _check_inputs(args.images, args.annotations)
-    coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels)
-    shards, checks = _shard_options(args), _checks(args)
+    coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels,
+                       allow_outside_root=getattr(args, "allow_outside_root", False),
+                       include_masks=getattr(args, "include_masks", False))
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     if getattr(args, "if_changed", False):
-        from recordbeam.pipeline import coco_input_patterns, coco_settings, is_up_to_date
+        from recordbeam.pipeline import (
+            coco_input_patterns,
+            coco_settings,
+            is_up_to_date,
+            settings_with_fixes,
+        )
 
-        settings = coco_settings(coco, shards, checks)
+        settings = settings_with_fixes(coco_settings(coco, shards, checks), fixes)
         if is_up_to_date(args.output, args.split, coco_input_patterns(coco), settings):
             print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
             return EXIT_OK
     return _run_conversion(
-        lambda p: coco_to_tfrecord(p, args.output, coco, shards, checks), args, beam_args)
+        lambda p: coco_to_tfrecord(p, args.output, coco, shards, checks, fixes), args, beam_args)
+
+
+def _fixes(args: argparse.Namespace):
+    from recordbeam.transcode import ImageFixes
+
+    return ImageFixes(
+        transcode=getattr(args, "transcode", "keep"),
+        quality=getattr(args, "jpeg_quality", 95),
+        max_side=getattr(args, "max_side", None),
+        apply_exif=getattr(args, "apply_exif", False),
+    )
+
+
+def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[str],
+                settings: dict[str, Any]) -> bool:
+    from recordbeam.pipeline import is_up_to_date
+
+    if getattr(args, "if_changed", False) and all(
+            is_up_to_date(args.output, split, patterns, settings) for split in splits):
+        print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
+        return True
+    return False
+
+
+def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.imagefolder import ImageFolderOptions, ReadImageFolder
+    from recordbeam.pipeline import (
+        imagefolder_input_patterns,
+        imagefolder_settings,
+        imagefolder_to_tfrecord,
+    )
+
+    if next(filesystems.list_files(args.root), None) is None:
+        raise UsageError(f"{args.root}: no such folder, or it holds no files (check --root)")
+    if args.classes and not filesystems.exists(args.classes):
+        raise UsageError(f"{args.classes}: no such classes file (check --classes)")
+    folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
+                                args.val_fraction)
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    splits = ReadImageFolder(folder).splits
+    settings = imagefolder_settings(folder, shards, checks, fixes)
+    if _up_to_date(args, splits, imagefolder_input_patterns(folder), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: imagefolder_to_tfrecord(p, args.output, folder, shards, checks, fixes),
+        args, beam_args, splits)
+
+
+def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.pipeline import table_input_patterns, table_settings, table_to_tfrecord
+    from recordbeam.tabular import ReadTable, TableError, TableOptions, parse_split_fractions
+
+    for path, flag in ((args.manifest, "--manifest"), (args.schema, "--schema")):
+        if path and not filesystems.exists(path):
+            raise UsageError(f"{path}: no such file (check {flag})")
+    # --split is a split name, or fractions such as train=0.8,val=0.2 (split by hash).
+    fractions = parse_split_fractions(args.split) if "=" in args.split else ()
+    if fractions:
+        args.split = fractions[0][0]
+    try:
+        table = TableOptions(
+            args.manifest, args.split, args.schema,
+            tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
+            args.split_column, fractions, args.group_by,
+        )
+        read = ReadTable(table)  # streams the manifest once to learn the column types
+    except TableError as error:
+        print(f"recordbeam: {error}", file=sys.stderr)
+        return EXIT_DATA
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = table_settings(table, shards, checks, fixes)
+    if _up_to_date(args, read.splits, table_input_patterns(table), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: table_to_tfrecord(p, args.output, table, shards, checks, fixes),
+        args, beam_args, read.splits)
+
+
+def _add_fix_args(parser: argparse.ArgumentParser) -> None:
+    from recordbeam.transcode import DEFAULT_JPEG_QUALITY, TRANSCODE_CHOICES
+
+    parser.add_argument("--transcode", default="keep", choices=TRANSCODE_CHOICES,
+                        help="re-encode images that are not 8-bit RGB JPEG (jpeg) or PNG (png); "
+                        "keep (default) writes the bytes as they are")
+    parser.add_argument("--jpeg-quality", type=int, default=DEFAULT_JPEG_QUALITY,
+                        help=f"quality of re-encoded JPEGs (default {DEFAULT_JPEG_QUALITY})")
+    parser.add_argument("--max-side", type=int, default=None,
+                        help="downsize images whose longer side exceeds this, keeping the aspect")
+    parser.add_argument("--apply-exif", action="store_true",
+                        help="rotate pixels by the EXIF orientation (width and height swap)")
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -416,6 +570,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="FILE")
     p.set_defaults(handler=cmd_index)
 
+    p = sub.add_parser("schema", help="print feature_description code for tf.io.parse_single_example")
+    p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
+    p.add_argument("--split", default=None, help="use this split's features (default: all splits)")
+    p.add_argument("--ragged", action="store_true",
+                   help="tf.io.RaggedFeature instead of VarLenFeature for variable-length features")
+    p.add_argument("--json", action="store_true", help="print the spec as JSON instead of code")
+    p.set_defaults(handler=cmd_schema)
+
+    p = sub.add_parser("report", help="write a static HTML report of an output folder")
+    p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
+    p.add_argument("--html", default="report.html", help="where to write it (default: report.html)")
+    p.add_argument("--max-examples", type=int, default=None,
+                   help="read at most this many examples per split for the histograms (default: all)")
+    p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser("reshard", help="rewrite TFRecord files into a new shard count or compression")
+    p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
+    p.add_argument("output", metavar="OUT", help="new output folder (any Beam filesystem)")
+    p.add_argument("--split", default=None,
+                   help="split name of the output (default: the inputs' split, else train)")
+    p.add_argument("--shards", type=int, default=None,
+                   help="number of shards; default: from total input bytes / --shard-size")
+    p.add_argument("--shard-size", default="128MiB", help="target shard size without --shards")
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"])
+    p.add_argument("--index", action="store_true", help="also write <shard>.idx index files")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a folder that holds files recordbeam did not write (they are kept)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(pipeline_handler=cmd_reshard)
+
     convert = sub.add_parser("convert", help="convert a dataset to sharded TFRecords")
     kinds = convert.add_subparsers(dest="kind", required=True)
     p = kinds.add_parser("coco", help="COCO instances JSON + image folder")
@@ -423,8 +607,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--annotations", required=True, help="COCO instances JSON")
     p.add_argument("--contiguous-labels", action="store_true",
                    help="write labels 1..K in category-id order instead of COCO's category ids")
+    p.add_argument("--allow-outside-root", action="store_true",
+                   help="also read files outside --images: file_names with '..' or absolute "
+                   "paths, and symbolic links leading out (refused by default)")
+    p.add_argument("--include-masks", action="store_true",
+                   help="write image/object/mask: one 0/1 PNG per object from the segmentations")
+    _add_fix_args(p)
     _add_output_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_coco)
+
+    p = kinds.add_parser("imagefolder", help="ImageNet-style class folders: ROOT/<class>/<image>")
+    p.add_argument("--root", required=True,
+                   help="folder of class folders (or of train/ and val/ split folders)")
+    p.add_argument("--classes", default=None,
+                   help="file with one class name per line, in label order (default: folder names sorted)")
+    p.add_argument("--label-offset", type=int, default=0,
+                   help="label of the first class (default 0; 1 keeps 0 for background, as slim does)")
+    p.add_argument("--val-fraction", type=float, default=None,
+                   help="write this share of a flat layout's images to val (by a hash of their path)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_imagefolder)
+
+    p = kinds.add_parser("manifest", help="CSV or JSON Lines manifest: one row per example")
+    p.add_argument("--manifest", required=True,
+                   help="FILE.csv or FILE.jsonl; --split also takes fractions by hash of the "
+                   "image path, e.g. --split train=0.8,val=0.1,test=0.1")
+    p.add_argument("--schema", default=None,
+                   help='JSON {"column": "int64|float|bytes|image|int64_list|float_list|bytes_list"}; '
+                   "default: inferred from every row")
+    p.add_argument("--image-columns", default=None,
+                   help="comma-separated columns holding image paths (default: from the schema)")
+    p.add_argument("--split-column", default=None, help="column holding each row's split name")
+    p.add_argument("--group-by", default=None,
+                   help="write one SequenceExample per value of this column (rows become steps)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_manifest)
 
     p = sub.add_parser("demo", help="convert a small generated COCO sample end to end")
     p.add_argument("--num-images", type=int, default=24, help="sample size (default 24)")
@@ -435,7 +654,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _error_kind(error: BaseException) -> int:
     text = f"{type(error).__name__}: {error}"
-    if any(m in text for m in ("RejectLimitExceeded", "CocoFormatError", "FeatureError")):
+    if any(m in text for m in ("RejectLimitExceeded", "CocoFormatError", "FeatureError",
+                               "RecordError", "ImageFolderError", "TableError")):  # RecordError: a corrupt reshard input
         return EXIT_DATA
     return EXIT_FAILED
 
@@ -471,6 +691,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if handler is not None:
+            from recordbeam.runner import pipeline_options
+
+            args.beam_options = pipeline_options(extra)  # also configures filesystems here
             return handler(args, extra)
         return args.handler(args)
     except UsageError as error:

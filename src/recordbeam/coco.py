@@ -19,6 +19,7 @@ from typing import Any
 import apache_beam as beam
 import ijson
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsList, TaggedOutput
 
@@ -27,8 +28,10 @@ from recordbeam.boxes import InvalidBox, normalize_box
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
 from recordbeam.images import ImageInfo
+from recordbeam.masks import InvalidMask, mask_png, segmentation_to_mask
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sink import COUNTER_NAMESPACE
+from recordbeam.transcode import orient_box, scaled_size
 
 SECTIONS = ("images", "annotations", "categories")
 
@@ -57,20 +60,55 @@ class CocoOptions:
         annotations: path of the COCO instances JSON.
         split: split name of the output.
         contiguous_labels: write labels 1..K in category-id order instead of COCO's ids.
+        allow_outside_root: read files outside ``images_dir`` too: ``file_name``s with
+            ``..`` or absolute paths, and symbolic links leading out of the folder. Off by
+            default so a crafted annotation file cannot make the job read arbitrary files.
+        include_masks: also write ``image/object/mask`` (one 0/1 PNG per object) from the
+            polygons or RLEs in ``segmentation``; segmentations are dropped otherwise.
     """
 
     images_dir: str
     annotations: str
     split: str = "train"
     contiguous_labels: bool = False
+    allow_outside_root: bool = False
+    include_masks: bool = False
+
+
+class _NeedsPythonBackend(Exception):
+    """The C parser met valid JSON it cannot represent; the Python parser can."""
 
 
 def stream_section(path: str, section: str) -> Iterator[Any]:
-    """Yield the items of one top-level list of a COCO file, streaming."""
+    """Yield the items of one top-level list of a COCO file, streaming.
+
+    ijson's fast C backend refuses integers beyond 64 bits and ``\\udcxx`` escapes (how
+    Python's ``json`` writes file names that are not UTF-8). Both are valid JSON, so on
+    them the section is read again with ijson's pure Python backend, skipping the items
+    already yielded: one odd value costs a slower read, and becomes a reject downstream
+    instead of failing the run.
+    """
+    done = 0
+    try:
+        for item in _section_items(path, section, ijson, fallback=True):
+            yield item
+            done += 1
+    except _NeedsPythonBackend:
+        python = ijson.get_backend("python")
+        for position, item in enumerate(_section_items(path, section, python, fallback=False)):
+            if position >= done:
+                yield item
+
+
+def _section_items(path: str, section: str, backend: Any, fallback: bool) -> Iterator[Any]:
     with filesystems.open_read(path) as f:
         try:
-            yield from ijson.items(f, f"{section}.item", use_float=True)
-        except ijson.JSONError as error:
+            yield from backend.items(f, f"{section}.item", use_float=True)
+        except (ijson.JSONError, UnicodeDecodeError) as error:
+            if fallback and (
+                isinstance(error, UnicodeDecodeError) or "integer overflow" in str(error)
+            ):
+                raise _NeedsPythonBackend() from None
             position = _tell(f)
             raise CocoFormatError(
                 f"{path}: malformed JSON while reading '{section}' (in the 64 KiB before byte "
@@ -87,17 +125,45 @@ def _tell(f: Any) -> str:
 
 def _is_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (
-        isinstance(value, str) and value != ""
+        isinstance(value, str) and value != "" and is_text(value)
     )
+
+
+def is_text(value: str) -> bool:
+    """False for strings holding lone surrogates (JSON ``\\udcff`` escapes, or file names
+    that are not UTF-8 on disk): they cannot be written as UTF-8 anywhere downstream."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(value: str) -> str:
+    """``value`` with lone surrogates shown as ``\\udcff``, safe in UTF-8 reports."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # integers beyond a double's range
+        return None
 
 
 def _id_order(value: Any) -> tuple[int, Any]:
     return (0, value) if isinstance(value, int) else (1, str(value))
 
 
+def _is_absolute(name: str) -> bool:
+    return name.startswith(("/", "\\")) or "://" in name or (len(name) > 1 and name[1] == ":")
+
+
 def unsafe_file_name(name: str) -> str | None:
     """Why a ``file_name`` may not be used (it would leave the images folder), or None."""
-    if name.startswith(("/", "\\")) or "://" in name or (len(name) > 1 and name[1] == ":"):
+    if _is_absolute(name):
         return "is an absolute path"
     if ".." in name.replace("\\", "/").split("/"):
         return "contains '..'"
@@ -113,6 +179,10 @@ ANNOTATION_BUFFER = 20_000
 class _ReadSection(beam.DoFn):
     """Streams one section and checks each item's required fields."""
 
+    def __init__(self, allow_outside_root: bool = False, include_masks: bool = False) -> None:
+        self._allow_outside_root = allow_outside_root
+        self._include_masks = include_masks
+
     def process(self, element):
         path, section = element
         count = 0
@@ -125,9 +195,9 @@ class _ReadSection(beam.DoFn):
                 yield TaggedOutput("rejects", _bad_item(section, where, "is not a JSON object"))
                 continue
             if section == "images":
-                yield from _check_image(item, where)
+                yield from _check_image(item, where, self._allow_outside_root)
             elif section == "annotations":
-                checked = _check_annotation(item, where)
+                checked = _check_annotation(item, where, self._include_masks)
                 if isinstance(checked, Reject):
                     yield TaggedOutput("rejects", checked)
                     continue
@@ -168,50 +238,66 @@ def _bad_item(section: str, where: str, problem: str) -> Reject:
     return Reject(kind, where, "missing_field", f"{where} {problem}; fix the annotation file")
 
 
-def _check_image(item: dict, where: str):
+def _check_image(item: dict, where: str, allow_outside_root: bool = False):
     image_id, file_name = item.get("id"), item.get("file_name")
     if not _is_id(image_id) or not isinstance(file_name, str) or not file_name:
         yield TaggedOutput("rejects", _bad_item(
             "images", where, "needs an 'id' (number or string) and a non-empty 'file_name'"))
         return
-    unsafe = unsafe_file_name(file_name)
-    if unsafe:
+    if not is_text(file_name):
         yield TaggedOutput("rejects", Reject(
-            "image", file_name, "outside_root",
-            f"{where}: file_name {file_name!r} {unsafe}; only files inside the images folder are read",
+            "image", printable(file_name), "invalid_file_name",
+            f"{where}: file_name '{printable(file_name)}' is not valid Unicode text (a lone "
+            "surrogate escape, as written for names that are not UTF-8); rename the file "
+            "and its entry",
         ))
         return
     width, height = item.get("width"), item.get("height")
     sizes = (width, height) if all(isinstance(v, int) for v in (width, height)) else (None, None)
+    unsafe = unsafe_file_name(file_name)
+    if unsafe and allow_outside_root:
+        yield TaggedOutput("outside", (image_id, file_name, *sizes))
+        return
+    if unsafe:
+        yield TaggedOutput("rejects", Reject(
+            "image", file_name, "outside_root",
+            f"{where}: file_name {file_name!r} {unsafe}; only files inside the images folder "
+            "are read (pass --allow-outside-root if this is intended)",
+        ))
+        return
     yield TaggedOutput("images", (file_name, (image_id, file_name, *sizes)))
 
 
-def _check_annotation(item: dict, where: str) -> Reject | tuple[Any, tuple]:
-    """``(image_id, (id, category_id, bbox, area, iscrowd))``, or a reject."""
+def _check_annotation(item: dict, where: str, include_masks: bool = False) -> Reject | tuple[Any, tuple]:
+    """``(image_id, (id, category_id, bbox, area, iscrowd[, segmentation]))``, or a reject.
+
+    The segmentation (polygons or RLE, possibly large) is kept only with ``include_masks``.
+    """
     missing = [k for k in ("id", "image_id", "category_id", "bbox") if k not in item]
     if missing or not _is_id(item.get("id")) or not _is_id(item.get("image_id")):
         what = f"lacks {', '.join(missing)}" if missing else "has an invalid 'id' or 'image_id'"
         return _bad_item("annotations", where, what)
     bbox = item["bbox"]
     iscrowd = item.get("iscrowd", 0)
-    area = item.get("area")
-    if not isinstance(area, (int, float)) or isinstance(area, bool):
+    area = _as_float(item.get("area"))
+    if area is None:
         area = _box_area(bbox)
     return item["image_id"], (
         item["id"], item["category_id"], tuple(bbox) if isinstance(bbox, list) else bbox,
-        float(area), 1 if iscrowd else 0,
-    )
+        area, 1 if iscrowd else 0,
+    ) + ((item.get("segmentation"),) if include_masks else ())
 
 
 def _box_area(bbox: Any) -> float:
     try:
         return float(bbox[2]) * float(bbox[3])
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return 0.0
 
 
 def _check_category(item: dict, where: str) -> tuple[Any, str]:
-    if not _is_id(item.get("id")) or not isinstance(item.get("name"), str):
+    name = item.get("name")
+    if not _is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
     return item["id"], item["name"]
 
@@ -225,16 +311,44 @@ def label_map(categories: list[tuple[Any, str]], contiguous: bool) -> dict[Any, 
     ordered = sorted(categories, key=lambda c: _id_order(c[0]))
     if not contiguous and not all(isinstance(c[0], int) for c in ordered):
         raise CocoFormatError("category ids must be integers (or use --contiguous-labels)")
+    if not contiguous and not all(-(2**63) <= c[0] < 2**63 for c in ordered):
+        raise CocoFormatError(
+            "category ids must fit in a 64-bit integer, the label's type (or use "
+            "--contiguous-labels)")
     return {
         cid: ((rank + 1) if contiguous else cid, name) for rank, (cid, name) in enumerate(ordered)
     }
 
 
+def _file_key(images_dir: str, path: str, size: int) -> tuple[str, tuple[str, int]]:
+    name = filesystems.relative_name(images_dir, path)
+    if not is_text(name):
+        # A name that is not UTF-8 on disk: Beam cannot encode it as a key, and no JSON
+        # entry can name it (lone surrogates are rejected there). The NUL, which no real
+        # file name holds, keeps the escaped form from meeting a genuine name.
+        return "\0" + printable(name), (printable(path), size)
+    return name, (path, size)
+
+
+def _text_metadata(meta: FileMetadata) -> FileMetadata:
+    """Beam encodes paths as UTF-8: a name that is not UTF-8 travels escaped."""
+    if is_text(meta.path):
+        return meta
+    return FileMetadata(printable(meta.path), meta.size_in_bytes, meta.last_updated_in_seconds)
+
+
 class _JoinFiles(beam.DoFn):
     """file name -> (image entries from JSON, files on disk)."""
 
-    def __init__(self) -> None:
+    def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
+        self._images_dir = images_dir
+        self._allow_outside_root = allow_outside_root
+        self._root: str | None = None
+
+    def setup(self) -> None:
+        if not self._allow_outside_root:
+            self._root = filesystems.local_real_path(self._images_dir)
 
     def process(self, element):
         file_name, grouped = element
@@ -261,6 +375,37 @@ class _JoinFiles(beam.DoFn):
             yield image_id, ("rejected", "image_missing")
             return
         path, size = files[0]
+        target = filesystems.outside_root(self._root, path) if self._root else None
+        if target is not None:
+            # Rejected before anything opens it: a link may point at any file the worker can read.
+            yield TaggedOutput("rejects", Reject(
+                "image", path, "outside_root",
+                f"image id {image_id}: {name!r} is a symbolic link to {printable(target)!r}, "
+                "outside the images folder; pass --allow-outside-root to read it",
+            ))
+            yield image_id, ("rejected", "outside_root")
+            return
+        yield image_id, ("file", name, path, size, width, height)
+
+
+class _LocateOutside(beam.DoFn):
+    """With ``allow_outside_root``: find the files that ``..`` or absolute names point at
+    (they are not in the images folder's listing)."""
+
+    def __init__(self, images_dir: str) -> None:
+        self._images_dir = images_dir
+
+    def process(self, entry):
+        image_id, name, width, height = entry
+        path = name if _is_absolute(name) else filesystems.join(self._images_dir, name)
+        size = filesystems.size_of(path)
+        if size is None:
+            yield TaggedOutput("rejects", Reject(
+                "image", path, "missing",
+                f"image id {image_id} names {name!r}, which does not exist",
+            ))
+            yield image_id, ("rejected", "image_missing")
+            return
         yield image_id, ("file", name, path, size, width, height)
 
 
@@ -302,7 +447,7 @@ class _JoinAnnotations(beam.DoFn):
             return
         _, name, path, size, width, height = images[0]
         objects = []
-        for ann_id, category_id, bbox, area, iscrowd in annotations:
+        for ann_id, category_id, bbox, area, iscrowd, *segmentation in annotations:
             label = self._labels.get(category_id)
             if label is None:
                 yield TaggedOutput("rejects", Reject(
@@ -311,7 +456,7 @@ class _JoinAnnotations(beam.DoFn):
                     "'categories'; the image was written without this object",
                 ))
                 continue
-            objects.append((ann_id, label[0], label[1], bbox, area, iscrowd))
+            objects.append((ann_id, label[0], label[1], bbox, area, iscrowd, *segmentation))
         yield ImageRecord(
             identity=str(image_id), path=path, size=size, split=self._split,
             labels={"source_id": str(image_id), "filename": name, "width": width,
@@ -347,8 +492,8 @@ class ReadCoco(beam.PTransform):
         sections = (
             pbegin
             | "AnnotationSections" >> beam.Create([(opts.annotations, s) for s in SECTIONS])
-            | "StreamAnnotations" >> beam.ParDo(_ReadSection()).with_outputs(
-                "images", "annotations", "categories", "rejects")
+            | "StreamAnnotations" >> beam.ParDo(_ReadSection(opts.allow_outside_root, opts.include_masks)).with_outputs(
+                "images", "annotations", "categories", "rejects", "outside")
         )
         images_pattern, annotations_pattern = opts.images_dir.rstrip("/") + "/**", opts.annotations
         files = pbegin | "ListImages" >> fileio.MatchFiles(images_pattern)
@@ -356,13 +501,17 @@ class ReadCoco(beam.PTransform):
         by_name = {
             "entries": sections.images,
             "files": files | "KeyByName" >> beam.Map(
-                lambda m: (filesystems.relative_name(images_dir, m.path), (m.path, m.size_in_bytes))),
+                lambda m: _file_key(images_dir, m.path, m.size_in_bytes)),
         } | "JoinFilesByName" >> beam.CoGroupByKey()
-        joined = by_name | "MatchFiles" >> beam.ParDo(_JoinFiles()).with_outputs(
-            "rejects", "counts", main="images")
+        joined = by_name | "MatchFiles" >> beam.ParDo(
+            _JoinFiles(images_dir, opts.allow_outside_root)
+        ).with_outputs("rejects", "counts", main="images")
+        outside = sections.outside | "LocateOutside" >> beam.ParDo(
+            _LocateOutside(images_dir)).with_outputs("rejects", main="images")
+        located = (joined.images, outside.images) | "AllImageFiles" >> beam.Flatten()
         categories = sections.categories
         records = (
-            {"images": joined.images, "annotations": sections.annotations}
+            {"images": located, "annotations": sections.annotations}
             | "JoinAnnotationsById" >> beam.CoGroupByKey()
             | "BuildRecords" >> beam.ParDo(
                 _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories)
@@ -370,7 +519,8 @@ class ReadCoco(beam.PTransform):
         )
         annotation_file = pbegin | "AnnotationFile" >> fileio.MatchFiles(annotations_pattern)
         terms = (
-            (files, annotation_file) | "AllInputs" >> beam.Flatten()
+            (files | "TextPaths" >> beam.Map(_text_metadata), annotation_file)
+            | "AllInputs" >> beam.Flatten()
             | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
         )
         contiguous = opts.contiguous_labels
@@ -378,38 +528,79 @@ class ReadCoco(beam.PTransform):
             lambda _, cats, t: _metadata(list(cats), contiguous, t),
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
-        rejects = (sections.rejects, joined.rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
+        rejects = (
+            (sections.rejects, joined.rejects, outside.rejects, records.rejects)
+            | "CocoRejects" >> beam.Flatten()
+        )
         return {"records": records.records, "rejects": rejects, "counts": joined.counts,
                 "metadata": metadata}
 
 
 class CocoEncoder(ImageExampleEncoder):
-    """Adds the detection features Model Garden's and the OD API's decoders read."""
+    """Adds the detection features Model Garden's and the OD API's decoders read.
+
+    With image fixes (``recordbeam.transcode.ImageFixes``): boxes are normalized, so a
+    ``max_side`` resize leaves them valid (``area`` is scaled to the written pixels). With
+    ``apply_exif`` the boxes move with the pixels. COCO's annotations are in the
+    coordinates of the image the annotation tool showed; which one that was is read from
+    the annotation's ``width``/``height``: equal to the stored pixel size (COCO's own
+    files, tools that ignore EXIF) means stored coordinates, so the boxes are rotated with
+    the pixels; equal to the rotated size (tools that applied EXIF) means they already are
+    in the displayed coordinates and are only normalized against that size.
+
+    ``include_masks`` adds ``image/object/mask``: one 0/1 PNG per written object, of the
+    written image's size, aligned with the other object features.
+    """
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 include_masks: bool = False) -> None:
+        super().__init__(checks, split, fixes)
+        self.include_masks = include_masks
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
-        columns: dict[str, list] = {key: [] for key in OBJECT_KINDS}
+        kinds = {**OBJECT_KINDS, **({"image/object/mask": "bytes"} if self.include_masks else {})}
+        columns: dict[str, list] = {key: [] for key in kinds}
         rejects: list[Reject] = []
         clipped = 0
-        for ann_id, label, text, bbox, area, iscrowd in unpack_objects(record.labels["objects"]):
+        orientation = self.fixes.applied_orientation(info) if self.fixes else 1
+        swapped = orientation in (5, 6, 7, 8)
+        displayed = (info.height, info.width) if swapped else (info.width, info.height)
+        frame, move = (info.width, info.height), orientation
+        if swapped and (record.labels.get("width"), record.labels.get("height")) == displayed:
+            frame, move = displayed, 1  # annotated on the rotated image
+        written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
+        area_scale = (written[0] * written[1]) / (displayed[0] * displayed[1])
+        for ann_id, label, text, bbox, area, iscrowd, *segmentation in unpack_objects(
+                record.labels["objects"]):
             try:
-                box = normalize_box(bbox, info.width, info.height)
-            except InvalidBox as bad:
+                box = normalize_box(bbox, *frame)
+                mask = None
+                if self.include_masks:
+                    pixels = segmentation_to_mask(segmentation[0] if segmentation else None, *frame)
+                    mask = mask_png(pixels, move, written)
+            except (InvalidBox, InvalidMask) as bad:
                 rejects.append(Reject(
                     "annotation", f"annotation {ann_id}", bad.reason,
                     f"{bad.detail} (image {record.path}); the image was written without this object",
                 ))
                 continue
             clipped += box.clipped
-            columns["image/object/bbox/xmin"].append(box.xmin)
-            columns["image/object/bbox/xmax"].append(box.xmax)
-            columns["image/object/bbox/ymin"].append(box.ymin)
-            columns["image/object/bbox/ymax"].append(box.ymax)
+            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax, move)
+            columns["image/object/bbox/xmin"].append(xmin)
+            columns["image/object/bbox/xmax"].append(xmax)
+            columns["image/object/bbox/ymin"].append(ymin)
+            columns["image/object/bbox/ymax"].append(ymax)
             columns["image/object/class/label"].append(label)
             columns["image/object/class/text"].append(text)
             columns["image/object/is_crowd"].append(iscrowd)
-            columns["image/object/area"].append(area)
-        warning = warn_size_mismatch(record, info, record.labels)
+            columns["image/object/area"].append(area * area_scale)
+            if mask is not None:
+                columns["image/object/mask"].append(mask)
+        warning = None if frame == displayed and swapped else warn_size_mismatch(
+            record, info, record.labels)
         if warning:
             rejects.append(warning)
         counts = {"boxes_written": len(columns["image/object/area"]), "boxes_clipped": clipped}
-        return columns, OBJECT_KINDS, rejects, counts
+        if self.include_masks:
+            counts["masks_written"] = len(columns["image/object/mask"])
+        return columns, kinds, rejects, counts

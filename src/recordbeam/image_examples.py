@@ -15,6 +15,7 @@ from recordbeam import filesystems
 from recordbeam.images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected, inspect_image
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sink import Encoded, ExampleEncoder
+from recordbeam.transcode import ImageFixes, convert_foreign, fix_image
 
 #: Files larger than this are rejected before they are read, so one stray video or
 #: archive cannot exhaust a worker's memory. Real photos are far smaller.
@@ -49,9 +50,12 @@ class ImageChecks:
 class ImageExampleEncoder(ExampleEncoder):
     """Turns an :class:`ImageRecord` into an Example with the image and its labels."""
 
-    def __init__(self, checks: ImageChecks | None = None, split: str = "train") -> None:
+    def __init__(self, checks: ImageChecks | None = None, split: str = "train",
+                 fixes: ImageFixes | None = None) -> None:
         super().__init__(split)
         self.checks = checks or ImageChecks()
+        # Fixes that change nothing are dropped, so the default path stays a plain read.
+        self.fixes = fixes if fixes is not None and fixes.active else None
 
     def identity(self, record: ImageRecord) -> str:
         return record.identity
@@ -68,43 +72,83 @@ class ImageExampleEncoder(ExampleEncoder):
         """Features from the record's labels: ``(features, kinds, rejects, counts)``."""
         return {}, {}, [], {}
 
-    def encode(self, record: ImageRecord) -> Encoded:
-        def reject(reason: str, detail: str) -> Encoded:
-            return Encoded(rejects=(Reject("image", record.path, reason, detail),))
+    def read_image(
+        self, path: str, size: int, name: str
+    ) -> tuple[dict[str, Any], ImageInfo, dict[str, int]] | Reject:
+        """Read, check and fix one image file.
 
-        if record.size > self.checks.max_bytes:
+        Args:
+            path: the file on any Beam filesystem.
+            size: its size from the listing (checked against ``max_bytes`` before reading).
+            name: its file name, for fixes that look at it (a PNG named ``.jpg``).
+
+        Returns:
+            ``(fields, info, counts)``: ``fields`` holds ``encoded``, ``format``, ``height``,
+            ``width`` and ``key/sha256`` of the bytes to write; ``info`` is the original's
+            header (boxes are normalized against it, see ``ImageFixes.applied_orientation``);
+            ``counts`` has ``fix_<name>`` per fix applied. Or an image ``Reject``.
+        """
+        def reject(reason: str, detail: str) -> Reject:
+            return Reject("image", path, reason, detail)
+
+        if size > self.checks.max_bytes:
             return reject(
                 "too_large",
-                f"file is {record.size} bytes, above the {self.checks.max_bytes}-byte limit; "
+                f"file is {size} bytes, above the {self.checks.max_bytes}-byte limit; "
                 "raise --max-image-bytes if it really is an image",
             )
         try:
-            data = filesystems.read_bytes(record.path)
+            data = filesystems.read_bytes(path)
         except Exception as error:  # noqa: BLE001 - each filesystem raises its own types
-            if not filesystems.exists(record.path):
+            if not filesystems.exists(path):
                 return reject("missing", "the file disappeared after it was listed; rerun when the input is stable")
             return reject("unreadable", f"cannot read the file ({error}); check its permissions")
+        fixed = None
         try:
-            info = inspect_image(
-                data, max_pixels=self.checks.max_pixels, verify_decode=self.checks.verify_decode
-            )
+            try:
+                info = inspect_image(
+                    data, max_pixels=self.checks.max_pixels, verify_decode=self.checks.verify_decode
+                )
+            except ImageRejected as rejected:
+                if rejected.reason != "unsupported_format" or self.fixes is None:
+                    raise
+                fixed = convert_foreign(data, self.fixes, max_pixels=self.checks.max_pixels)
+                info = fixed.source_info
+            if fixed is None and self.fixes is not None:
+                fixed = fix_image(data, info, self.fixes, name)
         except ImageRejected as rejected:
             return reject(rejected.reason, rejected.detail)
-        features = {
-            "image/encoded": data,
-            "image/format": info.format,
-            "image/height": info.height,
-            "image/width": info.width,
-            "image/filename": record.labels.get("filename", record.path.rsplit("/", 1)[-1]),
-            "image/source_id": str(record.labels.get("source_id", record.identity)),
-            "image/key/sha256": hashlib.sha256(data).hexdigest(),
+        counts: dict[str, int] = {}
+        if fixed is not None:
+            data = fixed.data
+            counts = {f"fix_{fix}": 1 for fix in fixed.fixes}
+        fields = {
+            "encoded": data,
+            "format": fixed.format if fixed else info.format,
+            "height": fixed.height if fixed else info.height,
+            "width": fixed.width if fixed else info.width,
+            "key/sha256": hashlib.sha256(data).hexdigest(),
         }
+        applied = self.fixes.applied_orientation(info) if self.fixes else 1
+        if info.exif_orientation not in (None, 1) and applied == 1:
+            counts["exif_rotated"] = 1  # written unrotated; TensorFlow ignores the tag
+        return fields, info, counts
+
+    def encode(self, record: ImageRecord) -> Encoded:
+        name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
+        loaded = self.read_image(record.path, record.size, name)
+        if isinstance(loaded, Reject):
+            return Encoded(rejects=(loaded,))
+        fields, info, image_counts = loaded
+        features = {f"image/{key}": value for key, value in fields.items()}
+        features["image/filename"] = name
+        features["image/source_id"] = str(record.labels.get("source_id", record.identity))
         extra, kinds, rejects, counts = self.label_features(record, info)
         features.update(extra)
         counts = dict(counts)
+        for key, n in image_counts.items():
+            counts[key] = counts.get(key, 0) + n
         counts["images_written"] = 1
-        if info.exif_orientation not in (None, 1):
-            counts["exif_rotated"] = counts.get("exif_rotated", 0) + 1
         return Encoded(
             features=features, kinds={**IMAGE_KINDS, **kinds}, rejects=tuple(rejects), counts=counts
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.framing import Compression, shard_suffix
+from recordbeam.tfds_metadata import is_tfds_file
 
 MANIFEST = "manifest.json"
 LABELS = "labels.txt"
@@ -56,13 +57,15 @@ def is_ours(relative_path: str) -> bool:
         return True
     return "/" not in relative_path and (
         relative_path in _OUR_FILES or bool(_SHARD_NAME.match(relative_path))
+        or is_tfds_file(relative_path)  # dataset_info.json, features.json, *.labels.txt
     )
 
 
 def existing_files(output_dir: str) -> list[str]:
-    """Relative paths of every file under ``output_dir`` (empty when it does not exist)."""
-    if not filesystems.exists(output_dir):
-        return []
+    """Relative paths of every file under ``output_dir`` (empty when it does not exist).
+
+    Listed, never ``exists()``-checked: on object stores a "folder" is only a prefix.
+    """
     return sorted(
         filesystems.relative_name(output_dir, m.path) for m in filesystems.list_files(output_dir)
     )

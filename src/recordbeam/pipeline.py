@@ -19,6 +19,7 @@ from recordbeam import __version__, output_folder
 from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
+from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, ReadImageFolder
 from recordbeam.progress import ProgressReporter
 from recordbeam.runner import (
     is_local,
@@ -27,6 +28,8 @@ from recordbeam.runner import (
     worker_output_to_log,
 )
 from recordbeam.sink import ShardOptions, WriteShards
+from recordbeam.tabular import ReadTable, TableEncoder, TableOptions
+from recordbeam.transcode import ImageFixes
 
 
 class RunFailed(RuntimeError):
@@ -91,20 +94,103 @@ def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks) 
 
 def coco_to_tfrecord(
     p: beam.Pipeline, output_dir: str, coco: CocoOptions, shards: ShardOptions,
-    checks: ImageChecks,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
-    settings = coco_settings(coco, shards, checks)
+    settings = settings_with_fixes(coco_settings(coco, shards, checks), fixes)
     read = p | "ReadCoco" >> ReadCoco(coco)
     metadata = read["metadata"] | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
     )
     sink = WriteShards(
-        output_dir, CocoEncoder(checks, coco.split), options=shards, rejects=read["rejects"],
+        output_dir, CocoEncoder(checks, coco.split, fixes, coco.include_masks), options=shards, rejects=read["rejects"],
         counts=read["counts"], metadata=metadata,
     )
     _ = read["records"] | "WriteShards" >> sink
     return sink
+
+
+def settings_with_fixes(settings: dict[str, Any], fixes: ImageFixes | None) -> dict[str, Any]:
+    """Settings plus the image fixes, only when some are on (older fingerprints stay valid)."""
+    if fixes is not None and fixes.active:
+        settings["fixes"] = asdict(fixes)
+    return settings
+
+
+def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
+                encoder: Any, shards: ShardOptions, settings: dict[str, Any],
+                splits: Sequence[str]) -> WriteShards:
+    """The common tail of every input kind: fingerprint, then the sink."""
+    read = p | name >> read_transform
+    metadata = read["metadata"] | "Fingerprint" >> beam.Map(
+        lambda m: {**_with_fingerprint(m, settings), "settings": settings}
+    )
+    sink = WriteShards(
+        output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
+        metadata=metadata, splits=splits,
+    )
+    _ = read["records"] | "WriteShards" >> sink
+    return sink
+
+
+def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
+    patterns = [folder.root.rstrip("/") + "/**"]
+    return patterns + ([folder.classes_file] if folder.classes_file else [])
+
+
+def imagefolder_settings(folder: ImageFolderOptions, shards: ShardOptions, checks: ImageChecks,
+                         fixes: ImageFixes | None = None) -> dict[str, Any]:
+    """Everything that shapes a class-folders output besides the input files."""
+    return settings_with_fixes({
+        "command": "convert imagefolder",
+        "recordbeam_version": __version__,
+        "imagefolder": asdict(folder),
+        "shards": shards.to_json(),
+        "checks": asdict(checks),
+    }, fixes)
+
+
+def imagefolder_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
+    read = ReadImageFolder(folder)
+    encoder = ClassificationEncoder(checks, read.splits[0], fixes)
+    return _write_read(p, "ReadImageFolder", read, output_dir, encoder, shards,
+                       imagefolder_settings(folder, shards, checks, fixes), read.splits)
+
+
+def table_input_patterns(table: TableOptions) -> list[str]:
+    base = table.manifest.rsplit("/", 1)[0] if "/" in table.manifest else "."
+    return [base.rstrip("/") + "/**"]
+
+
+def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
+                   fixes: ImageFixes | None = None) -> dict[str, Any]:
+    """Everything that shapes a manifest output besides the input files."""
+    return settings_with_fixes({
+        "command": "convert manifest",
+        "recordbeam_version": __version__,
+        "manifest": asdict(table),
+        "shards": shards.to_json(),
+        "checks": asdict(checks),
+    }, fixes)
+
+
+def table_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, table: TableOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
+
+    Streams the manifest once here, on the launcher, to learn the column types
+    (:func:`recordbeam.tabular.infer_schema`); raises ``TableError`` on a disagreement.
+    """
+    read = ReadTable(table)
+    encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
+    return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
+                       table_settings(table, shards, checks, fixes), read.splits)
 
 
 def run(

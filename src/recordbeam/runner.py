@@ -16,14 +16,21 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 LOCAL_RUNNER = "FnApiRunner"
 
 
 def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:
-    """Beam options from command-line style ``beam_args`` plus our local defaults."""
+    """Beam options from command-line style ``beam_args`` plus our local defaults.
+
+    Also hands the options to Beam's ``FileSystems`` in this process, so the launcher's
+    own checks (output folder, inputs, ``--if-changed``) reach object stores with the same
+    settings (endpoint, credentials) as the workers.
+    """
     options = PipelineOptions(list(beam_args), **overrides)
+    FileSystems.set_options(options)
     standard = options.view_as(StandardOptions)
     if standard.runner is None:
         standard.runner = LOCAL_RUNNER

@@ -23,23 +23,26 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
 
-from recordbeam import __version__, filesystems, manifest
+from recordbeam import __version__, filesystems, manifest, tfds_metadata
 from recordbeam import output_folder as folder
-from recordbeam.example import Example, make_example
+from recordbeam.example import Example, FeatureError, make_sequence_example
 from recordbeam.feature_spec import FeatureSpec
 from recordbeam.framing import Compression, RecordWriter, parse_compression
 from recordbeam.planning import DEFAULT_SALT, DEFAULT_SHARD_SIZE, order_key, shard_count, shard_of
 from recordbeam.records import Reject
+from recordbeam.wire import encode_example_observed
 
 COUNTER_NAMESPACE = "recordbeam"
 
@@ -63,6 +66,9 @@ class Encoded:
     serialized: bytes | None = None
     rejects: tuple[Reject, ...] = ()
     counts: Mapping[str, int] = field(default_factory=dict)
+    #: ``(context, feature_lists)`` for a ``SequenceExample`` (arguments of
+    #: :func:`recordbeam.example.make_sequence_example`, with ``kinds``).
+    sequence: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
 
 
 class ExampleEncoder:
@@ -147,6 +153,7 @@ class ShardResult:
     bytes: int
     spec: FeatureSpec
     counts: Mapping[str, int]
+    list_spec: FeatureSpec | None = None  # feature lists of SequenceExamples, per step
 
     @property
     def name(self) -> str:
@@ -196,6 +203,23 @@ class _AssignShard(beam.DoFn):
         yield (split, shard_of(key, n), n), (key, element)
 
 
+#: Test-only fault injection, ``"<shard index>:<after N records>:<marker file>"``: the
+#: writer of that shard raises :class:`InjectedFault` once, after N records reached its
+#: temp file, and creates the marker file so that a retry (or a rerun) goes through.
+FAULT_ENV = "RECORDBEAM_TEST_FAIL_SHARD"
+
+
+class InjectedFault(RuntimeError):
+    """The failure :data:`FAULT_ENV` asks for; never raised in normal runs."""
+
+
+def _parse_fault(value: str | None) -> tuple[int, int, str] | None:
+    if not value:
+        return None
+    index, after, marker = value.split(":", 2)
+    return int(index), int(after), marker
+
+
 class _WriteShard(beam.DoFn):
     """Writes one shard: sort by key, encode one element at a time, stream to a temp file."""
 
@@ -210,16 +234,25 @@ class _WriteShard(beam.DoFn):
 
     def setup(self) -> None:
         self._encoder.setup()
+        self._fault = _parse_fault(os.environ.get(FAULT_ENV))  # read once: the hot loop stays cheap
+
+    def _fail_after(self, index: int) -> int | None:
+        fault = getattr(self, "_fault", None)
+        if fault is None or fault[0] != index or filesystems.exists(fault[2]):
+            return None
+        return fault[1]
 
     def process(self, group):
         (split, index, count), keyed_elements = group
         enc = self._encoder
+        fail_after = self._fail_after(index)
         ordered = sorted(keyed_elements, key=lambda kv: (kv[0], enc.identity(kv[1])))
         name = folder.shard_name(split, index, count, self._options.compression)
         attempt = uuid.uuid4().hex[:12]  # a retried task never reuses another attempt's file
         temp_path = filesystems.join(self._temp_dir, f"{name}.{attempt}")
         index_buffer = io.StringIO() if self._options.index else None
         spec = FeatureSpec()
+        list_spec = FeatureSpec()
         counts: Counter[str] = Counter()
         raw = filesystems.create(temp_path)
         sink = _CountingWriter(raw)
@@ -232,9 +265,20 @@ class _WriteShard(beam.DoFn):
                     self._rejects.inc()
                     yield TaggedOutput("rejects", reject if reject.split else
                                        dataclasses.replace(reject, split=split))
-                data = _serialize(encoded, spec)
-                if data is not None:
-                    writer.write(data)
+                try:
+                    chunks = _serialize(encoded, spec, list_spec)
+                except (FeatureError, ValueError) as error:
+                    self._rejects.inc()
+                    yield TaggedOutput("rejects", Reject(
+                        "image", getattr(element, "path", None) or enc.identity(element),
+                        "encode_error", f"{error}; fix the input value", split))
+                    continue
+                if fail_after is not None and writer.records_written >= fail_after:
+                    filesystems.write_bytes(self._fault[2], b"fired\n")
+                    raise InjectedFault(
+                        f"test fault: shard {index} failed after {writer.records_written} records")
+                if chunks is not None:
+                    writer.write_chunks(chunks)
                     self._examples.inc()
             writer.close()
         finally:
@@ -247,7 +291,7 @@ class _WriteShard(beam.DoFn):
         self._shards.inc()
         yield ShardResult(
             split, index, count, temp_path, temp_index, writer.records_written, sink.written,
-            spec, dict(counts),
+            spec, dict(counts), list_spec if list_spec.examples else None,
         )
 
 
@@ -271,15 +315,38 @@ def _encode_guarded(encoder: ExampleEncoder, element: Any) -> Encoded:
                                        "or an input it does not handle; please report it."),))
 
 
-def _serialize(encoded: Encoded, spec: FeatureSpec) -> bytes | None:
+def _serialize(encoded: Encoded, spec: FeatureSpec,
+               list_spec: FeatureSpec | None = None) -> list[bytes | memoryview] | None:
+    """The example's bytes as pieces to frame (large values are not copied), or None."""
+    if encoded.sequence is not None:
+        return [_serialize_sequence(encoded, spec, list_spec)]
     if encoded.serialized is not None:
         spec.observe(Example.FromString(encoded.serialized))
-        return encoded.serialized
+        return [encoded.serialized]
     if encoded.features is None:
         return None
-    message = make_example(encoded.features, encoded.kinds)
-    spec.observe(message)
-    return message.SerializeToString(deterministic=True)  # map order is per-process otherwise
+    # Our wire encoder: the same bytes as protobuf's deterministic serialization (map
+    # keys sorted; plain serialization orders them differently in every process), but
+    # the image bytes are handed to the writer as they are instead of copied twice.
+    chunks, observed = encode_example_observed(encoded.features, encoded.kinds)
+    spec.observe_lengths(observed)
+    return chunks
+
+
+def _serialize_sequence(encoded: Encoded, spec: FeatureSpec,
+                        list_spec: FeatureSpec | None) -> bytes:
+    """A SequenceExample: ``spec`` learns its context, ``list_spec`` each step of its lists
+    (so a list's ``fixed_length`` is its values per step, ``present_in`` counts steps)."""
+    context, lists = encoded.sequence
+    message = make_sequence_example(context, lists, encoded.kinds)
+    spec.observe(SimpleNamespace(features=message.context))
+    if list_spec is not None:
+        feature_lists = message.feature_lists.feature_list
+        steps = max((len(fl.feature) for fl in feature_lists.values()), default=0)
+        for i in range(steps):
+            step = {name: fl.feature[i] for name, fl in feature_lists.items() if i < len(fl.feature)}
+            list_spec.observe(SimpleNamespace(features=SimpleNamespace(feature=step)))
+    return message.SerializeToString(deterministic=True)
 
 
 class _Finalize(beam.DoFn):
@@ -290,7 +357,7 @@ class _Finalize(beam.DoFn):
         self._options = options
         self._declared = declared_splits
 
-    def process(self, _unused, shards, rejects, counts, metadata, totals):
+    def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written):
         default_split = self._declared[0]
         owned = sorted(set(totals) | set(self._declared))
         results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
@@ -322,13 +389,18 @@ class _Finalize(beam.DoFn):
         mine = [r for r in results if r.split == split]
         spec = FeatureSpec()
         counts: Counter[str] = Counter(dict(upstream_counts))
+        lists = FeatureSpec()
         for shard in mine:
             spec = spec.merge(shard.spec)
             counts.update(shard.counts)
-        return manifest.split_entry(
+            lists = lists.merge(shard.list_spec) if shard.list_spec else lists
+        entry = manifest.split_entry(
             [(r.name, r.examples, r.bytes) for r in mine], spec,
             [r for r in rejects if r.split == split], counts, meta,
         )
+        if lists.examples:
+            entry["feature_lists"] = lists.to_json()
+        return entry
 
     def _write_rejects(self, name: str, rejects: Iterable[Reject]) -> None:
         data = "".join(r.to_json() + "\n" for r in rejects).encode("utf-8")
@@ -347,6 +419,19 @@ class _Finalize(beam.DoFn):
         out = self._output_dir
         manifest_path = filesystems.join(out, folder.MANIFEST)
         kept_rejects = self._kept_rejects(owned)
+        # Every byte is written into the temp folder before anything in the output changes:
+        # a full disk (or any write error) fails the run here, the previous output intact.
+        staged_files = []
+        labels = final.get("label_names")
+        if labels:
+            staged_files.append((folder.LABELS, "".join(f"{name}\n" for name in labels).encode("utf-8")))
+        all_rejects = sorted(kept_rejects + rejects,
+                             key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
+        staged_files.append((folder.REJECTS, "".join(r.to_json() + "\n" for r in all_rejects).encode("utf-8")))
+        for name, data in staged_files:
+            filesystems.write_bytes(filesystems.join(self._temp_dir, name), data)
+        staged = filesystems.join(self._temp_dir, folder.MANIFEST)
+        filesystems.write_bytes(staged, (json.dumps(final, indent=2, sort_keys=True) + "\n").encode())
         filesystems.delete([manifest_path])  # from here on the folder does not look finished
         new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
         stale = [
@@ -364,16 +449,11 @@ class _Finalize(beam.DoFn):
             if r.temp_index_path:
                 sources.append(r.temp_index_path)
                 targets.append(filesystems.join(out, r.name + ".idx"))
+        for name, _data in staged_files:
+            sources.append(filesystems.join(self._temp_dir, name))
+            targets.append(filesystems.join(out, name))
         filesystems.rename(sources, targets)
-        labels = final.get("label_names")
-        if labels:
-            text = "".join(f"{name}\n" for name in labels)
-            filesystems.write_bytes(filesystems.join(out, folder.LABELS), text.encode("utf-8"))
-        all_rejects = sorted(kept_rejects + rejects,
-                             key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
-        self._write_rejects(folder.REJECTS, all_rejects)
-        staged = filesystems.join(self._temp_dir, folder.MANIFEST)
-        filesystems.write_bytes(staged, (json.dumps(final, indent=2, sort_keys=True) + "\n").encode())
+        tfds_metadata.write(out, final)  # TFDS's dataset_info.json etc., before the manifest
         filesystems.rename([staged], [manifest_path])
         _remove_temp_dirs(out)
 
@@ -478,7 +558,7 @@ class WriteShards(beam.PTransform):
             | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))
             | "SumSizes" >> beam.CombinePerKey(sum)
         )
-        _ = (
+        plan_written = (
             p
             | "PlanTrigger" >> beam.Create([None])
             | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))
@@ -509,5 +589,6 @@ class WriteShards(beam.PTransform):
                 counts=AsDict(summed),
                 metadata=AsIter(metadata),
                 totals=AsDict(totals),
+                plan_written=AsList(plan_written),  # finalize only after the plan file exists
             )
         )

@@ -81,6 +81,7 @@ _SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
 _GROUPS = np.arange(10)
 # Lists of ints longer than this are varint-encoded with numpy instead of a Python loop.
 _NUMPY_VARINT_MIN = 32
+_VARINT_BLOCK = 1 << 18
 _F32_DTYPE = np.dtype("<f4")
 _I64_DTYPE = np.dtype("<i8")
 
@@ -106,6 +107,11 @@ def _varint(n: int) -> bytes:
 
 def _varints(values: np.ndarray) -> bytes:
     """Packed varints of a 1-D int64 array; negatives as 10-byte two's complement."""
+    if values.size > _VARINT_BLOCK:  # bounds the 80 bytes per value of scratch memory
+        return b"".join(
+            _varints(values[start : start + _VARINT_BLOCK])
+            for start in range(0, values.size, _VARINT_BLOCK)
+        )
     unsigned = values.view(np.uint64)[:, None] >> _SHIFTS  # value >> 0, 7, ..., 63
     # (value >> 7k) is non-zero exactly for the groups a varint writes (at least one).
     count = np.maximum(np.count_nonzero(unsigned, axis=1), 1)[:, None]
@@ -141,30 +147,44 @@ def _packed(kind: Kind, payload: bytes, count: int) -> _Encoded:
     return pieces, len(head) + len(body) + len(payload), kind, count
 
 
+def _one_bytes_feature(value: Any, length: int) -> _Encoded:
+    """A Feature holding a BytesList of one value (bytes or a byte-format memoryview)."""
+    inner = _VALUE_TAG + (_ONE_BYTE[length] if length < 0x80 else _varint(length))
+    size = len(inner) + length
+    head = _KIND_TAG["bytes"] + (_ONE_BYTE[size] if size < 0x80 else _varint(size))
+    if length >= LARGE_VALUE_BYTES:
+        return [head + inner, value], len(head) + size, "bytes", 1  # the caller's object
+    return [head + inner + value], len(head) + size, "bytes", 1
+
+
 def _bytes_feature(items: list[Any]) -> _Encoded:
     """A Feature holding a BytesList; ``items`` are bytes or byte-format memoryviews."""
-    pieces: list[Any] = []
-    small = bytearray()
+    parts: list[Any] = []
     size = 0
+    large = False
     for item in items:
         length = len(item)
-        head = _varint(length)
-        size += 1 + len(head) + length
-        small += _VALUE_TAG
-        small += head
+        head = _VALUE_TAG + (_ONE_BYTE[length] if length < 0x80 else _varint(length))
+        parts.append(head)
+        parts.append(item)
+        size += len(head) + length
         if length >= LARGE_VALUE_BYTES:
-            pieces.append(bytes(small))
-            pieces.append(item)  # the caller's object: never copied
-            small = bytearray()
+            large = True
+    head = _KIND_TAG["bytes"] + (_ONE_BYTE[size] if size < 0x80 else _varint(size))
+    if not large:
+        return [head + b"".join(parts)], len(head) + size, "bytes", len(items)
+    # Large values stay pieces of their own (the caller's objects); the rest is joined.
+    pieces: list[Any] = []
+    run = [head]
+    for part in parts:
+        if len(part) >= LARGE_VALUE_BYTES:
+            pieces.append(b"".join(run))
+            pieces.append(part)
+            run = []
         else:
-            small += item
-    if small:
-        pieces.append(bytes(small))
-    head = _KIND_TAG["bytes"] + _varint(size)
-    if pieces and len(pieces[0]) < LARGE_VALUE_BYTES:
-        pieces[0] = head + pieces[0]
-    else:
-        pieces.insert(0, head)
+            run.append(part)
+    if run:
+        pieces.append(b"".join(run))
     return pieces, len(head) + size, "bytes", len(items)
 
 
@@ -205,15 +225,15 @@ def _encode_array(array: np.ndarray, kind: Kind | None) -> _Encoded | None:
             return _packed("float", payload, array.size)
         if kind not in (None, "int64"):
             return None
+        if array.size <= _NUMPY_VARINT_MIN:  # numpy's per-call cost outweighs its speed here
+            return _int64_feature(array.ravel().tolist())
         low, high = array.min(), array.max()
         if code == "u" and dtype.itemsize == 8 and high > _INT64_MAX:
             return None
         if low >= 0 and high < 0x80:  # one byte each, the common case (labels, flags, sizes)
             return _packed("int64", array.astype(np.uint8).tobytes(), array.size)
-        if array.size > _NUMPY_VARINT_MIN:
-            flat = np.ascontiguousarray(array, dtype=_I64_DTYPE).ravel()
-            return _packed("int64", _varints(flat), array.size)
-        return _packed("int64", _int64_payload(array.ravel().tolist()), array.size)
+        flat = np.ascontiguousarray(array, dtype=_I64_DTYPE).ravel()
+        return _packed("int64", _varints(flat), array.size)
     if code == "S" and kind in (None, "bytes"):
         return _bytes_feature(array.ravel().tolist())
     if code == "U" and kind in (None, "bytes"):
@@ -235,9 +255,12 @@ def _encode_value(value: Any, kind: Kind | None) -> _Encoded | None:
     """The serialized Feature for ``value``, or None to leave it to make_example."""
     value_type = type(value)
     if value_type is bytes:
-        return _bytes_feature([value]) if kind in (None, "bytes") else None
+        return _one_bytes_feature(value, len(value)) if kind in (None, "bytes") else None
     if value_type is str:
-        return _bytes_feature([value.encode("utf-8")]) if kind in (None, "bytes") else None
+        if kind not in (None, "bytes"):
+            return None
+        encoded = value.encode("utf-8")
+        return _one_bytes_feature(encoded, len(encoded))
     if value_type is float:
         return _packed("float", _float32(value), 1) if kind in (None, "float") else None
     if value_type is int or value_type is bool:
@@ -254,7 +277,7 @@ def _encode_value(value: Any, kind: Kind | None) -> _Encoded | None:
         if kind not in (None, "bytes"):
             return None
         view = _byte_view(value)
-        return None if view is None else _bytes_feature([view])
+        return None if view is None else _one_bytes_feature(view, len(view))
     if isinstance(value, (np.integer, np.bool_)):
         return _encode_value(int(value), kind)
     if isinstance(value, np.floating) and value.dtype.itemsize <= 8:
@@ -363,19 +386,23 @@ def encode_example_observed(
         heads.append(entry_head)
         features_size += len(entry_head) + size
 
+    # Runs of small pieces are joined; large ones stay as they are (never copied).
     out: list[bytes | memoryview] = []
-    small = bytearray(_VALUE_TAG + _varint(features_size))
+    run = [_VALUE_TAG, _varint(features_size)]
     for entry_head, (_sort_key, _head, pieces, _size) in zip(heads, entries, strict=True):
-        small += entry_head
+        run.append(entry_head)
+        if len(pieces) == 1 and len(pieces[0]) < LARGE_VALUE_BYTES:
+            run.append(pieces[0])
+            continue
         for piece in pieces:
             if len(piece) >= LARGE_VALUE_BYTES:
-                out.append(bytes(small))
+                out.append(b"".join(run))
                 out.append(piece)
-                small = bytearray()
+                run = []
             else:
-                small += piece
-    if small:
-        out.append(bytes(small))
+                run.append(piece)
+    if run:
+        out.append(b"".join(run))
     return out, observed
 
 

@@ -295,7 +295,10 @@ def test_manifest_describes_shards_and_features(converted):
 
 
 def test_a_finished_output_holds_only_our_files_and_no_temp_folder(converted):
-    assert converted.files() == sorted([MANIFEST, LABELS, REJECTS, "train-00000-of-00001.tfrecord"])
+    tfds_files = ["dataset_info.json", "features.json", "image.object.class.label.labels.txt"]
+    assert converted.files() == sorted(
+        [MANIFEST, LABELS, REJECTS, "train-00000-of-00001.tfrecord", *tfds_files]
+    )
 
 
 def test_contiguous_labels_are_one_to_k_and_split_names_files(convert, tmp_path, coco_json):
@@ -373,6 +376,9 @@ def test_rerun_with_fewer_shards_leaves_no_stale_files(
             LABELS,
             REJECTS,
             "notes.txt",
+            "dataset_info.json",  # TFDS metadata
+            "features.json",
+            "image.object.class.label.labels.txt",
             "train-00000-of-00002.tfrecord",
             "train-00001-of-00002.tfrecord",
         ]
@@ -444,6 +450,9 @@ def test_index_offsets_seek_straight_into_an_uncompressed_shard(convert, tmp_pat
         MANIFEST,
         LABELS,
         REJECTS,
+        "dataset_info.json",  # TFDS metadata
+        "features.json",
+        "image.object.class.label.labels.txt",
         *shard_names,
         *(n + ".idx" for n in shard_names),
     }

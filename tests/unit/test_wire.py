@@ -389,3 +389,9 @@ def test_float32_overflow_becomes_inf_without_numpy_warnings():
         data = wire_bytes(features, kinds)
     assert data == protobuf_bytes(features, kinds)
     assert struct.pack("<2f", -math.inf, 1.0) in data
+
+
+def test_long_int_arrays_are_encoded_in_blocks_like_protobuf(monkeypatch):
+    monkeypatch.setattr(wire, "_VARINT_BLOCK", 7)  # several blocks without a huge array
+    values = np.random.default_rng(3).integers(INT64_MIN, INT64_MAX, 100, endpoint=True)
+    assert wire_bytes({"v": values}) == protobuf_bytes({"v": values})

@@ -1,0 +1,171 @@
+"""The same COCO conversion on other runners gives the same bytes.
+
+Portable runner (the path Flink and Spark take) against Beam's local job service, with a
+LOOPBACK environment and with an EXTERNAL worker pool; Dataflow's job graph built
+offline with ``--dry_run``. All servers listen on loopback ports and are stopped here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recordbeam.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _server(args: list[str], port: int, log: Path):
+    """Start a Beam service on a loopback port; stop it (and its children) afterwards."""
+    env = dict(os.environ)
+    # The worker pool starts workers as plain `python`: make that our interpreter.
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{args[0]} did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+
+
+def _convert(sample, output: Path, *beam_args: str) -> None:
+    code = main([
+        "convert", "coco", "--images", sample.images_dir, "--annotations", sample.annotations,
+        "--output", str(output), "--shards", "2", "--max-reject-fraction", "0.5", "--quiet",
+        *beam_args,
+    ])
+    assert code == 0
+
+
+def _shards(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.tfrecord"))}
+
+
+@pytest.fixture(scope="module")
+def local_run(coco_sample, tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "out"
+    _convert(coco_sample, out, "--direct_running_mode=in_memory", "--direct_num_workers=1")
+    return out
+
+
+@pytest.fixture(scope="module")
+def job_service(tmp_path_factory):
+    port = _free_port()
+    log = tmp_path_factory.mktemp("jobservice") / "job_service.log"
+    with _server(["apache_beam.runners.portability.local_job_service_main", "--port", str(port)],
+                 port, log):
+        yield f"localhost:{port}"
+
+
+def test_portable_runner_loopback_equals_local_run(coco_sample, local_run, job_service, tmp_path):
+    out = tmp_path / "out"
+    _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+             "--environment_type=LOOPBACK")
+    assert _shards(out) and _shards(out) == _shards(local_run)
+
+
+def test_portable_runner_external_worker_pool_equals_local_run(
+        coco_sample, local_run, job_service, tmp_path):
+    port = _free_port()
+    with _server(["apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
+                 port, tmp_path / "worker_pool.log"):
+        out = tmp_path / "out"
+        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+                 "--environment_type=EXTERNAL", f"--environment_config=localhost:{port}")
+    assert _shards(out) and _shards(out) == _shards(local_run)
+
+
+# --- Dataflow, offline ------------------------------------------------------------------
+
+
+def _dataflow_job(images: str, annotations: str, output: str):
+    pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
+    import apache_beam as beam
+
+    from recordbeam.coco import CocoOptions
+    from recordbeam.image_examples import ImageChecks
+    from recordbeam.pipeline import coco_to_tfrecord
+    from recordbeam.runner import pipeline_options
+    from recordbeam.sink import ShardOptions
+
+    options = pipeline_options([
+        "--runner=DataflowRunner", "--dry_run=True", "--project=example-project",
+        "--region=us-central1", "--temp_location=gs://example-bucket/tmp",
+        "--setup_file=" + str(Path(__file__).parents[2] / "setup.py"),
+    ])
+    p = beam.Pipeline(options=options)
+    coco_to_tfrecord(p, output, CocoOptions(images, annotations), ShardOptions(), ImageChecks())
+    return p.run().job
+
+
+def _write_annotations(path: Path, annotations: int) -> None:
+    images = max(1, annotations // 7)
+    with path.open("w") as f:
+        f.write('{"images": [')
+        f.write(",".join(f'{{"id": {i}, "file_name": "{i:012d}.jpg", "width": 640, "height": 480}}'
+                         for i in range(images)))
+        f.write('], "categories": [{"id": 1, "name": "thing"}], "annotations": [')
+        f.write(",".join(f'{{"id": {a}, "image_id": {a % images}, "category_id": 1, '
+                         f'"bbox": [1, 2, 30, 40], "area": 1200, "iscrowd": 0}}'
+                         for a in range(annotations)))
+        f.write("]}")
+
+
+def test_dataflow_job_graph_builds_offline_pickles_and_stays_small(tmp_path):
+    from apache_beam.internal import pickler
+    from apache_beam.portability import common_urns
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    job = _dataflow_job("gs://example-bucket/coco/train2017",
+                        "gs://example-bucket/coco/instances_train2017.json",
+                        "gs://example-bucket/coco-tfrecord")
+    graph = job.proto_pipeline
+    assert graph.ByteSize() < 1_000_000
+    pardos = [t for t in graph.components.transforms.values()
+              if t.spec.urn == common_urns.primitives.PAR_DO.urn]
+    assert pardos
+    for transform in pardos:
+        payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+        if payload.do_fn.urn == "beam:dofn:pickled_python_info:v1":
+            assert pickler.loads(payload.do_fn.payload) is not None, transform.unique_name
+
+
+def test_dataflow_job_graph_does_not_grow_with_the_dataset(tmp_path):
+    sizes = {}
+    for count in (1_000, 100_000):
+        folder = tmp_path / f"a{count:06d}"
+        folder.mkdir()
+        _write_annotations(folder / "instances.json", count)
+        job = _dataflow_job(str(folder / "images"), str(folder / "instances.json"),
+                            "gs://example-bucket/out")
+        sizes[count] = job.proto_pipeline.ByteSize()
+    assert (tmp_path / "a100000" / "instances.json").stat().st_size > 50 * (
+        tmp_path / "a001000" / "instances.json").stat().st_size
+    # Same-length paths; the graph carries a few random ids (run folder, pickled state),
+    # so allow noise of a few hundred bytes, against megabytes of extra annotations.
+    assert abs(sizes[100_000] - sizes[1_000]) < 1024, sizes
