@@ -463,7 +463,7 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
         table = TableOptions(
             args.manifest, args.split, args.schema,
             tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
-            args.split_column, fractions, args.group_by,
+            args.split_column, fractions, args.group_by, args.allow_outside_root,
         )
         read = ReadTable(table)  # streams the manifest once to learn the column types
     except TableError as error:
@@ -639,6 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-columns", default=None,
                    help="comma-separated columns holding image paths (default: from the schema)")
     p.add_argument("--split-column", default=None, help="column holding each row's split name")
+    p.add_argument("--allow-outside-root", action="store_true",
+                   help="also read image paths with '..' or absolute local paths (refused by default)")
     p.add_argument("--group-by", default=None,
                    help="write one SequenceExample per value of this column (rows become steps)")
     _add_fix_args(p)

@@ -161,15 +161,6 @@ def _is_absolute(name: str) -> bool:
     return name.startswith(("/", "\\")) or "://" in name or (len(name) > 1 and name[1] == ":")
 
 
-def unsafe_file_name(name: str) -> str | None:
-    """Why a ``file_name`` may not be used (it would leave the images folder), or None."""
-    if _is_absolute(name):
-        return "is an absolute path"
-    if ".." in name.replace("\\", "/").split("/"):
-        return "contains '..'"
-    return None
-
-
 #: Annotations are grouped by image id in a bounded buffer before they are emitted:
 #: one element per image instead of one per box cuts the shuffle's element count by the
 #: average boxes per image (7 in COCO) while the worker's memory stays bounded.
@@ -254,7 +245,7 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
         return
     width, height = item.get("width"), item.get("height")
     sizes = (width, height) if all(isinstance(v, int) for v in (width, height)) else (None, None)
-    unsafe = unsafe_file_name(file_name)
+    unsafe = filesystems.leaves_root(file_name)
     if unsafe and allow_outside_root:
         yield TaggedOutput("outside", (image_id, file_name, *sizes))
         return

@@ -32,24 +32,11 @@ class FeatureSpec:
 
     def observe(self, example: Any) -> None:
         """Record one ``Example`` message (ours or any wire-compatible class)."""
-        self.examples += 1
+        observed = {}
         for name, feature in example.features.feature.items():
             kind = feature.WhichOneof("kind")
-            length = len(getattr(feature, kind).value) if kind else 0
-            seen = self.features.get(name)
-            if seen is None:
-                self.features[name] = _Seen(_DTYPES.get(kind), 1, length, length)
-                continue
-            if seen.dtype is None:
-                seen.dtype = _DTYPES.get(kind)
-            elif kind and _DTYPES[kind] != seen.dtype:
-                raise ValueError(
-                    f"feature {name!r} is {seen.dtype} in some examples and {_DTYPES[kind]} in others; "
-                    "a feature must have one type across the dataset"
-                )
-            seen.examples += 1
-            seen.min_length = min(seen.min_length, length)
-            seen.max_length = max(seen.max_length, length)
+            observed[name] = (_DTYPES[kind], len(getattr(feature, kind).value)) if kind else (None, 0)
+        self.observe_lengths(observed)
 
     def observe_lengths(self, observed: Mapping[str, tuple[str | None, int]]) -> None:
         """Record one example given as ``{name: (dtype, length)}`` instead of a message.

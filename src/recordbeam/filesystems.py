@@ -103,3 +103,18 @@ def remove_tree(directory: str) -> None:
 def rename(sources: list[str], destinations: list[str]) -> None:
     if sources:
         FileSystems.rename(sources, destinations)
+
+
+def leaves_root(name: str, *, urls_allowed: bool = False) -> str | None:
+    """Why a path named by the input data would leave its root folder, or None.
+
+    Absolute paths (``/x``, ``C:\\x``) and ``..`` components leave it; so do URLs
+    (``gs://...``) unless the input kind allows them.
+    """
+    if "://" in name:
+        return None if urls_allowed else "is an absolute path"
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "is an absolute path"
+    if ".." in name.replace("\\", "/").split("/"):
+        return "contains '..'"
+    return None

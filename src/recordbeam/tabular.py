@@ -99,6 +99,9 @@ class TableOptions:
         split_fractions: ``(("train", 0.8), ("val", 0.2))``: splits by a salted hash of
             the first image path (or of the group), so an image always lands in one split.
         group_by: write SequenceExamples, one per distinct value of this column.
+        allow_outside_root: also read image paths with ``..`` or absolute local paths
+            (refused by default: a row may only name files below the manifest's folder,
+            or URLs of any Beam filesystem).
     """
 
     manifest: str
@@ -108,6 +111,7 @@ class TableOptions:
     split_column: str | None = None
     split_fractions: tuple[tuple[str, float], ...] = ()
     group_by: str | None = None
+    allow_outside_root: bool = False
 
     def __post_init__(self) -> None:
         if self.split_fractions:
@@ -494,6 +498,16 @@ class _ReadRows(beam.DoFn):
                     "rejects",
                     Reject("image", where, "bad_row", f"row {problem}; fix or remove the line"),
                 )
+                continue
+            unsafe = [(c, why) for c in schema.image_columns
+                      if (why := filesystems.leaves_root(typed[c], urls_allowed=True))]
+            if unsafe and not self._options.allow_outside_root:
+                column, why = unsafe[0]
+                yield TaggedOutput("rejects", Reject(
+                    "image", where, "outside_root",
+                    f"column {column!r}: {typed[column]!r} {why}; rows may name files below the "
+                    "manifest's folder or URLs (pass --allow-outside-root to read it anyway)",
+                ))
                 continue
             for column in schema.image_columns:
                 typed[column] = resolve_image_path(base, typed[column])

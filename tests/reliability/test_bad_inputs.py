@@ -538,3 +538,31 @@ def test_reject_fraction_boundary(tmp_path, capsys):
     assert code == 1
     assert "1 of 5 images were rejected (20.0%)" in err and "truncated: 1" in err
     assert sorted(os.listdir(over)) == ["failed-run-rejects.jsonl"]
+
+
+@CASE("`../` and absolute paths in manifest rows",
+      "reject `outside_root` (URLs are allowed) unless `--allow-outside-root`")
+def test_manifest_rows_leaving_the_manifest_folder_are_rejected(tmp_path, capsys):
+    data = tmp_path / "data"
+    (data / "img").mkdir(parents=True)
+    outside = tmp_path / "outside.jpg"
+    outside.write_bytes(jpeg())
+    (data / "img" / "a.jpg").write_bytes(jpeg())
+    (data / "rows.csv").write_text(
+        f"image,label\nimg/a.jpg,1\n../outside.jpg,2\n{outside},3\n", encoding="utf-8")
+    argv = ["convert", "manifest", "--manifest", str(data / "rows.csv"), "--quiet",
+            "--max-reject-fraction", "1", "--direct_running_mode=in_memory",
+            "--direct_num_workers=1"]
+    assert cli.main([*argv, "--output", str(tmp_path / "strict")]) == 0, capsys.readouterr().err
+    rejects = [json.loads(line) for line in
+               (tmp_path / "strict" / "rejects.jsonl").read_text().splitlines()]
+    assert sorted((r["source"].rsplit(":", 1)[1], r["reason"]) for r in rejects) == [
+        ("3", "outside_root"), ("4", "outside_root")]
+    strict = [decode_example(r)["label"].tolist() for r in
+              open_records(str(next((tmp_path / "strict").glob("*.tfrecord"))))]
+    assert strict == [[1]]
+
+    assert cli.main([*argv, "--output", str(tmp_path / "open"), "--allow-outside-root"]) == 0
+    labels = sorted(decode_example(r)["label"].tolist()[0] for r in
+                    open_records(str(next((tmp_path / "open").glob("*.tfrecord")))))
+    assert labels == [1, 2, 3]
