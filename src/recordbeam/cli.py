@@ -181,22 +181,25 @@ def verify_file(path: str) -> tuple[int, list[str]]:
     from recordbeam.framing import CorruptRecord, compression_for_path, read_records_with_offsets
 
     problems: list[str] = []
+    skipped = 0  # corrupt records the reader stepped over: they keep their numbers
 
     def on_corrupt(c: CorruptRecord) -> None:
+        nonlocal skipped
+        skipped += 1
         problems.append(f"{path}: record {c.record} at byte {c.offset}: {c.check} check failed")
 
     clean = 0
     with _open(path) as f:
         try:
-            for number, (offset, _length, data) in enumerate(read_records_with_offsets(
+            for read, (offset, _length, data) in enumerate(read_records_with_offsets(
                     f, path=path, compression=compression_for_path(path), skip_corrupt=True,
                     on_corrupt=on_corrupt)):
                 try:
                     Example.FromString(data)
                     clean += 1
                 except DecodeError:
-                    problems.append(
-                        f"{path}: record {number} at byte {offset}: does not parse as an Example")
+                    problems.append(f"{path}: record {read + skipped} at byte {offset}: "
+                                    "does not parse as an Example")
         except Exception as error:  # noqa: BLE001 - an unreadable file is a finding, not a crash
             problems.append(f"{path}: {error}")
     return clean, problems

@@ -229,3 +229,22 @@ def test_version_from_python_dash_m():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"recordbeam {__version__}"
+
+
+def test_verify_numbers_records_after_a_skipped_corrupt_one(tmp_path, capsys):
+    from recordbeam.example import encode_example
+
+    path = tmp_path / "mixed.tfrecord"
+    with path.open("wb") as f, RecordWriter(f) as writer:
+        writer.write(encode_example({"n": [0]}))
+        writer.write(b"\xff\xff\xff")  # framed correctly, but not an Example
+        writer.write(encode_example({"n": [2]}))
+    data = bytearray(path.read_bytes())
+    data[12] ^= 0x01  # corrupt record 0's payload: its data CRC no longer matches
+    path.write_bytes(bytes(data))
+    assert cli.main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "record 0 at byte 0: data_crc check failed" in out
+    second = 8 + 4 + len(encode_example({"n": [0]})) + 4
+    assert f"record 1 at byte {second}: does not parse as an Example" in out
+    assert "1 records" in out
