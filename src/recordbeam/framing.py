@@ -233,9 +233,17 @@ class RecordWriter:
         footer = _CRC.pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _U32)
         compressor = self._compressor
         if compressor is None:
-            # One write of one buffer: the copy is cheaper than extra calls into the file
-            # layer, and a buffered writer would otherwise flush the small header on its own.
-            self._file.write(b"".join((header, data, footer)))
+            if length >= _DIRECT_WRITE_BYTES:
+                # Large payloads go to the file as they are: three calls cost less than
+                # copying the payload into a joined buffer.
+                write = self._file.write
+                write(header)
+                write(data)
+                write(footer)
+            else:
+                # One write of one buffer: for small records the copy is cheaper than
+                # extra calls into the file layer.
+                self._file.write(b"".join((header, data, footer)))
         else:
             out = compressor.compress(header) + compressor.compress(data)
             out += compressor.compress(footer)
