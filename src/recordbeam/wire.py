@@ -175,17 +175,23 @@ def _bytes_feature(items: list[Any]) -> _Encoded:
         return [head + b"".join(parts)], len(head) + size, "bytes", len(items)
     # Large values stay pieces of their own (the caller's objects); the rest is joined.
     pieces: list[Any] = []
-    run = [head]
-    for part in parts:
-        if len(part) >= LARGE_VALUE_BYTES:
-            pieces.append(b"".join(run))
-            pieces.append(part)
-            run = []
-        else:
-            run.append(part)
+    run = _add_pieces(pieces, [head], parts)
     if run:
         pieces.append(b"".join(run))
     return pieces, len(head) + size, "bytes", len(items)
+
+
+def _add_pieces(out: list[Any], run: list[Any], pieces: Any) -> list[Any]:
+    """Append ``pieces`` to ``out`` behind the open ``run`` of small pieces: large pieces go
+    in as they are (never copied), small ones are joined. Returns the new open run."""
+    for piece in pieces:
+        if len(piece) >= LARGE_VALUE_BYTES:
+            out.append(b"".join(run))
+            out.append(piece)
+            run = []
+        else:
+            run.append(piece)
+    return run
 
 
 def _int64_feature(values: list[int]) -> _Encoded | None:
@@ -394,13 +400,7 @@ def encode_example_observed(
         if len(pieces) == 1 and len(pieces[0]) < LARGE_VALUE_BYTES:
             run.append(pieces[0])
             continue
-        for piece in pieces:
-            if len(piece) >= LARGE_VALUE_BYTES:
-                out.append(b"".join(run))
-                out.append(piece)
-                run = []
-            else:
-                run.append(piece)
+        run = _add_pieces(out, run, pieces)
     if run:
         out.append(b"".join(run))
     return out, observed
