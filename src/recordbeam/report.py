@@ -119,6 +119,10 @@ def _bar(
         ax.set_ylabel("count")
         if len(labels) > 12:
             ax.tick_params(axis="x", labelrotation=90)
+        if len(labels) > 40:
+            # Past a few dozen bars every label would overlap: label about 20 of them.
+            step = -(-len(labels) // 20)
+            ax.set_xticks(range(0, len(labels), step))
     from matplotlib.ticker import MaxNLocator
 
     (ax.xaxis if horizontal else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
