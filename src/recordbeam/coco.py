@@ -265,8 +265,9 @@ def _check_annotation(item: dict, where: str, include_masks: bool = False) -> Re
     The segmentation (polygons or RLE, possibly large) is kept only with ``include_masks``.
     """
     missing = [k for k in ("id", "image_id", "category_id", "bbox") if k not in item]
-    if missing or not _is_id(item.get("id")) or not _is_id(item.get("image_id")):
-        what = f"lacks {', '.join(missing)}" if missing else "has an invalid 'id' or 'image_id'"
+    if missing or not all(_is_id(item.get(k)) for k in ("id", "image_id", "category_id")):
+        what = (f"lacks {', '.join(missing)}" if missing
+                else "has an invalid 'id', 'image_id' or 'category_id' (need a number or string)")
         return _bad_item("annotations", where, what)
     bbox = item["bbox"]
     iscrowd = item.get("iscrowd", 0)

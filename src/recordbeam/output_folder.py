@@ -2,8 +2,13 @@
 
 A folder is *finished* when it holds ``manifest.json``; the manifest is always written
 last and removed first, so a killed run never leaves a folder that looks finished.
-Files that do not match our names are foreign: we refuse to write beside them unless
-asked (``overwrite``) and we never delete them.
+
+A file is ours when our own records name it, not merely when its name looks like ours
+(Beam's ``WriteToTFRecord`` also writes ``train-00000-of-00003.tfrecord``): files listed
+in the manifest, the metadata files beside a manifest, temp folders, and what a commit
+that was cut short was placing (each commit leaves the manifest it replaces and the
+names it places in its temp folder until it finishes). Any other file is foreign: we
+refuse to write beside it unless asked (``overwrite``) and we never delete it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.framing import Compression, shard_suffix
+from recordbeam.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.tfds_metadata import is_tfds_file
 
 MANIFEST = "manifest.json"
@@ -21,6 +27,8 @@ LABELS = "labels.txt"
 REJECTS = "rejects.jsonl"
 FAILED_REJECTS = "failed-run-rejects.jsonl"
 TEMP_PREFIX = ".recordbeam-tmp-"
+PREVIOUS_MANIFEST = "previous-manifest.json"  # in a temp folder: the manifest a commit replaces
+COMMIT_PLAN = "commit.json"  # in a temp folder: the names a commit places
 
 _SHARD_NAME = re.compile(
     r"^[A-Za-z0-9_.\-]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zz)?(\.idx)?$"
@@ -74,9 +82,14 @@ def existing_files(output_dir: str) -> list[str]:
 def check_writable(output_dir: str, *, overwrite: bool) -> None:
     """Refuse an output folder holding files that are not ours, unless ``overwrite``.
 
-    Even with ``overwrite`` those files are left alone; it only allows writing beside them.
+    Even with ``overwrite`` those files are left alone; it only allows writing beside them
+    (a foreign file with exactly the name of one we write is replaced).
     """
-    foreign = [p for p in existing_files(output_dir) if not is_ours(p)]
+    if "://" not in output_dir and _is_plain_file(output_dir):
+        raise OutputFolderError(f"{output_dir} is a file; --output must be a folder")
+    files = existing_files(output_dir)
+    ours = known_files(output_dir, files)
+    foreign = [p for p in files if p not in ours]
     if foreign and not overwrite:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputFolderError(
@@ -85,9 +98,58 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
         )
 
 
+def _is_plain_file(path: str) -> bool:
+    import os
+
+    return os.path.isfile(path)  # the local launcher's own argument, not a data path
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(filesystems.read_bytes(path))
+    except (ValueError, OSError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def read_manifest(output_dir: str) -> dict[str, Any] | None:
     """The manifest of a finished output, or None when the folder is not finished."""
     path = filesystems.join(output_dir, MANIFEST)
     if not filesystems.exists(path):
         return None
-    return json.loads(filesystems.read_bytes(path))
+    manifest = _read_json(path)
+    return manifest if manifest and manifest.get("format") == MANIFEST_FORMAT else None
+
+
+def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[str, Any] | None:
+    """``manifest.json``, or, when a commit was cut short after removing it, the manifest
+    that commit was replacing (kept in its temp folder)."""
+    manifest = read_manifest(output_dir)
+    if manifest is not None:
+        return manifest
+    files = existing_files(output_dir) if files is None else files
+    for p in files:
+        if p.startswith(TEMP_PREFIX) and p.endswith("/" + PREVIOUS_MANIFEST):
+            previous = _read_json(filesystems.join(output_dir, p))
+            if previous and previous.get("format") == MANIFEST_FORMAT:
+                return previous
+    return None
+
+
+def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
+    """The files of ``output_dir`` that our records say we wrote (see the module doc)."""
+    files = existing_files(output_dir) if files is None else files
+    known = {p for p in files if p.startswith(TEMP_PREFIX) or p == FAILED_REJECTS}
+    names: set[str] = set()
+    manifest = recorded_manifest(output_dir, files)
+    if manifest is not None:
+        names |= {MANIFEST, LABELS, REJECTS}
+        for entry in manifest.get("splits", {}).values():
+            for shard in entry.get("shards", []):
+                names |= {shard["file"], shard["file"] + ".idx"}
+        known |= {p for p in files if "/" not in p and is_tfds_file(p)}
+    for p in files:
+        if p.startswith(TEMP_PREFIX) and p.endswith("/" + COMMIT_PLAN):
+            plan = _read_json(filesystems.join(output_dir, p)) or {}
+            names |= set(plan.get("files", []))
+    return known | {p for p in files if p in names}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import uuid
@@ -246,7 +247,7 @@ class _WriteShard(beam.DoFn):
         (split, index, count), keyed_elements = group
         enc = self._encoder
         fail_after = self._fail_after(index)
-        ordered = sorted(keyed_elements, key=lambda kv: (kv[0], enc.identity(kv[1])))
+        ordered = _in_key_order(keyed_elements, enc)
         name = folder.shard_name(split, index, count, self._options.compression)
         attempt = uuid.uuid4().hex[:12]  # a retried task never reuses another attempt's file
         temp_path = filesystems.join(self._temp_dir, f"{name}.{attempt}")
@@ -302,6 +303,17 @@ def _write_plan(_unused: None, temp_dir: str, totals: Mapping[str, int]) -> None
     """Expected input bytes per split, for progress reports while shards are written."""
     plan = json.dumps({"input_bytes": dict(sorted(totals.items()))}).encode()
     filesystems.write_bytes(filesystems.join(temp_dir, PLAN), plan)
+
+
+def _in_key_order(keyed_elements: Iterable[tuple[int, Any]], enc: ExampleEncoder) -> list:
+    """Elements sorted by order key, then identity; elements sharing both (the same
+    identity given twice) by their content, so arrival order never shows in the bytes."""
+    ordered = sorted(keyed_elements, key=lambda kv: (kv[0], enc.identity(kv[1])))
+    result: list = []
+    for _, group in itertools.groupby(ordered, key=lambda kv: (kv[0], enc.identity(kv[1]))):
+        ties = list(group)
+        result.extend(ties if len(ties) == 1 else sorted(ties, key=lambda kv: repr(kv[1])))
+    return result
 
 
 def _encode_guarded(encoder: ExampleEncoder, element: Any) -> Encoded:
@@ -378,7 +390,7 @@ class _Finalize(beam.DoFn):
             self._write_rejects(folder.FAILED_REJECTS, rejects)
             filesystems.remove_tree(self._temp_dir)
             raise RejectLimitExceeded(_reject_summary(worst, self._output_dir, self._options))
-        previous = folder.read_manifest(self._output_dir) or {}
+        previous = folder.recorded_manifest(self._output_dir) or {}
         for split, entry in previous.get("splits", {}).items():
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
@@ -432,10 +444,21 @@ class _Finalize(beam.DoFn):
             filesystems.write_bytes(filesystems.join(self._temp_dir, name), data)
         staged = filesystems.join(self._temp_dir, folder.MANIFEST)
         filesystems.write_bytes(staged, (json.dumps(final, indent=2, sort_keys=True) + "\n").encode())
-        filesystems.delete([manifest_path])  # from here on the folder does not look finished
         new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
+        # What a later run needs if this commit is cut short: the manifest it replaces (so
+        # other splits stay listed) and the names it places (so they count as ours).
+        files = folder.existing_files(out)
+        known = folder.known_files(out, files)
+        previous = folder.recorded_manifest(out, files)
+        if previous is not None:
+            filesystems.write_bytes(filesystems.join(self._temp_dir, folder.PREVIOUS_MANIFEST),
+                                    json.dumps(previous).encode())
+        placed = sorted(new_names | {name for name, _ in staged_files} | {folder.MANIFEST})
+        filesystems.write_bytes(filesystems.join(self._temp_dir, folder.COMMIT_PLAN),
+                                json.dumps({"files": placed}).encode())
+        filesystems.delete([manifest_path])  # from here on the folder does not look finished
         stale = [
-            filesystems.join(out, p) for p in folder.existing_files(out)
+            filesystems.join(out, p) for p in sorted(known)
             if "/" not in p and p not in new_names and (
                 p == folder.FAILED_REJECTS
                 or (folder.is_shard_file(p) and manifest.split_of_shard_file(p) in owned)

@@ -90,10 +90,14 @@ def _touch(folder, *names):
         path.write_bytes(b"x")
 
 
+def _manifest(*shards: str) -> str:
+    return json.dumps({"format": "recordbeam.manifest/1",
+                       "splits": {"train": {"shards": [{"file": f} for f in shards]}}})
+
+
 def test_check_writable_accepts_a_folder_holding_only_our_files(tmp_path):
     _touch(
         tmp_path,
-        MANIFEST,
         LABELS,
         REJECTS,
         "train-00000-of-00002.tfrecord",
@@ -101,11 +105,38 @@ def test_check_writable_accepts_a_folder_holding_only_our_files(tmp_path):
         "train-00001-of-00002.tfrecord.idx",
         f"{TEMP_PREFIX}abc/train-00000-of-00002.tfrecord.123",
     )
+    (tmp_path / MANIFEST).write_text(
+        _manifest("train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"))
     check_writable(str(tmp_path), overwrite=False)
+
+
+def test_shard_named_files_no_manifest_lists_are_foreign(tmp_path):
+    # Beam's WriteToTFRecord writes names like ours: a name alone does not make a file ours.
+    _touch(tmp_path, "train-00000-of-00003.tfrecord", "train-00001-of-00003.tfrecord")
+    (tmp_path / MANIFEST).write_text(_manifest("train-00000-of-00003.tfrecord"))
+    with pytest.raises(OutputFolderError) as caught:
+        check_writable(str(tmp_path), overwrite=False)
+    assert "train-00001-of-00003.tfrecord" in str(caught.value)
+    assert "train-00000-of-00003.tfrecord," not in str(caught.value)
+
+
+def test_files_a_cut_short_commit_was_placing_are_ours(tmp_path):
+    _touch(tmp_path, "train-00000-of-00001.tfrecord")
+    (tmp_path / f"{TEMP_PREFIX}abc").mkdir()
+    (tmp_path / f"{TEMP_PREFIX}abc" / "commit.json").write_text(
+        json.dumps({"files": ["train-00000-of-00001.tfrecord"]}))
+    check_writable(str(tmp_path), overwrite=False)
+
+
+def test_check_writable_refuses_an_output_path_that_is_a_file(tmp_path):
+    _touch(tmp_path, "out")
+    with pytest.raises(OutputFolderError, match="is a file"):
+        check_writable(str(tmp_path / "out"), overwrite=False)
 
 
 def test_check_writable_refuses_foreign_files_and_names_them(tmp_path):
     _touch(tmp_path, "train-00000-of-00001.tfrecord", "my-notes.txt")
+    (tmp_path / MANIFEST).write_text(_manifest("train-00000-of-00001.tfrecord"))
     with pytest.raises(OutputFolderError) as caught:
         check_writable(str(tmp_path), overwrite=False)
     message = str(caught.value)
@@ -155,7 +186,10 @@ def test_check_split_name_refuses_names_that_would_break_file_names(split):
     assert repr(split) in str(caught.value)
 
 
-def test_read_manifest_is_none_until_the_manifest_exists(tmp_path):
+def test_read_manifest_is_none_until_our_manifest_exists(tmp_path):
     assert read_manifest(str(tmp_path)) is None
     (tmp_path / MANIFEST).write_text(json.dumps({"totals": {"examples": 3}}))
-    assert read_manifest(str(tmp_path)) == {"totals": {"examples": 3}}
+    assert read_manifest(str(tmp_path)) is None  # a manifest.json, but not ours
+    ours = {"format": "recordbeam.manifest/1", "totals": {"examples": 3}}
+    (tmp_path / MANIFEST).write_text(json.dumps(ours))
+    assert read_manifest(str(tmp_path)) == ours

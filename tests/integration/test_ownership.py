@@ -1,0 +1,96 @@
+"""Which files a run may replace, and what survives a commit that was cut short."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import apache_beam as beam
+import pytest
+
+from recordbeam import cli, pipeline, sink
+from recordbeam.coco import CocoOptions
+from recordbeam.example import encode_example
+from recordbeam.image_examples import ImageChecks
+from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+LENIENT = ShardOptions(max_reject_fraction=0.5)
+
+
+def _convert(sample, out, split):
+    coco = CocoOptions(sample.images_dir, sample.annotations, split)
+    return pipeline.run(
+        lambda p: pipeline.coco_to_tfrecord(p, str(out), coco, LENIENT, ImageChecks()),
+        str(out), beam_args=IN_MEMORY, show_progress=False,
+    ).manifest
+
+
+def test_shards_written_by_another_tool_are_never_deleted(coco_sample, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for i in range(3):  # what Beam's WriteToTFRecord(out + "/train", ".tfrecord") writes
+        (out / f"train-{i:05d}-of-00003.tfrecord").write_bytes(b"precious")
+    argv = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
+            coco_sample.annotations, "--output", str(out), "--quiet",
+            "--max-reject-fraction", "0.5", *IN_MEMORY]
+    assert cli.main(argv) == 2
+    assert cli.main([*argv, "--overwrite"]) == 0
+    for i in range(3):
+        assert (out / f"train-{i:05d}-of-00003.tfrecord").read_bytes() == b"precious"
+    assert (out / "train-00000-of-00001.tfrecord").exists()
+
+
+def test_a_commit_cut_short_keeps_the_other_splits_listed(coco_sample, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    _convert(coco_sample, out, "train")
+    _convert(coco_sample, out, "val")
+    real_rename = sink.filesystems.rename
+
+    def broken_rename(sources, targets):
+        raise OSError("the object store went away mid-commit")
+
+    monkeypatch.setattr(sink.filesystems, "rename", broken_rename)
+    with pytest.raises(Exception, match="went away"):
+        _convert(coco_sample, out, "val")
+    assert not (out / "manifest.json").exists()  # nothing looks finished
+    monkeypatch.setattr(sink.filesystems, "rename", real_rename)
+    manifest = _convert(coco_sample, out, "val")
+    assert sorted(manifest["splits"]) == ["train", "val"]
+    assert (out / "train-00000-of-00001.tfrecord").exists()
+    assert not [p for p in os.listdir(out) if p.startswith(".recordbeam-tmp-")]
+
+
+class _SameIdentity(ExampleEncoder):
+    def identity(self, element):
+        return "one identity for all"
+
+
+def _shard_digest(elements, out):
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        _ = (p | beam.Create(elements)
+             | WriteShards(str(out), _SameIdentity(), options=ShardOptions(num_shards=1)))
+    return hashlib.sha256((out / "train-00000-of-00001.tfrecord").read_bytes()).hexdigest()
+
+
+def test_elements_sharing_an_identity_are_written_in_content_order(tmp_path):
+    a, b = encode_example({"x": [1]}), encode_example({"x": [2]})
+    assert _shard_digest([a, b], tmp_path / "ab") == _shard_digest([b, a], tmp_path / "ba")
+
+
+def test_a_category_id_that_is_not_an_id_is_a_reject_not_a_crash(coco_sample, tmp_path):
+    data = json.loads(open(coco_sample.annotations, encoding="utf-8").read())
+    bad_id = data["annotations"][0]["id"]
+    data["annotations"][0]["category_id"] = {"a": 1}
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code = cli.main(["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
+                     str(path), "--output", str(tmp_path / "out"), "--quiet",
+                     "--max-reject-fraction", "0.5", *IN_MEMORY])
+    assert code == 0
+    rejects = [json.loads(line) for line in
+               (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    found = [r for r in rejects if r["reason"] == "missing_field" and "annotations[0]" in r["source"]]
+    assert found and "category_id" in found[0]["detail"], bad_id
