@@ -453,7 +453,8 @@ class _Finalize(beam.DoFn):
         if previous is not None:
             filesystems.write_bytes(filesystems.join(self._temp_dir, folder.PREVIOUS_MANIFEST),
                                     json.dumps(previous).encode())
-        placed = sorted(new_names | {name for name, _ in staged_files} | {folder.MANIFEST})
+        placed = sorted(new_names | {name for name, _ in staged_files} | {folder.MANIFEST}
+                        | set(tfds_metadata.files_for(final)))
         filesystems.write_bytes(filesystems.join(self._temp_dir, folder.COMMIT_PLAN),
                                 json.dumps({"files": placed}).encode())
         filesystems.delete([manifest_path])  # from here on the folder does not look finished

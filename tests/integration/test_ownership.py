@@ -94,3 +94,24 @@ def test_a_category_id_that_is_not_an_id_is_a_reject_not_a_crash(coco_sample, tm
                (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
     found = [r for r in rejects if r["reason"] == "missing_field" and "annotations[0]" in r["source"]]
     assert found and "category_id" in found[0]["detail"], bad_id
+
+
+def test_a_commit_cut_short_before_the_manifest_leaves_nothing_foreign(
+        coco_sample, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    real_rename = sink.filesystems.rename
+
+    def fail_on_manifest(sources, targets):
+        if any(t.endswith("/manifest.json") for t in targets):
+            raise OSError("killed just before the manifest")
+        return real_rename(sources, targets)
+
+    monkeypatch.setattr(sink.filesystems, "rename", fail_on_manifest)
+    with pytest.raises(Exception, match="killed just before"):
+        _convert(coco_sample, out, "train")
+    assert (out / "dataset_info.json").exists() and not (out / "manifest.json").exists()
+    monkeypatch.setattr(sink.filesystems, "rename", real_rename)
+    argv = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
+            coco_sample.annotations, "--output", str(out), "--quiet",
+            "--max-reject-fraction", "0.5", *IN_MEMORY]
+    assert cli.main(argv) == 0  # every file the cut-short commit placed is ours
