@@ -380,25 +380,16 @@ def _check_inputs(images_dir: str, annotations: str) -> None:
 
 def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.coco import CocoOptions
-    from recordbeam.pipeline import coco_to_tfrecord
+    from recordbeam.pipeline import coco_input_patterns, coco_settings, coco_to_tfrecord
 
     _check_inputs(args.images, args.annotations)
     coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels,
                        allow_outside_root=getattr(args, "allow_outside_root", False),
                        include_masks=getattr(args, "include_masks", False))
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    if getattr(args, "if_changed", False):
-        from recordbeam.pipeline import (
-            coco_input_patterns,
-            coco_settings,
-            is_up_to_date,
-            settings_with_fixes,
-        )
-
-        settings = settings_with_fixes(coco_settings(coco, shards, checks), fixes)
-        if is_up_to_date(args.output, args.split, coco_input_patterns(coco), settings):
-            print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
-            return EXIT_OK
+    if _up_to_date(args, [args.split], coco_input_patterns(coco),
+                   coco_settings(coco, shards, checks, fixes)):
+        return EXIT_OK
     return _run_conversion(
         lambda p: coco_to_tfrecord(p, args.output, coco, shards, checks, fixes), args, beam_args)
 

@@ -28,7 +28,7 @@ from recordbeam.runner import (
     worker_output_to_log,
 )
 from recordbeam.sink import ShardOptions, WriteShards
-from recordbeam.tabular import ReadTable, TableEncoder, TableOptions
+from recordbeam.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.transcode import ImageFixes
 
 
@@ -81,15 +81,26 @@ def coco_input_patterns(coco: CocoOptions) -> list[str]:
     return [coco.images_dir.rstrip("/") + "/**", coco.annotations]
 
 
-def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks) -> dict[str, Any]:
-    """Everything that shapes the output besides the input files (goes in the manifest)."""
-    return {
-        "command": "convert coco",
+def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
+              fixes: ImageFixes | None) -> dict[str, Any]:
+    """Everything that shapes an output besides the input files (goes in the manifest,
+    and into the fingerprint ``--if-changed`` compares). Fixes appear only when some are
+    on, so outputs made without them keep their fingerprints."""
+    settings = {
+        "command": f"convert {kind}",
         "recordbeam_version": __version__,
-        "coco": asdict(coco),
+        kind: asdict(inputs),
         "shards": shards.to_json(),
         "checks": asdict(checks),
     }
+    if fixes is not None and fixes.active:
+        settings["fixes"] = asdict(fixes)
+    return settings
+
+
+def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks,
+                  fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("coco", coco, shards, checks, fixes)
 
 
 def coco_to_tfrecord(
@@ -97,7 +108,7 @@ def coco_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
-    settings = settings_with_fixes(coco_settings(coco, shards, checks), fixes)
+    settings = coco_settings(coco, shards, checks, fixes)
     read = p | "ReadCoco" >> ReadCoco(coco)
     metadata = read["metadata"] | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
@@ -108,13 +119,6 @@ def coco_to_tfrecord(
     )
     _ = read["records"] | "WriteShards" >> sink
     return sink
-
-
-def settings_with_fixes(settings: dict[str, Any], fixes: ImageFixes | None) -> dict[str, Any]:
-    """Settings plus the image fixes, only when some are on (older fingerprints stay valid)."""
-    if fixes is not None and fixes.active:
-        settings["fixes"] = asdict(fixes)
-    return settings
 
 
 def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
@@ -140,14 +144,7 @@ def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
 
 def imagefolder_settings(folder: ImageFolderOptions, shards: ShardOptions, checks: ImageChecks,
                          fixes: ImageFixes | None = None) -> dict[str, Any]:
-    """Everything that shapes a class-folders output besides the input files."""
-    return settings_with_fixes({
-        "command": "convert imagefolder",
-        "recordbeam_version": __version__,
-        "imagefolder": asdict(folder),
-        "shards": shards.to_json(),
-        "checks": asdict(checks),
-    }, fixes)
+    return _settings("imagefolder", folder, shards, checks, fixes)
 
 
 def imagefolder_to_tfrecord(
@@ -162,20 +159,12 @@ def imagefolder_to_tfrecord(
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
-    base = table.manifest.rsplit("/", 1)[0] if "/" in table.manifest else "."
-    return [base.rstrip("/") + "/**"]
+    return [manifest_dir(table.manifest).rstrip("/") + "/**"]
 
 
 def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
                    fixes: ImageFixes | None = None) -> dict[str, Any]:
-    """Everything that shapes a manifest output besides the input files."""
-    return settings_with_fixes({
-        "command": "convert manifest",
-        "recordbeam_version": __version__,
-        "manifest": asdict(table),
-        "shards": shards.to_json(),
-        "checks": asdict(checks),
-    }, fixes)
+    return _settings("manifest", table, shards, checks, fixes)
 
 
 def table_to_tfrecord(
