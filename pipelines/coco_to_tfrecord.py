@@ -14,7 +14,7 @@ Our options are those of ``recordbeam convert coco``; everything else goes to Be
 
 import sys
 
-from recordbeam.cli import main
+from recordbeam.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main(["convert", "coco", *sys.argv[1:]]))
+    console(["convert", "coco", *sys.argv[1:]])

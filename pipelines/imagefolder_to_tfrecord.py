@@ -11,7 +11,7 @@ Our options are those of ``recordbeam convert imagefolder``; everything else goe
 
 import sys
 
-from recordbeam.cli import main
+from recordbeam.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main(["convert", "imagefolder", *sys.argv[1:]]))
+    console(["convert", "imagefolder", *sys.argv[1:]])

@@ -9,7 +9,7 @@ Our options are those of ``recordbeam convert manifest``; everything else goes t
 
 import sys
 
-from recordbeam.cli import main
+from recordbeam.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main(["convert", "manifest", *sys.argv[1:]]))
+    console(["convert", "manifest", *sys.argv[1:]])

@@ -1,7 +1,5 @@
 """``python -m recordbeam`` runs the ``recordbeam`` command."""
 
-import sys
+from recordbeam.cli import console
 
-from recordbeam.cli import main
-
-sys.exit(main())
+console()

@@ -14,6 +14,7 @@ import argparse
 import base64
 import json
 import logging
+import os
 import sys
 import tempfile
 from collections import Counter
@@ -676,6 +677,22 @@ def _drop_beam_import_noise(record: logging.LogRecord) -> bool:
     """Beam warns at import time that optional GCP client libraries are absent; local
     users do not need them, and the ``gcp`` extra installs them for Dataflow."""
     return not str(record.msg).startswith("apitools not found")
+
+
+def console(argv: Sequence[str] | None = None) -> None:
+    """The ``recordbeam`` command: :func:`main`, then exit at once with its code.
+
+    Everything is flushed and closed first; skipping the interpreter's own shutdown
+    (Beam's and gRPC's threads, a large heap) saved about 0.5 s per command here.
+    """
+    code = main(argv)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
