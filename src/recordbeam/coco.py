@@ -5,8 +5,9 @@ the dataset, whatever its size. The annotation file is streamed with ``ijson`` o
 section at a time (three sections read in parallel), so a 448 MB train2017 file never
 sits in memory.
 
-Stages: stream sections -> list image files -> join files and image entries by file
-name -> join images and annotations by image id -> ``ImageRecord``s for the sink.
+Stages: one stage streams the three sections and lists the image files (four tasks on
+the workers) -> join files and image entries by file name -> join images and
+annotations by image id -> ``ImageRecord``s for the sink.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 
 import apache_beam as beam
 import ijson
-from apache_beam.io import fileio
 from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsList, TaggedOutput
 
@@ -167,15 +168,35 @@ def _is_absolute(name: str) -> bool:
 ANNOTATION_BUFFER = 20_000
 
 
-class _ReadSection(beam.DoFn):
-    """Streams one section and checks each item's required fields."""
+class _ReadInputs(beam.DoFn):
+    """One task of reading the inputs: stream one section of the annotation file (and
+    check each item's required fields), or list the image files.
 
-    def __init__(self, allow_outside_root: bool = False, include_masks: bool = False) -> None:
-        self._allow_outside_root = allow_outside_root
-        self._include_masks = include_masks
+    Image entries and listed files leave on one output keyed by file name, tagged
+    ``entry`` or ``file``, so the join by name groups them with no Flatten stage between.
+    """
 
-    def process(self, element):
-        path, section = element
+    def __init__(self, options: CocoOptions) -> None:
+        self._options = options
+
+    def process(self, task):
+        kind, section = task
+        if kind == "list":
+            yield from self._list_files()
+        else:
+            yield from self._read_section(self._options.annotations, section)
+
+    def _list_files(self):
+        opts = self._options
+        for meta in filesystems.list_files(opts.images_dir):
+            name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
+            yield TaggedOutput("by_name", (name, ("file", file)))
+            yield TaggedOutput("inputs", _text_metadata(meta))
+        for result in FileSystems.match([opts.annotations]):
+            for meta in result.metadata_list:
+                yield TaggedOutput("inputs", _text_metadata(meta))
+
+    def _read_section(self, path: str, section: str):
         count = 0
         buffered: dict[Any, list] = {}
         pending = 0
@@ -186,9 +207,9 @@ class _ReadSection(beam.DoFn):
                 yield TaggedOutput("rejects", _bad_item(section, where, "is not a JSON object"))
                 continue
             if section == "images":
-                yield from _check_image(item, where, self._allow_outside_root)
+                yield from _check_image(item, where, self._options.allow_outside_root)
             elif section == "annotations":
-                checked = _check_annotation(item, where, self._include_masks)
+                checked = _check_annotation(item, where, self._options.include_masks)
                 if isinstance(checked, Reject):
                     yield TaggedOutput("rejects", checked)
                     continue
@@ -256,7 +277,7 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
             "are read (pass --allow-outside-root if this is intended)",
         ))
         return
-    yield TaggedOutput("images", (file_name, (image_id, file_name, *sizes)))
+    yield TaggedOutput("by_name", (file_name, ("entry", (image_id, file_name, *sizes))))
 
 
 def _check_annotation(item: dict, where: str, include_masks: bool = False) -> Reject | tuple[Any, tuple]:
@@ -343,8 +364,9 @@ class _JoinFiles(beam.DoFn):
             self._root = filesystems.local_real_path(self._images_dir)
 
     def process(self, element):
-        file_name, grouped = element
-        entries, files = list(grouped["entries"]), list(grouped["files"])
+        file_name, tagged = element
+        entries = [value for tag, value in tagged if tag == "entry"]
+        files = [value for tag, value in tagged if tag == "file"]
         if not entries:
             self._unlisted.inc()
             yield TaggedOutput("counts", ("unlisted_files", 1))
@@ -481,47 +503,43 @@ class ReadCoco(beam.PTransform):
 
     def expand(self, pbegin):
         opts = self._options
-        sections = (
+        # One stage reads everything, two tasks per worker on two cores: the longest
+        # section pass (annotations) beside the shortest, and the listing beside images.
+        tasks = [("section", "annotations"), ("section", "images"), ("section", "categories"),
+                 ("list", None)]
+        inputs = (
             pbegin
-            | "AnnotationSections" >> beam.Create([(opts.annotations, s) for s in SECTIONS])
-            | "StreamAnnotations" >> beam.ParDo(_ReadSection(opts.allow_outside_root, opts.include_masks)).with_outputs(
-                "images", "annotations", "categories", "rejects", "outside")
+            | "InputTasks" >> beam.Create(tasks)
+            | "ReadInputs" >> beam.ParDo(_ReadInputs(opts)).with_outputs(
+                "by_name", "annotations", "categories", "rejects", "outside", "inputs")
         )
-        images_pattern, annotations_pattern = opts.images_dir.rstrip("/") + "/**", opts.annotations
-        files = pbegin | "ListImages" >> fileio.MatchFiles(images_pattern)
         images_dir = opts.images_dir
-        by_name = {
-            "entries": sections.images,
-            "files": files | "KeyByName" >> beam.Map(
-                lambda m: _file_key(images_dir, m.path, m.size_in_bytes)),
-        } | "JoinFilesByName" >> beam.CoGroupByKey()
-        joined = by_name | "MatchFiles" >> beam.ParDo(
-            _JoinFiles(images_dir, opts.allow_outside_root)
-        ).with_outputs("rejects", "counts", main="images")
-        outside = sections.outside | "LocateOutside" >> beam.ParDo(
+        joined = (
+            inputs.by_name
+            | "JoinFilesByName" >> beam.GroupByKey()
+            | "MatchFiles" >> beam.ParDo(
+                _JoinFiles(images_dir, opts.allow_outside_root)
+            ).with_outputs("rejects", "counts", main="images")
+        )
+        outside = inputs.outside | "LocateOutside" >> beam.ParDo(
             _LocateOutside(images_dir)).with_outputs("rejects", main="images")
         located = (joined.images, outside.images) | "AllImageFiles" >> beam.Flatten()
-        categories = sections.categories
+        categories = inputs.categories
         records = (
-            {"images": located, "annotations": sections.annotations}
+            {"images": located, "annotations": inputs.annotations}
             | "JoinAnnotationsById" >> beam.CoGroupByKey()
             | "BuildRecords" >> beam.ParDo(
                 _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories)
             ).with_outputs("rejects", main="records")
         )
-        annotation_file = pbegin | "AnnotationFile" >> fileio.MatchFiles(annotations_pattern)
-        terms = (
-            (files | "TextPaths" >> beam.Map(_text_metadata), annotation_file)
-            | "AllInputs" >> beam.Flatten()
-            | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        )
+        terms = inputs.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
         contiguous = opts.contiguous_labels
         metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
             lambda _, cats, t: _metadata(list(cats), contiguous, t),
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
         rejects = (
-            (sections.rejects, joined.rejects, outside.rejects, records.rejects)
+            (inputs.rejects, joined.rejects, outside.rejects, records.rejects)
             | "CocoRejects" >> beam.Flatten()
         )
         return {"records": records.records, "rejects": rejects, "counts": joined.counts,
