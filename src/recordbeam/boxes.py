@@ -6,7 +6,7 @@ COCO stores ``[x, y, width, height]`` in pixels from the top-left corner. Decode
 
 from __future__ import annotations
 
-import math
+from math import isfinite
 from typing import NamedTuple
 
 
@@ -41,21 +41,25 @@ def normalize_box(bbox: object, width: int, height: int) -> NormalizedBox:
     """
     if not isinstance(bbox, (list, tuple)) or len(bbox) != 4:
         raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}")
+    # Written out long-hand: this runs for every object of every image.
     try:
-        x, y, w, h = (float(v) for v in bbox)
+        x, y, w, h = float(bbox[0]), float(bbox[1]), float(bbox[2]), float(bbox[3])
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond doubles
         raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}") from None
-    if not all(math.isfinite(v) for v in (x, y, w, h)):
+    if not (isfinite(x) and isfinite(y) and isfinite(w) and isfinite(h)):
         raise InvalidBox("invalid_bbox", f"bbox {bbox!r} has a NaN or infinite value")
     if w < 0 or h < 0:
         raise InvalidBox("invalid_bbox", f"bbox {bbox!r} has a negative width or height")
-    x0, y0 = max(0.0, x), max(0.0, y)
-    x1, y1 = min(float(width), x + w), min(float(height), y + h)
+    right, bottom = x + w, y + h
+    x0 = x if x > 0.0 else 0.0
+    y0 = y if y > 0.0 else 0.0
+    x1 = right if right < width else float(width)
+    y1 = bottom if bottom < height else float(height)
     if x1 <= x0 or y1 <= y0:
         raise InvalidBox(
             "empty_bbox", f"bbox {bbox!r} has no area inside the {width}x{height} image"
         )
-    clipped = (x0, y0, x1, y1) != (x, y, x + w, y + h)
+    clipped = x0 != x or y0 != y or x1 != right or y1 != bottom
     return NormalizedBox(
         _clamp01(x0 / width), _clamp01(y0 / height), _clamp01(x1 / width), _clamp01(y1 / height),
         clipped,

@@ -521,9 +521,12 @@ class ReadCoco(beam.PTransform):
                 _JoinFiles(images_dir, opts.allow_outside_root)
             ).with_outputs("rejects", "counts", main="images")
         )
-        outside = inputs.outside | "LocateOutside" >> beam.ParDo(
-            _LocateOutside(images_dir)).with_outputs("rejects", main="images")
-        located = (joined.images, outside.images) | "AllImageFiles" >> beam.Flatten()
+        located, rejects = joined.images, [inputs.rejects, joined.rejects]
+        if opts.allow_outside_root:  # only then can entries name files outside the listing
+            outside = inputs.outside | "LocateOutside" >> beam.ParDo(
+                _LocateOutside(images_dir)).with_outputs("rejects", main="images")
+            located = (located, outside.images) | "AllImageFiles" >> beam.Flatten()
+            rejects.append(outside.rejects)
         categories = inputs.categories
         records = (
             {"images": located, "annotations": inputs.annotations}
@@ -538,11 +541,8 @@ class ReadCoco(beam.PTransform):
             lambda _, cats, t: _metadata(list(cats), contiguous, t),
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
-        rejects = (
-            (inputs.rejects, joined.rejects, outside.rejects, records.rejects)
-            | "CocoRejects" >> beam.Flatten()
-        )
-        return {"records": records.records, "rejects": rejects, "counts": joined.counts,
+        all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
+        return {"records": records.records, "rejects": all_rejects, "counts": joined.counts,
                 "metadata": metadata}
 
 
