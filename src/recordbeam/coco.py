@@ -381,9 +381,11 @@ def _text_metadata(meta: FileMetadata) -> FileMetadata:
 class _JoinFiles(beam.DoFn):
     """file name -> (image entries from JSON, files on disk)."""
 
-    def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
+    def __init__(self, images_dir: str = "", allow_outside_root: bool = True,
+                 split: str = "train") -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
         self._images_dir = images_dir
+        self._split = split
         self._allow_outside_root = allow_outside_root
         self._root: str | None = None
 
@@ -427,6 +429,7 @@ class _JoinFiles(beam.DoFn):
             ))
             yield image_id, ("rejected", "outside_root")
             return
+        yield TaggedOutput("sizes", (self._split, size))
         yield image_id, ("file", name, path, size, width, height)
 
 
@@ -434,8 +437,9 @@ class _LocateOutside(beam.DoFn):
     """With ``allow_outside_root``: find the files that ``..`` or absolute names point at
     (they are not in the images folder's listing)."""
 
-    def __init__(self, images_dir: str) -> None:
+    def __init__(self, images_dir: str, split: str) -> None:
         self._images_dir = images_dir
+        self._split = split
 
     def process(self, entry):
         image_id, name, width, height = entry
@@ -448,6 +452,7 @@ class _LocateOutside(beam.DoFn):
             ))
             yield image_id, ("rejected", "image_missing")
             return
+        yield TaggedOutput("sizes", (self._split, size))
         yield image_id, ("file", name, path, size, width, height)
 
 
@@ -522,7 +527,8 @@ class ReadCoco(beam.PTransform):
     """Read a COCO instances dataset into ``ImageRecord``s.
 
     Returns a dict of PCollections: ``records`` (ImageRecord), ``rejects`` (Reject),
-    ``counts`` ((name, n) pairs) and ``metadata`` (one dict: label map, input terms).
+    ``counts`` ((name, n) pairs), ``metadata`` (one dict: label map, input terms) and
+    ``sizes`` ((split, bytes) of every file that joined an image entry, to plan shards).
     """
 
     def __init__(self, options: CocoOptions) -> None:
@@ -547,15 +553,17 @@ class ReadCoco(beam.PTransform):
             inputs.by_name
             | "JoinFilesByName" >> beam.GroupByKey()
             | "MatchFiles" >> beam.ParDo(
-                _JoinFiles(images_dir, opts.allow_outside_root)
-            ).with_outputs("rejects", "counts", main="images")
+                _JoinFiles(images_dir, opts.allow_outside_root, opts.split)
+            ).with_outputs("rejects", "counts", "sizes", main="images")
         )
         located, rejects = joined.images, [inputs.rejects, joined.rejects]
+        sizes = [joined.sizes]
         if opts.allow_outside_root:  # only then can entries name files outside the listing
             outside = inputs.outside | "LocateOutside" >> beam.ParDo(
-                _LocateOutside(images_dir)).with_outputs("rejects", main="images")
+                _LocateOutside(images_dir, opts.split)).with_outputs("rejects", "sizes", main="images")
             located = (located, outside.images) | "AllImageFiles" >> beam.Flatten()
             rejects.append(outside.rejects)
+            sizes.append(outside.sizes)
         categories = inputs.categories
         records = (
             {"images": located, "annotations": inputs.annotations}
@@ -571,8 +579,9 @@ class ReadCoco(beam.PTransform):
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
+        planned = sizes[0] if len(sizes) == 1 else sizes | "AllSizes" >> beam.Flatten()
         return {"records": records.records, "rejects": all_rejects, "counts": joined.counts,
-                "metadata": metadata}
+                "metadata": metadata, "sizes": planned}
 
 
 class CocoEncoder(ImageExampleEncoder):

@@ -108,17 +108,9 @@ def coco_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
-    settings = coco_settings(coco, shards, checks, fixes)
-    read = p | "ReadCoco" >> ReadCoco(coco)
-    metadata = read["metadata"] | "Fingerprint" >> beam.Map(
-        lambda m: {**_with_fingerprint(m, settings), "settings": settings}
-    )
-    sink = WriteShards(
-        output_dir, CocoEncoder(checks, coco.split, fixes, coco.include_masks), options=shards, rejects=read["rejects"],
-        counts=read["counts"], metadata=metadata,
-    )
-    _ = read["records"] | "WriteShards" >> sink
-    return sink
+    encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks)
+    return _write_read(p, "ReadCoco", ReadCoco(coco), output_dir, encoder, shards,
+                       coco_settings(coco, shards, checks, fixes), ())
 
 
 def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
@@ -131,7 +123,7 @@ def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, ou
     )
     sink = WriteShards(
         output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
-        metadata=metadata, splits=splits,
+        metadata=metadata, splits=splits, sizes=read.get("sizes"),
     )
     _ = read["records"] | "WriteShards" >> sink
     return sink

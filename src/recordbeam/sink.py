@@ -198,6 +198,10 @@ class _AssignShard(beam.DoFn):
 
     def process(self, keyed, totals):
         split, key, _size, element = keyed
+        if split not in totals:
+            raise ValueError(
+                f"an element of split {split!r} arrived, but the planned sizes have no such "
+                "split; give WriteShards(sizes=...) a total for every split the encoder names")
         n = shard_count(
             totals[split], num_shards=self._options.num_shards, shard_size=self._options.shard_size
         )
@@ -552,6 +556,11 @@ class WriteShards(beam.PTransform):
             ``manifest.SPLIT_KEYS`` go to the entries of the splits this run writes.
         splits: splits this run owns besides the encoder's default split, even if no
             element reaches them (their old shards are then replaced by nothing).
+        sizes: ``(split, bytes)`` pairs to plan shard counts from, when the reader knows
+            the input sizes before it builds the elements (COCO: the listed size of every
+            file that joined an image entry). Shards are then assigned in the same pass
+            that keys the elements, one pass over them fewer. Without it the sink sums
+            ``encoder.size`` over the elements.
 
     One output folder may hold several splits; a run replaces only the splits it writes
     and keeps the others (and their manifest entries and rejects).
@@ -563,7 +572,7 @@ class WriteShards(beam.PTransform):
     def __init__(self, output_dir: str, encoder: ExampleEncoder | None = None, *,
                  options: ShardOptions | None = None, rejects: PCollection | None = None,
                  counts: PCollection | None = None, metadata: PCollection | None = None,
-                 splits: Sequence[str] = ()) -> None:
+                 splits: Sequence[str] = (), sizes: PCollection | None = None) -> None:
         super().__init__()
         self._output_dir = output_dir.rstrip("/")
         self._encoder = encoder or ExampleEncoder()
@@ -572,16 +581,16 @@ class WriteShards(beam.PTransform):
         self._counts = counts
         self._metadata = metadata
         self._splits = tuple(folder.check_split_name(s) for s in splits)
+        self._sizes = sizes
         self.temp_dir = filesystems.join(self._output_dir, folder.TEMP_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, elements):
         p = elements.pipeline
         keyed = elements | "KeyByIdentity" >> beam.ParDo(_KeyElements(self._encoder, self._options.salt))
-        totals = (
-            keyed
-            | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))
-            | "SumSizes" >> beam.CombinePerKey(sum)
-        )
+        sizes = self._sizes
+        if sizes is None:
+            sizes = keyed | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))
+        totals = sizes | "SumSizes" >> beam.CombinePerKey(sum)
         plan_written = (
             p
             | "PlanTrigger" >> beam.Create([None])

@@ -1,0 +1,91 @@
+"""Where a local ``recordbeam`` run spends its time: one line per stage the runner executes.
+
+Beam's FnApiRunner runs a pipeline's fused stages one after the other, each split over the
+worker processes. This script runs any ``recordbeam`` command in this process and prints,
+for every bundle the runner executed: when it started, how long it took, the launcher's
+resident memory after it (and its peak so far), and the stage's transforms. It reaches
+into the FnApiRunner's private ``_execute_bundle`` (Beam 2.77-2.79), so it is a
+measuring tool, not part of the library.
+
+    python benchmarks/stage_timeline.py convert coco --images DIR --annotations FILE \\
+        --output OUT --quiet [--min-seconds 0.05]
+
+Columns: ``start`` and ``took`` in seconds from this script's start (imports included),
+``rss``/``peak`` of this process in MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import resource
+import sys
+import time
+
+START = time.monotonic()
+
+
+def _rss_mib() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize() // 2**20
+    except OSError:  # not Linux: the peak column still says something
+        return -1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--min-seconds", type=float, default=0.0,
+                        help="hide stages shorter than this (default: show all)")
+    ours, command = parser.parse_known_args()
+
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    import recordbeam.pipeline
+    from recordbeam.cli import main as recordbeam_main
+
+    rows: list[tuple[float, float, int, int, str]] = []
+    execute = fn_runner.FnApiRunner._execute_bundle
+
+    def timed(self, context, bundle_manager, bundle_input):
+        began = time.monotonic()
+        try:
+            return execute(self, context, bundle_manager, bundle_input)
+        finally:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+            rows.append((began - START, time.monotonic() - began, _rss_mib(), peak,
+                         bundle_manager.stage.name))
+
+    fn_runner.FnApiRunner._execute_bundle = timed
+
+    @contextlib.contextmanager
+    def terminal_log(prefix: str = ""):
+        yield sys.stdout, "(Beam's log goes to the terminal)"
+
+    recordbeam.pipeline.worker_output_to_log = terminal_log  # keep failures visible here
+    imported = time.monotonic() - START
+    code = recordbeam_main(command)
+    finished = time.monotonic() - START
+
+    print(f"\n{'start':>7} {'took':>6} {'rss':>5} {'peak':>5}  stage")
+    print(f"{0.0:7.2f} {imported:6.2f} {'':>5} {'':>5}  (imports)")
+    for began, took, rss, peak, name in rows:
+        if took >= ours.min_seconds:
+            print(f"{began:7.2f} {took:6.2f} {rss:5d} {peak:5d}  {_short(name)}")
+    last = rows[-1][0] + rows[-1][1] if rows else imported
+    print(f"{last:7.2f} {finished - last:6.2f} {'':>5} {'':>5}  (after the last stage)")
+    print(f"total {finished:.2f} s; {len(rows)} bundles, {sum(r[1] for r in rows):.2f} s in stages")
+    return code
+
+
+def _short(stage: str) -> str:
+    """The transforms of a fused stage, without the runner's decorations."""
+    names = []
+    for part in stage.replace("(", "").replace(")", "").split("+"):
+        part = part.removeprefix("ref_AppliedPTransform_").removeprefix("ref_PCollection_")
+        names.append(part.rsplit("_", 1)[0] if part.rsplit("_", 1)[-1].isdigit() else part)
+    return " + ".join(names)[:160]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
