@@ -25,6 +25,7 @@ import io
 import itertools
 import json
 import os
+import struct
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -192,9 +193,26 @@ class _KeyElements(beam.DoFn):
         yield split, order_key(enc.identity(element), self._salt), enc.size(element), element
 
 
+_ORDER_KEY = struct.Struct(">Q")
+
+
+def _pack_keyed(key: int, element: Any, coder: beam.coders.Coder) -> bytes:
+    return _ORDER_KEY.pack(key) + coder.encode(element)
+
+
+def _unpack_keyed(blob: bytes, coder: beam.coders.Coder) -> tuple[int, Any]:
+    return _ORDER_KEY.unpack_from(blob)[0], coder.decode(blob[_ORDER_KEY.size:])
+
+
 class _AssignShard(beam.DoFn):
-    def __init__(self, options: ShardOptions) -> None:
+    """``(split, index, count) -> packed element``: its order key and its encoding in one
+    ``bytes``. Beam's local runner keeps a shuffle's values as decoded Python objects in
+    the launcher; a record of paths and labels as objects took ~4 KB there, as one bytes
+    object a few hundred."""
+
+    def __init__(self, options: ShardOptions, coder: beam.coders.Coder) -> None:
         self._options = options
+        self._coder = coder
 
     def process(self, keyed, totals):
         split, key, _size, element = keyed
@@ -205,7 +223,7 @@ class _AssignShard(beam.DoFn):
         n = shard_count(
             totals[split], num_shards=self._options.num_shards, shard_size=self._options.shard_size
         )
-        yield (split, shard_of(key, n), n), (key, element)
+        yield (split, shard_of(key, n), n), _pack_keyed(key, element, self._coder)
 
 
 #: Test-only fault injection, ``"<shard index>:<after N records>:<marker file>"``: the
@@ -228,10 +246,12 @@ def _parse_fault(value: str | None) -> tuple[int, int, str] | None:
 class _WriteShard(beam.DoFn):
     """Writes one shard: sort by key, encode one element at a time, stream to a temp file."""
 
-    def __init__(self, encoder: ExampleEncoder, options: ShardOptions, temp_dir: str) -> None:
+    def __init__(self, encoder: ExampleEncoder, options: ShardOptions, temp_dir: str,
+                 coder: beam.coders.Coder) -> None:
         self._encoder = encoder
         self._options = options
         self._temp_dir = temp_dir
+        self._coder = coder
         self._examples = Metrics.counter(COUNTER_NAMESPACE, "examples_written")
         self._bytes = Metrics.counter(COUNTER_NAMESPACE, "bytes_written")
         self._shards = Metrics.counter(COUNTER_NAMESPACE, "shards_written")
@@ -248,10 +268,10 @@ class _WriteShard(beam.DoFn):
         return fault[1]
 
     def process(self, group):
-        (split, index, count), keyed_elements = group
+        (split, index, count), packed = group
         enc = self._encoder
         fail_after = self._fail_after(index)
-        ordered = _in_key_order(keyed_elements, enc)
+        ordered = _in_key_order((_unpack_keyed(blob, self._coder) for blob in packed), enc)
         name = folder.shard_name(split, index, count, self._options.compression)
         attempt = uuid.uuid4().hex[:12]  # a retried task never reuses another attempt's file
         temp_path = filesystems.join(self._temp_dir, f"{name}.{attempt}")
@@ -596,12 +616,13 @@ class WriteShards(beam.PTransform):
             | "PlanTrigger" >> beam.Create([None])
             | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))
         )
+        coder = beam.coders.registry.get_coder(elements.element_type)
         written = (
             keyed
-            | "AssignShard" >> beam.ParDo(_AssignShard(self._options), totals=AsDict(totals))
+            | "AssignShard" >> beam.ParDo(_AssignShard(self._options, coder), totals=AsDict(totals))
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShard" >> beam.ParDo(
-                _WriteShard(self._encoder, self._options, self.temp_dir)
+                _WriteShard(self._encoder, self._options, self.temp_dir, coder)
             ).with_outputs("rejects", main="shards")
         )
         upstream = [written.rejects]

@@ -16,6 +16,7 @@ import time
 
 import fullfs
 import pytest
+from apache_beam.coders import BytesCoder
 from reliability_data import convert_argv, snapshot
 
 from recordbeam import cli
@@ -24,7 +25,14 @@ from recordbeam.framing import open_records
 from recordbeam.output_folder import MANIFEST, TEMP_PREFIX
 from recordbeam.planning import order_key
 from recordbeam.samples import make_coco_sample
-from recordbeam.sink import FAULT_ENV, ExampleEncoder, InjectedFault, ShardOptions, _WriteShard
+from recordbeam.sink import (
+    FAULT_ENV,
+    ExampleEncoder,
+    InjectedFault,
+    ShardOptions,
+    _pack_keyed,
+    _WriteShard,
+)
 
 CASE = pytest.mark.case
 
@@ -88,17 +96,19 @@ def _examples(n: int):
 )
 def test_retried_shard_task_writes_every_record_once(tmp_path, monkeypatch):
     monkeypatch.setenv(FAULT_ENV, f"0:4:{tmp_path / 'fired'}")
-    writer = _WriteShard(ExampleEncoder(), ShardOptions(num_shards=1), str(tmp_path / "tmp"))
+    coder = BytesCoder()
+    writer = _WriteShard(ExampleEncoder(), ShardOptions(num_shards=1), str(tmp_path / "tmp"), coder)
     os.makedirs(tmp_path / "tmp")
     writer.setup()
-    group = (("train", 0, 1), _examples(12))
+    keyed = _examples(12)
+    group = (("train", 0, 1), [_pack_keyed(key, r, coder) for key, r in keyed])
     with pytest.raises(InjectedFault):
         list(writer.process(group))
     [failed] = os.listdir(tmp_path / "tmp")
     outputs = list(writer.process(group))
     [result] = [o for o in outputs if hasattr(o, "temp_path")]
     assert os.path.basename(result.temp_path) != failed
-    expected = [r for _key, r in sorted(group[1])]
+    expected = [r for _key, r in sorted(keyed)]
     assert list(open_records(result.temp_path)) == expected
     assert result.examples == 12
     assert len(list(open_records(str(tmp_path / "tmp" / failed)))) == 4
