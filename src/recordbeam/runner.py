@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -35,8 +36,9 @@ class LocalRunner(FnApiRunner):
         direct = options.view_as(DirectOptions)
         if direct.direct_running_mode != "multi_processing":
             return super().run_pipeline(pipeline, options)
-        command = f"{shlex.quote(sys.executable)} -m recordbeam.local_worker"
-        self._default_environment = SubprocessSDKEnvironment.from_command_string(command)
+        default = self._default_environment
+        self._default_environment = SubprocessSDKEnvironment.from_command_string(
+            f"{_quoted(sys.executable)} -m recordbeam.local_worker")
         # The FnApiRunner picks Beam's worker command for this mode; with no mode named it
         # keeps the environment set above and still runs direct_num_workers processes.
         direct.direct_running_mode = None
@@ -44,6 +46,12 @@ class LocalRunner(FnApiRunner):
             return super().run_pipeline(pipeline, options)
         finally:
             direct.direct_running_mode = "multi_processing"
+            self._default_environment = default
+
+
+def _quoted(path: str) -> str:
+    """``path`` as one word of the shell command line Beam starts workers with."""
+    return shlex.quote(path) if os.name == "posix" else subprocess.list2cmdline([path])
 
 
 def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:

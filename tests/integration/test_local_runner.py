@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from recordbeam.runner import LOCAL_RUNNER, is_local, pipeline_options
+from recordbeam.runner import LOCAL_RUNNER, LocalRunner, is_local, pipeline_options
 
 
 def test_default_local_run_uses_our_worker_processes():
@@ -28,6 +28,17 @@ def test_default_local_run_uses_our_worker_processes():
                     equal_to([]), label="ran in other processes")
     # The mode is only set aside while the runner picks its worker command.
     assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+
+
+def test_a_runner_reused_in_another_mode_runs_in_process():
+    runner = LocalRunner()
+    with beam.Pipeline(runner=runner, options=pipeline_options(["--direct_num_workers=2"])) as p:
+        _ = p | "Two" >> beam.Create([1, 2]) | beam.Reshuffle()
+    pid = os.getpid()
+    in_memory = pipeline_options(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    with beam.Pipeline(runner=runner, options=in_memory) as p:
+        pids = p | beam.Create([1]) | beam.Map(lambda _: os.getpid())
+        assert_that(pids, equal_to([pid]))
 
 
 def test_other_modes_are_beams_own():
