@@ -207,8 +207,7 @@ def _unpack_keyed(blob: bytes, coder: beam.coders.Coder) -> tuple[int, Any]:
 class _AssignShard(beam.DoFn):
     """``(split, index, count) -> packed element``: its order key and its encoding in one
     ``bytes``. Beam's local runner keeps a shuffle's values as decoded Python objects in
-    the launcher; a record of paths and labels as objects took ~4 KB there, as one bytes
-    object a few hundred."""
+    the launcher, where a record of paths and labels costs several times its encoded size."""
 
     def __init__(self, options: ShardOptions, coder: beam.coders.Coder) -> None:
         self._options = options
