@@ -375,7 +375,7 @@ def _check_inputs(images_dir: str, annotations: str) -> None:
     if not filesystems.exists(annotations):
         raise UsageError(f"{annotations}: no such annotation file (check --annotations)")
     # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
-    if next(filesystems.list_files(images_dir), None) is None:
+    if not filesystems.has_files(images_dir):
         raise UsageError(f"{images_dir}: no such folder, or it holds no files (check --images)")
 
 
@@ -426,7 +426,7 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
         imagefolder_to_tfrecord,
     )
 
-    if next(filesystems.list_files(args.root), None) is None:
+    if not filesystems.has_files(args.root):
         raise UsageError(f"{args.root}: no such folder, or it holds no files (check --root)")
     if args.classes and not filesystems.exists(args.classes):
         raise UsageError(f"{args.classes}: no such classes file (check --classes)")

@@ -50,6 +50,13 @@ def list_files(directory: str) -> Iterator[FileMetadata]:
         yield from result.metadata_list
 
 
+def has_files(directory: str) -> bool:
+    """Whether any file lies below ``directory``; stops at the first one found (a listing
+    of a million-object bucket is not needed to know it is not empty)."""
+    pattern = directory.rstrip("/") + "/**"
+    return any(result.metadata_list for result in FileSystems.match([pattern], limits=[1]))
+
+
 def relative_name(directory: str, path: str) -> str:
     """``path`` relative to ``directory`` with ``/`` separators."""
     prefix = directory.rstrip("/") + "/"
