@@ -126,6 +126,8 @@ def _tell(f: Any) -> str:
 
 
 def _is_id(value: Any) -> bool:
+    if type(value) is int:  # the common case, checked once per annotation id field
+        return True
     return (isinstance(value, int) and not isinstance(value, bool)) or (
         isinstance(value, str) and value != "" and is_text(value)
     )
@@ -304,8 +306,7 @@ def _check_annotation(item: dict, path: str, position: int,
     """``(image_id, (id, category_id, bbox, area, iscrowd[, segmentation]))``, or a reject.
 
     The segmentation (polygons or RLE, possibly large) is kept only with ``include_masks``.
-    Runs once per annotation (860k in COCO train2017): plain ints and floats take the
-    short paths.
+    Runs once per annotation (860k in COCO train2017): plain floats take the short path.
     """
     try:
         ann_id, image_id, category_id, bbox = (
@@ -314,8 +315,7 @@ def _check_annotation(item: dict, path: str, position: int,
         missing = [k for k in _ANNOTATION_KEYS if k not in item]
         return _bad_item("annotations", _where(path, "annotations", position),
                          f"lacks {', '.join(missing)}")
-    if not ((type(ann_id) is int or _is_id(ann_id)) and (type(image_id) is int or _is_id(image_id))
-            and (type(category_id) is int or _is_id(category_id))):
+    if not (_is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
         return _bad_item("annotations", _where(path, "annotations", position),
                          "has an invalid 'id', 'image_id' or 'category_id' (need a number or string)")
     area = item.get("area")
@@ -381,11 +381,9 @@ def _text_metadata(meta: FileMetadata) -> FileMetadata:
 class _JoinFiles(beam.DoFn):
     """file name -> (image entries from JSON, files on disk)."""
 
-    def __init__(self, images_dir: str = "", allow_outside_root: bool = True,
-                 split: str = "train") -> None:
+    def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
         self._images_dir = images_dir
-        self._split = split
         self._allow_outside_root = allow_outside_root
         self._root: str | None = None
 
@@ -429,17 +427,21 @@ class _JoinFiles(beam.DoFn):
             ))
             yield image_id, ("rejected", "outside_root")
             return
-        yield TaggedOutput("sizes", (self._split, size))
         yield image_id, ("file", name, path, size, width, height)
+
+
+def _planned_size(located: tuple[Any, tuple], split: str) -> list[tuple[str, int]]:
+    """``(split, bytes)`` of a file that joined its image entry, for shard planning."""
+    _image_id, image = located
+    return [(split, image[3])] if image[0] == "file" else []
 
 
 class _LocateOutside(beam.DoFn):
     """With ``allow_outside_root``: find the files that ``..`` or absolute names point at
     (they are not in the images folder's listing)."""
 
-    def __init__(self, images_dir: str, split: str) -> None:
+    def __init__(self, images_dir: str) -> None:
         self._images_dir = images_dir
-        self._split = split
 
     def process(self, entry):
         image_id, name, width, height = entry
@@ -452,7 +454,6 @@ class _LocateOutside(beam.DoFn):
             ))
             yield image_id, ("rejected", "image_missing")
             return
-        yield TaggedOutput("sizes", (self._split, size))
         yield image_id, ("file", name, path, size, width, height)
 
 
@@ -553,17 +554,15 @@ class ReadCoco(beam.PTransform):
             inputs.by_name
             | "JoinFilesByName" >> beam.GroupByKey()
             | "MatchFiles" >> beam.ParDo(
-                _JoinFiles(images_dir, opts.allow_outside_root, opts.split)
-            ).with_outputs("rejects", "counts", "sizes", main="images")
+                _JoinFiles(images_dir, opts.allow_outside_root)
+            ).with_outputs("rejects", "counts", main="images")
         )
         located, rejects = joined.images, [inputs.rejects, joined.rejects]
-        sizes = [joined.sizes]
         if opts.allow_outside_root:  # only then can entries name files outside the listing
             outside = inputs.outside | "LocateOutside" >> beam.ParDo(
-                _LocateOutside(images_dir, opts.split)).with_outputs("rejects", "sizes", main="images")
+                _LocateOutside(images_dir)).with_outputs("rejects", main="images")
             located = (located, outside.images) | "AllImageFiles" >> beam.Flatten()
             rejects.append(outside.rejects)
-            sizes.append(outside.sizes)
         categories = inputs.categories
         records = (
             {"images": located, "annotations": inputs.annotations}
@@ -579,7 +578,7 @@ class ReadCoco(beam.PTransform):
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
-        planned = sizes[0] if len(sizes) == 1 else sizes | "AllSizes" >> beam.Flatten()
+        planned = located | "PlannedSizes" >> beam.FlatMap(_planned_size, opts.split)
         return {"records": records.records, "rejects": all_rejects, "counts": joined.counts,
                 "metadata": metadata, "sizes": planned}
 

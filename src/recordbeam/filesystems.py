@@ -45,16 +45,20 @@ def exists(path: str) -> bool:
 
 def list_files(directory: str) -> Iterator[FileMetadata]:
     """Every file below ``directory``, recursively, with size and modification time."""
-    pattern = directory.rstrip("/") + "/**"
-    for result in FileSystems.match([pattern]):
+    for result in FileSystems.match([everything_below(directory)]):
         yield from result.metadata_list
 
 
 def has_files(directory: str) -> bool:
     """Whether any file lies below ``directory``; stops at the first one found (a listing
     of a million-object bucket is not needed to know it is not empty)."""
-    pattern = directory.rstrip("/") + "/**"
-    return any(result.metadata_list for result in FileSystems.match([pattern], limits=[1]))
+    matches = FileSystems.match([everything_below(directory)], limits=[1])
+    return any(result.metadata_list for result in matches)
+
+
+def everything_below(directory: str) -> str:
+    """The glob of every file below ``directory``, recursively, on any filesystem."""
+    return directory.rstrip("/") + "/**"
 
 
 def relative_name(directory: str, path: str) -> str:

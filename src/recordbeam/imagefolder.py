@@ -228,7 +228,7 @@ class ReadImageFolder(beam.PTransform):
 
     def expand(self, pbegin):
         opts = self._options
-        files = pbegin | "ListImages" >> fileio.MatchFiles(self._root + "/**")
+        files = pbegin | "ListImages" >> fileio.MatchFiles(filesystems.everything_below(self._root))
         classified = files | "Classify" >> beam.ParDo(
             _Classify(self._root, self.split_folders, opts)
         ).with_outputs("rejects", "counts", main="files")

@@ -15,7 +15,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from recordbeam import __version__, output_folder
+from recordbeam import __version__, filesystems, output_folder
 from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
@@ -78,7 +78,7 @@ def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
-    return [coco.images_dir.rstrip("/") + "/**", coco.annotations]
+    return [filesystems.everything_below(coco.images_dir), coco.annotations]
 
 
 def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
@@ -130,7 +130,7 @@ def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, ou
 
 
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
-    patterns = [folder.root.rstrip("/") + "/**"]
+    patterns = [filesystems.everything_below(folder.root)]
     return patterns + ([folder.classes_file] if folder.classes_file else [])
 
 
@@ -151,7 +151,7 @@ def imagefolder_to_tfrecord(
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
-    return [manifest_dir(table.manifest).rstrip("/") + "/**"]
+    return [filesystems.everything_below(manifest_dir(table.manifest))]
 
 
 def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,

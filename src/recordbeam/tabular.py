@@ -697,7 +697,7 @@ class ReadTable(beam.PTransform):
         )
         base = manifest_dir(opts.manifest).rstrip("/")
         listing = pbegin | "ListFolder" >> fileio.MatchFiles(
-            base + "/**", empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
+            filesystems.everything_below(base), empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
         )
         files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, m.size_in_bytes))
         sizes = (
