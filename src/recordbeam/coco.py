@@ -177,6 +177,10 @@ class _ReadInputs(beam.DoFn):
 
     Image entries and listed files leave on one output keyed by file name, tagged
     ``entry`` or ``file``, so the join by name groups them with no Flatten stage between.
+    Annotation batches ride the same output, keyed ``("annotations", image_id)``: the
+    join by name hands them on beside the files it located, so the join by image id reads
+    one stage's output. The local runner turns every Flatten of two stages' outputs into
+    a stage of its own that only copies the data (0.5 s at 20k images, 1.2 s at 100k).
     """
 
     def __init__(self, options: CocoOptions) -> None:
@@ -250,7 +254,7 @@ def _flush_annotations(buffered: dict[Any, list]):
     # Pickled, because Beam's local runner keeps grouped values as Python objects: a
     # blob per image costs a fraction of the memory of the nested tuples it holds.
     for image_id, batch in buffered.items():
-        yield TaggedOutput("annotations", (image_id, pack_objects(batch)))
+        yield TaggedOutput("by_name", (("annotations", image_id), ("annotations", pack_objects(batch))))
     buffered.clear()
 
 
@@ -379,7 +383,8 @@ def _text_metadata(meta: FileMetadata) -> FileMetadata:
 
 
 class _JoinFiles(beam.DoFn):
-    """file name -> (image entries from JSON, files on disk)."""
+    """file name -> (image entries from JSON, files on disk) -> the located file, keyed by
+    image id. Annotation batches (keyed ``("annotations", image_id)``) pass through."""
 
     def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
@@ -393,6 +398,10 @@ class _JoinFiles(beam.DoFn):
 
     def process(self, element):
         file_name, tagged = element
+        if type(file_name) is tuple:  # ("annotations", image_id): passed on to the join by id
+            for value in tagged:
+                yield file_name[1], value
+            return
         entries = [value for tag, value in tagged if tag == "entry"]
         files = [value for tag, value in tagged if tag == "file"]
         if not entries:
@@ -468,10 +477,10 @@ class _JoinAnnotations(beam.DoFn):
     def process(self, element, categories):
         if self._labels is None:
             self._labels = label_map(list(categories), self._contiguous)
-        image_id, grouped = element
-        images = list(grouped["images"])
+        image_id, tagged = element
+        images = [value for value in tagged if value[0] != "annotations"]
         annotations = sorted(
-            (a for blob in grouped["annotations"] for a in unpack_objects(blob)),
+            (a for value in tagged if value[0] == "annotations" for a in unpack_objects(value[1])),
             key=lambda a: _id_order(a[0]),
         )
         if len(images) != 1 or images[0][0] != "file":
@@ -538,16 +547,21 @@ class ReadCoco(beam.PTransform):
 
     def expand(self, pbegin):
         opts = self._options
-        # One stage reads everything. The local runner deals the tasks to its workers in
-        # turn, so on two workers the longest (annotations) shares one with the listing,
-        # and the images and categories passes share the other.
+        # One stage reads everything. The tasks are spread by a shuffle on their position
+        # (Create's own shuffle uses random keys): the local runner deals keys to its
+        # workers in turn, so on two workers the longest task (annotations) always shares
+        # one with the shortest (the listing), and the images and categories passes share
+        # the other. With random keys one run in three paired annotations with images:
+        # 0.4 s more at 20k images, 2 s at 100k.
         tasks = [("section", "annotations"), ("section", "images"), ("list", None),
                  ("section", "categories")]
         inputs = (
             pbegin
-            | "InputTasks" >> beam.Create(tasks)
+            | "InputTasks" >> beam.Create(list(enumerate(tasks)), reshuffle=False)
+            | "SpreadTasks" >> beam.GroupByKey()
+            | "Task" >> beam.FlatMap(lambda position_tasks: position_tasks[1])
             | "ReadInputs" >> beam.ParDo(_ReadInputs(opts)).with_outputs(
-                "by_name", "annotations", "categories", "rejects", "outside", "inputs")
+                "by_name", "categories", "rejects", "outside", "inputs")
         )
         images_dir = opts.images_dir
         joined = (
@@ -565,8 +579,8 @@ class ReadCoco(beam.PTransform):
             rejects.append(outside.rejects)
         categories = inputs.categories
         records = (
-            {"images": located, "annotations": inputs.annotations}
-            | "JoinAnnotationsById" >> beam.CoGroupByKey()
+            located
+            | "JoinAnnotationsById" >> beam.GroupByKey()
             | "BuildRecords" >> beam.ParDo(
                 _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories)
             ).with_outputs("rejects", main="records")
