@@ -23,19 +23,31 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
+from recordbeam.local_shuffle import spilling_shuffles
+
 LOCAL_RUNNER = "recordbeam.runner.LocalRunner"
 
 
 class LocalRunner(FnApiRunner):
-    """Beam's FnApiRunner; in ``multi_processing`` mode its worker processes are
-    ``recordbeam.local_worker``, Beam's worker that skips the interpreter's slow shutdown
-    once its work is done (about 0.6 s per worker, stopped one after the other).
-    Every other mode is the FnApiRunner's own."""
+    """Beam's FnApiRunner, with two changes.
+
+    Its shuffles move to disk past a memory budget
+    (:mod:`recordbeam.local_shuffle`): in every mode the FnApiRunner holds them in this
+    process, so without that its memory grows with the dataset.
+
+    In ``multi_processing`` mode its worker processes are ``recordbeam.local_worker``,
+    Beam's worker that skips the interpreter's slow shutdown once its work is done
+    (about 0.6 s per worker, stopped one after the other). Other modes run Beam's workers.
+    """
 
     def run_pipeline(self, pipeline, options):
+        with spilling_shuffles():
+            if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
+                return super().run_pipeline(pipeline, options)
+            return self._run_with_local_workers(pipeline, options)
+
+    def _run_with_local_workers(self, pipeline, options):
         direct = options.view_as(DirectOptions)
-        if direct.direct_running_mode != "multi_processing":
-            return super().run_pipeline(pipeline, options)
         default = self._default_environment
         self._default_environment = SubprocessSDKEnvironment.from_command_string(
             f"{_quoted(sys.executable)} -m recordbeam.local_worker")

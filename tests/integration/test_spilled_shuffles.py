@@ -1,0 +1,70 @@
+"""Local runs whose shuffles spill to disk write what runs in memory write, byte for byte."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from recordbeam import local_shuffle
+from recordbeam.runner import pipeline_options
+
+pytestmark = pytest.mark.slow
+
+IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+
+
+@pytest.fixture
+def spill_everything(monkeypatch, caplog, tmp_path):
+    """Every shuffle spills; yields a function listing what the spilled shuffles logged."""
+    monkeypatch.setattr(local_shuffle, "SHUFFLE_MEMORY", 0)
+    temp = tmp_path / "system-temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    caplog.set_level(logging.INFO, logger=local_shuffle.__name__)
+
+    def spilled() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.name == local_shuffle.__name__ and "spilled" in r.getMessage()]
+
+    yield spilled
+    assert not [n for n in os.listdir(temp) if n.startswith("recordbeam-shuffle-")]
+
+
+@pytest.mark.parametrize("beam_args", [IN_MEMORY, MULTI_PROCESS], ids=["in_memory", "multi"])
+def test_a_conversion_that_spills_writes_the_same_bytes(
+        three_shards, convert, tmp_path, spill_everything, beam_args):
+    spilled = convert(tmp_path / "out", shards=3, beam_args=beam_args)
+    # The joins by name and by id, the shard grouping, and the sums of sizes and counts.
+    assert len(spill_everything()) >= 5
+    assert spilled.snapshot() == three_shards.snapshot()
+
+
+def test_a_grouping_that_spills_keeps_every_value(spill_everything):
+    options = pipeline_options(list(MULTI_PROCESS))
+    pairs = [(f"k{i % 37}", i) for i in range(2_000)]
+    with beam.Pipeline(options=options) as p:
+        grouped = (p | beam.Create(pairs) | beam.GroupByKey()
+                   | beam.MapTuple(lambda key, values: (key, sorted(values))))
+        expected = {}
+        for key, value in pairs:
+            expected.setdefault(key, []).append(value)
+        assert_that(grouped, equal_to(list(expected.items())))
+    assert any(m.startswith("A shuffle of 37 keys") for m in spill_everything())
+    assert not local_shuffle.installed()
+
+
+def test_a_failed_run_leaves_no_spill_files(spill_everything):
+    def fail(pair):
+        raise ValueError("a failing stage")
+
+    with pytest.raises(Exception, match="a failing stage"), \
+            beam.Pipeline(options=pipeline_options(list(IN_MEMORY))) as p:
+        _ = p | beam.Create([("a", 1), ("a", 2)]) | beam.GroupByKey() | beam.Map(fail)
+    assert len(spill_everything()) == 1
+    assert not local_shuffle.installed()

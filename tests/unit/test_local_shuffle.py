@@ -1,0 +1,177 @@
+"""recordbeam.local_shuffle: the spilling buffer gives the workers what Beam's buffer gives."""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+
+import pytest
+from apache_beam.coders import coders
+from apache_beam.runners.portability.fn_api_runner import execution
+from apache_beam.transforms import core
+from apache_beam.transforms.window import GlobalWindows
+
+from recordbeam import local_shuffle
+from recordbeam.local_shuffle import SpillingGroupingBuffer, spilling_shuffles
+
+BeamGroupingBuffer = execution.GroupingBuffer
+KEY = coders.StrUtf8Coder()
+VALUE = coders.BytesCoder()
+PRE = coders.WindowedValueCoder(coders.TupleCoder([KEY, VALUE]), coders.GlobalWindowCoder())
+POST = coders.WindowedValueCoder(
+    coders.TupleCoder([KEY, coders.IterableCoder(VALUE)]), coders.GlobalWindowCoder())
+GLOBAL = core.Windowing(GlobalWindows())
+
+
+def _chunks(seed: int, elements: int, keys: int) -> list[bytes]:
+    """What a worker sends a shuffle: runs of encoded (key, value) elements."""
+    rng = random.Random(seed)
+    encode = PRE.get_impl().encode_nested
+    encoded = [
+        encode(GlobalWindows.windowed_value((f"key-{rng.randrange(keys)}", rng.randbytes(rng.randrange(60)))))
+        for _ in range(elements)
+    ]
+    chunks, i = [], 0
+    while i < len(encoded):
+        step = rng.randrange(1, 40)
+        chunks.append(b"".join(encoded[i:i + step]))
+        i += step
+    return chunks
+
+
+def _filled(buffer, chunks):
+    for chunk in chunks:
+        buffer.append(chunk)
+    return buffer
+
+
+def _spilling(tmp_path, budget: int) -> SpillingGroupingBuffer:
+    return SpillingGroupingBuffer(PRE, POST, GLOBAL, budget=budget, folder=str(tmp_path))
+
+
+def _groups(part) -> list[tuple[str, list[bytes]]]:
+    """The groups of a part, each chunk decoded on its own (as a worker does)."""
+    decode = POST.get_impl().decode_all
+    return [(g.value[0], list(g.value[1])) for chunk in part for g in decode(chunk)]
+
+
+def _contents(parts) -> dict[str, list[bytes]]:
+    found = {}
+    for part in parts:
+        for key, values in _groups(part):
+            assert key not in found, f"{key} in two groups"
+            found[key] = values
+    return found
+
+
+@pytest.mark.parametrize("budget", [0, 5_000, 10**9])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(3))
+def test_parts_hold_beams_groups_with_beams_balance(tmp_path, budget, n, seed):
+    chunks = _chunks(seed, elements=2_000, keys=[7, 300, 3_000][seed])
+    theirs = _filled(BeamGroupingBuffer(PRE, POST, GLOBAL), chunks).partition(n)
+    ours = _filled(_spilling(tmp_path, budget), chunks).partition(n)
+    assert len(ours) == n
+    assert _contents(ours) == _contents(theirs)  # values of a key in arrival order
+    assert [len(_groups(p)) for p in ours] == [len(_groups(p)) for p in theirs]
+    if budget == 10**9:  # never spilled: Beam's own result
+        assert ours == theirs
+        assert not os.listdir(tmp_path)
+
+
+def test_spilled_parts_are_chunks_of_whole_groups_and_can_be_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_shuffle, "PART_CHUNK", 2_000)
+    buffer = _filled(_spilling(tmp_path, 0), _chunks(1, elements=3_000, keys=500))
+    parts = buffer.partition(2)
+    sizes = [len(chunk) for part in parts for chunk in part]
+    assert len(sizes) > 10  # several chunks per part, each decoded alone by _groups
+    assert [_groups(p) for p in parts] == [_groups(p) for p in parts]
+    assert buffer.partition(3) is parts  # like Beam's: partitioned once
+    assert list(buffer) == [chunk for part in parts for chunk in part]
+    with pytest.raises(RuntimeError, match="after read"):
+        buffer.append(_chunks(2, 1, 1)[0])
+
+
+def test_a_shuffle_spills_only_past_its_budget(tmp_path):
+    chunks = _chunks(0, elements=500, keys=50)
+    total = sum(map(len, chunks))
+    below = _filled(_spilling(tmp_path, total), chunks)
+    assert below.spilled_bytes == 0 and not os.listdir(tmp_path)
+    above = _filled(_spilling(tmp_path, total - 1), chunks)
+    assert above.spilled_bytes == total
+    assert above._table == {}
+
+
+def test_spill_files_go_with_clear_and_with_the_buffer(tmp_path):
+    chunks = _chunks(0, elements=500, keys=50)
+    buffer = _filled(_spilling(tmp_path, 0), chunks)
+    assert os.listdir(tmp_path)
+    buffer.clear()
+    gc.collect()
+    assert not os.listdir(tmp_path)
+    assert buffer.cleared
+    buffer.reset()
+    parts = _filled(buffer, chunks).partition(2)
+    assert len(os.listdir(tmp_path)) == 1  # the parts; the spill went once read
+    del buffer, parts
+    gc.collect()
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("first_budget, second_budget", [(0, 0), (0, 10**9), (10**9, 0),
+                                                         (10**9, 10**9), (3_000, 3_000)])
+def test_extend_puts_the_other_buffers_values_after_ours(tmp_path, first_budget, second_budget):
+    first, second = _chunks(0, 800, 100), _chunks(1, 800, 100)
+    beams = _filled(BeamGroupingBuffer(PRE, POST, GLOBAL), first)
+    beams.extend(_filled(BeamGroupingBuffer(PRE, POST, GLOBAL), second))
+    ours = _filled(_spilling(tmp_path, first_budget), first)
+    other = _filled(_spilling(tmp_path, second_budget), second)
+    ours.extend(other)
+    ours.append(first[0])  # after the extension, still in order
+    beams.append(first[0])
+    assert _contents(ours.partition(2)) == _contents(beams.partition(2))
+    # The other buffer still holds what it held.
+    alone = _filled(BeamGroupingBuffer(PRE, POST, GLOBAL), second)
+    assert _contents(other.partition(1)) == _contents(alone.partition(1))
+
+
+def test_list_buffers_are_ignored_by_extend_as_in_beam(tmp_path):
+    buffer = _spilling(tmp_path, 0)
+    buffer.extend(execution.ListBuffer(None))
+    assert _contents(buffer.partition(1)) == {}
+
+
+def test_other_windowings_stay_in_memory(tmp_path):
+    from apache_beam.transforms.window import FixedWindows
+
+    windowed = SpillingGroupingBuffer(PRE, POST, core.Windowing(FixedWindows(10)), budget=0,
+                                      folder=str(tmp_path))
+    assert windowed._budget is None
+
+
+def test_the_hook_works_on_this_beam_version():
+    # Fails on a Beam upgrade that moves what the hook needs: runs would silently keep
+    # every shuffle in memory again.
+    assert local_shuffle.AVAILABLE
+    assert execution.GroupingBuffer is BeamGroupingBuffer
+    with spilling_shuffles():
+        assert local_shuffle.installed()
+        with spilling_shuffles():
+            assert execution.GroupingBuffer is SpillingGroupingBuffer
+        assert local_shuffle.installed()
+        assert local_shuffle._run_folder is None  # made at the first spill only
+        buffer = _filled(execution.GroupingBuffer(PRE, POST, GLOBAL, budget=0), _chunks(0, 50, 5))
+        [spill_file] = [s._file.path for s in buffer._spills]
+        assert os.path.basename(os.path.dirname(spill_file)).startswith("recordbeam-shuffle-")
+    assert execution.GroupingBuffer is BeamGroupingBuffer
+    assert not os.path.exists(os.path.dirname(spill_file))
+
+
+def test_the_hook_is_undone_when_the_run_fails():
+    with pytest.raises(ValueError), spilling_shuffles():
+        buffer = _filled(execution.GroupingBuffer(PRE, POST, GLOBAL, budget=0), _chunks(0, 50, 5))
+        folder = os.path.dirname(buffer._spills[0]._file.path)
+        raise ValueError("a failing run")
+    assert execution.GroupingBuffer is BeamGroupingBuffer
+    assert not os.path.exists(folder)
