@@ -23,17 +23,20 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
+from recordbeam.local_feed import feeding_in_pieces
 from recordbeam.local_shuffle import spilling_shuffles
 
 LOCAL_RUNNER = "recordbeam.runner.LocalRunner"
 
 
 class LocalRunner(FnApiRunner):
-    """Beam's FnApiRunner, with two changes.
+    """Beam's FnApiRunner, with three changes.
 
     Its shuffles move to disk past a memory budget
     (:mod:`recordbeam.local_shuffle`): in every mode the FnApiRunner holds them in this
-    process, so without that its memory grows with the dataset.
+    process, so without that its memory grows with the dataset. And it feeds each stage's
+    input to the workers in pieces while the stage runs (:mod:`recordbeam.local_feed`),
+    instead of sending it whole first.
 
     In ``multi_processing`` mode its worker processes are ``recordbeam.local_worker``,
     Beam's worker that skips the interpreter's slow shutdown once its work is done
@@ -41,7 +44,7 @@ class LocalRunner(FnApiRunner):
     """
 
     def run_pipeline(self, pipeline, options):
-        with spilling_shuffles():
+        with spilling_shuffles(), feeding_in_pieces():
             if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
                 return super().run_pipeline(pipeline, options)
             return self._run_with_local_workers(pipeline, options)

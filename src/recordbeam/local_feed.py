@@ -1,0 +1,160 @@
+"""Local runs feed each stage's input to a worker piece by piece, while the stage runs.
+
+Beam's FnApiRunner sends a worker its whole input for a stage before it starts the
+stage: it writes every piece into one output stream and sends that as one message. The
+launcher then holds the input two to three times over (the growing stream, its bytes,
+the message) and the worker receives it whole, so both processes grow with the dataset
+even when the input comes from a shuffle on disk (:mod:`recordbeam.local_shuffle`).
+
+Here a thread sends the input, one message per piece as the buffer yields them (spilled
+shuffles yield pieces of about 1 MiB), and the runner starts the stage at once, so the
+worker consumes the pieces while they arrive. The data channel's queues block the thread
+when the worker falls behind; Beam lets each hold 100 MB, which for a slow stage (the
+shard writers) is the whole input up to ~200 MB per worker, so during a run they hold
+:data:`QUEUE_BYTES`.
+
+If sending fails, the thread closes the stream so the worker can finish, and the runner
+then raises the error: the run fails (its partial outputs are never committed) instead
+of waiting for the missing input. :func:`feeding_in_pieces` installs this for the
+duration of a run; ``recordbeam.runner.LocalRunner`` does so for every run. Like the
+spilling shuffle it reaches into Beam's private runner module (Beam 2.77-2.79);
+:data:`AVAILABLE` is False when a Beam version lacks what it needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+try:
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.worker import data_plane
+except ImportError:  # a Beam without the FnApiRunner
+    fn_runner = data_plane = None
+
+#: Bytes each queue of the launcher's data channels holds during a run (sent pieces
+#: waiting for the worker, outputs waiting for the runner).
+QUEUE_BYTES = 8 << 20
+
+_BeamBundleManager: Any = getattr(fn_runner, "BundleManager", None)
+
+
+def _names_used(function: Any) -> set[str]:
+    """Global and attribute names a function's code uses, nested functions included."""
+    names: set[str] = set()
+    stack = [getattr(function, "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is not None:
+            names.update(code.co_names)
+            stack.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return names
+
+
+def _beam_has_what_we_need() -> bool:
+    """The runner picks and builds its bundle managers by a global name lookup in
+    ``fn_runner`` (replacing the name swaps the class), a bundle manager sends each input
+    through ``_send_input_to_worker`` from ``process_bundle``, and the data channels take
+    their queue size from a module constant."""
+    if _BeamBundleManager is None:
+        return False
+    parallel = getattr(fn_runner, "ParallelBundleManager", None)
+    picks = getattr(getattr(fn_runner, "FnApiRunner", None), "_get_bundle_manager", None)
+    return (
+        "BundleManager" in _names_used(getattr(parallel, "process_bundle", None))
+        and "BundleManager" in _names_used(picks)
+        and "_send_input_to_worker" in _names_used(_BeamBundleManager.process_bundle)
+        and isinstance(getattr(data_plane, "_DEFAULT_SEND_QUEUE_MAX_BYTES", None), int)
+    )
+
+
+#: Whether this Beam version can feed inputs in pieces.
+AVAILABLE = _beam_has_what_we_need()
+
+
+class _Sender(threading.Thread):
+    """Writes one input of one bundle to the worker's data stream, a message per piece."""
+
+    def __init__(self, stream: Any, pieces: Iterable[bytes]) -> None:
+        super().__init__(name="recordbeam-feed", daemon=True)
+        self._stream = stream
+        self._pieces = pieces
+        self.error: BaseException | None = None
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for piece in self._pieces:
+                if self.stopped.is_set():
+                    return
+                self._stream.write(piece)
+                self._stream.flush()
+        except BaseException as error:  # noqa: BLE001 - reported by the runner's thread
+            self.error = error
+        finally:
+            self._stream.close()  # the end of the input: the worker can finish the bundle
+
+
+class PieceByPieceBundleManager(_BeamBundleManager or object):
+    """Beam's bundle manager, sending inputs from threads while the bundle runs."""
+
+    def process_bundle(self, *args, **kwargs):
+        self._senders: list[_Sender] = []
+        try:
+            result = super().process_bundle(*args, **kwargs)
+        except BaseException:
+            for sender in self._senders:
+                sender.stopped.set()
+            raise
+        for sender in self._senders:
+            sender.join()
+            if sender.error is not None:
+                raise RuntimeError(
+                    f"sending a stage's input to a worker failed: {sender.error!r}"
+                ) from sender.error
+        return result
+
+    def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str,
+                              byte_streams) -> None:
+        stream = self._worker_handler.data_conn.output_stream(
+            process_bundle_id, read_transform_id)
+        sender = _Sender(stream, byte_streams or ())
+        getattr(self, "_senders", []).append(sender)
+        sender.start()
+
+
+_install_lock = threading.Lock()
+_runs = 0
+_beam_queue_bytes = 0
+
+
+@contextlib.contextmanager
+def feeding_in_pieces() -> Iterator[None]:
+    """Make Beam's runner use :class:`PieceByPieceBundleManager`, and data channels with
+    queues of :data:`QUEUE_BYTES`, while the block runs. Nested or concurrent blocks share one installation; the last to leave restores
+    Beam's class. Without :data:`AVAILABLE`, does nothing."""
+    global _runs, _beam_queue_bytes
+    if not AVAILABLE:
+        yield
+        return
+    with _install_lock:
+        if _runs == 0:
+            fn_runner.BundleManager = PieceByPieceBundleManager
+            _beam_queue_bytes = data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES
+            data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES = QUEUE_BYTES
+        _runs += 1
+    try:
+        yield
+    finally:
+        with _install_lock:
+            _runs -= 1
+            if _runs == 0:
+                fn_runner.BundleManager = _BeamBundleManager
+                data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES = _beam_queue_bytes
+
+
+def installed() -> bool:
+    """Whether Beam's runner feeds inputs in pieces right now."""
+    return fn_runner is not None and fn_runner.BundleManager is PieceByPieceBundleManager

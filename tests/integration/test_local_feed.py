@@ -1,0 +1,67 @@
+"""Local runs send each stage's input to the workers piece by piece while the stage runs."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from recordbeam import local_feed, local_shuffle
+from recordbeam.runner import pipeline_options
+
+pytestmark = pytest.mark.slow
+
+MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+def test_the_installed_beam_takes_the_feed():
+    # A Beam upgrade that moves what this relies on must fail here, not quietly bring
+    # back whole-input sends (the launcher's memory would grow with the data again).
+    assert local_feed.AVAILABLE
+    with local_feed.feeding_in_pieces():
+        assert local_feed.installed()
+        assert local_feed.data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES == local_feed.QUEUE_BYTES
+    assert not local_feed.installed()
+    assert local_feed.data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES == 100 << 20
+
+
+def _grouping_pipeline(options):
+    pairs = [(f"k{i % 41}", f"{i:0100d}") for i in range(3_000)]  # ~300 KB to send
+    expected: dict[str, list[str]] = {}
+    for key, value in pairs:
+        expected.setdefault(key, []).append(value)
+    p = beam.Pipeline(options=options)
+    grouped = (p | beam.Create(pairs) | beam.GroupByKey()
+               | beam.MapTuple(lambda key, values: (key, sorted(values))))
+    assert_that(grouped, equal_to(list(expected.items())))
+    return p
+
+
+def test_a_spilled_shuffle_reaches_the_workers_in_pieces(monkeypatch):
+    monkeypatch.setattr(local_shuffle, "SHUFFLE_MEMORY", 0)
+    monkeypatch.setattr(local_shuffle, "PART_CHUNK", 1024)
+    sent: list[int] = []
+    send = local_feed._Sender.run
+
+    def counting_run(sender):
+        pieces = list(sender._pieces)
+        sent.append(len(pieces))
+        sender._pieces = pieces
+        send(sender)
+
+    monkeypatch.setattr(local_feed._Sender, "run", counting_run)
+    _grouping_pipeline(pipeline_options(MULTI_PROCESS)).run().wait_until_finish()
+    assert max(sent) > 10  # the grouped input went out as many messages, not one
+
+
+def test_an_input_that_cannot_be_sent_fails_the_run(monkeypatch):
+    monkeypatch.setattr(local_shuffle, "SHUFFLE_MEMORY", 0)
+
+    def broken(part):
+        yield from []
+        raise OSError("the spill file went away")
+
+    monkeypatch.setattr(local_shuffle._Part, "__iter__", broken)
+    with pytest.raises(Exception, match="sending a stage's input to a worker failed.*went away"):
+        _grouping_pipeline(pipeline_options(MULTI_PROCESS)).run().wait_until_finish()
+    assert not local_feed.installed()
