@@ -11,16 +11,22 @@ measuring tool, not part of the library.
         --output OUT --quiet [--min-seconds 0.05]
 
 Columns: ``start`` and ``took`` in seconds from this script's start (imports included),
-``rss``/``peak`` of this process in MiB.
+``rss``/``peak`` of this process in MiB. The command imports Beam itself, as it does when
+run on its own (its standby workers start before that import), and the script patches
+the runner once it is imported.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.abc
+import importlib.util
 import resource
 import sys
 import time
+from collections.abc import Callable
+from types import ModuleType
 
 START = time.monotonic()
 
@@ -39,30 +45,31 @@ def main() -> int:
                         help="hide stages shorter than this (default: show all)")
     ours, command = parser.parse_known_args()
 
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-
-    import recordbeam.pipeline
     from recordbeam.cli import main as recordbeam_main
 
     rows: list[tuple[float, float, int, int, str]] = []
-    execute = fn_runner.FnApiRunner._execute_bundle
 
-    def timed(self, context, bundle_manager, bundle_input):
-        began = time.monotonic()
-        try:
-            return execute(self, context, bundle_manager, bundle_input)
-        finally:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-            rows.append((began - START, time.monotonic() - began, _rss_mib(), peak,
-                         bundle_manager.stage.name))
+    def time_bundles(fn_runner: ModuleType) -> None:
+        execute = fn_runner.FnApiRunner._execute_bundle
 
-    fn_runner.FnApiRunner._execute_bundle = timed
+        def timed(self, context, bundle_manager, bundle_input):
+            began = time.monotonic()
+            try:
+                return execute(self, context, bundle_manager, bundle_input)
+            finally:
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+                rows.append((began - START, time.monotonic() - began, _rss_mib(), peak,
+                             bundle_manager.stage.name))
+
+        fn_runner.FnApiRunner._execute_bundle = timed
 
     @contextlib.contextmanager
     def terminal_log(prefix: str = ""):
         yield sys.stdout, "(Beam's log goes to the terminal)"
 
-    recordbeam.pipeline.worker_output_to_log = terminal_log  # keep failures visible here
+    _after_import("apache_beam.runners.portability.fn_api_runner.fn_runner", time_bundles)
+    # Keep failures visible here.
+    _after_import("recordbeam.pipeline", lambda m: setattr(m, "worker_output_to_log", terminal_log))
     imported = time.monotonic() - START
     code = recordbeam_main(command)
     finished = time.monotonic() - START
@@ -76,6 +83,27 @@ def main() -> int:
     print(f"{last:7.2f} {finished - last:6.2f} {'':>5} {'':>5}  (after the last stage)")
     print(f"total {finished:.2f} s; {len(rows)} bundles, {sum(r[1] for r in rows):.2f} s in stages")
     return code
+
+
+def _after_import(name: str, then: Callable[[ModuleType], None]) -> None:
+    """Call ``then(module)`` as soon as module ``name`` has been imported, by whoever."""
+
+    class Hook(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            execute = spec.loader.exec_module
+
+            def execute_then(module: ModuleType) -> None:
+                execute(module)
+                then(module)
+
+            spec.loader.exec_module = execute_then
+            return spec
+
+    sys.meta_path.insert(0, Hook())
 
 
 def _short(stage: str) -> str:

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from recordbeam import filesystems
-from recordbeam.images import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected, inspect_image
+from recordbeam.images import (
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_PIXELS,
+    ImageInfo,
+    ImageRejected,
+    inspect_image,
+)
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sink import Encoded, ExampleEncoder
 from recordbeam.transcode import ImageFixes, convert_foreign, fix_image
-
-#: Files larger than this are rejected before they are read, so one stray video or
-#: archive cannot exhaust a worker's memory. Real photos are far smaller.
-DEFAULT_MAX_IMAGE_BYTES = 256 * 1024 * 1024
 
 IMAGE_KINDS = {
     "image/encoded": "bytes",

@@ -42,6 +42,10 @@ DEFAULT_MAX_PIXELS = 178_956_970
 """Largest width*height accepted by default: the same number as Pillow's own decompression-bomb
 limit (``PIL.Image.MAX_IMAGE_PIXELS``), about 13,000 x 13,000 pixels or 0.5 GiB as RGB."""
 
+DEFAULT_MAX_IMAGE_BYTES = 256 * 1024 * 1024
+"""Files larger than this are rejected before they are read, so one stray video or
+archive cannot exhaust a worker's memory. Real photos are far smaller."""
+
 # How far from the end an end marker may sit, so that padding or junk some tools append after a
 # complete image does not get the image rejected.
 TRAILER_SEARCH_BYTES = 4096

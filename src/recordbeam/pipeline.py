@@ -20,13 +20,9 @@ from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, ReadImageFolder
+from recordbeam.malloc_arenas import limit_malloc_arenas
 from recordbeam.progress import ProgressReporter
-from recordbeam.runner import (
-    is_local,
-    limit_malloc_arenas,
-    pipeline_options,
-    worker_output_to_log,
-)
+from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.sink import ShardOptions, WriteShards
 from recordbeam.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.transcode import ImageFixes

@@ -4,29 +4,46 @@ Locally we run Beam's FnApiRunner in multi-processing mode, one worker per core
 (:class:`LocalRunner`). Beam's ``DirectRunner`` would first try to download the Prism
 runner binary (and warn when it cannot); the FnApiRunner needs no network. Any
 ``--runner`` and any other Beam option given by the user wins over these defaults.
+
+The local runner's worker processes are ``recordbeam.local_worker``: forked by a standby
+process made ready ahead of the run (:mod:`recordbeam.standby`) when the command started
+one, else new processes started as Beam starts them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TextIO
 
+import grpc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.transforms.environments import SubprocessSDKEnvironment
+from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
+    SubprocessSdkWorkerHandler,
+    WorkerHandler,
+)
+from apache_beam.transforms.environments import Environment, SubprocessSDKEnvironment
+from apache_beam.utils import thread_pool_executor
+from google.protobuf import json_format, text_format
 
+from recordbeam import standby
 from recordbeam.local_feed import feeding_in_pieces
 from recordbeam.local_shuffle import spilling_shuffles
 
 LOCAL_RUNNER = "recordbeam.runner.LocalRunner"
+
+#: The environment of our local worker processes: Beam's subprocess environment under a
+#: name of our own, so that its workers are started by :class:`_LocalWorkerHandler`.
+LOCAL_WORKER_URN = "recordbeam:env:local_worker:v1"
 
 
 class LocalRunner(FnApiRunner):
@@ -40,7 +57,9 @@ class LocalRunner(FnApiRunner):
 
     In ``multi_processing`` mode its worker processes are ``recordbeam.local_worker``,
     Beam's worker that skips the interpreter's slow shutdown once its work is done
-    (about 0.6 s per worker, stopped one after the other). Other modes run Beam's workers.
+    (about 0.6 s per worker, stopped one after the other), forked by the standby of
+    :mod:`recordbeam.standby` when the ``recordbeam`` command started one. Other modes
+    run Beam's workers.
     """
 
     def run_pipeline(self, pipeline, options):
@@ -52,7 +71,7 @@ class LocalRunner(FnApiRunner):
     def _run_with_local_workers(self, pipeline, options):
         direct = options.view_as(DirectOptions)
         default = self._default_environment
-        self._default_environment = SubprocessSDKEnvironment.from_command_string(
+        self._default_environment = _LocalWorkerEnvironment.from_command_string(
             f"{_quoted(sys.executable)} -m recordbeam.local_worker")
         # The FnApiRunner picks Beam's worker command for this mode; with no mode named it
         # keeps the environment set above and still runs direct_num_workers processes.
@@ -62,6 +81,107 @@ class LocalRunner(FnApiRunner):
         finally:
             direct.direct_running_mode = "multi_processing"
             self._default_environment = default
+
+
+@Environment.register_urn(LOCAL_WORKER_URN, bytes)
+class _LocalWorkerEnvironment(SubprocessSDKEnvironment):
+    def to_runner_api_parameter(self, context):
+        return LOCAL_WORKER_URN, self.command_string.encode("utf-8")
+
+    @staticmethod
+    def from_runner_api_parameter(payload, capabilities, artifacts, resource_hints, context):
+        return _LocalWorkerEnvironment(payload.decode("utf-8"), capabilities, artifacts,
+                                       resource_hints)
+
+
+@WorkerHandler.register_environment(LOCAL_WORKER_URN, bytes)
+class _LocalWorkerHandler(SubprocessSdkWorkerHandler):
+    """Beam's handler of subprocess workers, whose workers may be standbys."""
+
+    def __init__(self, command_line: bytes, state, provision_info, grpc_server) -> None:
+        super().__init__(command_line, state, provision_info, grpc_server)
+        self._command_line = command_line
+
+    def start_worker(self) -> None:
+        self.worker = _LocalWorker(self._command_line, self.control_address,
+                                   self.provision_info, self.worker_id)
+        self.worker_thread = threading.Thread(name="run_worker", target=self.worker.run)
+        self.worker_thread.start()
+
+
+class _LocalWorker:
+    """One worker process for the life of a run: forked by the command's standby when it
+    has one (:func:`recordbeam.standby.take`), else started by Beam's
+    ``SubprocessSdkWorker``. Either way :meth:`run` returns when the process has exited
+    and raises ``RuntimeError`` when its exit code is not 0."""
+
+    def __init__(self, command_line: bytes, control_address: str, provision_info,
+                 worker_id: str | None) -> None:
+        self._command_line = command_line
+        self._control_address = control_address
+        self._provision_info = provision_info
+        self._worker_id = worker_id
+
+    def run(self) -> None:
+        ready = standby.take()
+        if ready is not None:
+            log_server, log_address = _start_log_server()
+            try:
+                worker = ready.hand_off(self._environment(log_address))
+                if worker is not None:
+                    return _wait_for_worker(worker)
+            finally:
+                log_server.stop(0)
+        # No standby, or it could not fork a worker: a new process, as Beam starts them.
+        self._start_anew()
+
+    def _start_anew(self) -> None:
+        from apache_beam.runners.portability import local_job_service
+
+        local_job_service.SubprocessSdkWorker(
+            self._command_line, self._control_address, self._provision_info,
+            self._worker_id).run()
+
+    def _environment(self, log_address: str) -> Mapping[str, str]:
+        """What Beam's ``SubprocessSdkWorker`` adds to the environment of the process."""
+        options = self._provision_info.provision_info.pipeline_options
+        environment = {
+            **os.environ,
+            "CONTROL_API_SERVICE_DESCRIPTOR": _service_descriptor(self._control_address),
+            "LOGGING_API_SERVICE_DESCRIPTOR": _service_descriptor(log_address),
+            "PIPELINE_OPTIONS": json_format.MessageToJson(options),
+        }
+        if self._worker_id:
+            environment["WORKER_ID"] = self._worker_id
+        return environment
+
+
+def _service_descriptor(address: str) -> str:
+    return text_format.MessageToString(endpoints_pb2.ApiServiceDescriptor(url=address))
+
+
+def _start_log_server() -> tuple[grpc.Server, str]:
+    """A gRPC server receiving one worker's log records, which it logs in this process."""
+    from apache_beam.runners.portability.local_job_service import BeamFnLoggingServicer
+
+    # A worker may stay quiet for long: the server must not take its keep-alive pings
+    # for abuse and drop the connection.
+    server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
+                         options=[("grpc.http2.max_pings_without_data", 0),
+                                  ("grpc.http2.max_ping_strikes", 0)])
+    beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(BeamFnLoggingServicer(), server)
+    port = server.add_insecure_port("[::]:0")
+    server.start()
+    return server, f"localhost:{port}"
+
+
+def _wait_for_worker(process: subprocess.Popen | standby.Worker) -> None:
+    try:
+        if process.wait():
+            raise RuntimeError(f"Worker subprocess exited with return code {process.returncode}")
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def _quoted(path: str) -> str:
@@ -96,24 +216,6 @@ def is_local(options: PipelineOptions) -> bool:
     runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
     name = runner if isinstance(runner, str) else type(runner).__name__
     return name.rsplit(".", 1)[-1] in (*StandardOptions.LOCAL_RUNNERS, LocalRunner.__name__)
-
-
-_M_ARENA_MAX = -8  # glibc's mallopt parameter number
-
-
-def limit_malloc_arenas(arenas: int = 2) -> None:
-    """Cap glibc's per-thread malloc arenas, here and in worker processes started later.
-
-    Beam's local runner moves data through many gRPC threads; with glibc's default of
-    8 arenas per core, freed buffers stay mapped and the launcher's resident memory
-    was 1.5x higher in our 100k-image benchmark. A no-op on other C libraries.
-    """
-    os.environ.setdefault("MALLOC_ARENA_MAX", str(arenas))  # inherited by workers
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_ARENA_MAX, int(os.environ["MALLOC_ARENA_MAX"]))
-    except (OSError, AttributeError, ValueError):
-        pass
 
 
 @contextlib.contextmanager

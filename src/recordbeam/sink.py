@@ -43,15 +43,10 @@ from recordbeam.example import Example, FeatureError, make_sequence_example
 from recordbeam.feature_spec import FeatureSpec
 from recordbeam.framing import Compression, RecordWriter, parse_compression
 from recordbeam.planning import DEFAULT_SALT, DEFAULT_SHARD_SIZE, order_key, shard_count, shard_of
-from recordbeam.records import Reject
+from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, Reject
 from recordbeam.wire import encode_example_observed
 
 COUNTER_NAMESPACE = "recordbeam"
-
-#: Default for ``max_reject_fraction``: more than 1% of images rejected usually means a
-#: wrong path or a broken copy, not a few bad files, so the run fails instead of
-#: quietly writing a much smaller dataset.
-DEFAULT_MAX_REJECT_FRACTION = 0.01
 
 
 @dataclass(frozen=True)

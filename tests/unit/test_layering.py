@@ -38,3 +38,14 @@ def test_no_runtime_module_imports_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.split()[-2:] == ["False", "False"]
+
+
+def test_the_command_parses_its_arguments_without_beam():
+    # Standby workers start right after parsing, so they import Beam while the launcher does.
+    code = ("import sys, recordbeam.cli as cli, recordbeam.standby\n"
+            "cli.build_parser().parse_known_args(['convert', 'coco', '--images', 'i',\n"
+            "    '--annotations', 'a.json', '--output', 'o', '--direct_num_workers=2'])\n"
+            "print('apache_beam' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["False"]

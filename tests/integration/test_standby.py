@@ -1,0 +1,282 @@
+"""Standby workers: the ``recordbeam`` command starts a standby process as it starts, and the
+local runner's workers are forks of it; anything wrong with it means new worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+
+from recordbeam import cli, runner, standby
+from recordbeam.runner import LOCAL_RUNNER, pipeline_options
+
+needs_standby = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
+
+TWO_WORKERS = ("--direct_num_workers=2",)
+
+
+@pytest.fixture
+def hand_offs(monkeypatch) -> list[int | None]:
+    """For every hand-off to the standby, in order: the forked worker's pid, or None."""
+    seen: list[int | None] = []
+    hand_off = standby.Standby.hand_off
+
+    def counted(self, environment):
+        worker = hand_off(self, environment)
+        seen.append(worker.pid if worker is not None else None)
+        return worker
+
+    monkeypatch.setattr(standby.Standby, "hand_off", counted)
+    return seen
+
+
+def _children() -> dict[int, str]:
+    """pid -> state of this process's child processes, zombies included."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid():
+            found[int(entry)] = fields[0]
+    return found
+
+
+def _tagged(tag: str) -> list[int]:
+    """Processes whose environment holds ``tag``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if tag.encode() in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _convert_args(sample, output) -> list[str]:
+    return ["convert", "coco", "--images", sample.images_dir, "--annotations", sample.annotations,
+            "--output", str(output), "--max-reject-fraction", "0.5", "--quiet", *TWO_WORKERS]
+
+
+def _worker_pids(options, folder) -> set[int]:
+    """Runs a small pipeline; the pids of the processes its elements went through."""
+    folder.mkdir()
+    with beam.Pipeline(options=options) as p:
+        # A lambda: workers cannot import this test module, a lambda travels by value.
+        _ = (p | beam.Create(range(16)) | beam.Reshuffle()
+             | beam.Map(lambda _, at=str(folder):
+                        open(f"{at}/{__import__('os').getpid()}", "w").close()))
+    return {int(name) for name in os.listdir(folder)}
+
+
+# --- which runs get standbys ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("beam_args", [
+    [],
+    ["--direct_num_workers=3"],
+    ["--direct_num_workers", "3"],
+    ["--direct_num_workers=0"],
+    ["--direct_running_mode=multi_processing", "--direct_num_workers=1"],
+    ["--direct_running_mode", "in_memory"],
+    ["--direct_running_mode=multi_threading", "--direct_num_workers=2"],
+    [f"--runner={LOCAL_RUNNER}"],
+    ["--runner=FnApiRunner"],
+    ["--runner", "DirectRunner", "--direct_num_workers=2"],
+    ["--runner=DataflowRunner", "--project=p", "--region=r", "--temp_location=gs://b/t"],
+    ["--direct_num_workers=2", "--direct_num_workers=4"],
+])
+def test_standbys_match_the_workers_the_run_starts(beam_args):
+    options = pipeline_options(beam_args)
+    direct = options.view_as(DirectOptions)
+    ours = (options.view_as(StandardOptions).runner == LOCAL_RUNNER
+            and direct.direct_running_mode == "multi_processing")
+    expected = (direct.direct_num_workers or os.cpu_count()) if ours else 0
+    assert standby.workers_needed(beam_args) == expected
+
+
+def test_no_standby_where_it_cannot_fork_workers(monkeypatch):
+    monkeypatch.setattr(standby, "SUPPORTED", False)
+    with standby.started(2) as process:
+        assert process is None and standby.take() is None
+
+
+# --- the command uses them ------------------------------------------------------------
+
+
+@needs_standby
+def test_a_local_run_of_the_command_forks_its_workers_from_the_standby(
+        coco_sample, tmp_path, hand_offs, capfd):
+    before = _children()
+    assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == 0
+    # Both workers were forked by the standby started before the pipeline ran.
+    assert len(hand_offs) == 2 and all(hand_offs)
+    # Their output went to the run's log, deleted on success: the terminal has none of it.
+    out, err = capfd.readouterr()
+    assert all(line.startswith("warning: ") for line in err.splitlines()), err
+    assert "output:" in out and "INFO" not in out and "Worker" not in out
+    # Every worker has exited and been reaped.
+    assert _children().keys() <= before.keys()
+
+
+@needs_standby
+def test_a_standby_the_command_did_not_use_is_ended(coco_sample, tmp_path, capfd):
+    before = _children()
+    missing = str(tmp_path / "missing.json")  # fails after the standby started
+    args = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations", missing,
+            "--output", str(tmp_path / "out"), *TWO_WORKERS]
+    assert cli.main(args) == cli.EXIT_USAGE
+    assert _children().keys() <= before.keys()
+    assert capfd.readouterr().err.splitlines() == [
+        f"recordbeam: {missing}: no such annotation file (check --annotations)"]
+
+
+@needs_standby
+def test_the_command_leaves_no_process_behind(coco_sample, tmp_path):
+    name, value = "RECORDBEAM_STANDBY_TEST", uuid.uuid4().hex
+    done = subprocess.run([sys.executable, "-m", "recordbeam",
+                           *_convert_args(coco_sample, tmp_path / "out")],
+                          env={**os.environ, name: value}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert all(line.startswith("warning: ") for line in done.stderr.splitlines()), done.stderr
+    assert _tagged(f"{name}={value}") == []
+
+
+@needs_standby
+def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
+        coco_sample, tmp_path, hand_offs, capfd, monkeypatch):
+    from recordbeam.sink import FAULT_ENV
+
+    monkeypatch.setenv(FAULT_ENV, f"0:1:{tmp_path / 'fired'}")
+    assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == cli.EXIT_FAILED
+    assert len(hand_offs) == 2 and all(hand_offs)
+    err = capfd.readouterr().err
+    log_line = [line for line in err.splitlines() if "full log of the run" in line]
+    assert log_line, err
+    log_path = log_line[0].rsplit(" ", 1)[1]
+    with open(log_path) as log:
+        assert "InjectedFault" in log.read()
+    os.unlink(log_path)
+
+
+# --- the runner's side ----------------------------------------------------------------
+
+
+@needs_standby
+def test_forked_workers_write_where_the_launcher_writes_at_hand_off(hand_offs, capfd):
+    options = pipeline_options(["--direct_num_workers=1"])
+    with standby.started(1) as process:
+        with beam.Pipeline(options=options) as p:
+            _ = (p | beam.Create(["hello"]) | beam.Reshuffle()
+                 | beam.Map(lambda text: __import__("os").write(
+                     2, f"{text} from a child of {__import__('os').getppid()}\n".encode())))
+    assert len(hand_offs) == 1 and hand_offs[0]
+    assert f"hello from a child of {process.pid}" in capfd.readouterr().err
+
+
+@needs_standby
+def test_a_dead_standby_means_new_workers(hand_offs, tmp_path):
+    with standby.started(2) as process:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        pids = _worker_pids(pipeline_options(list(TWO_WORKERS)), tmp_path / "pids")
+    assert hand_offs == [] and pids and os.getpid() not in pids
+
+
+@needs_standby
+def test_a_second_run_gets_new_workers(hand_offs, tmp_path):
+    options = pipeline_options(list(TWO_WORKERS))
+    with standby.started(2):
+        first = _worker_pids(options, tmp_path / "first")
+        assert len(hand_offs) == 2 and all(hand_offs) and set(hand_offs) >= first
+        # The standby forks the workers of one run: the next starts its own, as usual.
+        again = _worker_pids(options, tmp_path / "second")
+        assert len(hand_offs) == 2 and not again & first and os.getpid() not in again
+
+
+@needs_standby
+def test_a_standby_that_fails_before_forking_means_new_workers(hand_offs, monkeypatch, tmp_path):
+    # Alive when asked, gone before it answers: an import that crashed.
+    monkeypatch.setattr(standby, "_COMMAND",
+                        (sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(1)"))
+    with standby.started(2):
+        pids = _worker_pids(pipeline_options(list(TWO_WORKERS)), tmp_path / "pids")
+    assert hand_offs == [None, None]
+    assert pids and os.getpid() not in pids
+
+
+@needs_standby
+def test_a_forked_workers_exit_code_reaches_the_runner():
+    # Options that are not JSON make Beam's worker fail at start; the runner must see it.
+    environment = {**os.environ, "CONTROL_API_SERVICE_DESCRIPTOR": "url: 'localhost:1'",
+                   "PIPELINE_OPTIONS": "not json"}
+    environment.pop("LOGGING_API_SERVICE_DESCRIPTOR", None)
+    with standby.started(1):
+        worker = standby.take().hand_off(environment)
+        assert worker is not None
+        with pytest.raises(RuntimeError, match="exited with return code 1"):
+            runner._wait_for_worker(worker)
+
+
+@needs_standby
+def test_a_forked_worker_can_be_killed():
+    # Waiting for a control service nobody runs: alive until killed.
+    environment = {**os.environ, "CONTROL_API_SERVICE_DESCRIPTOR": "url: 'localhost:1'",
+                   "PIPELINE_OPTIONS": "{}"}
+    environment.pop("LOGGING_API_SERVICE_DESCRIPTOR", None)
+    with standby.started(1):
+        worker = standby.take().hand_off(environment)
+        assert worker.poll() is None
+        worker.kill()
+        assert worker.wait() == -signal.SIGKILL and worker.poll() == -signal.SIGKILL
+
+
+@needs_standby
+def test_a_worker_whose_standby_died_ends_as_failed():
+    environment = {**os.environ, "CONTROL_API_SERVICE_DESCRIPTOR": "url: 'localhost:1'",
+                   "PIPELINE_OPTIONS": "{}"}
+    environment.pop("LOGGING_API_SERVICE_DESCRIPTOR", None)
+    with standby.started(1) as process:
+        worker = standby.take().hand_off(environment)
+        process.kill()
+        process.wait()
+        try:
+            assert worker.wait() == 1  # its exit code is lost with the standby
+        finally:
+            os.kill(worker.pid, signal.SIGKILL)
+
+
+@needs_standby
+def test_the_standby_starts_with_the_workers_malloc_arenas(monkeypatch):
+    # glibc reads it as a process starts: the standby must have it from its start, as
+    # workers started by the run have (recordbeam.pipeline.run sets it first).
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    with standby.started(1) as process:
+        environment = b""
+        for _ in range(100):  # empty for a moment while the process is being started
+            with open(f"/proc/{process.pid}/environ", "rb") as f:
+                environment = f.read()
+            if environment:
+                break
+            time.sleep(0.01)
+    expected = f"MALLOC_ARENA_MAX={os.environ['MALLOC_ARENA_MAX']}".encode()
+    assert expected in environment.split(b"\0")
+
+
+@needs_standby
+def test_a_standby_whose_launcher_is_gone_exits_by_itself():
+    orphan = standby._spawn(1)
+    orphan.channel.close()  # what the launcher's exit does to it
+    assert orphan.process.wait(timeout=120) == 0
