@@ -33,6 +33,7 @@ class ImageRecord:
     split: str = "train"
     labels: Mapping[str, Any] = field(default_factory=dict)
 
+
 #: Default for ``max_reject_fraction``: more than 1% of images rejected usually means a
 #: wrong path or a broken copy, not a few bad files, so the run fails instead of
 #: quietly writing a much smaller dataset.
