@@ -399,6 +399,10 @@ def bench_size(args: argparse.Namespace, n: int, scratch: str) -> list[str]:
         shutil.rmtree(output, ignore_errors=True)
         log_path = os.path.join(scratch, f"{case}_{n}.log")
         print(f"[{n} images] {case} ...", end=" ", flush=True)
+        # Each case writes gigabytes: let the kernel write back what the last one left
+        # in the page cache, so that no case pays for the one before it.
+        os.sync()
+        time.sleep(2)
         result = run_case(case_command(case, ds, output, shards, args.workers), log_path)
         if result["returncode"] != 0:
             with open(log_path, encoding="utf-8", errors="replace") as f:
