@@ -133,8 +133,9 @@ _beam_queue_bytes = 0
 @contextlib.contextmanager
 def feeding_in_pieces() -> Iterator[None]:
     """Make Beam's runner use :class:`PieceByPieceBundleManager`, and data channels with
-    queues of :data:`QUEUE_BYTES`, while the block runs. Nested or concurrent blocks share one installation; the last to leave restores
-    Beam's class. Without :data:`AVAILABLE`, does nothing."""
+    queues of :data:`QUEUE_BYTES`, while the block runs. Nested or concurrent blocks
+    share one installation; the last to leave restores Beam's. Without
+    :data:`AVAILABLE`, does nothing."""
     global _runs, _beam_queue_bytes
     if not AVAILABLE:
         yield
