@@ -2,8 +2,8 @@
 
 Everything is read inside the pipeline, on workers: the job graph holds two paths, not
 the dataset, whatever its size. The annotation file is streamed with ``ijson`` one
-section at a time (three sections read in parallel), so a 448 MB train2017 file never
-sits in memory.
+section at a time (the annotations pass beside the images and categories passes), so a
+448 MB train2017 file never sits in memory.
 
 Stages: one stage streams the three sections and lists the image files (two groups of
 tasks on the workers) -> join files and image entries by file name -> join images and

@@ -38,8 +38,7 @@ from google.protobuf import json_format, text_format
 from recordbeam import standby
 from recordbeam.local_feed import feeding_in_pieces
 from recordbeam.local_shuffle import spilling_shuffles
-
-LOCAL_RUNNER = "recordbeam.runner.LocalRunner"
+from recordbeam.standby import LOCAL_RUNNER
 
 #: The environment of our local worker processes: Beam's subprocess environment under a
 #: name of our own, so that its workers are started by :class:`_LocalWorkerHandler`.

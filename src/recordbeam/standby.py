@@ -41,8 +41,9 @@ from recordbeam.malloc_arenas import limit_malloc_arenas
 #: libraries is unsafe (Python's multiprocessing starts fresh processes there).
 SUPPORTED = sys.platform.startswith("linux") and hasattr(socket, "send_fds")
 
-# recordbeam.runner.LOCAL_RUNNER, spelled out here: that module imports Beam.
-_LOCAL_RUNNER = "recordbeam.runner.LocalRunner"
+#: The runner local runs use by default. Named here, where no Beam is imported, so that
+#: argument parsing can tell a local run; ``recordbeam.runner`` takes it from here.
+LOCAL_RUNNER = "recordbeam.runner.LocalRunner"
 _COMMAND = (sys.executable, "-m", "recordbeam.local_worker", "--standby")
 _ACCEPTED = b"+"  # then the worker's pid
 _EXITED = b"exit "  # then its exit code, as subprocess reports it
@@ -60,7 +61,7 @@ def workers_needed(beam_args: Sequence[str]) -> int:
     unused standby is ended, a worker without one is started as usual.
     """
     given = _last_values(beam_args)
-    if given.get("runner", _LOCAL_RUNNER) != _LOCAL_RUNNER:
+    if given.get("runner", LOCAL_RUNNER) != LOCAL_RUNNER:
         return 0
     if given.get("direct_running_mode", "multi_processing") != "multi_processing":
         return 0
