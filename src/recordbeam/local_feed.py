@@ -13,6 +13,11 @@ when the worker falls behind; Beam lets each hold 100 MB, which for a slow stage
 shard writers) is the whole input up to ~200 MB per worker, so during a run they hold
 :data:`QUEUE_BYTES`.
 
+Only channels whose reader waits for each input's end get a thread: gRPC's, which the
+worker processes of ``multi_processing`` runs use. An in-memory run's channel
+(``InMemoryDataChannel``) hands the worker what has arrived when it asks and drops what
+comes later, so its inputs are sent whole before the stage starts, as Beam does.
+
 If sending fails, the thread closes the stream so the worker can finish, and the runner
 then raises the error: the run fails (its partial outputs are never committed) instead
 of waiting for the missing input. :func:`feeding_in_pieces` installs this for the
@@ -56,8 +61,9 @@ def _names_used(function: Any) -> set[str]:
 def _beam_has_what_we_need() -> bool:
     """The runner picks and builds its bundle managers by a global name lookup in
     ``fn_runner`` (replacing the name swaps the class), a bundle manager sends each input
-    through ``_send_input_to_worker`` from ``process_bundle``, and the data channels take
-    their queue size from a module constant."""
+    through ``_send_input_to_worker`` from ``process_bundle``, the data channels take
+    their queue size from a module constant, and gRPC's channel class (the only one
+    whose reader waits for the rest of an input) is where this version has it."""
     if _BeamBundleManager is None:
         return False
     parallel = getattr(fn_runner, "ParallelBundleManager", None)
@@ -67,6 +73,7 @@ def _beam_has_what_we_need() -> bool:
         and "BundleManager" in _names_used(picks)
         and "_send_input_to_worker" in _names_used(_BeamBundleManager.process_bundle)
         and isinstance(getattr(data_plane, "_DEFAULT_SEND_QUEUE_MAX_BYTES", None), int)
+        and isinstance(getattr(data_plane, "_GrpcDataChannel", None), type)
     )
 
 
@@ -118,8 +125,13 @@ class PieceByPieceBundleManager(_BeamBundleManager or object):
 
     def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str,
                               byte_streams) -> None:
-        stream = self._worker_handler.data_conn.output_stream(
-            process_bundle_id, read_transform_id)
+        connection = self._worker_handler.data_conn
+        if not isinstance(connection, data_plane._GrpcDataChannel):
+            # The in-memory channel does not wait for pieces sent after the worker
+            # starts reading: they would be lost. Send the whole input first.
+            super()._send_input_to_worker(process_bundle_id, read_transform_id, byte_streams)
+            return
+        stream = connection.output_stream(process_bundle_id, read_transform_id)
         sender = _Sender(stream, byte_streams or ())
         getattr(self, "_senders", []).append(sender)
         sender.start()

@@ -52,7 +52,7 @@ _LOG = logging.getLogger(__name__)
 #: Bytes one shuffle keeps in memory (as Beam's buffer, decoded) before it moves to disk,
 #: counted as the encoded bytes the workers sent it. A 20k-image COCO conversion's largest
 #: shuffle is ~15 MiB, so it stays in memory; at 100k two of its shuffles spill.
-#: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes; read when a shuffle starts.
+#: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
 SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 32 << 20))
 
 #: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512

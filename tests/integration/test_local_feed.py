@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
@@ -12,6 +14,7 @@ from recordbeam.runner import pipeline_options
 pytestmark = pytest.mark.slow
 
 MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
 def test_the_installed_beam_takes_the_feed():
@@ -65,3 +68,30 @@ def test_an_input_that_cannot_be_sent_fails_the_run(monkeypatch):
     with pytest.raises(Exception, match="sending a stage's input to a worker failed.*went away"):
         _grouping_pipeline(pipeline_options(MULTI_PROCESS)).run().wait_until_finish()
     assert not local_feed.installed()
+
+
+def test_an_in_memory_run_gets_every_piece_of_a_slow_input(monkeypatch):
+    # The in-memory channel gives the worker what has arrived when it starts reading
+    # and drops the rest: pieces that trickle in (a spilled shuffle read from a slow
+    # disk) must all be there before the stage starts, or groups go missing silently.
+    monkeypatch.setattr(local_shuffle, "SHUFFLE_MEMORY", 0)
+    monkeypatch.setattr(local_shuffle, "PART_CHUNK", 1024)
+    read = local_shuffle._Part.__iter__
+
+    def slow(part):
+        for piece in read(part):
+            time.sleep(0.01)
+            yield piece
+
+    monkeypatch.setattr(local_shuffle._Part, "__iter__", slow)
+    channels: list[str] = []
+    send = local_feed.PieceByPieceBundleManager._send_input_to_worker
+
+    def recording_send(manager, *args):
+        channels.append(type(manager._worker_handler.data_conn).__name__)
+        send(manager, *args)
+
+    monkeypatch.setattr(local_feed.PieceByPieceBundleManager, "_send_input_to_worker",
+                        recording_send)
+    _grouping_pipeline(pipeline_options(IN_MEMORY)).run().wait_until_finish()
+    assert "InMemoryDataChannel" in channels  # the feed was installed and chose the whole send
