@@ -6,10 +6,11 @@ Data paths go through Beam's ``FileSystems`` only (local, ``gs://``, ``s3://``..
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 _RAW = CompressionTypes.UNCOMPRESSED
@@ -44,9 +45,32 @@ def exists(path: str) -> bool:
 
 
 def list_files(directory: str) -> Iterator[FileMetadata]:
-    """Every file below ``directory``, recursively, with size and modification time."""
-    for result in FileSystems.match([everything_below(directory)]):
-        yield from result.metadata_list
+    """Every file below ``directory``, recursively, with size and modification time;
+    streamed (see :func:`iter_match`)."""
+    return iter_match(everything_below(directory))
+
+
+def iter_match(pattern: str) -> Iterator[FileMetadata]:
+    """The files a Beam glob matches, one at a time.
+
+    ``FileSystems.match`` returns a whole listing as one list, ~350 bytes per file
+    (100 MB for 300k images, GBs for a bucket of millions). This does what it does, minus
+    the list: the filesystem's own lister (``_list``, the generator every Beam
+    ``FileSystem`` implements and ``match`` drains) on the part before the first glob
+    character, through the same filter (``match_files``). Patterns without a glob, and
+    filesystems with a ``match`` of their own, go through ``FileSystems.match``.
+    """
+    if pattern.endswith(("/", "\\")):
+        pattern += "*"
+    system = FileSystems.get_filesystem(pattern)
+    where = re.match(r"[^[*?]*", pattern).group(0)
+    if where == pattern or type(system).match is not FileSystem.match:
+        for result in FileSystems.match([pattern]):
+            yield from result.metadata_list
+        return
+    if system.has_dirs():
+        where = system._url_dirname(where)  # as match does: list the folder itself
+    yield from system.match_files(system._list(where), pattern)
 
 
 def has_files(directory: str) -> bool:

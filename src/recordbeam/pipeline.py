@@ -55,11 +55,9 @@ def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
 def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any]) -> str:
     """The inputs fingerprint a run would record now, computed by listing on the launcher
     (the pipeline computes the same value from the same listing on workers)."""
-    from apache_beam.io.filesystems import FileSystems
-
-    metas = [m for r in FileSystems.match(list(patterns)) for m in r.metadata_list]
     total, count = combine_terms(
-        file_term(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metas
+        file_term(m.path, m.size_in_bytes, m.last_updated_in_seconds)
+        for pattern in patterns for m in filesystems.iter_match(pattern)
     )
     return fingerprint(total, count, settings)
 

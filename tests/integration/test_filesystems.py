@@ -24,6 +24,62 @@ def test_has_files_looks_below_the_folder_and_stops_at_the_first(tmp_path, monke
     assert asked == [1]  # one file listed, not fifty
 
 
+def _tree(root):
+    for relative in ("a.jpg", ".hidden", "sub/b.png", "sub/deeper/c.jpg", "sub2/d"):
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(relative.encode())
+    (root / "empty-folder").mkdir()
+    (root.parent / "images-other").mkdir()
+    (root.parent / "images-other" / "not-below.jpg").write_bytes(b"x")  # shares the prefix
+
+
+def test_list_files_gives_what_match_gives(tmp_path):
+    root = tmp_path / "images"
+    _tree(root)
+    matched = filesystems.FileSystems.match([filesystems.everything_below(str(root))])
+    expected = sorted((m.path, m.size_in_bytes) for m in matched[0].metadata_list)
+    assert len(expected) == 5
+    for directory in (str(root), str(root) + "/"):
+        assert sorted((m.path, m.size_in_bytes)
+                      for m in filesystems.list_files(directory)) == expected
+    assert list(filesystems.list_files(str(tmp_path / "missing"))) == []
+
+
+def test_iter_match_gives_what_match_gives(tmp_path):
+    root = tmp_path / "images"
+    _tree(root)
+    for pattern in (f"{root}/*.jpg", f"{root}/sub/**", f"{root}/sub/*/c.jpg", f"{root}/",
+                    f"{root}*/*.jpg", f"{root}/a.jpg", f"{root}/missing.jpg", f"{root}/s?b/*"):
+        matched = filesystems.FileSystems.match([pattern])[0].metadata_list
+        expected = sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in matched)
+        assert sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds)
+                      for m in filesystems.iter_match(pattern)) == expected, pattern
+
+
+def test_list_files_streams_the_listing(tmp_path, monkeypatch):
+    # A bucket of millions must not become one list in a worker's memory.
+    root = tmp_path / "images"
+    for i in range(100):
+        (root / f"{i // 10}").mkdir(parents=True, exist_ok=True)
+        (root / f"{i // 10}" / f"{i}.jpg").write_bytes(b"x")
+    from apache_beam.io.localfilesystem import LocalFileSystem
+
+    listed = []
+    original = LocalFileSystem._list
+
+    def counting(system, where):
+        for meta in original(system, where):
+            listed.append(meta.path)
+            yield meta
+
+    monkeypatch.setattr(LocalFileSystem, "_list", counting)
+    files = filesystems.list_files(str(root))
+    first = next(files)
+    assert listed == [first.path]  # one file listed so far, not a hundred
+    assert len(list(files)) == 99
+
+
 def test_real_path_with_remembered_folders_matches_realpath(tmp_path):
     import os
 
