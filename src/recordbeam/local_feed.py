@@ -33,6 +33,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from recordbeam.local_worker import MESSAGE_BYTES
+
 try:
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.worker import data_plane
@@ -40,8 +42,8 @@ except ImportError:  # a Beam without the FnApiRunner
     fn_runner = data_plane = None
 
 #: Bytes each queue of the launcher's data channels holds during a run (sent pieces
-#: waiting for the worker, outputs waiting for the runner).
-QUEUE_BYTES = 8 << 20
+#: waiting for the worker, outputs waiting for the runner). A channel has three.
+QUEUE_BYTES = 2 << 20
 
 _BeamBundleManager: Any = getattr(fn_runner, "BundleManager", None)
 
@@ -73,6 +75,7 @@ def _beam_has_what_we_need() -> bool:
         and "BundleManager" in _names_used(picks)
         and "_send_input_to_worker" in _names_used(_BeamBundleManager.process_bundle)
         and isinstance(getattr(data_plane, "_DEFAULT_SEND_QUEUE_MAX_BYTES", None), int)
+        and isinstance(getattr(data_plane, "_DEFAULT_SIZE_FLUSH_THRESHOLD", None), int)
         and isinstance(getattr(data_plane, "_GrpcDataChannel", None), type)
     )
 
@@ -139,24 +142,27 @@ class PieceByPieceBundleManager(_BeamBundleManager or object):
 
 _install_lock = threading.Lock()
 _runs = 0
-_beam_queue_bytes = 0
+_beam_sizes = (0, 0)
 
 
 @contextlib.contextmanager
 def feeding_in_pieces() -> Iterator[None]:
     """Make Beam's runner use :class:`PieceByPieceBundleManager`, and data channels with
-    queues of :data:`QUEUE_BYTES`, while the block runs. Nested or concurrent blocks
+    queues of :data:`QUEUE_BYTES` that gather messages to workers up to
+    ``local_worker.MESSAGE_BYTES``, while the block runs. Nested or concurrent blocks
     share one installation; the last to leave restores Beam's. Without
     :data:`AVAILABLE`, does nothing."""
-    global _runs, _beam_queue_bytes
+    global _runs, _beam_sizes
     if not AVAILABLE:
         yield
         return
     with _install_lock:
         if _runs == 0:
             fn_runner.BundleManager = PieceByPieceBundleManager
-            _beam_queue_bytes = data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES
+            _beam_sizes = (data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES,
+                           data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD)
             data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES = QUEUE_BYTES
+            data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD = MESSAGE_BYTES
         _runs += 1
     try:
         yield
@@ -165,7 +171,8 @@ def feeding_in_pieces() -> Iterator[None]:
             _runs -= 1
             if _runs == 0:
                 fn_runner.BundleManager = _BeamBundleManager
-                data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES = _beam_queue_bytes
+                (data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES,
+                 data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD) = _beam_sizes
 
 
 def installed() -> bool:

@@ -49,11 +49,12 @@ except ImportError:  # a Beam without the FnApiRunner: nothing to install into
 
 _LOG = logging.getLogger(__name__)
 
-#: Bytes one shuffle keeps in memory (as Beam's buffer, decoded) before it moves to disk,
-#: counted as the encoded bytes the workers sent it. A 20k-image COCO conversion's largest
-#: shuffle is ~15 MiB, so it stays in memory; at 100k two of its shuffles spill.
+#: Bytes one shuffle keeps in memory (as Beam's buffer, decoded: ~1.5x more) before it
+#: moves to disk, counted as the encoded bytes the workers sent it. A COCO conversion's
+#: three large shuffles take ~0.5-0.8 KB per image, so they spill from ~10k images on;
+#: the launcher's memory is then about the same for 20k images as for 300k.
 #: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
-SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 32 << 20))
+SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 8 << 20))
 
 #: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512
 #: keep that to ~1 MiB per 500 MiB spilled.

@@ -8,7 +8,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from recordbeam import local_feed, local_shuffle
+from recordbeam import local_feed, local_shuffle, local_worker
 from recordbeam.runner import pipeline_options
 
 pytestmark = pytest.mark.slow
@@ -24,8 +24,10 @@ def test_the_installed_beam_takes_the_feed():
     with local_feed.feeding_in_pieces():
         assert local_feed.installed()
         assert local_feed.data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES == local_feed.QUEUE_BYTES
+        assert local_feed.data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD == local_worker.MESSAGE_BYTES
     assert not local_feed.installed()
     assert local_feed.data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES == 100 << 20
+    assert local_feed.data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD == 10 << 20
 
 
 def _grouping_pipeline(options):
@@ -95,3 +97,42 @@ def test_an_in_memory_run_gets_every_piece_of_a_slow_input(monkeypatch):
                         recording_send)
     _grouping_pipeline(pipeline_options(IN_MEMORY)).run().wait_until_finish()
     assert "InMemoryDataChannel" in channels  # the feed was installed and chose the whole send
+
+
+def test_worker_processes_send_outputs_in_small_messages(monkeypatch):
+    # ~6 MB of output from one stage: Beam's workers would send it in messages of up
+    # to 10 MB, each held by the launcher while it is received, queued and decoded.
+    sizes: list[int] = []
+    append = local_shuffle.SpillingGroupingBuffer.append
+
+    def recording_append(buffer, data):
+        sizes.append(len(data))
+        append(buffer, data)
+
+    monkeypatch.setattr(local_shuffle.SpillingGroupingBuffer, "append", recording_append)
+    with beam.Pipeline(options=pipeline_options(MULTI_PROCESS)) as p:
+        counts = (p | beam.Create(range(6)) | beam.Reshuffle()
+                  | beam.FlatMap(lambda i: ((j % 7, b"x" * 1000) for j in range(1000)))
+                  | beam.GroupByKey() | beam.MapTuple(lambda key, values: len(list(values))))
+        assert_that(counts | beam.CombineGlobally(sum), equal_to([6000]))
+    assert sum(sizes) > 6_000_000
+    assert max(sizes) <= local_worker.MESSAGE_BYTES + 4096  # one message, one more element
+
+
+def test_smaller_messages_sets_the_flush_size_of_beams_streams(monkeypatch):
+    from apache_beam.runners.worker import data_plane
+
+    streams = (data_plane.SizeBasedBufferingClosableOutputStream,
+               data_plane.TimeBasedBufferingClosableOutputStream)
+    for stream in streams:  # restored after the test: this process is not a worker
+        monkeypatch.setattr(stream.__init__, "__defaults__", stream.__init__.__defaults__)
+    monkeypatch.setattr(data_plane, "_DEFAULT_SIZE_FLUSH_THRESHOLD", 10 << 20)
+    assert local_worker.smaller_messages(data_plane)
+    assert data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD == local_worker.MESSAGE_BYTES
+    flushed: list[int] = []
+    stream = data_plane.SizeBasedBufferingClosableOutputStream(
+        close_callback=lambda data: None, flush_callback=lambda data: flushed.append(len(data)))
+    for _ in range(3000):
+        stream.write(b"y" * 1000)
+        stream.maybe_flush()
+    assert flushed and max(flushed) <= local_worker.MESSAGE_BYTES + 1000
