@@ -11,9 +11,9 @@ buffer, untouched. Past it, each element goes to one of :data:`BUCKETS` buckets 
 of its key, still encoded, into one temp file; when the runner asks for the groups, one
 bucket at a time is grouped and encoded by Beam's own buffer and its groups dealt to the
 workers' parts (temp files too, read back in whole-element chunks). Memory then holds one
-bucket and a few write buffers, however many elements the shuffle has. (The runner still
-builds what it sends a worker in memory, one message per worker and stage: the launcher's
-next cost that grows with the data, see ``benchmarks/README.md``.)
+bucket and a few write buffers, however many elements the shuffle has. (Beam's runner
+would still build what it sends a worker as one message per worker and stage;
+:mod:`recordbeam.local_feed` sends it in pieces.)
 
 What the workers receive is what Beam's buffer would give them: the same groups, each
 key's values in the order they arrived, and parts whose numbers of keys differ by at most
@@ -50,11 +50,12 @@ except ImportError:  # a Beam without the FnApiRunner: nothing to install into
 _LOG = logging.getLogger(__name__)
 
 #: Bytes one shuffle keeps in memory (as Beam's buffer, decoded: ~1.5x more) before it
-#: moves to disk, counted as the encoded bytes the workers sent it. A COCO conversion's
-#: three large shuffles take ~0.5-0.8 KB per image, so they spill from ~10k images on;
-#: the launcher's memory is then about the same for 20k images as for 300k.
+#: moves to disk, counted as the encoded bytes the workers sent it. A 20k-image COCO
+#: conversion's largest shuffle is ~15 MiB, so it stays in memory; from ~40k images on
+#: the large ones spill. 8 MiB took ~80 MiB less at 20k but ~9% longer (spilling costs
+#: the launcher CPU); either way the peak no longer grows with the data.
 #: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
-SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 8 << 20))
+SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 32 << 20))
 
 #: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512
 #: keep that to ~1 MiB per 500 MiB spilled.
