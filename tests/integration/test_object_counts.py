@@ -19,6 +19,7 @@ from recordbeam import cli, pipeline
 from recordbeam.coco import OBJECT_KINDS, CocoOptions
 from recordbeam.image_examples import ImageChecks
 from recordbeam.report import collect_stats
+from recordbeam.reshard import ReshardOptions, reshard
 from recordbeam.samples import make_boxes_sample
 from recordbeam.schema import schema_json
 from recordbeam.sink import ShardOptions
@@ -142,3 +143,19 @@ def test_report_counts_boxes_per_image(outputs, dataset, tmp_path):
     page = tmp_path / "report.html"
     assert cli.main(["report", out, "--html", str(page)]) == cli.EXIT_OK
     assert "Boxes per image" in page.read_text()
+
+
+def test_reshard_keeps_one_box_datasets_variable_length(outputs, tmp_path):
+    source, boxes = outputs["one_box"]
+    inputs = tuple(recordbeam.read(source).shard_paths)
+    out = str(tmp_path / "resharded")
+    manifest = pipeline.run(
+        lambda p: reshard(p, out, ReshardOptions(inputs, "train"), ShardOptions(num_shards=1)),
+        out,
+        beam_args=IN_MEMORY,
+        show_progress=False,
+    ).manifest
+    for name in OBJECT_KINDS:
+        assert manifest["features"][name]["list"] is True, name
+    for example in recordbeam.read(out):
+        check_shapes(example, boxes)
