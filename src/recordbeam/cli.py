@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -155,19 +156,102 @@ def _records(path: str) -> Iterator[bytes]:
         yield from read_records(f, path=path, compression=compression_for_path(path))
 
 
+# --- which files: TFRecord files, globs, or an output folder --------------------------
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """A file ``inspect``, ``verify`` or ``index`` reads; ``listed`` is its example count
+    in ``manifest.json`` when it was found through its output folder."""
+
+    path: str
+    listed: int | None = None
+
+
+def record_files(arguments: Sequence[str]) -> list[RecordFile]:
+    """The files named by each argument: an output folder (the shards its manifest lists,
+    every split), a file, or a glob (see :func:`expand_paths`)."""
+    files: list[RecordFile] = []
+    for argument in arguments:
+        shards = _output_folder_shards(argument)
+        if shards is None:
+            files += [RecordFile(path) for path in expand_paths([argument])]
+        else:
+            files += shards
+    return files
+
+
+def _output_folder_shards(argument: str) -> list[RecordFile] | None:
+    """The shards of the output folder ``argument``; None when it names no folder."""
+    from recordbeam import filesystems
+    from recordbeam.output_folder import MANIFEST, read_manifest
+
+    if any(c in argument for c in "*?["):
+        return None
+    manifest_path = filesystems.join(argument, MANIFEST)
+    # On object stores a folder is a prefix: it counts as one when a manifest is below it.
+    if not (os.path.isdir(argument) if "://" not in argument else filesystems.exists(manifest_path)):
+        return None
+    manifest = read_manifest(argument)
+    if manifest is None:
+        raise UsageError(
+            f"{argument} is a folder without a finished recordbeam manifest ({MANIFEST}); "
+            f"give its TFRecord files instead, e.g. '{filesystems.join(argument, '*.tfrecord*')}'"
+        )
+    splits = manifest.get("splits", {})
+    return [
+        RecordFile(filesystems.join(argument, shard["file"]), int(shard["examples"]))
+        for name in sorted(splits)
+        for shard in splits[name]["shards"]
+    ]
+
+
+#: Checks that fail at byte 0 of a file that was never a TFRecord file (JSON, text, images).
+_NO_RECORD_HEADER = ("length_crc", "truncated_header", "too_large")
+
+
+def _not_tfrecord(path: str, command: str) -> str:
+    from recordbeam.output_folder import is_ours, is_shard_file
+
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if is_ours(name) and not is_shard_file(name):
+        folder = path[: -len(name)].rstrip("/") or "."
+        advice = (f"it is one of recordbeam's metadata files; give the output folder instead "
+                  f"(recordbeam {command} {folder})")
+    else:
+        advice = "if it should be one, it is damaged from its first byte: re-create it"
+    return f"{path}: not a TFRecord file (it does not start with a record header); {advice}"
+
+
+def _record_error_text(error: Any, command: str) -> str:
+    """A :class:`recordbeam.framing.RecordError` said for the command line."""
+    if error.record == 0 and error.offset == 0 and error.check in _NO_RECORD_HEADER:
+        return _not_tfrecord(error.path, command)
+    if error.check == "decompression":
+        return str(error)  # its advice (check the compression) holds here too
+    return (f"{error.problem}. The file is damaged: `recordbeam verify {error.path}` lists "
+            "every damaged record; re-create the file")
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from recordbeam.framing import RecordError
+
     shown = 0
-    for path in expand_paths(args.paths):
-        for number, data in enumerate(_records(path)):
-            if shown >= args.n:
-                return EXIT_OK
-            message = parse_record(data, args.kind)
-            if args.json:
-                print(json.dumps(example_json(message), ensure_ascii=False))
-            else:
-                print(f"# {path} record {number}")
-                print(example_text(message))
-            shown += 1
+    for file in record_files(args.paths):
+        try:
+            for number, data in enumerate(_records(file.path)):
+                if shown >= args.n:
+                    return EXIT_OK
+                message = parse_record(data, args.kind)
+                if args.json:
+                    print(json.dumps(example_json(message), ensure_ascii=False))
+                else:
+                    print(f"# {file.path} record {number}")
+                    print(example_text(message))
+                shown += 1
+        except RecordError as error:
+            print(f"recordbeam: {_record_error_text(error, 'inspect')}", file=sys.stderr)
+            return EXIT_DATA
     return EXIT_OK
 
 
@@ -182,11 +266,10 @@ def verify_file(path: str) -> tuple[int, list[str]]:
     from recordbeam.framing import CorruptRecord, compression_for_path, read_records_with_offsets
 
     problems: list[str] = []
-    skipped = 0  # corrupt records the reader stepped over: they keep their numbers
+    corrupt: list[CorruptRecord] = []  # records the reader stepped over keep their numbers
 
     def on_corrupt(c: CorruptRecord) -> None:
-        nonlocal skipped
-        skipped += 1
+        corrupt.append(c)
         problems.append(f"{path}: record {c.record} at byte {c.offset}: {c.check} check failed")
 
     clean = 0
@@ -199,17 +282,38 @@ def verify_file(path: str) -> tuple[int, list[str]]:
                     Example.FromString(data)
                     clean += 1
                 except DecodeError:
-                    problems.append(f"{path}: record {read + skipped} at byte {offset}: "
+                    problems.append(f"{path}: record {read + len(corrupt)} at byte {offset}: "
                                     "does not parse as an Example")
         except Exception as error:  # noqa: BLE001 - an unreadable file is a finding, not a crash
             problems.append(f"{path}: {error}")
+    if (clean == 0 and len(problems) == len(corrupt) == 1 and corrupt[0].offset == 0
+            and corrupt[0].check in _NO_RECORD_HEADER):
+        # No header at byte 0 and none found after it: say what the file is not, rather
+        # than call a JSON or text file a TFRecord file with a corrupt record.
+        problems = [_not_tfrecord(path, "verify")]
+    return clean, problems
+
+
+def _verify_listed(file: RecordFile) -> tuple[int, list[str]]:
+    """:func:`verify_file`, plus, for a shard of an output folder, that it exists and
+    holds as many records as ``manifest.json`` lists."""
+    from recordbeam import filesystems
+
+    if file.listed is not None and not filesystems.exists(file.path):
+        return 0, [f"{file.path}: listed in manifest.json but missing; the folder is "
+                   "incomplete (re-run the conversion)"]
+    clean, problems = verify_file(file.path)
+    if file.listed is not None and not problems and clean != file.listed:
+        problems.append(f"{file.path}: {clean} records, but manifest.json lists {file.listed}; "
+                        "the shard does not belong to this manifest (re-run the conversion)")
     return clean, problems
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     total, bad_files, first = 0, 0, None
-    for path in expand_paths(args.paths):
-        clean, problems = verify_file(path)
+    for file in record_files(args.paths):
+        path = file.path
+        clean, problems = _verify_listed(file)
         total += clean
         status = "ok" if not problems else f"{len(problems)} problem(s)"
         print(f"{path}: {clean} records, {status}")
@@ -229,13 +333,18 @@ def cmd_index(args: argparse.Namespace) -> int:
     import io
 
     from recordbeam import filesystems
-    from recordbeam.framing import compression_for_path
+    from recordbeam.framing import RecordError, compression_for_path
     from recordbeam.index import index_path_for, write_index
 
-    for path in expand_paths(args.paths):
+    for file in record_files(args.paths):
+        path = file.path
         out = io.StringIO()
-        with _open(path) as f:
-            count = write_index(f, out, path=path, compression=compression_for_path(path))
+        try:
+            with _open(path) as f:
+                count = write_index(f, out, path=path, compression=compression_for_path(path))
+        except RecordError as error:  # no index is written for a damaged file
+            print(f"recordbeam: {_record_error_text(error, 'index')}", file=sys.stderr)
+            return EXIT_DATA
         filesystems.write_bytes(index_path_for(path), out.getvalue().encode("ascii"))
         print(f"{index_path_for(path)}: {count} records")
     return EXIT_OK

@@ -47,6 +47,8 @@ OBJECT_KINDS = {
     "image/object/is_crowd": "int64",
     "image/object/area": "float",
 }
+#: The per-object features: one value per object, so lists even when an image holds one.
+OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask"})
 
 
 class CocoFormatError(ValueError):
@@ -664,6 +666,7 @@ class CocoEncoder(ImageExampleEncoder):
                  include_masks: bool = False) -> None:
         super().__init__(checks, split, fixes)
         self.include_masks = include_masks
+        self.list_features = OBJECT_FEATURES
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
         kinds = {**OBJECT_KINDS, **({"image/object/mask": "bytes"} if self.include_masks else {})}

@@ -1,18 +1,39 @@
-"""The feature spec of a written dataset, learned from the examples themselves.
+"""The feature spec of a written dataset: lengths learned from the examples, list
+features declared by the source.
 
 Each shard writer observes its examples; the finalizer merges the shard specs. A feature
-present in every example with the same number of values is fixed-length (a
-``FixedLenFeature``); anything else is variable-length.
+the source declares as a list (COCO's per-object ``image/object/*``, a manifest's
+``*_list`` columns) is variable-length whatever the data holds: a dataset whose images
+each hold one box today may hold two tomorrow, and a spec saved today must parse both.
+Of the other features, one present in every example with the same number of values is
+fixed-length (a ``FixedLenFeature``); anything else is variable-length.
+
+Manifests written before lists were declared have no ``list`` key; for them
+:func:`is_list_feature` takes the per-object convention of the TensorFlow Object
+Detection API and Model Garden: every ``image/object/...`` feature is a list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 _DTYPES = {"bytes_list": "string", "float_list": "float32", "int64_list": "int64"}
 _KNOWN_DTYPES = frozenset(_DTYPES.values())
+#: Where per-object features live in the detection layout (one value per object).
+PER_OBJECT_PREFIX = "image/object/"
+
+
+def is_list_feature(name: str, spec: Mapping[str, Any]) -> bool:
+    """Whether one entry of a manifest's feature spec is a list by declaration.
+
+    Entries written since lists are declared carry ``"list"``; older ones do not, and
+    then the per-object features (``image/object/...``) are the lists.
+    """
+    if "list" in spec:
+        return bool(spec["list"])
+    return name.startswith(PER_OBJECT_PREFIX)
 
 
 @dataclass
@@ -25,10 +46,25 @@ class _Seen:
 
 @dataclass
 class FeatureSpec:
-    """Per-feature dtype and length range over the examples observed so far."""
+    """Per-feature dtype and length range over the examples observed so far.
+
+    Attributes:
+        examples: examples observed.
+        features: what was seen of each feature.
+        lists: names the source declares as lists (variable-length whatever their
+            observed lengths); see :meth:`declare_lists`.
+    """
 
     examples: int = 0
     features: dict[str, _Seen] = field(default_factory=dict)
+    lists: frozenset[str] = frozenset()
+
+    def declare_lists(self, names: Iterable[str]) -> None:
+        """Mark features as lists by nature (one value per object, a list column...).
+
+        Names that no example holds are harmless: only observed features are reported.
+        """
+        self.lists = self.lists | frozenset(names)
 
     def observe(self, example: Any) -> None:
         """Record one ``Example`` message (ours or any wire-compatible class)."""
@@ -68,7 +104,7 @@ class FeatureSpec:
             seen.max_length = max(seen.max_length, length)
 
     def merge(self, other: FeatureSpec) -> FeatureSpec:
-        merged = FeatureSpec(self.examples + other.examples)
+        merged = FeatureSpec(self.examples + other.examples, lists=self.lists | other.lists)
         for name in sorted(set(self.features) | set(other.features)):
             a, b = self.features.get(name), other.features.get(name)
             if a is None or b is None:
@@ -84,14 +120,21 @@ class FeatureSpec:
         return merged
 
     def to_json(self) -> dict[str, dict[str, Any]]:
-        """``{name: {dtype, fixed_length | None, min_length, max_length, present_in}}``."""
+        """``{name: {dtype, fixed_length | None, list, min_length, max_length, present_in}}``.
+
+        ``fixed_length`` is None for declared lists, so that any reader of the manifest
+        parses them as variable-length.
+        """
         out = {}
         for name in sorted(self.features):
             seen = self.features[name]
-            fixed = seen.examples == self.examples and seen.min_length == seen.max_length
+            is_list = name in self.lists
+            fixed = (not is_list and seen.examples == self.examples
+                     and seen.min_length == seen.max_length)
             out[name] = {
                 "dtype": seen.dtype or "float32",
                 "fixed_length": seen.min_length if fixed else None,
+                "list": is_list,
                 "min_length": seen.min_length,
                 "max_length": seen.max_length,
                 "present_in": seen.examples,
@@ -108,14 +151,17 @@ def merge_spec_json(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],
         if x is None or y is None:
             only = dict(x or y)
             only["fixed_length"] = None  # absent from the other part's examples
+            only["list"] = is_list_feature(name, only)
             out[name] = only
             continue
         if x["dtype"] != y["dtype"]:
             raise ValueError(f"feature {name!r} is {x['dtype']} in one split and {y['dtype']} in another")
-        fixed = x["fixed_length"] if x["fixed_length"] == y["fixed_length"] else None
+        is_list = is_list_feature(name, x) or is_list_feature(name, y)
+        fixed = x["fixed_length"] if x["fixed_length"] == y["fixed_length"] and not is_list else None
         out[name] = {
             "dtype": x["dtype"],
             "fixed_length": fixed,
+            "list": is_list,
             "min_length": min(x["min_length"], y["min_length"]),
             "max_length": max(x["max_length"], y["max_length"]),
             "present_in": x["present_in"] + y["present_in"],

@@ -381,6 +381,8 @@ class RecordError(ValueError):
         offset: byte offset of that record's start in the (uncompressed) record stream.
         check: which check failed, one of :data:`CHECKS`.
         detail: extra facts (sizes, the decompressor's message), may be empty.
+        problem: the message without the advice to Python callers (``skip_corrupt``), for
+            front ends that give their own (the command line).
     """
 
     def __init__(self, path: str, record: int, offset: int, check: str, detail: str = "") -> None:
@@ -394,6 +396,7 @@ class RecordError(ValueError):
         message = f"{path}: record {record} at byte offset {offset}: {_WHAT_FAILED[check]}"
         if detail:
             message += f" ({detail})"
+        self.problem = message
         super().__init__(f"{message}. {_HINTS[check]}")
 
     def __reduce__(self):  # keeps the error picklable across Beam workers

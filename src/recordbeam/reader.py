@@ -2,13 +2,16 @@
 
 ``recordbeam.read(OUT, split="train")`` returns a :class:`SplitReader`: iterate it for
 dicts of NumPy arrays, index it (``reader[i]``) for random access through the ``.idx``
-files, ``len()`` it for the example count from the manifest.
+files, ``len()`` it for the example count from the manifest. ``split`` may be left out
+when the folder holds one split only.
 
 Shapes follow :mod:`recordbeam.schema`: a fixed-length feature of one value is a 0-d
 array (``int64``, ``float32`` or an object array holding ``bytes``), of ``k`` values a
-``(k,)`` array, a variable-length feature a 1-D array. With ``decode_images=True`` the
-image features (``image/encoded``) become ``(height, width, channels)`` ``uint8`` arrays
-decoded with Pillow.
+``(k,)`` array, a variable-length feature a 1-D array. List features (per-object
+``image/object/*``, a manifest's list columns) are always 1-D, also on a dataset whose
+images each hold one object. With ``decode_images=True`` the image features
+(``image/encoded``) become ``(height, width, channels)`` ``uint8`` arrays decoded with
+Pillow.
 
 Local paths are read with plain ``open()``; paths with a scheme (``gs://``, ``s3://``)
 go through Beam's filesystems, imported only then.
@@ -20,7 +23,7 @@ import bisect
 import io
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -30,7 +33,14 @@ from recordbeam.framing import Compression, compression_for_path, read_records
 from recordbeam.index import read_index
 from recordbeam.schema import FeatureShape, feature_shapes, image_features
 
-__all__ = ["ReaderError", "SplitReader", "decode_image", "read", "read_manifest"]
+__all__ = [
+    "ReaderError",
+    "SplitReader",
+    "choose_split",
+    "decode_image",
+    "read",
+    "read_manifest",
+]
 
 _KINDS = {"string": "bytes", "int64": "int64", "float32": "float"}
 _MANIFEST = "manifest.json"
@@ -91,12 +101,31 @@ def decode_image(data: bytes, mode: str | None = "RGB") -> np.ndarray:
     return array[:, :, None] if array.ndim == 2 else array
 
 
+def choose_split(output_dir: str, manifest: Mapping[str, Any], split: str | None) -> str:
+    """``split`` when the folder has it; None picks the only split, and is refused (naming
+    the splits) when there are several: returning one of them silently would hand
+    training code the wrong data."""
+    splits = sorted(manifest.get("splits", {}))
+    if split is None:
+        if len(splits) == 1:
+            return splits[0]
+        if not splits:
+            raise ReaderError(f"{output_dir} holds no splits; its manifest lists none")
+        raise ReaderError(
+            f"{output_dir} holds the splits {', '.join(splits)}; say which one to read, "
+            f"e.g. split={splits[0]!r}"
+        )
+    if split not in splits:
+        raise ReaderError(f"{output_dir} has no split {split!r}; it has {', '.join(splits) or 'none'}")
+    return split
+
+
 class SplitReader:
     """One split of a finished output folder.
 
     Args:
         output_dir: the folder holding ``manifest.json`` and the shards.
-        split: which split.
+        split: which split; None when the folder holds only one (several: an error).
         decode_images: decode image features with Pillow.
         image_mode: Pillow mode images are converted to; None keeps each file's mode.
         features: keep only these features (all when None).
@@ -108,21 +137,17 @@ class SplitReader:
     def __init__(
         self,
         output_dir: str,
-        split: str = "train",
+        split: str | None = None,
         *,
         decode_images: bool = False,
         image_mode: str | None = "RGB",
         features: Sequence[str] | None = None,
     ) -> None:
         self.output_dir = output_dir
-        self.split = split
         self.manifest = read_manifest(output_dir)
-        splits = self.manifest.get("splits", {})
-        if split not in splits:
-            raise ReaderError(
-                f"{output_dir} has no split {split!r}; it has {', '.join(sorted(splits)) or 'none'}"
-            )
-        entry = splits[split]
+        split = choose_split(output_dir, self.manifest, split)
+        self.split = split
+        entry = self.manifest["splits"][split]
         self.shard_files = [s["file"] for s in entry["shards"]]
         self.shard_paths = [_join(output_dir, name) for name in self.shard_files]
         self.shard_examples = [int(s["examples"]) for s in entry["shards"]]
@@ -254,7 +279,7 @@ class SplitReader:
 
 def read(
     output_dir: str,
-    split: str = "train",
+    split: str | None = None,
     *,
     decode_images: bool = False,
     image_mode: str | None = "RGB",
@@ -263,7 +288,8 @@ def read(
     """Open one split of a finished output folder for reading without TensorFlow.
 
     Iterate the result for dicts of NumPy arrays, index it for random access, ``len()``
-    it for the number of examples. See :class:`SplitReader` for the arguments.
+    it for the number of examples. See :class:`SplitReader` for the arguments; ``split``
+    is required when the folder holds more than one split.
 
     Example::
 

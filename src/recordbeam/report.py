@@ -70,7 +70,9 @@ def collect_stats(reader: SplitReader, max_examples: int | None = None) -> Split
         if "image/format" in example:
             stats.formats[_text(example["image/format"])] += 1
         if has_boxes:
-            xmin, ymin, xmax, ymax = (example[name] for name in _BOX)
+            # 1-D already for our folders; a box feature observed with one value everywhere
+            # in files resharded from elsewhere may still arrive as a 0-d array.
+            xmin, ymin, xmax, ymax = (np.atleast_1d(example[name]) for name in _BOX)
             stats.boxes_per_image[len(xmin)] += 1
             if width and height:
                 stats.box_widths.extend(((xmax - xmin) * width).tolist())

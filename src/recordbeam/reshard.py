@@ -4,8 +4,8 @@
 read, streaming, by one task (our framing reader, CRCs checked); the records go to
 :class:`recordbeam.sink.WriteShards` as they are (its default encoder), so the output has
 the sink's guarantees: hash-ordered shards, atomic commit, a manifest with the feature
-spec, TFDS metadata. When the inputs come from one recordbeam folder, its label map and
-task are carried over so class names survive.
+spec, TFDS metadata. When the inputs come from one recordbeam folder, its label map, task
+and list features are carried over so class names and variable-length boxes survive.
 """
 
 from __future__ import annotations
@@ -17,11 +17,19 @@ from typing import Any
 import apache_beam as beam
 
 from recordbeam import filesystems, output_folder
+from recordbeam.feature_spec import is_list_feature
 from recordbeam.framing import compression_for_path, read_records
 from recordbeam.manifest import split_of_shard_file
 from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards
 
-__all__ = ["ReadRecordFiles", "ReshardOptions", "carried_metadata", "reshard", "split_for"]
+__all__ = [
+    "ReadRecordFiles",
+    "ReshardOptions",
+    "carried_list_features",
+    "carried_metadata",
+    "reshard",
+    "split_for",
+]
 
 #: Manifest keys that describe the dataset (not one run) and survive a reshard.
 CARRIED_KEYS = ("label_map", "label_names", "task", "category_ids")
@@ -78,14 +86,27 @@ def split_for(paths: Sequence[str], default: str = "train") -> str:
     return default
 
 
-def carried_metadata(paths: Sequence[str]) -> dict[str, Any]:
-    """Label map, label names and task of the recordbeam folder the inputs come from
-    (empty when they come from several folders or from none)."""
+def _source_manifest(paths: Sequence[str]) -> dict[str, Any]:
+    """The manifest of the one recordbeam folder the inputs come from, else empty."""
     folders = {_parent(p) for p in paths}
     if len(folders) != 1:
         return {}
-    found = output_folder.read_manifest(folders.pop()) or {}
+    return output_folder.read_manifest(folders.pop()) or {}
+
+
+def carried_metadata(paths: Sequence[str]) -> dict[str, Any]:
+    """Label map, label names and task of the recordbeam folder the inputs come from
+    (empty when they come from several folders or from none)."""
+    found = _source_manifest(paths)
     return {k: found[k] for k in CARRIED_KEYS if k in found}
+
+
+def carried_list_features(paths: Sequence[str]) -> frozenset[str]:
+    """The features the inputs' recordbeam folder declares as lists (see
+    :mod:`recordbeam.feature_spec`), so that resharding a one-box-per-image dataset keeps
+    its boxes variable-length. Empty for inputs from several folders or from none."""
+    features = _source_manifest(paths).get("features", {})
+    return frozenset(name for name, spec in features.items() if is_list_feature(name, spec))
 
 
 def check_not_in_place(paths: Sequence[str], output_dir: str) -> None:
@@ -115,7 +136,7 @@ def reshard(
     }
     sink = WriteShards(
         output_dir,
-        ExampleEncoder(options.split),
+        ExampleEncoder(options.split, list_features=carried_list_features(options.inputs)),
         options=shards,
         metadata=p | "Metadata" >> beam.Create([metadata]),
     )

@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import count, islice
 from typing import Any, TextIO
@@ -155,6 +155,60 @@ def make_coco_sample(
         num_images=len(builder.images),
         expected=builder.finish(),
     )
+
+
+def make_boxes_sample(
+    root: str | os.PathLike[str],
+    boxes_per_image: Sequence[int],
+    *,
+    seed: int = 0,
+    image_size: tuple[int, int] = (40, 32),
+) -> SampleDataset:
+    """Writes a clean COCO dataset whose images hold exactly the given numbers of boxes.
+
+    For the shapes readers give per-object features: ``[1, 1, 1]`` (one object per image,
+    as in classification-like detection sets), ``[0, 0]`` (no objects at all), ``[0, 1, 3]``
+    (mixed). Image ``i`` is ``image_i.png``, every box is valid and inside its image, and
+    categories 1 and 2 alternate.
+
+    Args:
+      root: folder to write into; its ``images`` subfolder must be empty or absent.
+      boxes_per_image: boxes of each image, in image order (at most 8 per image).
+      seed: seeds the pixels.
+      image_size: (width, height) of every image.
+
+    Returns:
+      ``expected["annotations_per_image"]``: {file_name: boxes}; ``expected["categories"]``.
+    """
+    width, height = image_size
+    if any(not 0 <= n <= 8 for n in boxes_per_image):
+        raise ValueError(f"boxes per image must be between 0 and 8, got {list(boxes_per_image)}")
+    images_dir, annotations_path = _prepare_dirs(root)
+    rng = np.random.default_rng(seed)
+    categories = [{"id": 1, "name": "cat", "supercategory": "animal"},
+                  {"id": 2, "name": "dog", "supercategory": "animal"}]
+    images, annotations, per_image = [], [], {}
+    for index, count_here in enumerate(boxes_per_image):
+        file_name = f"image_{index}.png"
+        # Boxes side by side along the top rows: each 4 px wide, all inside the image.
+        boxes = [[1.0 + 4 * k, 1.0 + k, 3.0, 5.0] for k in range(count_here)]
+        category_ids = [1 + (k % 2) for k in range(count_here)]
+        pixels = _draw(rng, width, height, boxes, category_ids)
+        with open(os.path.join(images_dir, file_name), "wb") as f:
+            f.write(_encode(pixels, "png", "RGB", None))
+        images.append({"id": index + 1, "file_name": file_name, "width": width, "height": height})
+        for box, category_id in zip(boxes, category_ids, strict=True):
+            annotations.append({"id": len(annotations) + 1, "image_id": index + 1,
+                                "category_id": category_id, "bbox": box,
+                                "area": box[2] * box[3], "iscrowd": 0})
+        per_image[file_name] = count_here
+    document = {"info": {**_INFO, "seed": seed}, "licenses": [], "images": images,
+                "annotations": annotations, "categories": categories}
+    with open(annotations_path, "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=1, allow_nan=False)
+    expected = {"annotations_per_image": per_image,
+                "categories": {c["id"]: c["name"] for c in categories}}
+    return SampleDataset(images_dir, annotations_path, len(images), expected)
 
 
 def make_coco_benchmark(

@@ -5,9 +5,12 @@
 :mod:`recordbeam.reader` and the TFDS metadata in :mod:`recordbeam.tfds_metadata` use the
 same rules, so every consumer sees one shape per feature:
 
-* a feature present in every example with the same number ``k >= 1`` of values is
+* a feature the source declares as a list (per-object ``image/object/*``, a manifest's
+  ``*_list`` columns; see :mod:`recordbeam.feature_spec`) is variable-length, even when
+  every example of this dataset holds one value: its shape must not depend on the data;
+* another feature present in every example with the same number ``k >= 1`` of values is
   fixed-length: ``FixedLenFeature([], dtype)`` for ``k == 1``, ``FixedLenFeature([k], dtype)``
-  otherwise;
+  otherwise (``image/height``, ``image/source_id``: one value by definition);
 * anything else (lengths differ, or some examples lack it) is variable-length:
   ``VarLenFeature`` (a ``SparseTensor``) or, with ``ragged=True``, ``RaggedFeature``.
 
@@ -20,6 +23,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from recordbeam.feature_spec import is_list_feature
 
 __all__ = [
     "FeatureShape",
@@ -91,9 +96,9 @@ def feature_shapes(manifest: Mapping[str, Any], split: str | None = None) -> lis
     """
     shapes = []
     for name, spec in sorted(_features_of(manifest, split).items()):
-        length = spec.get("fixed_length")
         # A feature that is always empty has no useful fixed shape; VarLen parses it.
-        shapes.append(FeatureShape(name, spec["dtype"], length if length else None))
+        length = None if is_list_feature(name, spec) else spec.get("fixed_length") or None
+        shapes.append(FeatureShape(name, spec["dtype"], length))
     return shapes
 
 

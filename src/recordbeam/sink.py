@@ -74,10 +74,19 @@ class ExampleEncoder:
     The base class writes elements that are already serialized ``Example`` bytes.
     Subclasses override ``encode`` to do the heavy work (reading image bytes) on the
     worker that writes the shard, after the shuffle.
+
+    ``list_features`` names the features that are lists by nature (one value per object,
+    a list column): the manifest declares them variable-length even when every example
+    happens to hold the same number of values, so readers see one shape on every dataset.
     """
 
-    def __init__(self, split: str = "train") -> None:
+    #: Features that are lists whatever the data holds (see the class docstring).
+    list_features: frozenset[str] = frozenset()
+
+    def __init__(self, split: str = "train", *, list_features: Iterable[str] = ()) -> None:
         self.default_split = folder.check_split_name(split)
+        if list_features:
+            self.list_features = frozenset(list_features)
 
     def setup(self) -> None:
         """Called once per worker before the first ``encode``."""
@@ -270,8 +279,8 @@ class _WriteShard(beam.DoFn):
         attempt = uuid.uuid4().hex[:12]  # a retried task never reuses another attempt's file
         temp_path = filesystems.join(self._temp_dir, f"{name}.{attempt}")
         index_buffer = io.StringIO() if self._options.index else None
-        spec = FeatureSpec()
-        list_spec = FeatureSpec()
+        spec = FeatureSpec(lists=enc.list_features)
+        list_spec = FeatureSpec(lists=enc.list_features)
         counts: Counter[str] = Counter()
         raw = filesystems.create(temp_path)
         sink = _CountingWriter(raw)

@@ -763,6 +763,7 @@ class TableEncoder(ImageExampleEncoder):
         super().__init__(*args, **kwargs)
         self._schema = schema
         self._kinds = _kinds_of(schema)
+        self.list_features = frozenset(c for c, t in schema.types.items() if t.endswith("_list"))
 
     def _prefix(self, column: str) -> str:
         return "image/" if len(self._schema.image_columns) == 1 else f"{column}/"

@@ -17,7 +17,9 @@ Features keep their flat names (``image/encoded``, ``image/object/bbox/xmin``), 
 * ``.../class/label`` (int64) when the manifest names the classes: ``ClassLabel``, in a
   ``Sequence`` when an example holds several (one per object);
 * other features: ``Tensor`` (``Text`` for names, formats and class texts), of shape
-  ``()`` / ``(k,)`` when fixed-length and ``(None,)`` otherwise. Boxes are therefore the
+  ``()`` / ``(k,)`` when fixed-length and ``(None,)`` otherwise; list features (per-object
+  ``image/object/*``, list columns) are never fixed-length, see :mod:`recordbeam.schema`,
+  so a dataset with one box per image loads like any other. Boxes are therefore the
   four ``image/object/bbox/{ymin,xmin,ymax,xmax}`` vectors rather than TFDS's packed
   ``BBoxFeature``, which would need a fifth, duplicated feature in every example.
 

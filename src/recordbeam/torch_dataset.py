@@ -8,7 +8,8 @@ consumer ``c`` of ``C = world_size * num_workers`` takes shards ``c, c + C, c + 
 of the (per-epoch shuffled) shard list, so no record is read twice and shards are
 opened by one process only. With fewer shards than consumers every consumer reads all
 shards and keeps every ``C``-th record instead (correct, but each one reads everything;
-write more shards). Records are decoded by :class:`recordbeam.reader.SplitReader`.
+write more shards). Records are decoded by :class:`recordbeam.reader.SplitReader`, so
+they have its shapes (list features such as ``image/object/*`` are always 1-D arrays).
 
 Distributed training needs the same number of steps on every rank, but ranks get whole
 shards, whose sizes differ a little (the sink spreads examples by hash): stop an epoch
@@ -94,7 +95,7 @@ def _make_class() -> type:
 
         Args:
             output_dir: a finished output folder.
-            split: which split.
+            split: which split; may be left out when the folder holds only one.
             shuffle: shuffle the shard order every epoch and records through a buffer.
             buffer_size: records held for shuffling (with ``shuffle``).
             seed: base seed; the epoch (see :meth:`set_epoch`) is added to it, so every
@@ -108,7 +109,7 @@ def _make_class() -> type:
         def __init__(
             self,
             output_dir: str,
-            split: str = "train",
+            split: str | None = None,
             *,
             shuffle: bool = False,
             buffer_size: int = 1000,

@@ -62,6 +62,11 @@ def test_rows_become_examples_split_by_column(fmt, tmp_path):
         "image:missing": len(sample.expected["missing"]),
     }
     assert manifest["schema"]["columns"]["box"] == "float_list"
+    # List columns are lists even though every row holds 4 boxes values and 2 tags.
+    features = manifest["features"]
+    for column in ("box", "tags"):
+        assert features[column]["list"] is True and features[column]["fixed_length"] is None
+    assert features["label"]["list"] is False and features["label"]["fixed_length"] == 1
     with open(os.path.join(tmp_path / "out", "rejects.jsonl"), encoding="utf-8") as f:
         text = f.read()
     for line in sample.expected["bad_lines"]:

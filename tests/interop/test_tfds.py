@@ -137,3 +137,32 @@ def test_classification_with_empty_shard_and_as_supervised(tmp_path):
     for image, label in pairs:
         assert image.shape == (4, 5, 3)
         assert image[0, 0, 0] % 3 == label  # red channel = i, label = i % 3
+
+
+@pytest.mark.parametrize(
+    "boxes", [[1, 1, 1], [0, 0, 0], [0, 1, 3, 2]], ids=["one_box", "no_box", "mixed"]
+)
+def test_object_features_load_as_vectors_whatever_the_box_counts(tmp_path, boxes):
+    """features.json must not fix the object count: one box per image today, more tomorrow."""
+    from recordbeam.samples import make_boxes_sample
+
+    sample = make_boxes_sample(tmp_path / "sample", boxes)
+    out = str(tmp_path / "out")
+    coco = CocoOptions(sample.images_dir, sample.annotations, "train")
+    pipeline.run(
+        lambda p: pipeline.coco_to_tfrecord(p, out, coco, ShardOptions(num_shards=1), ImageChecks()),
+        out,
+        beam_args=IN_MEMORY,
+        show_progress=False,
+    )
+    builder = tfds.builder_from_directory(out)
+    assert builder.info.features["image/object/bbox/xmin"].shape == (None,)
+    assert builder.info.features["image/height"].shape == ()
+    per_image = sample.expected["annotations_per_image"]
+    examples = list(tfds.as_numpy(builder.as_dataset(split="train", shuffle_files=False)))
+    assert len(examples) == len(boxes)
+    for example in examples:
+        want = per_image[example["image/filename"].decode()]
+        for key in ("image/object/bbox/xmin", "image/object/class/label", "image/object/area"):
+            assert example[key].shape == (want,), key
+        assert np.asarray(example["image/height"]).shape == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recordbeam.example import Example, make_example
-from recordbeam.feature_spec import FeatureSpec
+from recordbeam.feature_spec import FeatureSpec, is_list_feature, merge_spec_json
 
 
 def _spec(*examples: dict, kinds: dict | None = None) -> FeatureSpec:
@@ -20,6 +20,7 @@ def test_feature_with_one_value_everywhere_is_fixed_length():
     assert out["label"] == {
         "dtype": "int64",
         "fixed_length": 1,
+        "list": False,
         "min_length": 1,
         "max_length": 1,
         "present_in": 2,
@@ -94,6 +95,7 @@ def test_merge_adds_counts_and_widens_lengths():
     assert out["x"] == {
         "dtype": "int64",
         "fixed_length": None,
+        "list": False,
         "min_length": 1,
         "max_length": 3,
         "present_in": 3,
@@ -148,3 +150,53 @@ def test_merge_does_not_change_its_inputs():
     a.merge(b)
     assert a.to_json() == before_a
     assert b.to_json() == before_b
+
+
+# --- list features: declared by the source, not learned from the data -----------------
+
+
+def _declared(*examples: dict, lists: frozenset[str] = frozenset()) -> FeatureSpec:
+    spec = FeatureSpec(lists=frozenset(lists))
+    for features in examples:
+        spec.observe(make_example(features))
+    return spec
+
+
+def test_declared_list_with_one_value_everywhere_stays_variable_length():
+    # One box per image today; the spec must still parse two boxes tomorrow.
+    out = _declared({"boxes": [0.5], "height": 3}, {"boxes": [0.25], "height": 4},
+                    lists={"boxes"}).to_json()
+    assert out["boxes"]["fixed_length"] is None and out["boxes"]["list"] is True
+    assert (out["boxes"]["min_length"], out["boxes"]["max_length"]) == (1, 1)
+    assert out["height"]["fixed_length"] == 1 and out["height"]["list"] is False
+
+
+def test_declared_lists_are_kept_through_merges_and_declare_lists():
+    a = _declared({"boxes": [0.5]}, lists={"boxes"})
+    b = FeatureSpec()
+    b.declare_lists(["labels"])
+    b.observe(make_example({"boxes": [0.1], "labels": [1]}))
+    out = a.merge(b).to_json()
+    assert out["boxes"]["list"] and out["labels"]["list"]
+    assert out["boxes"]["fixed_length"] is None and out["labels"]["fixed_length"] is None
+
+
+def test_declared_names_no_example_holds_are_not_reported():
+    assert set(_declared({"a": 1}, lists={"image/object/mask"}).to_json()) == {"a"}
+
+
+def test_legacy_entries_without_list_key_take_per_object_names_as_lists():
+    old = {"dtype": "float32", "fixed_length": 1, "min_length": 1, "max_length": 1, "present_in": 2}
+    assert is_list_feature("image/object/bbox/xmin", old)
+    assert not is_list_feature("image/height", old)
+    assert not is_list_feature("image/object/bbox/xmin", {**old, "list": False})
+    assert is_list_feature("tags", {**old, "list": True})
+
+
+def test_merging_split_specs_keeps_a_list_variable_length_even_when_both_are_fixed():
+    one_box = _declared({"boxes": [0.5]}, lists={"boxes"}).to_json()
+    also_one = _declared({"boxes": [0.1]}).to_json()  # e.g. a split written by an older run
+    merged = merge_spec_json(one_box, also_one, 1, 1)
+    assert merged["boxes"]["list"] is True and merged["boxes"]["fixed_length"] is None
+    plain = merge_spec_json(also_one, also_one, 1, 1)
+    assert plain["boxes"]["list"] is False and plain["boxes"]["fixed_length"] == 1

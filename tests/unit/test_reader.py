@@ -144,3 +144,40 @@ def test_reader_does_not_import_beam():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def add_split(root, name: str) -> None:
+    """A second split in the manifest, sharing the train shards (enough for choosing)."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["splits"][name] = manifest["splits"]["train"]
+    (root / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_split_may_be_left_out_only_when_there_is_one(tmp_path):
+    make_folder(tmp_path)
+    assert recordbeam.read(str(tmp_path)).split == "train"
+    add_split(tmp_path, "val")
+    with pytest.raises(ReaderError, match=r"holds the splits train, val; say which one.*split='train'"):
+        recordbeam.read(str(tmp_path))
+    assert recordbeam.read(str(tmp_path), split="val").split == "val"
+
+
+def test_the_only_split_is_read_whatever_its_name(tmp_path):
+    make_folder(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["splits"] = {"val": manifest["splits"]["train"]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert len(recordbeam.read(str(tmp_path))) == 5
+
+
+def test_list_feature_with_one_value_everywhere_is_a_1d_array(tmp_path):
+    make_folder(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    features = manifest["splits"]["train"]["features"]
+    # "name" holds one value in every example; declared a list, it must stay 1-D.
+    features["name"] = {**features["name"], "fixed_length": None, "list": True}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    reader = recordbeam.read(str(tmp_path))
+    for ex in [*reader, reader[2]]:
+        assert ex["name"].shape == (1,)
+        assert ex["image/height"].shape == ()

@@ -79,3 +79,20 @@ def test_image_and_label_features_by_name_and_type():
     shapes = feature_shapes(MANIFEST)
     assert image_features(shapes) == ["image/encoded"]
     assert label_features(shapes) == ["image/object/class/label"]
+
+
+def test_list_features_are_variable_length_even_with_one_value_everywhere():
+    one_each = {
+        # What a dataset with one box per image records: declared lists, one value each.
+        "image/object/bbox/xmin": {**spec("float32", None, 1, 1), "list": True},
+        "tags": {**spec("string", None, 1, 1), "list": True},
+        "image/height": {**spec("int64", 1, 1, 1), "list": False},
+        # A manifest written before lists were declared: no "list" key, fixed length 1.
+        "image/object/class/label": spec("int64", 1, 1, 1),
+        "image/source_id": spec("string", 1, 1, 1),
+    }
+    described = schema_json({"features": one_each, "totals": {}})["feature_description"]
+    for name in ("image/object/bbox/xmin", "tags", "image/object/class/label"):
+        assert described[name]["type"] == "VarLenFeature", name
+    for name in ("image/height", "image/source_id"):
+        assert described[name] == {"type": "FixedLenFeature", "shape": [], "dtype": one_each[name]["dtype"]}

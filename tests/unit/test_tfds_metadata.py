@@ -96,3 +96,22 @@ def test_names_are_recognized_as_ours():
     for name in files_for(manifest()):
         assert is_tfds_file(name)
     assert not is_tfds_file("labels.txt") and not is_tfds_file("notes.json")
+
+
+def test_per_object_features_have_unknown_length_with_one_object_everywhere():
+    one_box = manifest()
+    one_box["features"] = {
+        "image/encoded": spec("string", 1),
+        "image/object/class/label": {**spec("int64", None), "min_length": 1, "max_length": 1,
+                                     "list": True},
+        "image/object/bbox/xmin": {**spec("float32", None), "min_length": 1, "max_length": 1,
+                                   "list": True},
+        "image/object/area": spec("float32", 1),  # an older manifest: no "list" key
+        "image/height": {**spec("int64", 1), "list": False},
+    }
+    features = json.loads(files_for(one_box)[FEATURES])["featuresDict"]["features"]
+    label = features["image/object/class/label"]
+    assert label["pythonClassName"].endswith("Sequence") and label["sequence"]["length"] == "-1"
+    for name in ("image/object/bbox/xmin", "image/object/area"):
+        assert features[name]["tensor"]["shape"] == {"dimensions": ["-1"]}, name
+    assert features["image/height"]["tensor"]["shape"] == {}
