@@ -105,7 +105,8 @@ class ShardOptions:
         num_shards: shards per split; None derives it from ``shard_size``.
         shard_size: target bytes per shard when ``num_shards`` is None.
         compression: ``none``, ``gzip`` or ``zlib`` (as TensorFlow names them).
-        index: also write ``<shard>.idx`` files (offset and length per record).
+        index: also write ``<shard>.idx`` files (offset and length per record);
+            uncompressed shards only.
         salt: mixed into order keys; the default keeps runs comparable.
         max_reject_fraction: fail the run when more than this fraction of elements
             (``image`` rejects over images seen) was rejected.
@@ -125,6 +126,15 @@ class ShardOptions:
                 f"max_reject_fraction must be between 0 and 1, got {self.max_reject_fraction}"
             )
         shard_count(0, num_shards=self.num_shards, shard_size=self.shard_size)  # validates
+        if self.index and self.compression is not Compression.NONE:
+            # An index of a compressed shard could only count bytes of the decompressed
+            # stream: no reader (ours, DALI, the tfrecord package) can seek to those.
+            raise ValueError(
+                f"--index cannot be combined with --compression {self.compression.name.lower()}: "
+                "a compressed shard cannot be entered in the middle, so its offsets would be "
+                "of no use. Write uncompressed shards with --index, or compressed shards "
+                "without it."
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -40,7 +40,7 @@ def run_reshard(inputs, out, **options):
 def test_same_records_in_new_count_and_compression(three_shards, tmp_path):
     before = Counter(three_shards.records())
     manifest = run_reshard(
-        three_shards.shard_paths(), tmp_path / "out", num_shards=2, compression="gzip", index=True
+        three_shards.shard_paths(), tmp_path / "out", num_shards=2, compression="gzip"
     )
     paths = shard_paths(str(tmp_path / "out"))
     assert [os.path.basename(p) for p in paths] == [
@@ -55,7 +55,6 @@ def test_same_records_in_new_count_and_compression(three_shards, tmp_path):
         == three_shards.manifest["splits"]["train"]["features"]
     )
     assert manifest["label_names"] == three_shards.manifest["label_names"]  # carried over
-    assert all(os.path.exists(p + ".idx") for p in paths)
 
 
 def test_cli_reshard_infers_split_and_refuses_in_place(three_shards, tmp_path, capsys):
