@@ -288,8 +288,7 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     options = ReshardOptions(tuple(inputs), split)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
                  beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
-    print(summary_table(result, [split]))
-    print(f"output: {args.output}")
+    print_summary(result, [split], args.output)
     return EXIT_OK
 
 
@@ -344,11 +343,28 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     rows += [(f"warning {reason}", str(n)) for reason, n in sorted(warnings.items())]
     rows += [(name.replace("_", " "), str(n)) for name, n in sorted(counts.items())
              if name != "images_written"]
+    empty = sum(1 for _, e in entries for s in e["shards"] if not s["examples"])
+    if empty:
+        rows.append(("warning empty shards", str(empty)))
     rows.append(("wall time", f"{result.wall_seconds:.1f} s"))
     rate = examples / result.wall_seconds if result.wall_seconds else 0.0
     rows.append(("images/s", f"{rate:.0f}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
+    """The summary table and the output folder on stdout; warnings about what was
+    written (empty shards) on stderr."""
+    from recordbeam.manifest import empty_shards_warning
+
+    print(summary_table(result, splits))
+    print(f"output: {output_dir}")
+    for split in splits:
+        entry = result.manifest["splits"].get(split)
+        warning = entry and empty_shards_warning(split, entry)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
 
 
 def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
@@ -358,8 +374,7 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
     result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
                  show_progress=not args.quiet)
     splits = list(splits or [args.split])
-    print(summary_table(result, splits))
-    print(f"output: {args.output}")
+    print_summary(result, splits, args.output)
     exif = sum(result.manifest["splits"].get(s, {}).get("counts", {}).get("exif_rotated", 0)
                for s in splits)
     if exif:

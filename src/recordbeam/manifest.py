@@ -90,3 +90,21 @@ def dataset_manifest(splits: Mapping[str, dict[str, Any]], dataset_meta: Mapping
 def split_of_shard_file(name: str) -> str:
     """``train-00001-of-00004.tfrecord.gz`` -> ``train``."""
     return name.rsplit("-of-", 1)[0].rsplit("-", 1)[0]
+
+
+def empty_shards_warning(split: str, entry: Mapping[str, Any]) -> str | None:
+    """What to say when a split's entry lists empty shards (more shards than examples
+    asked with ``--shards``, or a split nothing reached), else None."""
+    shards = entry.get("shards", [])
+    empty = sum(1 for s in shards if not s["examples"])
+    if not empty:
+        return None
+    examples = entry.get("examples", 0)
+    if not examples:
+        return (f"split {split}: no examples, so its {len(shards)} shard file(s) are empty; "
+                "check the inputs of this split")
+    # Examples fall into shards by hash, so even N shards for N examples leaves some
+    # empty: the advice is "far fewer", not a number.
+    return (f"split {split}: {empty} of {len(shards)} shards are empty ({examples} examples), "
+            "so readers get empty files; pass a much smaller --shards, or leave --shards out "
+            "to size shards by --shard-size")

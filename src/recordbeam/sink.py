@@ -24,6 +24,7 @@ import hashlib
 import io
 import itertools
 import json
+import logging
 import os
 import struct
 import uuid
@@ -47,6 +48,7 @@ from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, Reject
 from recordbeam.wire import encode_example_observed
 
 COUNTER_NAMESPACE = "recordbeam"
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -423,6 +425,10 @@ class _Finalize(beam.DoFn):
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
         self._commit(results, rejects, owned, final)
+        for split in owned:
+            warning = manifest.empty_shards_warning(split, final["splits"][split])
+            if warning:
+                _LOG.warning("%s: %s", self._output_dir, warning)
         yield final
 
     def _split_entry(self, split, results, rejects, upstream_counts, meta) -> dict[str, Any]:
