@@ -39,6 +39,12 @@ SPLIT_SALT = "recordbeam/split/v1"
 
 CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
 
+#: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
+#: XMLs, exports add CSV/JSON sidecars): skipped and counted like hidden files, because
+#: they are not meant as examples and rejecting them would count against
+#: --max-reject-fraction.
+NON_IMAGE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".md", ".yaml", ".yml")
+
 
 class ImageFolderError(ValueError):
     """The class folders or the classes file cannot be used as given."""
@@ -118,6 +124,9 @@ class _Classify(beam.DoFn):
         parts = relative.split("/")
         if any(part.startswith(".") for part in parts):
             yield TaggedOutput("counts", ("skipped_hidden_files", 1))
+            return
+        if parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+            yield TaggedOutput("counts", ("skipped_non_image_files", 1))
             return
         if self._splits:
             if parts[0] not in self._splits or len(parts) < 3:
