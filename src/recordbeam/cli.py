@@ -277,18 +277,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import run
     from recordbeam.planning import parse_size
-    from recordbeam.reshard import ReshardOptions, check_not_in_place, reshard, split_for
+    from recordbeam.reshard import ReshardOptions, check_not_in_place, input_splits, reshard
     from recordbeam.sink import ShardOptions
 
     inputs = expand_paths([args.inputs])
-    split = args.split or split_for(inputs)
     check_not_in_place(inputs, args.output)
+    splits = sorted(set(input_splits(inputs, args.split).values()))
     shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),
                           compression=args.compression, index=args.index)
-    options = ReshardOptions(tuple(inputs), split)
+    options = ReshardOptions(tuple(inputs), args.split)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
                  beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
-    print_summary(result, [split], args.output)
+    print_summary(result, splits, args.output)
     return EXIT_OK
 
 
@@ -598,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
     p.add_argument("output", metavar="OUT", help="new output folder (any Beam filesystem)")
     p.add_argument("--split", default=None,
-                   help="split name of the output (default: the inputs' split, else train)")
+                   help="put every input in this split (default: each input keeps the split "
+                   "its shard name gives, else train; refused when the inputs hold several)")
     p.add_argument("--shards", type=int, default=None,
                    help="number of shards; default: from total input bytes / --shard-size")
     p.add_argument("--shard-size", default="128MiB", help="target shard size without --shards")
