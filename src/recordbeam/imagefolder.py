@@ -214,14 +214,18 @@ class ReadImageFolder(beam.PTransform):
     Construction looks for split folders (a listing limited to one file per name);
     :attr:`splits` then names every split this read can produce, for ``WriteShards``.
 
+    ``skip_below``, a folder inside the root (the output folder, when it was put there),
+    is left out of the listing: its shards are neither classes nor inputs.
+
     Returns a dict of PCollections like ``ReadCoco``: ``records``, ``rejects``, ``counts``
     and ``metadata`` (label map, input terms).
     """
 
-    def __init__(self, options: ImageFolderOptions) -> None:
+    def __init__(self, options: ImageFolderOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
         self._root = options.root.rstrip("/")
+        self._skipped_prefix = filesystems.prefix_below(self._root, skip_below) if skip_below else None
         self.split_folders = split_folders(self._root)
         if self.split_folders and options.val_fraction is not None:
             raise ImageFolderError(
@@ -238,6 +242,9 @@ class ReadImageFolder(beam.PTransform):
     def expand(self, pbegin):
         opts = self._options
         files = pbegin | "ListImages" >> fileio.MatchFiles(filesystems.everything_below(self._root))
+        if self._skipped_prefix:
+            files = files | "SkipOutputFolder" >> beam.Filter(
+                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
         classified = files | "Classify" >> beam.ParDo(
             _Classify(self._root, self.split_folders, opts)
         ).with_outputs("rejects", "counts", main="files")
