@@ -667,7 +667,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _error_kind(error: BaseException) -> int:
     text = f"{type(error).__name__}: {error}"
     if any(m in text for m in ("RejectLimitExceeded", "CocoFormatError", "FeatureError",
-                               "RecordError", "ImageFolderError", "TableError")):  # RecordError: a corrupt reshard input
+                               "RecordError", "ImageFolderError", "TableError",
+                               "LabelMapMismatch")):  # RecordError: a corrupt reshard input
         return EXIT_DATA
     return EXIT_FAILED
 
@@ -675,7 +676,8 @@ def _error_kind(error: BaseException) -> int:
 def _short_error(error: BaseException) -> str:
     """The user-facing line of a (possibly runner-wrapped) error, without Beam's traceback."""
     text = str(error)
-    for marker in ("RejectLimitExceeded: ", "CocoFormatError: ", "RecordError: ", "OSError: "):
+    for marker in ("RejectLimitExceeded: ", "CocoFormatError: ", "RecordError: ", "OSError: ",
+                   "LabelMapMismatch: "):
         if marker in text:
             tail = text.rsplit(marker, 1)[1]
             return marker.rstrip(": ") + ": " + tail.split(" [while running")[0].strip()
@@ -739,9 +741,10 @@ def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any) -> i
         return EXIT_OK
     except Exception as error:  # noqa: BLE001 - turn any failure into a message and an exit code
         from recordbeam.framing import RecordError
+        from recordbeam.manifest import LabelMapMismatch
         from recordbeam.output_folder import OutputFolderError
 
-        if isinstance(error, RecordError):
+        if isinstance(error, (RecordError, LabelMapMismatch)):
             print(f"recordbeam: {error}", file=sys.stderr)
             return EXIT_DATA
         if isinstance(error, (OutputFolderError, ValueError)) and not _is_runner_error(error):

@@ -208,6 +208,25 @@ def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
     }
 
 
+def _listed_class_names(root: str, split_folders: tuple[str, ...],
+                        skipped_prefix: str | None) -> list[str]:
+    """The class names a run would find, from a listing on the launcher: the folders
+    holding files that ``_Classify`` keeps (not hidden, not notes, in a class folder)."""
+    names: set[str] = set()
+    for meta in filesystems.iter_match(filesystems.everything_below(root)):
+        if skipped_prefix and meta.path.startswith(skipped_prefix):
+            continue
+        parts = filesystems.relative_name(root, meta.path).split("/")
+        if any(p.startswith(".") for p in parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+            continue
+        if split_folders:
+            if parts[0] in split_folders and len(parts) >= 3:
+                names.add(parts[1])
+        elif len(parts) >= 2:
+            names.add(parts[0])
+    return sorted(names)
+
+
 class ReadImageFolder(beam.PTransform):
     """Read class folders into ``ImageRecord``s.
 
@@ -238,6 +257,17 @@ class ReadImageFolder(beam.PTransform):
             self.splits = (options.split, "val")
         else:
             self.splits = (options.split,)
+
+    def label_metadata(self) -> dict:
+        """The ``label_map`` a run will write, found on the launcher: from the classes
+        file, else from a listing of the class folders (a whole listing: call it only when
+        the answer is needed, to check a run against splits already in its output)."""
+        opts = self._options
+        if opts.classes_file:
+            classes = read_classes_file(opts.classes_file)
+        else:
+            classes = _listed_class_names(self._root, self.split_folders, self._skipped_prefix)
+        return {"label_map": {str(i + opts.label_offset): name for i, name in enumerate(classes)}}
 
     def expand(self, pbegin):
         opts = self._options

@@ -17,7 +17,7 @@ from apache_beam.io.filesystem import FileMetadata
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from recordbeam import __version__, filesystems, output_folder
-from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, ReadImageFolder
@@ -110,11 +110,30 @@ def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks,
     return _settings("coco", coco, shards, checks, fixes)
 
 
+def coco_label_metadata(coco: CocoOptions) -> dict[str, Any] | None:
+    """The ``label_map`` and ``category_ids`` a run will write, from the categories
+    section (read on the launcher, stopping where the section ends); None when the file
+    is broken there, which the run itself then reports with the item's position."""
+    try:
+        categories = [(item["id"], item["name"])
+                      for item in stream_section(coco.annotations, "categories", stop_early=True)]
+        labels = label_map(categories, coco.contiguous_labels)
+    except Exception:  # noqa: BLE001 - any broken file is the run's to report, not ours
+        return None
+    return {"label_map": {str(label): name for label, name in labels.values()},
+            "category_ids": {str(cid): label for cid, (label, _name) in labels.items()}}
+
+
 def coco_to_tfrecord(
     p: beam.Pipeline, output_dir: str, coco: CocoOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
+    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress).
+
+    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
+    whose label map disagrees with the annotation file's categories.
+    """
+    output_folder.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
     encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
@@ -150,8 +169,13 @@ def imagefolder_to_tfrecord(
     p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
+    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink.
+
+    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
+    whose classes disagree with these.
+    """
     read = ReadImageFolder(folder, skip_below=output_dir)
+    output_folder.check_labels_agree(output_dir, read.splits, read.label_metadata)
     encoder = ClassificationEncoder(checks, read.splits[0], fixes)
     return _write_read(p, "ReadImageFolder", read, output_dir, encoder, shards,
                        imagefolder_settings(folder, shards, checks, fixes), read.splits)
@@ -178,6 +202,7 @@ def table_to_tfrecord(
     (:func:`recordbeam.tabular.infer_schema`); raises ``TableError`` on a disagreement.
     """
     read = ReadTable(table, skip_below=output_dir)
+    output_folder.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
     encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
     return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
                        table_settings(table, shards, checks, fixes), read.splits)

@@ -188,15 +188,18 @@ def reshard(
 ) -> WriteShards:
     """Add the reshard to ``p``; returns the sink (its ``temp_dir`` shows progress).
 
-    Raises ``ReshardError`` before any work when ``options.split`` would merge splits.
+    Raises ``ReshardError`` before any work when ``options.split`` would merge splits,
+    ``LabelMapMismatch`` when ``output_dir`` holds other splits with another label map.
     """
     if not options.inputs:
         raise ReshardError("no input files to reshard")
     check_not_in_place(options.inputs, output_dir)
     splits = input_splits(options.inputs, options.split)
     written = sorted(set(splits.values()))
+    carried = carried_metadata(options.inputs)
+    output_folder.check_labels_agree(output_dir, written, lambda: carried)
     metadata = {
-        **carried_metadata(options.inputs),
+        **carried,
         "settings": {
             "command": "reshard",
             "inputs": list(options.inputs),

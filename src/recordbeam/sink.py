@@ -415,12 +415,18 @@ class _Finalize(beam.DoFn):
                                      dataset_meta)
             for split in owned
         }
+        previous = folder.recorded_manifest(self._output_dir) or {}
+        # The launcher checked this before the run (pipeline.check_labels_before_run); a
+        # folder changed since then, or a caller that skipped it, is stopped here.
+        conflict = manifest.label_map_conflict(previous, dataset_meta, owned, self._output_dir)
+        if conflict:
+            filesystems.remove_tree(self._temp_dir)
+            raise manifest.LabelMapMismatch(conflict)
         worst = max(entries.values(), key=lambda e: e["rejects"]["image_fraction"])
         if worst["rejects"]["image_fraction"] > self._options.max_reject_fraction:
             self._write_rejects(folder.FAILED_REJECTS, rejects)
             filesystems.remove_tree(self._temp_dir)
             raise RejectLimitExceeded(_reject_summary(worst, self._output_dir, self._options))
-        previous = folder.recorded_manifest(self._output_dir) or {}
         for split, entry in previous.get("splits", {}).items():
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
