@@ -27,6 +27,7 @@ from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.boxes import InvalidBox, normalize_box
+from recordbeam.example import encode_example
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
 from recordbeam.images import ImageInfo
@@ -669,10 +670,31 @@ class CocoEncoder(ImageExampleEncoder):
     written image's size, aligned with the other object features.
     """
 
+    #: Objects assumed per image when planning shards before the annotations are joined
+    #: (COCO's average is about 7).
+    TYPICAL_OBJECTS = 7
+
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  include_masks: bool = False) -> None:
         super().__init__(checks, split, fixes)
         self.include_masks = include_masks
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        """The object features: their keys, and per object four box corners, area,
+        label, crowd flag and a class name (masks, whose size depends on the pixels,
+        are not counted)."""
+        measured = getattr(self, "_object_bytes", None)
+        if measured is None:
+            empty = {key: [] for key in OBJECT_KINDS}
+            one = {**empty, **{key: [0.5] for key in OBJECT_KINDS if OBJECT_KINDS[key] == "float"},
+                   "image/object/class/label": [90], "image/object/is_crowd": [0],
+                   "image/object/class/text": ["n" * 10]}
+            keys = len(encode_example(empty, OBJECT_KINDS))
+            measured = self._object_bytes = (keys, len(encode_example(one, OBJECT_KINDS)) - keys)
+        keys, per_object = measured
+        objects = (self.TYPICAL_OBJECTS if record is None
+                   else len(unpack_objects(record.labels["objects"])))
+        return keys + objects * per_object
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
         kinds = {**OBJECT_KINDS, **({"image/object/mask": "bytes"} if self.include_masks else {})}

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.example import encode_example
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder
 from recordbeam.images import ImageInfo
@@ -325,6 +326,14 @@ class ReadImageFolder(beam.PTransform):
 
 class ClassificationEncoder(ImageExampleEncoder):
     """Adds ``image/class/label`` (int64) and ``image/class/text`` (the class name)."""
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        measured = getattr(self, "_class_bytes", None)
+        if measured is None:
+            template = {"image/class/label": 1000, "image/class/text": ""}
+            measured = self._class_bytes = len(encode_example(template, CLASS_KINDS))
+        text = record.labels["text"] if record is not None else "n" * self.TYPICAL_NAME_BYTES
+        return measured + len(text.encode("utf-8"))
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
         features = {

@@ -43,7 +43,14 @@ from recordbeam import output_folder as folder
 from recordbeam.example import Example, FeatureError, make_sequence_example
 from recordbeam.feature_spec import FeatureSpec
 from recordbeam.framing import Compression, RecordWriter, parse_compression
-from recordbeam.planning import DEFAULT_SALT, DEFAULT_SHARD_SIZE, order_key, shard_count, shard_of
+from recordbeam.planning import (
+    DEFAULT_SALT,
+    DEFAULT_SHARD_SIZE,
+    RECORD_FRAMING,
+    order_key,
+    shard_count,
+    shard_of,
+)
 from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, Reject
 from recordbeam.wire import encode_example_observed
 
@@ -89,8 +96,15 @@ class ExampleEncoder:
         return hashlib.sha256(element).hexdigest()
 
     def size(self, element: Any) -> int:
-        """Expected bytes of the encoded example, for planning shard counts."""
-        return len(element)
+        """Expected bytes of the element's framed record in the shard, for planning shard
+        counts (``--shard-size`` is a target for the shard files)."""
+        return len(element) + RECORD_FRAMING
+
+    def size_overhead(self) -> int:
+        """Bytes a typical record adds to the payload sizes a reader gives upfront
+        (``WriteShards(sizes=...)``, e.g. the image files' listed sizes): the framing
+        and the features the encoder writes beside the payload."""
+        return RECORD_FRAMING
 
     def split(self, element: Any) -> str:
         return self.default_split
@@ -592,11 +606,13 @@ class WriteShards(beam.PTransform):
             ``manifest.SPLIT_KEYS`` go to the entries of the splits this run writes.
         splits: splits this run owns besides the encoder's default split, even if no
             element reaches them (their old shards are then replaced by nothing).
-        sizes: ``(split, bytes)`` pairs to plan shard counts from, when the reader knows
-            the input sizes before it builds the elements (COCO: the listed size of every
-            file that joined an image entry). Shards are then assigned in the same pass
+        sizes: ``(split, bytes)`` pairs, one per element, to plan shard counts from,
+            when the reader knows the input sizes before it builds the elements (COCO: the
+            listed size of every file that joined an image entry); the sink adds
+            ``encoder.size_overhead()`` to each. Shards are then assigned in the same pass
             that keys the elements, one pass over them fewer. Without it the sink sums
-            ``encoder.size`` over the elements.
+            ``encoder.size`` over the elements. Either way the target is the size of the
+            shard files, so small images do not make shards larger than asked.
 
     One output folder may hold several splits; a run replaces only the splits it writes
     and keeps the others (and their manifest entries and rejects).
@@ -626,6 +642,10 @@ class WriteShards(beam.PTransform):
         sizes = self._sizes
         if sizes is None:
             sizes = keyed | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))
+        else:
+            overhead = self._encoder.size_overhead()
+            sizes = sizes | "AddRecordOverhead" >> beam.Map(
+                lambda split_bytes: (split_bytes[0], split_bytes[1] + overhead))
         totals = sizes | "SumSizes" >> beam.CombinePerKey(sum)
         plan_written = (
             p
