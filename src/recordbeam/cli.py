@@ -386,19 +386,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import run
     from recordbeam.planning import parse_size
-    from recordbeam.reshard import ReshardOptions, check_not_in_place, reshard, split_for
+    from recordbeam.reshard import ReshardOptions, check_not_in_place, input_splits, reshard
     from recordbeam.sink import ShardOptions
 
     inputs = expand_paths([args.inputs])
-    split = args.split or split_for(inputs)
     check_not_in_place(inputs, args.output)
+    splits = sorted(set(input_splits(inputs, args.split).values()))
     shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),
                           compression=args.compression, index=args.index)
-    options = ReshardOptions(tuple(inputs), split)
+    options = ReshardOptions(tuple(inputs), args.split)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
                  beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
-    print(summary_table(result, [split]))
-    print(f"output: {args.output}")
+    print_summary(result, splits, args.output)
     return EXIT_OK
 
 
@@ -453,11 +452,28 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     rows += [(f"warning {reason}", str(n)) for reason, n in sorted(warnings.items())]
     rows += [(name.replace("_", " "), str(n)) for name, n in sorted(counts.items())
              if name != "images_written"]
+    empty = sum(1 for _, e in entries for s in e["shards"] if not s["examples"])
+    if empty:
+        rows.append(("warning empty shards", str(empty)))
     rows.append(("wall time", f"{result.wall_seconds:.1f} s"))
     rate = examples / result.wall_seconds if result.wall_seconds else 0.0
     rows.append(("images/s", f"{rate:.0f}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
+    """The summary table and the output folder on stdout; warnings about what was
+    written (empty shards) on stderr."""
+    from recordbeam.manifest import empty_shards_warning
+
+    print(summary_table(result, splits))
+    print(f"output: {output_dir}")
+    for split in splits:
+        entry = result.manifest["splits"].get(split)
+        warning = entry and empty_shards_warning(split, entry)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
 
 
 def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
@@ -467,8 +483,7 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
     result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
                  show_progress=not args.quiet)
     splits = list(splits or [args.split])
-    print(summary_table(result, splits))
-    print(f"output: {args.output}")
+    print_summary(result, splits, args.output)
     exif = sum(result.manifest["splits"].get(s, {}).get("counts", {}).get("exif_rotated", 0)
                for s in splits)
     if exif:
@@ -692,7 +707,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
     p.add_argument("output", metavar="OUT", help="new output folder (any Beam filesystem)")
     p.add_argument("--split", default=None,
-                   help="split name of the output (default: the inputs' split, else train)")
+                   help="put every input in this split (default: each input keeps the split "
+                   "its shard name gives, else train; refused when the inputs hold several)")
     p.add_argument("--shards", type=int, default=None,
                    help="number of shards; default: from total input bytes / --shard-size")
     p.add_argument("--shard-size", default="128MiB", help="target shard size without --shards")
@@ -760,7 +776,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _error_kind(error: BaseException) -> int:
     text = f"{type(error).__name__}: {error}"
     if any(m in text for m in ("RejectLimitExceeded", "CocoFormatError", "FeatureError",
-                               "RecordError", "ImageFolderError", "TableError")):  # RecordError: a corrupt reshard input
+                               "RecordError", "ImageFolderError", "TableError",
+                               "LabelMapMismatch")):  # RecordError: a corrupt reshard input
         return EXIT_DATA
     return EXIT_FAILED
 
@@ -768,7 +785,8 @@ def _error_kind(error: BaseException) -> int:
 def _short_error(error: BaseException) -> str:
     """The user-facing line of a (possibly runner-wrapped) error, without Beam's traceback."""
     text = str(error)
-    for marker in ("RejectLimitExceeded: ", "CocoFormatError: ", "RecordError: ", "OSError: "):
+    for marker in ("RejectLimitExceeded: ", "CocoFormatError: ", "RecordError: ", "OSError: ",
+                   "LabelMapMismatch: "):
         if marker in text:
             tail = text.rsplit(marker, 1)[1]
             return marker.rstrip(": ") + ": " + tail.split(" [while running")[0].strip()
@@ -832,9 +850,10 @@ def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any) -> i
         return EXIT_OK
     except Exception as error:  # noqa: BLE001 - turn any failure into a message and an exit code
         from recordbeam.framing import RecordError
+        from recordbeam.manifest import LabelMapMismatch
         from recordbeam.output_folder import OutputFolderError
 
-        if isinstance(error, RecordError):
+        if isinstance(error, (RecordError, LabelMapMismatch)):
             print(f"recordbeam: {error}", file=sys.stderr)
             return EXIT_DATA
         if isinstance(error, (OutputFolderError, ValueError)) and not _is_runner_error(error):

@@ -27,6 +27,7 @@ from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.boxes import InvalidBox, normalize_box
+from recordbeam.example import encode_example
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
 from recordbeam.images import ImageInfo
@@ -230,8 +231,9 @@ class _ReadInputs(beam.DoFn):
     a stage of its own that only copies the data (0.5 s at 20k images, 1.2 s at 100k).
     """
 
-    def __init__(self, options: CocoOptions) -> None:
+    def __init__(self, options: CocoOptions, skipped_prefix: str | None = None) -> None:
         self._options = options
+        self._skipped_prefix = skipped_prefix  # the output folder, when inside the images
 
     def process(self, task):
         kind, section = task
@@ -253,7 +255,10 @@ class _ReadInputs(beam.DoFn):
 
     def _list_files(self):
         opts = self._options
+        skipped = self._skipped_prefix
         for meta in filesystems.list_files(opts.images_dir):
+            if skipped and meta.path.startswith(skipped):
+                continue
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
             yield TaggedOutput("by_name", (name, ("file", file)))
             yield TaggedOutput("inputs", _text_metadata(meta))
@@ -588,11 +593,16 @@ class ReadCoco(beam.PTransform):
     Returns a dict of PCollections: ``records`` (ImageRecord), ``rejects`` (Reject),
     ``counts`` ((name, n) pairs), ``metadata`` (one dict: label map, input terms) and
     ``sizes`` ((split, bytes) of every file that joined an image entry, to plan shards).
+
+    ``skip_below``, a folder inside the images folder (the output folder, when it was put
+    there), is left out of the listing and the inputs fingerprint.
     """
 
-    def __init__(self, options: CocoOptions) -> None:
+    def __init__(self, options: CocoOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
+        self._skipped_prefix = (filesystems.prefix_below(options.images_dir, skip_below)
+                                if skip_below else None)
 
     def expand(self, pbegin):
         opts = self._options
@@ -609,7 +619,7 @@ class ReadCoco(beam.PTransform):
             | "InputTasks" >> beam.Create(tasks, reshuffle=False)
             | "SpreadTasks" >> beam.GroupByKey()
             | "Task" >> beam.FlatMap(lambda position_tasks: position_tasks[1])
-            | "ReadInputs" >> beam.ParDo(_ReadInputs(opts)).with_outputs(
+            | "ReadInputs" >> beam.ParDo(_ReadInputs(opts, self._skipped_prefix)).with_outputs(
                 "by_name", "categories", "rejects", "outside", "inputs")
         )
         images_dir = opts.images_dir
@@ -662,11 +672,32 @@ class CocoEncoder(ImageExampleEncoder):
     written image's size, aligned with the other object features.
     """
 
+    #: Objects assumed per image when planning shards before the annotations are joined
+    #: (COCO's average is about 7).
+    TYPICAL_OBJECTS = 7
+
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  include_masks: bool = False) -> None:
         super().__init__(checks, split, fixes)
         self.include_masks = include_masks
         self.list_features = OBJECT_FEATURES
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        """The object features: their keys, and per object four box corners, area,
+        label, crowd flag and a class name (masks, whose size depends on the pixels,
+        are not counted)."""
+        measured = getattr(self, "_object_bytes", None)
+        if measured is None:
+            empty = {key: [] for key in OBJECT_KINDS}
+            one = {**empty, **{key: [0.5] for key in OBJECT_KINDS if OBJECT_KINDS[key] == "float"},
+                   "image/object/class/label": [90], "image/object/is_crowd": [0],
+                   "image/object/class/text": ["n" * 10]}
+            keys = len(encode_example(empty, OBJECT_KINDS))
+            measured = self._object_bytes = (keys, len(encode_example(one, OBJECT_KINDS)) - keys)
+        keys, per_object = measured
+        objects = (self.TYPICAL_OBJECTS if record is None
+                   else len(unpack_objects(record.labels["objects"])))
+        return keys + objects * per_object
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
         kinds = {**OBJECT_KINDS, **({"image/object/mask": "bytes"} if self.include_masks else {})}

@@ -171,3 +171,25 @@ def leaves_root(name: str, *, urls_allowed: bool = False) -> str | None:
     if ".." in name.replace("\\", "/").split("/"):
         return "contains '..'"
     return None
+
+
+def prefix_below(folder: str, inner: str) -> str | None:
+    """How the paths a listing of ``folder`` gives start when they lie in ``inner`` (with
+    a trailing ``/``), or None when ``inner`` is not a folder strictly inside ``folder``.
+
+    A listing spells paths the way ``folder`` is spelled (``data/a.jpg``, ``./data/a.jpg``
+    or ``/abs/data/a.jpg``); local paths are compared as absolute paths, so ``inner`` may
+    be spelled another way. Used to leave an output folder placed inside an input folder
+    out of the input's listing.
+    """
+    base = folder.rstrip("/")
+    if FileSystems.get_scheme(folder) not in (None, "file"):
+        inside = inner.rstrip("/")
+        return inside + "/" if inside.startswith(base + "/") else None
+    import os  # local paths only: the launcher's own arguments, not data
+
+    relative = os.path.relpath(os.path.abspath(inner.removeprefix("file://")),
+                               os.path.abspath(base.removeprefix("file://") or "/"))
+    if relative == "." or relative == ".." or relative.startswith("../"):
+        return None
+    return f"{base}/{relative.replace(os.sep, '/')}/"

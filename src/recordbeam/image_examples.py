@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recordbeam import filesystems
+from recordbeam.example import encode_example
 from recordbeam.images import (
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
@@ -19,6 +20,7 @@ from recordbeam.images import (
     ImageRejected,
     inspect_image,
 )
+from recordbeam.planning import RECORD_FRAMING
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sink import Encoded, ExampleEncoder
 from recordbeam.transcode import ImageFixes, convert_foreign, fix_image
@@ -59,11 +61,39 @@ class ImageExampleEncoder(ExampleEncoder):
         # Fixes that change nothing are dropped, so the default path stays a plain read.
         self.fixes = fixes if fixes is not None and fixes.active else None
 
+    #: A file name or source id of this many bytes is assumed where none is known yet.
+    TYPICAL_NAME_BYTES = 24
+
     def identity(self, record: ImageRecord) -> str:
         return record.identity
 
     def size(self, record: ImageRecord) -> int:
-        return record.size
+        """The image file's bytes plus what its record adds: the other image features (by
+        the lengths of this record's file name and source id), the labels, the framing."""
+        name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
+        source_id = record.labels.get("source_id", record.identity)
+        return (record.size + self._fixed_features_bytes() + _text_bytes(name)
+                + _text_bytes(source_id) + self.label_size(record) + RECORD_FRAMING)
+
+    def size_overhead(self) -> int:
+        return (self._fixed_features_bytes() + 2 * self.TYPICAL_NAME_BYTES
+                + self.label_size(None) + RECORD_FRAMING)
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        """Expected bytes of the label features of ``record`` (None: of a typical one)."""
+        return 0
+
+    def _fixed_features_bytes(self) -> int:
+        """Bytes of the ``image/*`` features other than the image itself, with an empty
+        file name and source id: measured once by encoding them (keys, a 4-digit height
+        and width, the hex SHA-256, and 3 bytes for the image's length prefix)."""
+        measured = getattr(self, "_fixed_bytes", None)
+        if measured is None:
+            template = {"image/encoded": b"", "image/format": "jpeg", "image/height": 4096,
+                        "image/width": 4096, "image/filename": "", "image/source_id": "",
+                        "image/key/sha256": "0" * 64}
+            measured = self._fixed_bytes = len(encode_example(template, IMAGE_KINDS)) + 3
+        return measured
 
     def split(self, record: ImageRecord) -> str:
         return record.split
@@ -166,3 +196,7 @@ def warn_size_mismatch(record: ImageRecord, info: ImageInfo, labels: Mapping[str
         f"annotations say {json_w}x{json_h} but the image header says {info.width}x{info.height}; "
         "boxes were normalized with the header's size",
     )
+
+
+def _text_bytes(value: Any) -> int:
+    return len(str(value).encode("utf-8", "backslashreplace"))

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.example import encode_example
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder
 from recordbeam.images import ImageInfo
@@ -38,6 +39,12 @@ SPLIT_FOLDERS = ("train", "val", "test")
 SPLIT_SALT = "recordbeam/split/v1"
 
 CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+
+#: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
+#: XMLs, exports add CSV/JSON sidecars): skipped and counted like hidden files, because
+#: they are not meant as examples and rejecting them would count against
+#: --max-reject-fraction.
+NON_IMAGE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".md", ".yaml", ".yml")
 
 
 class ImageFolderError(ValueError):
@@ -119,6 +126,9 @@ class _Classify(beam.DoFn):
         if any(part.startswith(".") for part in parts):
             yield TaggedOutput("counts", ("skipped_hidden_files", 1))
             return
+        if parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+            yield TaggedOutput("counts", ("skipped_non_image_files", 1))
+            return
         if self._splits:
             if parts[0] not in self._splits or len(parts) < 3:
                 yield TaggedOutput(
@@ -199,20 +209,43 @@ def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
     }
 
 
+def _listed_class_names(root: str, split_folders: tuple[str, ...],
+                        skipped_prefix: str | None) -> list[str]:
+    """The class names a run would find, from a listing on the launcher: the folders
+    holding files that ``_Classify`` keeps (not hidden, not notes, in a class folder)."""
+    names: set[str] = set()
+    for meta in filesystems.iter_match(filesystems.everything_below(root)):
+        if skipped_prefix and meta.path.startswith(skipped_prefix):
+            continue
+        parts = filesystems.relative_name(root, meta.path).split("/")
+        if any(p.startswith(".") for p in parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+            continue
+        if split_folders:
+            if parts[0] in split_folders and len(parts) >= 3:
+                names.add(parts[1])
+        elif len(parts) >= 2:
+            names.add(parts[0])
+    return sorted(names)
+
+
 class ReadImageFolder(beam.PTransform):
     """Read class folders into ``ImageRecord``s.
 
     Construction looks for split folders (a listing limited to one file per name);
     :attr:`splits` then names every split this read can produce, for ``WriteShards``.
 
+    ``skip_below``, a folder inside the root (the output folder, when it was put there),
+    is left out of the listing: its shards are neither classes nor inputs.
+
     Returns a dict of PCollections like ``ReadCoco``: ``records``, ``rejects``, ``counts``
     and ``metadata`` (label map, input terms).
     """
 
-    def __init__(self, options: ImageFolderOptions) -> None:
+    def __init__(self, options: ImageFolderOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
         self._root = options.root.rstrip("/")
+        self._skipped_prefix = filesystems.prefix_below(self._root, skip_below) if skip_below else None
         self.split_folders = split_folders(self._root)
         if self.split_folders and options.val_fraction is not None:
             raise ImageFolderError(
@@ -226,9 +259,23 @@ class ReadImageFolder(beam.PTransform):
         else:
             self.splits = (options.split,)
 
+    def label_metadata(self) -> dict:
+        """The ``label_map`` a run will write, found on the launcher: from the classes
+        file, else from a listing of the class folders (a whole listing: call it only when
+        the answer is needed, to check a run against splits already in its output)."""
+        opts = self._options
+        if opts.classes_file:
+            classes = read_classes_file(opts.classes_file)
+        else:
+            classes = _listed_class_names(self._root, self.split_folders, self._skipped_prefix)
+        return {"label_map": {str(i + opts.label_offset): name for i, name in enumerate(classes)}}
+
     def expand(self, pbegin):
         opts = self._options
         files = pbegin | "ListImages" >> fileio.MatchFiles(filesystems.everything_below(self._root))
+        if self._skipped_prefix:
+            files = files | "SkipOutputFolder" >> beam.Filter(
+                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
         classified = files | "Classify" >> beam.ParDo(
             _Classify(self._root, self.split_folders, opts)
         ).with_outputs("rejects", "counts", main="files")
@@ -279,6 +326,14 @@ class ReadImageFolder(beam.PTransform):
 
 class ClassificationEncoder(ImageExampleEncoder):
     """Adds ``image/class/label`` (int64) and ``image/class/text`` (the class name)."""
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        measured = getattr(self, "_class_bytes", None)
+        if measured is None:
+            template = {"image/class/label": 1000, "image/class/text": ""}
+            measured = self._class_bytes = len(encode_example(template, CLASS_KINDS))
+        text = record.labels["text"] if record is not None else "n" * self.TYPICAL_NAME_BYTES
+        return measured + len(text.encode("utf-8"))
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
         features = {

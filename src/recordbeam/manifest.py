@@ -90,3 +90,88 @@ def dataset_manifest(splits: Mapping[str, dict[str, Any]], dataset_meta: Mapping
 def split_of_shard_file(name: str) -> str:
     """``train-00001-of-00004.tfrecord.gz`` -> ``train``."""
     return name.rsplit("-of-", 1)[0].rsplit("-", 1)[0]
+
+
+def empty_shards_warning(split: str, entry: Mapping[str, Any]) -> str | None:
+    """What to say when a split's entry lists empty shards (more shards than examples
+    asked with ``--shards``, or a split nothing reached), else None."""
+    shards = entry.get("shards", [])
+    empty = sum(1 for s in shards if not s["examples"])
+    if not empty:
+        return None
+    examples = entry.get("examples", 0)
+    if not examples:
+        return (f"split {split}: no examples, so its {len(shards)} shard file(s) are empty; "
+                "check the inputs of this split")
+    # Examples fall into shards by hash, so even N shards for N examples leaves some
+    # empty: the advice is "far fewer", not a number.
+    return (f"split {split}: {empty} of {len(shards)} shards are empty ({examples} examples), "
+            "so readers get empty files; pass a much smaller --shards, or leave --shards out "
+            "to size shards by --shard-size")
+
+
+#: What every split of one folder must agree on: the name of each label value, and (for
+#: COCO) the label each category id is written as. ``labels.txt``, the TFDS class names
+#: and the manifest's top level hold one map for the whole folder.
+LABEL_KEYS = ("label_map", "category_ids")
+
+
+class LabelMapMismatch(Exception):
+    """A run would give labels other meanings than the splits already in its folder."""
+
+
+def _label_order(key: str) -> tuple[int, Any]:
+    try:
+        return 0, int(key)
+    except ValueError:
+        return 1, key
+
+
+def _label_differences(previous: Mapping[str, Any], metadata: Mapping[str, Any]) -> list[str]:
+    differences = []
+    old, new = previous.get("label_map") or {}, metadata.get("label_map") or {}
+    for label in sorted(set(old) | set(new), key=_label_order):
+        if old.get(label) != new.get(label):
+            there = repr(old[label]) if label in old else "unnamed"
+            here = repr(new[label]) if label in new else "unnamed"
+            differences.append(f"label {label} is {there} there but {here} in this run")
+    old, new = previous.get("category_ids") or {}, metadata.get("category_ids") or {}
+    for category in sorted(set(old) | set(new), key=_label_order):
+        if old.get(category) != new.get(category):
+            there = f"label {old[category]}" if category in old else "absent"
+            here = f"label {new[category]}" if category in new else "absent"
+            differences.append(f"category {category} is {there} there but {here} in this run")
+    return differences
+
+
+def label_map_conflict(previous: Mapping[str, Any] | None, metadata: Mapping[str, Any],
+                       owned: Iterable[str], output_dir: str) -> str | None:
+    """Why a run writing the splits ``owned`` with ``metadata``'s label map must not
+    commit into a folder whose manifest is ``previous``, or None when it may: it may when
+    the folder holds no other split, or when their label maps agree (names of every
+    label value, and the label of every category id)."""
+    owned = set(owned)
+    kept = sorted(set((previous or {}).get("splits", {})) - owned)
+    if not kept:
+        return None
+    differences = _label_differences(previous, metadata)
+    if not differences:
+        return None
+    shown = "; ".join(differences[:5])
+    if len(differences) > 5:
+        shown += f"; and {len(differences) - 5} more"
+    return (
+        f"{output_dir} already holds the split(s) {', '.join(kept)}, whose labels disagree "
+        f"with this run's ({', '.join(sorted(owned))}): {shown}. Writing would give their "
+        "examples other class names. Convert with the same categories (for class folders, "
+        "the same --classes file; the same --contiguous-labels and --label-offset), write "
+        "into another folder, or rewrite every split. Nothing was written."
+    )
+
+
+def check_label_maps_agree(previous: Mapping[str, Any] | None, metadata: Mapping[str, Any],
+                           owned: Iterable[str], output_dir: str) -> None:
+    """Raise :class:`LabelMapMismatch` when :func:`label_map_conflict` finds one."""
+    problem = label_map_conflict(previous, metadata, owned, output_dir)
+    if problem:
+        raise LabelMapMismatch(problem)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.framing import Compression, shard_suffix
 from recordbeam.manifest import FORMAT as MANIFEST_FORMAT
+from recordbeam.manifest import check_label_maps_agree
 from recordbeam.tfds_metadata import is_tfds_file
 
 MANIFEST = "manifest.json"
@@ -153,3 +155,20 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
             plan = _read_json(filesystems.join(output_dir, p)) or {}
             names |= set(plan.get("files", []))
     return known | {p for p in files if p in names}
+
+
+def check_labels_agree(output_dir: str, owned: Iterable[str],
+                       labels: Callable[[], Mapping[str, Any] | None]) -> None:
+    """Before a run: raise :class:`recordbeam.manifest.LabelMapMismatch` when
+    ``output_dir`` holds splits this run does not write and ``labels()`` (the run's
+    ``label_map`` / ``category_ids``, or None when they cannot be known before the run)
+    disagrees with theirs. ``labels`` is called only when there are such splits: it may
+    have to read a file or list a folder.
+    """
+    owned = set(owned)
+    previous = recorded_manifest(output_dir)
+    if previous is None or not set(previous.get("splits", {})) - owned:
+        return
+    found = labels()
+    if found is not None:
+        check_label_maps_agree(previous, found, owned, output_dir)

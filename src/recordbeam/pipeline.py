@@ -7,16 +7,17 @@ and a Dataflow job build the same graph.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from recordbeam import __version__, filesystems, output_folder
-from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, ReadImageFolder
@@ -52,12 +53,23 @@ def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
     return metadata
 
 
-def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any]) -> str:
+def _listed_inputs(pattern: str, skip_below: str | None) -> Iterator[FileMetadata]:
+    """The files ``pattern`` matches, without those in ``skip_below`` when the pattern
+    lists a folder holding it (the output folder put inside an input folder)."""
+    listed = filesystems.iter_match(pattern)
+    folder = pattern.removesuffix("/**") if pattern.endswith("/**") else None
+    prefix = filesystems.prefix_below(folder, skip_below) if folder and skip_below else None
+    return listed if prefix is None else (m for m in listed if not m.path.startswith(prefix))
+
+
+def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any],
+                        skip_below: str | None = None) -> str:
     """The inputs fingerprint a run would record now, computed by listing on the launcher
-    (the pipeline computes the same value from the same listing on workers)."""
+    (the pipeline computes the same value from the same listing on workers, which leaves
+    the output folder ``skip_below`` out as this does)."""
     total, count = combine_terms(
         file_term(m.path, m.size_in_bytes, m.last_updated_in_seconds)
-        for pattern in patterns for m in filesystems.iter_match(pattern)
+        for pattern in patterns for m in _listed_inputs(pattern, skip_below)
     )
     return fingerprint(total, count, settings)
 
@@ -68,7 +80,8 @@ def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
     (names, sizes, modification times) and settings (options, recordbeam version)."""
     manifest = output_folder.read_manifest(output_dir)
     recorded = (manifest or {}).get("splits", {}).get(split, {}).get("inputs_fingerprint")
-    return recorded is not None and recorded == current_fingerprint(patterns, settings)
+    return recorded is not None and recorded == current_fingerprint(
+        patterns, settings, skip_below=output_dir)
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
@@ -97,13 +110,32 @@ def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks,
     return _settings("coco", coco, shards, checks, fixes)
 
 
+def coco_label_metadata(coco: CocoOptions) -> dict[str, Any] | None:
+    """The ``label_map`` and ``category_ids`` a run will write, from the categories
+    section (read on the launcher, stopping where the section ends); None when the file
+    is broken there, which the run itself then reports with the item's position."""
+    try:
+        categories = [(item["id"], item["name"])
+                      for item in stream_section(coco.annotations, "categories", stop_early=True)]
+        labels = label_map(categories, coco.contiguous_labels)
+    except Exception:  # noqa: BLE001 - any broken file is the run's to report, not ours
+        return None
+    return {"label_map": {str(label): name for label, name in labels.values()},
+            "category_ids": {str(cid): label for cid, (label, _name) in labels.items()}}
+
+
 def coco_to_tfrecord(
     p: beam.Pipeline, output_dir: str, coco: CocoOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
+    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress).
+
+    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
+    whose label map disagrees with the annotation file's categories.
+    """
+    output_folder.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
     encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks)
-    return _write_read(p, "ReadCoco", ReadCoco(coco), output_dir, encoder, shards,
+    return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
 
 
@@ -137,15 +169,22 @@ def imagefolder_to_tfrecord(
     p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
-    read = ReadImageFolder(folder)
+    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink.
+
+    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
+    whose classes disagree with these.
+    """
+    read = ReadImageFolder(folder, skip_below=output_dir)
+    output_folder.check_labels_agree(output_dir, read.splits, read.label_metadata)
     encoder = ClassificationEncoder(checks, read.splits[0], fixes)
     return _write_read(p, "ReadImageFolder", read, output_dir, encoder, shards,
                        imagefolder_settings(folder, shards, checks, fixes), read.splits)
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
-    return [filesystems.everything_below(manifest_dir(table.manifest))]
+    # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
+    # on its own (the file may lie anywhere, e.g. beside images on another bucket).
+    return [filesystems.everything_below(manifest_dir(table.manifest)), table.manifest]
 
 
 def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
@@ -162,7 +201,8 @@ def table_to_tfrecord(
     Streams the manifest once here, on the launcher, to learn the column types
     (:func:`recordbeam.tabular.infer_schema`); raises ``TableError`` on a disagreement.
     """
-    read = ReadTable(table)
+    read = ReadTable(table, skip_below=output_dir)
+    output_folder.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
     encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
     return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
                        table_settings(table, shards, checks, fixes), read.splits)

@@ -20,6 +20,9 @@ DEFAULT_SHARD_SIZE = 128 * 1024 * 1024
 
 MAX_SHARDS = 99_999  # the file name carries five digits
 
+#: Bytes TFRecord framing adds to every record: length (8), its CRC (4), data CRC (4).
+RECORD_FRAMING = 16
+
 
 def order_key(identity: str, salt: str = DEFAULT_SALT) -> int:
     """A 64-bit key from an example's identity; it fixes both shard and position."""

@@ -6,11 +6,17 @@ read, streaming, by one task (our framing reader, CRCs checked); the records go 
 the sink's guarantees: hash-ordered shards, atomic commit, a manifest with the feature
 spec, TFDS metadata. When the inputs come from one recordbeam folder, its label map, task
 and list features are carried over so class names and variable-length boxes survive.
+
+Splits stay apart: each input keeps the split its shard name gives it
+(``val-00000-of-00004.tfrecord`` stays ``val``), so resharding a whole folder never
+leaks validation examples into training. ``--split`` renames the one split of the
+inputs; it is refused when the inputs hold several.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,19 +26,26 @@ from recordbeam import filesystems, output_folder
 from recordbeam.feature_spec import is_list_feature
 from recordbeam.framing import compression_for_path, read_records
 from recordbeam.manifest import split_of_shard_file
-from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards
+from recordbeam.sink import Encoded, ExampleEncoder, ShardOptions, WriteShards
 
 __all__ = [
     "ReadRecordFiles",
+    "ReshardError",
     "ReshardOptions",
+    "SplitRecord",
+    "SplitRecordEncoder",
     "carried_list_features",
     "carried_metadata",
+    "input_splits",
     "reshard",
-    "split_for",
 ]
 
 #: Manifest keys that describe the dataset (not one run) and survive a reshard.
 CARRIED_KEYS = ("label_map", "label_names", "task", "category_ids")
+
+
+class ReshardError(ValueError):
+    """The inputs cannot be resharded as asked (``--split`` over several splits)."""
 
 
 @dataclass(frozen=True)
@@ -41,11 +54,39 @@ class ReshardOptions:
 
     Attributes:
         inputs: the input files (already expanded from globs).
-        split: the split name the output shards get.
+        split: None keeps each input's split (from its shard name; ``train`` for files
+            named otherwise); a name puts every input in that split, which is refused
+            when the inputs' names carry several splits (see :func:`input_splits`).
     """
 
     inputs: tuple[str, ...]
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """One serialized record and the split it is written to."""
+
     split: str
+    data: bytes
+
+
+class SplitRecordEncoder(ExampleEncoder):
+    """Writes :class:`SplitRecord` data as it is, into the record's own split. The
+    identity is the data's hash, as for plain ``bytes`` elements, so a one-split reshard
+    orders its records as before."""
+
+    def identity(self, record: SplitRecord) -> str:
+        return hashlib.sha256(record.data).hexdigest()
+
+    def size(self, record: SplitRecord) -> int:
+        return super().size(record.data)
+
+    def split(self, record: SplitRecord) -> str:
+        return record.split
+
+    def encode(self, record: SplitRecord) -> Encoded:
+        return Encoded(serialized=record.data)
 
 
 class _ReadFile(beam.DoFn):
@@ -56,19 +97,38 @@ class _ReadFile(beam.DoFn):
             yield from read_records(f, path=path, compression=compression_for_path(path))
 
 
-class ReadRecordFiles(beam.PTransform):
-    """A PCollection of serialized records from a list of TFRecord files, one task per file."""
+class _ReadFileSplit(beam.DoFn):
+    """All records of one TFRecord file as :class:`SplitRecord`s of its split."""
 
-    def __init__(self, paths: Sequence[str]) -> None:
+    def process(self, path_split: tuple[str, str]) -> Iterator[SplitRecord]:
+        path, split = path_split
+        with filesystems.open_read(path) as f:
+            for data in read_records(f, path=path, compression=compression_for_path(path)):
+                yield SplitRecord(split, data)
+
+
+class ReadRecordFiles(beam.PTransform):
+    """A PCollection of serialized records from a list of TFRecord files, one task per file.
+
+    With ``splits`` (input path -> split name, see :func:`input_splits`) the records are
+    :class:`SplitRecord`s of their file's split; without, plain ``bytes``.
+    """
+
+    def __init__(self, paths: Sequence[str], splits: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self._paths = list(paths)
+        self._splits = dict(splits) if splits is not None else None
 
     def expand(self, p):
+        if self._splits is None:
+            files, read = self._paths, _ReadFile()
+        else:
+            files, read = [(path, self._splits[path]) for path in self._paths], _ReadFileSplit()
         return (
             p
-            | "Files" >> beam.Create(self._paths)
+            | "Files" >> beam.Create(files)
             | "SpreadFiles" >> beam.Reshuffle()  # one file per task, not all on one worker
-            | "ReadFile" >> beam.ParDo(_ReadFile())
+            | "ReadFile" >> beam.ParDo(read)
         )
 
 
@@ -76,14 +136,31 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else "."
 
 
-def split_for(paths: Sequence[str], default: str = "train") -> str:
-    """The split named by our shard names when all inputs share one, else ``default``."""
-    names = {p.rsplit("/", 1)[-1] for p in paths}
-    if names and all(output_folder.is_shard_file(n) for n in names):
-        splits = {split_of_shard_file(n) for n in names}
-        if len(splits) == 1:
-            return splits.pop()
-    return default
+def input_splits(paths: Sequence[str], split: str | None = None,
+                 default: str = "train") -> dict[str, str]:
+    """Each input's output split: the one its shard name gives (``default`` for other
+    names), or ``split`` for every input when given.
+
+    Raises:
+        ReshardError: ``split`` is given but the inputs' names carry several splits
+            (writing them as one would merge e.g. validation into training).
+    """
+    named = {p: split_of_shard_file(_name(p)) for p in paths
+             if output_folder.is_shard_file(_name(p))}
+    if split is None:
+        return {p: named.get(p, default) for p in paths}
+    found = sorted(set(named.values()))
+    if len(found) > 1:
+        raise ReshardError(
+            f"the inputs hold the splits {', '.join(found)}; --split {split} would merge them "
+            "into one. Leave --split out to keep each split apart, or pick one split's files "
+            f"with the glob (e.g. '{_parent(paths[0])}/{found[0]}-*')"
+        )
+    return dict.fromkeys(paths, split)
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
 def _source_manifest(paths: Sequence[str]) -> dict[str, Any]:
@@ -124,10 +201,20 @@ def check_not_in_place(paths: Sequence[str], output_dir: str) -> None:
 def reshard(
     p: beam.Pipeline, output_dir: str, options: ReshardOptions, shards: ShardOptions
 ) -> WriteShards:
-    """Add the reshard to ``p``; returns the sink (its ``temp_dir`` shows progress)."""
+    """Add the reshard to ``p``; returns the sink (its ``temp_dir`` shows progress).
+
+    Raises ``ReshardError`` before any work when ``options.split`` would merge splits,
+    ``LabelMapMismatch`` when ``output_dir`` holds other splits with another label map.
+    """
+    if not options.inputs:
+        raise ReshardError("no input files to reshard")
     check_not_in_place(options.inputs, output_dir)
+    splits = input_splits(options.inputs, options.split)
+    written = sorted(set(splits.values()))
+    carried = carried_metadata(options.inputs)
+    output_folder.check_labels_agree(output_dir, written, lambda: carried)
     metadata = {
-        **carried_metadata(options.inputs),
+        **carried,
         "settings": {
             "command": "reshard",
             "inputs": list(options.inputs),
@@ -136,9 +223,10 @@ def reshard(
     }
     sink = WriteShards(
         output_dir,
-        ExampleEncoder(options.split, list_features=carried_list_features(options.inputs)),
+        SplitRecordEncoder(written[0], list_features=carried_list_features(options.inputs)),
         options=shards,
         metadata=p | "Metadata" >> beam.Create([metadata]),
+        splits=written[1:],
     )
-    _ = p | "ReadRecords" >> ReadRecordFiles(options.inputs) | "WriteShards" >> sink
+    _ = p | "ReadRecords" >> ReadRecordFiles(options.inputs, splits) | "WriteShards" >> sink
     return sink

@@ -709,7 +709,8 @@ class FolderSample:
       root: the folder to convert.
       classes: class names, sorted.
       expected: "good": {relative path: class}; "rejected": {relative path: reason};
-        "hidden": count of hidden files; "kinds": {relative path: `odd_image` kind};
+        "hidden": count of hidden files; "non_image": count of note files (``.txt``...)
+        to be skipped; "kinds": {relative path: `odd_image` kind};
         "splits": {relative path: split} for the split-folders layout.
     """
 
@@ -726,12 +727,14 @@ def make_image_folder_sample(
     ``root/train`` and ``root/val`` with ``split_folders``).
 
     Each class cycles through `ODD_IMAGE_KINDS`, all named ``.JPEG`` as in ImageNet (so the
-    PNGs are "PNGs behind a .JPEG name"). With ``include_bad``: a truncated JPEG and a text
-    file in the first class, a stray file in the root, and a hidden ``.DS_Store``.
+    PNGs are "PNGs behind a .JPEG name"). With ``include_bad``: a truncated JPEG, a text
+    file named ``.JPEG`` and a ``notes.txt`` in the first class, a stray ``.JPEG`` and a
+    ``README.txt`` in the root, and a hidden ``.DS_Store``.
     """
     base = os.fspath(root)
     classes = ("n01440764", "n02102040", "n02979186")
-    expected: dict[str, Any] = {"good": {}, "rejected": {}, "hidden": 0, "kinds": {}, "splits": {}}
+    expected: dict[str, Any] = {"good": {}, "rejected": {}, "hidden": 0, "non_image": 0,
+                                "kinds": {}, "splits": {}}
     counter = count()
     for split in ("train", "val") if split_folders else ("",):
         for class_name in classes:
@@ -752,14 +755,18 @@ def make_image_folder_sample(
         prefix = "train/" if split_folders else ""
         whole = odd_image("rgb_jpeg", 40, 30, seed)
         bad = {"truncated.JPEG": ("truncated", whole[: len(whole) // 2]),
-               "notes.txt": ("not_an_image", b"not a picture\n")}
+               "notes.JPEG": ("not_an_image", b"not a picture\n")}
         for name, (reason, data) in bad.items():
             with open(os.path.join(first, name), "wb") as f:
                 f.write(data)
             expected["rejected"][f"{prefix}{classes[0]}/{name}"] = reason
-        with open(os.path.join(base, "README.txt"), "w", encoding="utf-8") as f:
-            f.write("a stray file outside the class folders\n")
-        expected["rejected"]["README.txt"] = "not_in_class_folder"
+        with open(os.path.join(base, "stray.JPEG"), "wb") as f:
+            f.write(whole)
+        expected["rejected"]["stray.JPEG"] = "not_in_class_folder"
+        for folder, name in ((first, "notes.txt"), (base, "README.txt")):
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                f.write("notes beside the images, not an example\n")
+            expected["non_image"] += 1
         with open(os.path.join(first, ".DS_Store"), "wb") as f:
             f.write(b"\0\0\0\1Bud1")
         expected["hidden"] = 1

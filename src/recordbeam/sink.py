@@ -24,6 +24,7 @@ import hashlib
 import io
 import itertools
 import json
+import logging
 import os
 import struct
 import uuid
@@ -42,11 +43,19 @@ from recordbeam import output_folder as folder
 from recordbeam.example import Example, FeatureError, make_sequence_example
 from recordbeam.feature_spec import FeatureSpec
 from recordbeam.framing import Compression, RecordWriter, parse_compression
-from recordbeam.planning import DEFAULT_SALT, DEFAULT_SHARD_SIZE, order_key, shard_count, shard_of
+from recordbeam.planning import (
+    DEFAULT_SALT,
+    DEFAULT_SHARD_SIZE,
+    RECORD_FRAMING,
+    order_key,
+    shard_count,
+    shard_of,
+)
 from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, Reject
 from recordbeam.wire import encode_example_observed
 
 COUNTER_NAMESPACE = "recordbeam"
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -96,8 +105,15 @@ class ExampleEncoder:
         return hashlib.sha256(element).hexdigest()
 
     def size(self, element: Any) -> int:
-        """Expected bytes of the encoded example, for planning shard counts."""
-        return len(element)
+        """Expected bytes of the element's framed record in the shard, for planning shard
+        counts (``--shard-size`` is a target for the shard files)."""
+        return len(element) + RECORD_FRAMING
+
+    def size_overhead(self) -> int:
+        """Bytes a typical record adds to the payload sizes a reader gives upfront
+        (``WriteShards(sizes=...)``, e.g. the image files' listed sizes): the framing
+        and the features the encoder writes beside the payload."""
+        return RECORD_FRAMING
 
     def split(self, element: Any) -> str:
         return self.default_split
@@ -114,7 +130,8 @@ class ShardOptions:
         num_shards: shards per split; None derives it from ``shard_size``.
         shard_size: target bytes per shard when ``num_shards`` is None.
         compression: ``none``, ``gzip`` or ``zlib`` (as TensorFlow names them).
-        index: also write ``<shard>.idx`` files (offset and length per record).
+        index: also write ``<shard>.idx`` files (offset and length per record);
+            uncompressed shards only.
         salt: mixed into order keys; the default keeps runs comparable.
         max_reject_fraction: fail the run when more than this fraction of elements
             (``image`` rejects over images seen) was rejected.
@@ -134,6 +151,15 @@ class ShardOptions:
                 f"max_reject_fraction must be between 0 and 1, got {self.max_reject_fraction}"
             )
         shard_count(0, num_shards=self.num_shards, shard_size=self.shard_size)  # validates
+        if self.index and self.compression is not Compression.NONE:
+            # An index of a compressed shard could only count bytes of the decompressed
+            # stream: no reader (ours, DALI, the tfrecord package) can seek to those.
+            raise ValueError(
+                f"--index cannot be combined with --compression {self.compression.name.lower()}: "
+                "a compressed shard cannot be entered in the middle, so its offsets would be "
+                "of no use. Write uncompressed shards with --index, or compressed shards "
+                "without it."
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -412,16 +438,26 @@ class _Finalize(beam.DoFn):
                                      dataset_meta)
             for split in owned
         }
+        previous = folder.recorded_manifest(self._output_dir) or {}
+        # The launcher checked this before the run (pipeline.check_labels_before_run); a
+        # folder changed since then, or a caller that skipped it, is stopped here.
+        conflict = manifest.label_map_conflict(previous, dataset_meta, owned, self._output_dir)
+        if conflict:
+            filesystems.remove_tree(self._temp_dir)
+            raise manifest.LabelMapMismatch(conflict)
         worst = max(entries.values(), key=lambda e: e["rejects"]["image_fraction"])
         if worst["rejects"]["image_fraction"] > self._options.max_reject_fraction:
             self._write_rejects(folder.FAILED_REJECTS, rejects)
             filesystems.remove_tree(self._temp_dir)
             raise RejectLimitExceeded(_reject_summary(worst, self._output_dir, self._options))
-        previous = folder.recorded_manifest(self._output_dir) or {}
         for split, entry in previous.get("splits", {}).items():
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
         self._commit(results, rejects, owned, final)
+        for split in owned:
+            warning = manifest.empty_shards_warning(split, final["splits"][split])
+            if warning:
+                _LOG.warning("%s: %s", self._output_dir, warning)
         yield final
 
     def _split_entry(self, split, results, rejects, upstream_counts, meta) -> dict[str, Any]:
@@ -579,11 +615,13 @@ class WriteShards(beam.PTransform):
             ``manifest.SPLIT_KEYS`` go to the entries of the splits this run writes.
         splits: splits this run owns besides the encoder's default split, even if no
             element reaches them (their old shards are then replaced by nothing).
-        sizes: ``(split, bytes)`` pairs to plan shard counts from, when the reader knows
-            the input sizes before it builds the elements (COCO: the listed size of every
-            file that joined an image entry). Shards are then assigned in the same pass
+        sizes: ``(split, bytes)`` pairs, one per element, to plan shard counts from,
+            when the reader knows the input sizes before it builds the elements (COCO: the
+            listed size of every file that joined an image entry); the sink adds
+            ``encoder.size_overhead()`` to each. Shards are then assigned in the same pass
             that keys the elements, one pass over them fewer. Without it the sink sums
-            ``encoder.size`` over the elements.
+            ``encoder.size`` over the elements. Either way the target is the size of the
+            shard files, so small images do not make shards larger than asked.
 
     One output folder may hold several splits; a run replaces only the splits it writes
     and keeps the others (and their manifest entries and rejects).
@@ -613,6 +651,10 @@ class WriteShards(beam.PTransform):
         sizes = self._sizes
         if sizes is None:
             sizes = keyed | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))
+        else:
+            overhead = self._encoder.size_overhead()
+            sizes = sizes | "AddRecordOverhead" >> beam.Map(
+                lambda split_bytes: (split_bytes[0], split_bytes[1] + overhead))
         totals = sizes | "SumSizes" >> beam.CombinePerKey(sum)
         plan_written = (
             p

@@ -671,11 +671,16 @@ class ReadTable(beam.PTransform):
 
     Construction streams the manifest once on the launcher (:func:`infer_schema`);
     :attr:`schema` and :attr:`splits` are then known. Returns a dict like ``ReadCoco``.
+    ``skip_below``, a folder inside the manifest's folder (the output folder, when it was
+    put there), is left out of the listing and the inputs fingerprint.
     """
 
-    def __init__(self, options: TableOptions, schema: Schema | None = None) -> None:
+    def __init__(self, options: TableOptions, schema: Schema | None = None,
+                 skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
+        self._skipped_prefix = (filesystems.prefix_below(manifest_dir(options.manifest), skip_below)
+                                if skip_below else None)
         self.schema = schema or infer_schema(options)
         if options.split_column:
             self.splits: tuple[str, ...] = self.schema.splits or (options.split,)
@@ -699,6 +704,9 @@ class ReadTable(beam.PTransform):
         listing = pbegin | "ListFolder" >> fileio.MatchFiles(
             filesystems.everything_below(base), empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
         )
+        if self._skipped_prefix:
+            listing = listing | "SkipOutputFolder" >> beam.Filter(
+                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
         files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, m.size_in_bytes))
         sizes = (
             {"refs": refs, "files": files}

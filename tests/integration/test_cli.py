@@ -248,3 +248,28 @@ def test_verify_numbers_records_after_a_skipped_corrupt_one(tmp_path, capsys):
     second = 8 + 4 + len(encode_example({"n": [0]})) + 4
     assert f"record 1 at byte {second}: does not parse as an Example" in out
     assert "1 records" in out
+
+
+def test_more_shards_than_examples_warns_in_the_summary(three_shards, tmp_path, capsys):
+    # 200 shards for a few dozen examples: most are empty files, and the run says so.
+    examples = len(three_shards.records())
+    glob = os.path.join(three_shards.output, "train-*.tfrecord")
+    out = tmp_path / "many"
+    assert cli.main(["reshard", glob, str(out), "--shards", "200", "--quiet", *IN_MEMORY]) == 0
+    captured = capsys.readouterr()
+    manifest = json.loads((out / "manifest.json").read_text())
+    empty = sum(1 for s in manifest["splits"]["train"]["shards"] if not s["examples"])
+    assert empty >= 200 - examples
+    assert re.search(rf"^warning empty shards\s+{empty}$", captured.out, re.MULTILINE)
+    assert (f"warning: split train: {empty} of 200 shards are empty ({examples} examples)"
+            in captured.err)
+    assert "much smaller --shards" in captured.err
+
+
+def test_no_empty_shard_warning_when_every_shard_holds_examples(three_shards, tmp_path, capsys):
+    glob = os.path.join(three_shards.output, "train-*.tfrecord")
+    assert cli.main(["reshard", glob, str(tmp_path / "one"), "--shards", "1", "--quiet",
+                     *IN_MEMORY]) == 0
+    captured = capsys.readouterr()
+    assert "warning empty shards" not in captured.out
+    assert "warning:" not in captured.err

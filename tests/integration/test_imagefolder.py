@@ -73,6 +73,7 @@ def test_flat_layout_labels_sorted_classes_and_splits_by_hash(flat, tmp_path):
     cmyk_total = sum(e.get("counts", {}).get("fix_cmyk", 0) for e in manifest["splits"].values())
     assert cmyk_total == kinds.count("cmyk_jpeg")
     assert counts["skipped_hidden_files"] == flat.expected["hidden"]
+    assert counts["skipped_non_image_files"] == flat.expected["non_image"]
 
 
 def test_split_folders_classes_file_and_label_offset(tmp_path):
@@ -153,3 +154,23 @@ def test_cli_converts_class_folders(flat, tmp_path, capsys):
         )
         == cli.EXIT_USAGE
     )
+
+
+def test_note_files_beside_images_are_skipped_and_counted_not_rejected(tmp_path):
+    root = tmp_path / "in"
+    (root / "cat").mkdir(parents=True)
+    (root / "annotations").mkdir()  # a folder of sidecars only: not a class
+    image = io.BytesIO()
+    Image.new("RGB", (8, 6), (10, 20, 30)).save(image, "JPEG")
+    (root / "cat" / "a.jpg").write_bytes(image.getvalue())
+    notes = {"cat/notes.txt": "notes", "cat/labels.csv": "name,label\n", "cat/meta.json": "{}",
+             "cat/box.XML": "<annotation/>", "annotations/all.json": "[]",
+             "synsets.txt": "n01440764 tench\n"}
+    for relative, text in notes.items():
+        (root / relative).write_text(text)
+    manifest = _convert(tmp_path / "out", ImageFolderOptions(str(root)))
+    entry = manifest["splits"]["train"]
+    assert entry["examples"] == 1
+    assert entry["rejects"]["total"] == 0
+    assert entry["counts"]["skipped_non_image_files"] == len(notes)
+    assert manifest["label_map"] == {"0": "cat"}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections import Counter
 
 import pytest
 
 from recordbeam import cli, pipeline
-from recordbeam.framing import RecordError, open_records
+from recordbeam.example import encode_example
+from recordbeam.framing import RecordError, RecordWriter, open_records
 from recordbeam.output_folder import OutputFolderError
 from recordbeam.reshard import ReshardOptions, reshard
 from recordbeam.sink import ShardOptions
@@ -30,7 +33,7 @@ pytestmark = pytest.mark.slow
 def run_reshard(inputs, out, **options):
     shards = ShardOptions(**options)
     return pipeline.run(
-        lambda p: reshard(p, str(out), ReshardOptions(tuple(inputs), "train"), shards),
+        lambda p: reshard(p, str(out), ReshardOptions(tuple(inputs)), shards),
         str(out),
         beam_args=IN_MEMORY,
         show_progress=False,
@@ -40,7 +43,7 @@ def run_reshard(inputs, out, **options):
 def test_same_records_in_new_count_and_compression(three_shards, tmp_path):
     before = Counter(three_shards.records())
     manifest = run_reshard(
-        three_shards.shard_paths(), tmp_path / "out", num_shards=2, compression="gzip", index=True
+        three_shards.shard_paths(), tmp_path / "out", num_shards=2, compression="gzip"
     )
     paths = shard_paths(str(tmp_path / "out"))
     assert [os.path.basename(p) for p in paths] == [
@@ -55,7 +58,6 @@ def test_same_records_in_new_count_and_compression(three_shards, tmp_path):
         == three_shards.manifest["splits"]["train"]["features"]
     )
     assert manifest["label_names"] == three_shards.manifest["label_names"]  # carried over
-    assert all(os.path.exists(p + ".idx") for p in paths)
 
 
 def test_cli_reshard_infers_split_and_refuses_in_place(three_shards, tmp_path, capsys):
@@ -84,3 +86,71 @@ def test_corrupt_input_fails_and_commits_nothing(three_shards, tmp_path):
 def test_in_place_is_refused(three_shards, tmp_path):
     with pytest.raises(OutputFolderError, match="new folder"):
         run_reshard(three_shards.shard_paths(), three_shards.output, num_shards=1)
+
+
+def _write_shards(folder, split: str, per_shard: list[int], first: int) -> list[bytes]:
+    """``split`` shards of ``per_shard`` records each, numbered from ``first``."""
+    folder.mkdir(exist_ok=True)
+    records, number = [], first
+    for index, count in enumerate(per_shard):
+        name = f"{split}-{index:05d}-of-{len(per_shard):05d}.tfrecord"
+        with open(folder / name, "wb") as f, RecordWriter(f) as writer:
+            for _ in range(count):
+                record = encode_example({"number": [number], "split": split})
+                writer.write(record)
+                records.append(record)
+                number += 1
+    return records
+
+
+def _split_records(folder, split: str) -> list[bytes]:
+    return [r for p in shard_paths(str(folder)) if os.path.basename(p).startswith(f"{split}-")
+            for r in open_records(p)]
+
+
+def test_each_split_of_the_inputs_stays_its_own_split(tmp_path, capsys):
+    source = tmp_path / "source"
+    train = _write_shards(source, "train", [6, 4], 0)
+    val = _write_shards(source, "val", [4], 100)
+    out = tmp_path / "new"
+    code = cli.main(["reshard", str(source / "*.tfrecord"), str(out), "--shards", "2", "--quiet",
+                     *IN_MEMORY])
+    assert code == cli.EXIT_OK, capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {name: e["examples"] for name, e in manifest["splits"].items()} == {"train": 10, "val": 4}
+    assert sorted(_split_records(out, "train")) == sorted(train)
+    assert sorted(_split_records(out, "val")) == sorted(val)
+    printed = capsys.readouterr().out
+    assert re.search(r"^examples\s+14$", printed, re.MULTILINE)
+    assert re.search(r"^  val\s+4 examples in 2 shards$", printed, re.MULTILINE)
+    # The train shards are the same bytes as when train is resharded alone.
+    alone = tmp_path / "train-only"
+    assert cli.main(["reshard", str(source / "train-*.tfrecord"), str(alone), "--shards", "2",
+                     "--quiet", *IN_MEMORY]) == cli.EXIT_OK
+    for name in ("train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"):
+        assert (out / name).read_bytes() == (alone / name).read_bytes()
+
+
+def test_split_option_over_several_input_splits_is_refused(tmp_path, capsys):
+    source = tmp_path / "source"
+    _write_shards(source, "train", [3], 0)
+    _write_shards(source, "val", [2], 100)
+    out = tmp_path / "new"
+    code = cli.main(["reshard", str(source / "*.tfrecord"), str(out), "--split", "train",
+                     "--quiet", *IN_MEMORY])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    assert "the inputs hold the splits train, val; --split train would merge them" in err
+    assert "Error" not in err
+    assert not out.exists()
+
+
+def test_split_option_renames_the_one_input_split(tmp_path, capsys):
+    source = tmp_path / "source"
+    records = _write_shards(source, "train", [3, 2], 0)
+    out = tmp_path / "new"
+    assert cli.main(["reshard", str(source / "*.tfrecord"), str(out), "--split", "all",
+                     "--shards", "1", "--quiet", *IN_MEMORY]) == cli.EXIT_OK
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert list(manifest["splits"]) == ["all"]
+    assert sorted(_split_records(out, "all")) == sorted(records)

@@ -38,8 +38,9 @@ def test_without_planned_sizes_the_elements_sizes_decide(tmp_path):
 
 
 def test_planned_sizes_decide_the_shard_count(tmp_path):
-    # Two parts of one split add up: 3,000 planned bytes over 1,000-byte shards.
-    manifest = _write(tmp_path, sizes=[("train", 1000), ("train", 2000)])
+    # Two elements of one split add up, each with its 16 bytes of framing: 3,000 planned
+    # bytes over 1,000-byte shards.
+    manifest = _write(tmp_path, sizes=[("train", 984), ("train", 1984)])
     shards = manifest["splits"]["train"]["shards"]
     assert [s["file"] for s in shards] == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
     assert _written(tmp_path, manifest) == sorted(EXAMPLES)

@@ -1,0 +1,114 @@
+"""A second split written into a folder must agree with the label map of the splits
+already there: otherwise the run is refused (exit 1) before anything is written, naming
+the labels and both names."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import apache_beam as beam
+import pytest
+
+from recordbeam import cli
+from recordbeam.example import encode_example
+from recordbeam.manifest import LabelMapMismatch
+from recordbeam.samples import make_image_folder_sample
+from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+LENIENT = ("--max-reject-fraction", "0.5", "--quiet")
+
+
+def _snapshot(folder) -> dict[str, bytes]:
+    out = {}
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, folder)] = f.read()
+    return out
+
+
+def _coco(sample, annotations: str, out, split: str, *extra: str) -> int:
+    return cli.main(["convert", "coco", "--images", sample.images_dir, "--annotations",
+                     annotations, "--output", str(out), "--split", split, *extra, *LENIENT,
+                     *IN_MEMORY])
+
+
+@pytest.fixture()
+def train_folder(coco_sample, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _coco(coco_sample, coco_sample.annotations, out, "train") == 0, capsys.readouterr().err
+    capsys.readouterr()
+    return out
+
+
+def test_val_with_the_same_categories_joins_the_folder(coco_sample, train_folder, capsys):
+    assert _coco(coco_sample, coco_sample.annotations, train_folder, "val") == 0
+    manifest = json.loads((train_folder / "manifest.json").read_text())
+    assert set(manifest["splits"]) == {"train", "val"}
+
+
+def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
+        coco_sample, coco_json, train_folder, tmp_path, capsys):
+    before = _snapshot(train_folder)
+    document = dict(coco_json)
+    first = document["categories"][0]
+    document["categories"] = [{**first, "name": "renamed"}, *document["categories"][1:]]
+    renamed = tmp_path / "renamed.json"
+    renamed.write_text(json.dumps(document))
+    assert _coco(coco_sample, str(renamed), train_folder, "val") == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"label {first['id']} is {first['name']!r} there but 'renamed' in this run" in err
+    assert "split(s) train" in err and "Traceback" not in err
+    assert _snapshot(train_folder) == before
+
+
+def test_contiguous_labels_against_category_ids_are_refused(coco_sample, train_folder, capsys):
+    before = _snapshot(train_folder)
+    code = _coco(coco_sample, coco_sample.annotations, train_folder, "val", "--contiguous-labels")
+    assert code == cli.EXIT_DATA
+    assert "there but label" in capsys.readouterr().err  # category 5: label 5 vs label 4
+    assert _snapshot(train_folder) == before
+
+
+def test_rewriting_the_only_split_may_change_the_labels(
+        coco_sample, train_folder, capsys):
+    code = _coco(coco_sample, coco_sample.annotations, train_folder, "train", "--contiguous-labels")
+    assert code == 0, capsys.readouterr().err
+
+
+def test_class_folders_missing_a_class_are_refused(tmp_path, capsys):
+    # val lacks the first class: sorted folder names would shift every label by one.
+    sample = make_image_folder_sample(tmp_path / "train", include_bad=False)
+    val = make_image_folder_sample(tmp_path / "val", include_bad=False)
+    for name in os.listdir(os.path.join(val.root, val.classes[0])):
+        os.remove(os.path.join(val.root, val.classes[0], name))
+    out = tmp_path / "out"
+    argv = ["convert", "imagefolder", "--output", str(out), *LENIENT, *IN_MEMORY]
+    assert cli.main([*argv, "--root", sample.root]) == 0
+    before = _snapshot(out)
+    assert cli.main([*argv, "--root", val.root, "--split", "val"]) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"label 0 is {sample.classes[0]!r} there but {sample.classes[1]!r} in this run" in err
+    assert _snapshot(out) == before
+
+
+def test_the_commit_refuses_a_disagreeing_map_when_the_launcher_did_not_check(tmp_path):
+    out = tmp_path / "out"
+
+    def write(split: str, names: dict[str, str]) -> None:
+        with beam.Pipeline(runner="FnApiRunner") as p:
+            metadata = p | f"Meta{split}" >> beam.Create([{"label_map": names}])
+            _ = (p | f"Examples{split}" >> beam.Create([encode_example({"x": [1]})])
+                 | WriteShards(str(out), ExampleEncoder(split), options=ShardOptions(num_shards=1),
+                               metadata=metadata))
+
+    write("train", {"0": "cat", "1": "dog"})
+    before = _snapshot(out)
+    with pytest.raises(Exception, match="label 1 is 'dog' there but 'wolf' in this run") as caught:
+        write("val", {"0": "cat", "1": "wolf"})
+    assert "LabelMapMismatch" in str(caught.value) or isinstance(caught.value, LabelMapMismatch)
+    assert _snapshot(out) == before  # the temp folder is gone too

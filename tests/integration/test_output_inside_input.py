@@ -1,0 +1,78 @@
+"""An output folder placed inside an input folder is left out of every listing: a rerun
+finds the same inputs (no ``out`` class, no unlisted shards) and ``--if-changed`` sees
+the same fingerprint."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from recordbeam import cli
+from recordbeam.samples import make_image_folder_sample, make_manifest_sample
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+LENIENT = ("--max-reject-fraction", "0.5", "--quiet")
+
+
+def _manifest(out) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _run_twice_then_if_changed(argv: list[str], out, capsys) -> tuple[dict, dict]:
+    """The manifests of a first and a second run, and checks that a third run with
+    --if-changed finds nothing to do."""
+    assert cli.main([*argv, *LENIENT, *IN_MEMORY]) == 0, capsys.readouterr().err
+    first = _manifest(out)
+    assert cli.main([*argv, *LENIENT, *IN_MEMORY]) == 0, capsys.readouterr().err
+    second = _manifest(out)
+    capsys.readouterr()
+    assert cli.main([*argv, *LENIENT, "--if-changed", *IN_MEMORY]) == 0
+    assert "is up to date" in capsys.readouterr().out
+    return first, second
+
+
+def _same_inputs(first: dict, second: dict) -> None:
+    for name, entry in first["splits"].items():
+        again = second["splits"][name]
+        assert again["input_files"] == entry["input_files"]
+        assert again["inputs_fingerprint"] == entry["inputs_fingerprint"]
+        assert again["examples"] == entry["examples"]
+        assert again["rejects"] == entry["rejects"]
+        assert again["counts"] == entry["counts"]
+
+
+def test_imagefolder_output_inside_the_root(tmp_path, capsys):
+    sample = make_image_folder_sample(tmp_path / "in", include_bad=False)
+    out = tmp_path / "in" / "out"
+    first, second = _run_twice_then_if_changed(
+        ["convert", "imagefolder", "--root", sample.root, "--output", str(out)], out, capsys)
+    _same_inputs(first, second)
+    assert second["label_names"] == list(sample.classes)  # no "out" class
+    assert second["splits"]["train"]["rejects"]["total"] == 0
+
+
+def test_coco_output_inside_the_images_folder(coco_sample, tmp_path, capsys):
+    images = tmp_path / "images"
+    shutil.copytree(coco_sample.images_dir, images, symlinks=True)
+    out = images / "tfrecords"
+    # Spelled differently from --images (relative to the working directory): still inside.
+    os.chdir(tmp_path)
+    first, second = _run_twice_then_if_changed(
+        ["convert", "coco", "--images", str(images), "--annotations", coco_sample.annotations,
+         "--output", "images/tfrecords"], out, capsys)
+    _same_inputs(first, second)
+    files = len([n for _, _, names in os.walk(images) for n in names])
+    shards = len(second["splits"]["train"]["shards"])
+    assert second["splits"]["train"]["input_files"] < files - shards  # our files not counted
+
+
+def test_manifest_output_inside_the_manifest_folder(tmp_path, capsys):
+    sample = make_manifest_sample(tmp_path / "data", include_bad=False)
+    out = tmp_path / "data" / "out"
+    first, second = _run_twice_then_if_changed(
+        ["convert", "manifest", "--manifest", sample.manifest, "--output", str(out)], out, capsys)
+    _same_inputs(first, second)
