@@ -202,7 +202,8 @@ def segmentation_to_mask(segmentation: Any, width: int, height: int) -> np.ndarr
                 f"the RLE is {mask.shape[1]}x{mask.shape[0]} but the image is {width}x{height}",
             )
         return mask
-    raise InvalidMask("invalid_mask", "the annotation has no segmentation (polygons or RLE)")
+    raise InvalidMask("invalid_mask", "the annotation has no segmentation (polygons or RLE), "
+                      "which --include-masks needs for every object")
 
 
 def mask_png(mask: np.ndarray, orientation: int = 1, size: tuple[int, int] | None = None) -> bytes:
