@@ -267,6 +267,7 @@ class _ReadInputs(beam.DoFn):
         pending = 0
         include_masks = self._options.include_masks
         annotation_ids = _IdTally()
+        count_id = annotation_ids.add  # bound once: called for every annotation
         for position, item in enumerate(stream_section(path, section, stop_early)):
             count += 1
             if not isinstance(item, dict):
@@ -277,7 +278,7 @@ class _ReadInputs(beam.DoFn):
                 if isinstance(checked, Reject):
                     yield TaggedOutput("rejects", checked)
                     continue
-                annotation_ids.add(checked[1][0])
+                count_id(checked[1][0])
                 buffered.setdefault(checked[0], []).append(checked[1])
                 pending += 1
                 if pending >= ANNOTATION_BUFFER:

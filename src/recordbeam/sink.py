@@ -12,8 +12,8 @@ the heavy bytes on the worker that writes the shard, and commits the output atom
 3. write: one task per shard sorts its elements by key, encodes them one at a time and
    streams them into a uniquely named temporary file (a retried task writes a new
    file; only the committed attempt's file is ever renamed);
-4. finalize: check every shard arrived, enforce ``max_reject_fraction``, remove the
-   previous manifest, delete stale outputs of ours, rename shards into place, write
+4. finalize: check every shard arrived, enforce the reject limits (images, annotations),
+   remove the previous manifest, delete stale outputs of ours, rename shards into place, write
    ``labels.txt``, ``rejects.jsonl`` and finally ``manifest.json``.
 """
 
@@ -176,7 +176,7 @@ class ShardResult:
 
 
 class RejectLimitExceeded(RuntimeError):
-    """More of the input was rejected than ``max_reject_fraction`` allows."""
+    """More of the input was rejected than ``max_reject_fraction`` (or its annotation limit) allows."""
 
 
 class _CountingWriter:
