@@ -412,6 +412,7 @@ def _shard_options(args: argparse.Namespace):
         num_shards=args.shards, shard_size=parse_size(args.shard_size),
         compression=args.compression, index=args.index,
         max_reject_fraction=args.max_reject_fraction,
+        max_annotation_reject_fraction=getattr(args, "max_annotation_reject_fraction", None),
     )
 
 
@@ -459,7 +460,26 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     rate = examples / result.wall_seconds if result.wall_seconds else 0.0
     rows.append(("images/s", f"{rate:.0f}"))
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    table = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    return table + _missing_folder_note(examples, rejects, counts)
+
+
+def _missing_folder_note(examples: int, rejects: Counter[str], counts: Counter[str]) -> str:
+    """A line of advice when most images are missing and their file_names start with
+    the images folder's own name: the names are relative to the folder above it."""
+    from recordbeam.coco import MISSING_UNDER_FOLDER_NAME
+
+    missing = rejects.get("image:missing", 0)
+    prefixed = counts.get(MISSING_UNDER_FOLDER_NAME, 0)
+    images = examples + sum(n for key, n in rejects.items() if key.startswith("image:"))
+    if not (missing * 2 > images and prefixed * 2 > missing):
+        return ""
+    return (
+        f"\nnote: {missing} of {images} images are missing, and {prefixed} of them have "
+        "file_names that start with the name of the --images folder itself (train2017/x.jpg "
+        "looked for in train2017/): pass the folder above it as --images (rejects.jsonl "
+        "names it)"
+    )
 
 
 def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
@@ -731,6 +751,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "paths, and symbolic links leading out (refused by default)")
     p.add_argument("--include-masks", action="store_true",
                    help="write image/object/mask: one 0/1 PNG per object from the segmentations")
+    p.add_argument("--max-annotation-reject-fraction", type=float, default=None,
+                   help="fail when more than this fraction of annotations is rejected (unknown "
+                   "image or category, invalid box or mask, duplicate id...; annotations of "
+                   "rejected images count as image rejects) (default: --max-reject-fraction)")
     _add_fix_args(p)
     _add_output_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_coco)

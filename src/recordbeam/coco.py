@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import gc
 import pickle
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 import ijson
+import numpy as np
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -32,7 +34,7 @@ from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
 from recordbeam.images import ImageInfo
 from recordbeam.masks import InvalidMask, mask_png, segmentation_to_mask
-from recordbeam.records import ImageRecord, Reject
+from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, ImageRecord, Reject
 from recordbeam.sink import COUNTER_NAMESPACE
 from recordbeam.transcode import orient_box, scaled_size
 
@@ -271,6 +273,8 @@ class _ReadInputs(beam.DoFn):
         buffered: dict[Any, list] = {}
         pending = 0
         include_masks = self._options.include_masks
+        annotation_ids = _IdTally()
+        count_id = annotation_ids.add  # bound once: called for every annotation
         for position, item in enumerate(stream_section(path, section, stop_early)):
             count += 1
             if not isinstance(item, dict):
@@ -281,6 +285,7 @@ class _ReadInputs(beam.DoFn):
                 if isinstance(checked, Reject):
                     yield TaggedOutput("rejects", checked)
                     continue
+                count_id(checked[1][0])
                 buffered.setdefault(checked[0], []).append(checked[1])
                 pending += 1
                 if pending >= ANNOTATION_BUFFER:
@@ -292,23 +297,101 @@ class _ReadInputs(beam.DoFn):
             else:
                 yield TaggedOutput("categories", _check_category(item, _where(path, section, position)))
         yield from _flush_annotations(buffered)
+        for duplicate in annotation_ids.repeated():
+            yield TaggedOutput("duplicate_annotation_ids", duplicate)
         if count == 0 and section in ("images", "categories"):
             raise CocoFormatError(
                 f"{path} has no '{section}' (the list is missing or empty); is it a COCO "
                 "instances file?"
             )
+        if count == 0:  # no annotations: fine when there are none, not when they are no list
+            kind = _section_value_kind(path, section)
+            if kind not in (None, "start_array"):
+                raise CocoFormatError(
+                    f"{path}: '{section}' is {_JSON_KINDS.get(kind, kind)}, not a list; a COCO "
+                    f"instances file has a list of objects there (or no '{section}' at all). "
+                    "Fix or re-export the annotation file."
+                )
 
 
 def _where(path: str, section: str, position: int) -> str:
     return f"{path}: {section}[{position}]"
 
 
+def join_key(image_id: Any) -> str:
+    """The key images and annotations meet under: the id as ``image/source_id`` writes it.
+    Ids that read the same as text (``1`` and ``"1"``) meet, so the join can tell a
+    duplicate id or an ``image_id`` of the wrong type from an unknown image."""
+    return str(image_id)
+
+
 def _flush_annotations(buffered: dict[Any, list]):
     # Pickled, because Beam's local runner keeps grouped values as Python objects: a
-    # blob per image costs a fraction of the memory of the nested tuples it holds.
+    # blob per image costs a fraction of the memory of the nested tuples it holds. The
+    # image id rides along as the file spelled it, to compare its type with the image's.
     for image_id, batch in buffered.items():
-        yield TaggedOutput("by_name", (("annotations", image_id), ("annotations", pack_objects(batch))))
+        yield TaggedOutput("by_name", (("annotations", join_key(image_id)),
+                                       ("annotations", pack_objects(batch), image_id)))
     buffered.clear()
+
+
+class _IdTally:
+    """The annotation ids seen in one pass, to find those given more than once.
+
+    Integer ids (all of COCO's) are kept as 8-byte values in an array, not as Python
+    objects in a set: 7 MB instead of about 50 for train2017's 860k annotations.
+    """
+
+    def __init__(self) -> None:
+        self._integers = array("q")
+        self._others: list[Any] = []
+
+    def add(self, value: Any) -> None:
+        if type(value) is int:
+            try:
+                self._integers.append(value)
+                return
+            except OverflowError:  # beyond 64 bits
+                pass
+        self._others.append(value)
+
+    def repeated(self) -> list[Any]:
+        """Every id added more than once (ids are equal when value and type are)."""
+        integers = np.frombuffer(self._integers, dtype=np.int64) if self._integers else None
+        found: list[Any] = []
+        if integers is not None:
+            ordered = np.sort(integers)
+            found = np.unique(ordered[1:][ordered[1:] == ordered[:-1]]).tolist()
+        seen: set[tuple[type, Any]] = set()
+        for value in self._others:
+            key = (type(value), value)
+            if key in seen:
+                found.append(value)
+            seen.add(key)
+        return sorted(set(found), key=_id_order)
+
+
+#: How the parser names the value a section holds, in words for messages.
+_JSON_KINDS = {"null": "null", "string": "a string", "number": "a number",
+               "boolean": "true or false", "start_map": "an object"}
+
+
+def _section_value_kind(path: str, section: str) -> str | None:
+    """The parser event that starts the top-level ``section``'s value (``start_array``,
+    ``null``, ``start_map``...), or None when the file has no such key. Runs only after a
+    pass found the section empty, so its cost does not matter."""
+    for backend in (ijson, ijson.get_backend("python")):
+        f = filesystems.open_read(path)
+        try:
+            for prefix, event, _value in backend.parse(f):
+                if prefix == section and event != "map_key":
+                    return event
+            return None
+        except (ijson.JSONError, UnicodeDecodeError):
+            continue  # the C parser refused valid JSON (see stream_section): try Python's
+        finally:
+            f.close()
+    return None
 
 
 def pack_objects(objects: list | tuple) -> bytes:
@@ -325,11 +408,20 @@ def _bad_item(section: str, where: str, problem: str) -> Reject:
     return Reject(kind, where, "missing_field", f"{where} {problem}; fix the annotation file")
 
 
+def _image_rejected(image_id: Any, reason: str):
+    """Tells the join by id that the entry with this id was rejected before any file was
+    looked for, so its annotations are rejected as ``image_rejected``, not as annotations
+    of an unknown image. Rides the join by name like an annotation batch."""
+    return TaggedOutput("by_name", (("annotations", join_key(image_id)), ("rejected", reason)))
+
+
 def _check_image(item: dict, where: str, allow_outside_root: bool = False):
     image_id, file_name = item.get("id"), item.get("file_name")
     if not _is_id(image_id) or not isinstance(file_name, str) or not file_name:
         yield TaggedOutput("rejects", _bad_item(
             "images", where, "needs an 'id' (number or string) and a non-empty 'file_name'"))
+        if _is_id(image_id):
+            yield _image_rejected(image_id, "missing_field")
         return
     if not is_text(file_name):
         yield TaggedOutput("rejects", Reject(
@@ -338,6 +430,7 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
             "surrogate escape, as written for names that are not UTF-8); rename the file "
             "and its entry",
         ))
+        yield _image_rejected(image_id, "invalid_file_name")
         return
     width, height = item.get("width"), item.get("height")
     sizes = (width, height) if all(isinstance(v, int) for v in (width, height)) else (None, None)
@@ -351,6 +444,7 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
             f"{where}: file_name {file_name!r} {unsafe}; only files inside the images folder "
             "are read (pass --allow-outside-root if this is intended)",
         ))
+        yield _image_rejected(image_id, "outside_root")
         return
     yield TaggedOutput("by_name", (file_name, ("entry", (image_id, file_name, *sizes))))
 
@@ -369,6 +463,13 @@ def _check_annotation(item: dict, path: str, position: int,
         ann_id, image_id, category_id, bbox = (
             item["id"], item["image_id"], item["category_id"], item["bbox"])
     except KeyError:
+        if "segments_info" in item:
+            raise CocoFormatError(
+                f"{_where(path, 'annotations', position)} has 'segments_info' and no 'bbox': "
+                "this is a COCO panoptic file (panoptic_*.json). recordbeam reads COCO "
+                "instances (detection) files such as instances_train2017.json; convert the "
+                "panoptic segments to instances first."
+            ) from None
         missing = [k for k in _ANNOTATION_KEYS if k not in item]
         return _bad_item("annotations", _where(path, "annotations", position),
                          f"lacks {', '.join(missing)}")
@@ -437,7 +538,8 @@ def _text_metadata(meta: FileMetadata) -> FileMetadata:
 
 class _JoinFiles(beam.DoFn):
     """file name -> (image entries from JSON, files on disk) -> the located file, keyed by
-    image id. Annotation batches (keyed ``("annotations", image_id)``) pass through."""
+    :func:`join_key` of the image id. Annotation batches (keyed ``("annotations", key)``)
+    pass through."""
 
     def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
@@ -445,6 +547,9 @@ class _JoinFiles(beam.DoFn):
         self._allow_outside_root = allow_outside_root
         self._root: str | None = None
         self._real_folders: dict[str, str] = {}
+        parent, _, folder_name = images_dir.rstrip("/").rpartition("/")
+        self._folder_prefix = f"{folder_name}/" if folder_name else None
+        self._parent = parent or "."
 
     def setup(self) -> None:
         if not self._allow_outside_root:
@@ -452,7 +557,7 @@ class _JoinFiles(beam.DoFn):
 
     def process(self, element):
         file_name, tagged = element
-        if type(file_name) is tuple:  # ("annotations", image_id): passed on to the join by id
+        if type(file_name) is tuple:  # ("annotations", key): passed on to the join by id
             for value in tagged:
                 yield file_name[1], value
             return
@@ -469,15 +574,11 @@ class _JoinFiles(beam.DoFn):
                     f"{len(entries)} image entries name the file {file_name!r}; each file must be "
                     "listed once. All of them were rejected.",
                 ))
-                yield image_id, ("rejected", "duplicate_file_name")
+                yield join_key(image_id), ("rejected", "duplicate_file_name")
             return
         image_id, name, width, height = entries[0]
         if not files:
-            yield TaggedOutput("rejects", Reject(
-                "image", name, "missing",
-                f"image id {image_id} names {name!r}, which is not in the images folder",
-            ))
-            yield image_id, ("rejected", "image_missing")
+            yield from self._missing(image_id, name)
             return
         path, size = files[0]
         target = filesystems.outside_root(self._root, path, self._real_folders) if self._root else None
@@ -488,9 +589,27 @@ class _JoinFiles(beam.DoFn):
                 f"image id {image_id}: {name!r} is a symbolic link to {printable(target)!r}, "
                 "outside the images folder; pass --allow-outside-root to read it",
             ))
-            yield image_id, ("rejected", "outside_root")
+            yield join_key(image_id), ("rejected", "outside_root")
             return
-        yield image_id, ("file", name, path, size, width, height)
+        yield join_key(image_id), ("file", name, path, size, width, height, image_id)
+
+    def _missing(self, image_id: Any, name: str):
+        detail = f"image id {image_id} names {name!r}, which is not in the images folder"
+        if self._folder_prefix and name.startswith(self._folder_prefix):
+            # The commonest wrong path: --images train2017/ for names like train2017/x.jpg.
+            detail += (
+                f"; the name starts with {self._folder_prefix!r}, the name of the images folder "
+                f"itself: if the file_names are relative to the folder above, pass --images "
+                f"{self._parent}"
+            )
+            yield TaggedOutput("counts", (MISSING_UNDER_FOLDER_NAME, 1))
+        yield TaggedOutput("rejects", Reject("image", name, "missing", detail))
+        yield join_key(image_id), ("rejected", "missing")
+
+
+#: Count of missing images whose ``file_name`` starts with the images folder's own name
+#: (``train2017/x.jpg`` looked for in ``train2017/``): the summary then says so.
+MISSING_UNDER_FOLDER_NAME = "missing_named_under_images_folder"
 
 
 def _planned_size(located: tuple[Any, tuple], split: str) -> list[tuple[str, int]]:
@@ -515,64 +634,114 @@ class _LocateOutside(beam.DoFn):
                 "image", path, "missing",
                 f"image id {image_id} names {name!r}, which does not exist",
             ))
-            yield image_id, ("rejected", "image_missing")
+            yield join_key(image_id), ("rejected", "missing")
             return
-        yield image_id, ("file", name, path, size, width, height)
+        yield join_key(image_id), ("file", name, path, size, width, height, image_id)
+
+
+def _kind_of_id(value: Any) -> str:
+    return "text" if isinstance(value, str) else "a number"
+
+
+def lost_annotation_reason(image_reason: str) -> str:
+    """The reason an annotation is rejected with when its image was: ``image_missing`` for
+    a missing file, ``image_rejected`` for any other image reject (named in the detail)."""
+    missing, rejected = LOST_WITH_IMAGE
+    return missing if image_reason == "missing" else rejected
 
 
 class _JoinAnnotations(beam.DoFn):
-    """image id -> (its file, its annotations) -> ImageRecord."""
+    """image id -> (its file, its annotations) -> ImageRecord.
+
+    Annotations whose ``image_id`` reads as the image's id but has another type (``"1"``
+    for ``1``) are rejected as ``image_id_type_mismatch``; annotations sharing an id with
+    another (``duplicate_annotation_ids``, a side input, usually empty) are all rejected
+    as ``duplicate_annotation_id``.
+    """
 
     def __init__(self, split: str, contiguous: bool) -> None:
         self._split = split
         self._contiguous = contiguous
         self._labels: dict[Any, tuple[int, str]] | None = None
+        self._duplicates: set[tuple[type, Any]] | None = None
 
-    def process(self, element, categories):
+    def process(self, element, categories, duplicate_annotation_ids):
         if self._labels is None:
             self._labels = label_map(list(categories), self._contiguous)
-        image_id, tagged = element
+            self._duplicates = {(type(i), i) for i in duplicate_annotation_ids}
+        key, tagged = element
         images = [value for value in tagged if value[0] != "annotations"]
         annotations = sorted(
-            (a for value in tagged if value[0] == "annotations" for a in unpack_objects(value[1])),
-            key=lambda a: _id_order(a[0]),
+            ((a, value[2]) for value in tagged if value[0] == "annotations"
+             for a in unpack_objects(value[1])),
+            key=lambda pair: (_id_order(pair[0][0]), _id_order(pair[1])),
         )
         if len(images) != 1 or images[0][0] != "file":
-            if len(images) > 1:
-                for image in images:
-                    if image[0] == "file":
-                        yield TaggedOutput("rejects", Reject(
-                            "image", image[1], "duplicate_image_id",
-                            f"{len(images)} image entries have id {image_id}; ids must be unique. "
-                            "All of them were rejected.",
-                        ))
-            reason = images[0][1] if len(images) == 1 else (
-                "image_rejected" if images else "unknown_image")
-            for ann in annotations:
-                yield TaggedOutput("rejects", Reject(
-                    "annotation", f"annotation {ann[0]}", reason,
-                    f"annotation {ann[0]} belongs to image id {image_id}, which "
-                    + ("is not in the annotation file's images" if not images
-                       else "was not written (see its image's reject)"),
-                ))
+            yield from self._image_not_written(key, images, annotations)
             return
-        _, name, path, size, width, height = images[0]
+        _, name, path, size, width, height, image_id = images[0]
         objects = []
-        for ann_id, category_id, bbox, area, iscrowd, *segmentation in annotations:
-            label = self._labels.get(category_id)
-            if label is None:
+        for (ann_id, category_id, bbox, area, iscrowd, *segmentation), ann_image_id in annotations:
+            problem = self._problem(ann_id, ann_image_id, image_id, category_id)
+            if problem is not None:
+                reason, detail = problem
                 yield TaggedOutput("rejects", Reject(
-                    "annotation", f"annotation {ann_id}", "unknown_category",
-                    f"annotation {ann_id} has category_id {category_id!r}, which is not in "
-                    "'categories'; the image was written without this object",
+                    "annotation", f"annotation {ann_id}", reason,
+                    f"{detail}; the image was written without this object",
                 ))
                 continue
+            label = self._labels[category_id]
             objects.append((ann_id, label[0], label[1], bbox, area, iscrowd, *segmentation))
         yield ImageRecord(
-            identity=str(image_id), path=path, size=size, split=self._split,
-            labels={"source_id": str(image_id), "filename": name, "width": width,
+            identity=key, path=path, size=size, split=self._split,
+            labels={"source_id": key, "filename": name, "width": width,
                     "height": height, "objects": pack_objects(objects)},
         )
+
+    def _problem(self, ann_id: Any, ann_image_id: Any, image_id: Any,
+                 category_id: Any) -> tuple[str, str] | None:
+        """``(reason, detail)`` when the annotation cannot be written with its image."""
+        if self._duplicates and (type(ann_id), ann_id) in self._duplicates:
+            return "duplicate_annotation_id", (
+                f"annotation {ann_id} (image id {image_id}) shares its id with another "
+                "annotation; ids must be unique, and all of them were rejected")
+        if type(ann_image_id) is not type(image_id):
+            return "image_id_type_mismatch", (
+                f"annotation {ann_id} has image_id {ann_image_id!r} ({_kind_of_id(ann_image_id)}) "
+                f"but the image's id is {image_id!r} ({_kind_of_id(image_id)}); ids of one kind "
+                "must have one type: fix the annotation file")
+        if category_id not in self._labels:
+            return "unknown_category", (
+                f"annotation {ann_id} has category_id {category_id!r}, which is not in "
+                "'categories'")
+        return None
+
+    def _image_not_written(self, key: str, images: list[tuple], annotations: list[tuple]):
+        """Rejects for an id that is no single located file: duplicates, rejected or unknown."""
+        files = [image for image in images if image[0] == "file"]
+        if len(images) > 1:
+            ids = sorted({repr(image[6]) for image in files})
+            same_text = f" ({' and '.join(ids)} are the same id as text, image/source_id)" \
+                if len(ids) > 1 else ""
+            for image in files:
+                yield TaggedOutput("rejects", Reject(
+                    "image", image[1], "duplicate_image_id",
+                    f"{len(images)} image entries have id {key}{same_text}; ids must be unique. "
+                    "All of them were rejected.",
+                ))
+        if not images:
+            reason, why = "unknown_image", "is not the id of any image in the annotation file's images"
+        elif len(images) > 1:
+            reason, why = "image_rejected", f"was rejected ({len(images)} image entries have this id)"
+        else:
+            image_reason = images[0][1]
+            reason = lost_annotation_reason(image_reason)
+            why = f"was rejected ({image_reason}; see its image's reject)"
+        for (ann_id, *_), ann_image_id in annotations:
+            yield TaggedOutput("rejects", Reject(
+                "annotation", f"annotation {ann_id}", reason,
+                f"annotation {ann_id} belongs to image id {ann_image_id!r}, which {why}",
+            ))
 
 
 def _metadata(categories: list[tuple[Any, str]], contiguous: bool, terms: tuple[int, int]) -> dict:
@@ -620,7 +789,8 @@ class ReadCoco(beam.PTransform):
             | "SpreadTasks" >> beam.GroupByKey()
             | "Task" >> beam.FlatMap(lambda position_tasks: position_tasks[1])
             | "ReadInputs" >> beam.ParDo(_ReadInputs(opts, self._skipped_prefix)).with_outputs(
-                "by_name", "categories", "rejects", "outside", "inputs")
+                "by_name", "categories", "rejects", "outside", "inputs",
+                "duplicate_annotation_ids")
         )
         images_dir = opts.images_dir
         joined = (
@@ -641,7 +811,8 @@ class ReadCoco(beam.PTransform):
             located
             | "JoinAnnotationsById" >> beam.GroupByKey()
             | "BuildRecords" >> beam.ParDo(
-                _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories)
+                _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories),
+                AsList(inputs.duplicate_annotation_ids),
             ).with_outputs("rejects", main="records")
         )
         terms = inputs.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
@@ -699,6 +870,16 @@ class CocoEncoder(ImageExampleEncoder):
                    else len(unpack_objects(record.labels["objects"])))
         return keys + objects * per_object
 
+    def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
+        """The objects of an image rejected while writing, as annotation rejects."""
+        reason = lost_annotation_reason(reject.reason)
+        return tuple(
+            Reject("annotation", f"annotation {ann_id}", reason,
+                   f"annotation {ann_id} belongs to image {record.path}, which was rejected "
+                   f"({reject.reason}; see its image's reject)", reject.split)
+            for ann_id, *_ in unpack_objects(record.labels["objects"])
+        )
+
     def label_features(self, record: ImageRecord, info: ImageInfo):
         kinds = {**OBJECT_KINDS, **({"image/object/mask": "bytes"} if self.include_masks else {})}
         columns: dict[str, list] = {key: [] for key in kinds}
@@ -742,7 +923,7 @@ class CocoEncoder(ImageExampleEncoder):
             record, info, record.labels)
         if warning:
             rejects.append(warning)
-        counts = {"boxes_written": len(columns["image/object/area"]), "boxes_clipped": clipped}
+        counts = {OBJECTS_WRITTEN: len(columns["image/object/area"]), "boxes_clipped": clipped}
         if self.include_masks:
             counts["masks_written"] = len(columns["image/object/mask"])
         return columns, kinds, rejects, counts

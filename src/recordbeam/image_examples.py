@@ -170,7 +170,7 @@ class ImageExampleEncoder(ExampleEncoder):
         name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
         loaded = self.read_image(record.path, record.size, name)
         if isinstance(loaded, Reject):
-            return Encoded(rejects=(loaded,))
+            return Encoded(rejects=(loaded, *self.lost_with(record, loaded)))
         fields, info, image_counts = loaded
         features = {f"image/{key}": value for key, value in fields.items()}
         features["image/filename"] = name

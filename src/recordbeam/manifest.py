@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recordbeam.feature_spec import FeatureSpec, merge_spec_json
-from recordbeam.records import Reject
+from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
 
 FORMAT = "recordbeam.manifest/1"
 
@@ -23,16 +23,26 @@ FORMAT = "recordbeam.manifest/1"
 SPLIT_KEYS = ("inputs_fingerprint", "input_files", "settings")
 
 
-def reject_summary(rejects: Iterable[Reject], examples: int) -> dict[str, Any]:
-    """Counts by ``kind:reason``; ``image_fraction`` is image rejects over images seen."""
+def reject_summary(rejects: Iterable[Reject], examples: int,
+                   objects_written: int = 0) -> dict[str, Any]:
+    """Counts by ``kind:reason``; ``image_fraction`` is image rejects over images seen;
+    ``annotation_fraction`` is annotations rejected on their own account (not with their
+    image, see :data:`~recordbeam.records.LOST_WITH_IMAGE`) over annotations seen
+    (``objects_written`` plus every annotation reject)."""
     real = [r for r in rejects if r.kind != "warning"]
     images = sum(1 for r in real if r.kind == "image")
     seen = examples + images
+    annotations = [r for r in real if r.kind == "annotation"]
+    dropped = sum(1 for r in annotations if r.reason not in LOST_WITH_IMAGE)
+    objects_seen = objects_written + len(annotations)
     return {
         "total": len(real),
         "images": images,
         "annotations": len(real) - images,
         "image_fraction": images / seen if seen else 0.0,
+        "annotations_dropped": dropped,
+        "annotations_seen": objects_seen,
+        "annotation_fraction": dropped / objects_seen if objects_seen else 0.0,
         "by_reason": dict(sorted(Counter(f"{r.kind}:{r.reason}" for r in real).items())),
     }
 
@@ -46,7 +56,7 @@ def split_entry(shards: list[tuple[str, int, int]], spec: FeatureSpec, rejects: 
         "bytes": sum(b for _, _, b in shards),
         "shards": [{"file": f, "examples": n, "bytes": b} for f, n, b in shards],
         "features": spec.to_json(),
-        "rejects": reject_summary(rejects, examples),
+        "rejects": reject_summary(rejects, examples, counts.get(OBJECTS_WRITTEN, 0)),
         "warnings": dict(sorted(Counter(r.reason for r in rejects if r.kind == "warning").items())),
         "counts": {k: v for k, v in sorted(counts.items()) if v},
     }

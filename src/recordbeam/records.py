@@ -40,6 +40,15 @@ class ImageRecord:
 DEFAULT_MAX_REJECT_FRACTION = 0.01
 
 
+#: Annotation reject reasons that mean "its image was not written": those losses count
+#: against ``max_reject_fraction`` (images), not against the annotation limit.
+LOST_WITH_IMAGE = ("image_missing", "image_rejected")
+
+#: The count (in the manifest's ``counts``) of objects written: with the annotation
+#: rejects, what the annotation reject fraction is taken over.
+OBJECTS_WRITTEN = "boxes_written"
+
+
 @dataclass(frozen=True)
 class Reject:
     """Something that was not written, and why.

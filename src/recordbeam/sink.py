@@ -12,8 +12,8 @@ the heavy bytes on the worker that writes the shard, and commits the output atom
 3. write: one task per shard sorts its elements by key, encodes them one at a time and
    streams them into a uniquely named temporary file (a retried task writes a new
    file; only the committed attempt's file is ever renamed);
-4. finalize: check every shard arrived, enforce ``max_reject_fraction``, remove the
-   previous manifest, delete stale outputs of ours, rename shards into place, write
+4. finalize: check every shard arrived, enforce the reject limits (images, annotations),
+   remove the previous manifest, delete stale outputs of ours, rename shards into place, write
    ``labels.txt``, ``rejects.jsonl`` and finally ``manifest.json``.
 """
 
@@ -51,7 +51,7 @@ from recordbeam.planning import (
     shard_count,
     shard_of,
 )
-from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, Reject
+from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, LOST_WITH_IMAGE, Reject
 from recordbeam.wire import encode_example_observed
 
 COUNTER_NAMESPACE = "recordbeam"
@@ -121,6 +121,11 @@ class ExampleEncoder:
     def encode(self, element: Any) -> Encoded:
         return Encoded(serialized=bytes(element))
 
+    def lost_with(self, element: Any, reject: Reject) -> tuple[Reject, ...]:
+        """Rejects for what is lost along with a rejected element besides the element
+        itself (COCO: its objects, listed as annotation rejects). None by default."""
+        return ()
+
 
 @dataclass(frozen=True)
 class ShardOptions:
@@ -135,6 +140,10 @@ class ShardOptions:
         salt: mixed into order keys; the default keeps runs comparable.
         max_reject_fraction: fail the run when more than this fraction of elements
             (``image`` rejects over images seen) was rejected.
+        max_annotation_reject_fraction: fail the run when more than this fraction of the
+            annotations seen was rejected on their own account (unknown image or
+            category, invalid box or mask, duplicate id...; annotations lost with their
+            image count against ``max_reject_fraction``). None: ``max_reject_fraction``.
     """
 
     num_shards: int | None = None
@@ -143,13 +152,14 @@ class ShardOptions:
     index: bool = False
     salt: str = DEFAULT_SALT
     max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
+    max_annotation_reject_fraction: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compression", parse_compression(self.compression))
-        if not 0.0 <= self.max_reject_fraction <= 1.0:
-            raise ValueError(
-                f"max_reject_fraction must be between 0 and 1, got {self.max_reject_fraction}"
-            )
+        for name in ("max_reject_fraction", "max_annotation_reject_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value}")
         shard_count(0, num_shards=self.num_shards, shard_size=self.shard_size)  # validates
         if self.index and self.compression is not Compression.NONE:
             # An index of a compressed shard could only count bytes of the decompressed
@@ -169,7 +179,15 @@ class ShardOptions:
             "index": self.index,
             "salt": self.salt,
             "max_reject_fraction": self.max_reject_fraction,
+            "max_annotation_reject_fraction": self.annotation_limit,
         }
+
+    @property
+    def annotation_limit(self) -> float:
+        """``max_annotation_reject_fraction``, or ``max_reject_fraction`` when unset."""
+        if self.max_annotation_reject_fraction is None:
+            return self.max_reject_fraction
+        return self.max_annotation_reject_fraction
 
 
 @dataclass(frozen=True)
@@ -193,7 +211,7 @@ class ShardResult:
 
 
 class RejectLimitExceeded(RuntimeError):
-    """More of the input was rejected than ``max_reject_fraction`` allows."""
+    """More of the input was rejected than ``max_reject_fraction`` (or its annotation limit) allows."""
 
 
 class _CountingWriter:
@@ -322,10 +340,15 @@ class _WriteShard(beam.DoFn):
                 try:
                     chunks = _serialize(encoded, spec, list_spec)
                 except (FeatureError, ValueError) as error:
-                    self._rejects.inc()
-                    yield TaggedOutput("rejects", Reject(
+                    reject = Reject(
                         "image", getattr(element, "path", None) or enc.identity(element),
-                        "encode_error", f"{error}; fix the input value", split))
+                        "encode_error", f"{error}; fix the input value", split)
+                    listed = {r.source for r in encoded.rejects}  # objects rejected already
+                    lost = [r for r in _also_lost(enc, element, reject) if r.source not in listed]
+                    for each in (reject, *lost):
+                        self._rejects.inc()
+                        yield TaggedOutput("rejects", each if each.split else
+                                           dataclasses.replace(each, split=split))
                     continue
                 if fail_after is not None and writer.records_written >= fail_after:
                     filesystems.write_bytes(self._fault[2], b"fired\n")
@@ -375,9 +398,19 @@ def _encode_guarded(encoder: ExampleEncoder, element: Any) -> Encoded:
         return encoder.encode(element)
     except Exception as error:  # noqa: BLE001 - one bad element must not stop a 10-hour job
         source = getattr(element, "path", None) or f"element {encoder.identity(element)[:16]}"
-        return Encoded(rejects=(Reject("image", source, "encode_error",
-                                       f"{type(error).__name__}: {error}. This is a recordbeam bug "
-                                       "or an input it does not handle; please report it."),))
+        reject = Reject("image", source, "encode_error",
+                        f"{type(error).__name__}: {error}. This is a recordbeam bug "
+                        "or an input it does not handle; please report it.")
+        return Encoded(rejects=(reject, *_also_lost(encoder, element, reject)))
+
+
+def _also_lost(encoder: ExampleEncoder, element: Any, reject: Reject) -> tuple[Reject, ...]:
+    """``encoder.lost_with``, guarded like ``encode``: listing the losses must not fail
+    the job either (the element's own reject is listed regardless)."""
+    try:
+        return tuple(encoder.lost_with(element, reject))
+    except Exception:  # noqa: BLE001 - see _encode_guarded
+        return ()
 
 
 def _serialize(encoded: Encoded, spec: FeatureSpec,
@@ -445,11 +478,11 @@ class _Finalize(beam.DoFn):
         if conflict:
             filesystems.remove_tree(self._temp_dir)
             raise manifest.LabelMapMismatch(conflict)
-        worst = max(entries.values(), key=lambda e: e["rejects"]["image_fraction"])
-        if worst["rejects"]["image_fraction"] > self._options.max_reject_fraction:
+        exceeded = _limit_exceeded(entries, rejects, self._output_dir, self._options)
+        if exceeded is not None:
             self._write_rejects(folder.FAILED_REJECTS, rejects)
             filesystems.remove_tree(self._temp_dir)
-            raise RejectLimitExceeded(_reject_summary(worst, self._output_dir, self._options))
+            raise RejectLimitExceeded(exceeded)
         for split, entry in previous.get("splits", {}).items():
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
@@ -585,16 +618,55 @@ def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions
     return ShardResult(split, index, count, temp_path, temp_index, 0, sink.written, FeatureSpec(), {})
 
 
-def _reject_summary(entry: Mapping[str, Any], output_dir: str, options: ShardOptions) -> str:
-    rejects = entry["rejects"]
-    reasons = ", ".join(f"{k}: {v}" for k, v in rejects["by_reason"].items())
-    return (
-        f"{rejects['images']} of {rejects['images'] + entry['examples']} images were "
-        f"rejected ({rejects['image_fraction']:.1%}), above --max-reject-fraction "
-        f"{options.max_reject_fraction:g}. Nothing was committed to {output_dir}; the rejects are "
-        f"listed in {filesystems.join(output_dir, folder.FAILED_REJECTS)} ({reasons}). Fix the "
-        "inputs, or raise --max-reject-fraction if these losses are acceptable."
-    )
+def _limit_exceeded(entries: Mapping[str, Mapping[str, Any]], rejects: Sequence[Reject],
+                    output_dir: str, options: ShardOptions) -> str | None:
+    """The failure message when a split lost more images, or more annotations, than the
+    limits allow; None when every split is within them."""
+    failed = filesystems.join(output_dir, folder.FAILED_REJECTS)
+    split = max(entries, key=lambda s: entries[s]["rejects"]["image_fraction"])
+    summary = entries[split]["rejects"]
+    if summary["image_fraction"] > options.max_reject_fraction:
+        return (
+            f"{summary['images']} of {summary['images'] + entries[split]['examples']} images "
+            f"were rejected ({summary['image_fraction']:.1%}), above --max-reject-fraction "
+            f"{options.max_reject_fraction:g}. Nothing was committed to {output_dir}; the "
+            f"rejects are listed in {failed} ({_reasons(summary, 'image')}). "
+            f"{_example(rejects, split, 'image')}Fix the inputs, or raise "
+            "--max-reject-fraction if these losses are acceptable."
+        )
+    split = max(entries, key=lambda s: entries[s]["rejects"]["annotation_fraction"])
+    summary = entries[split]["rejects"]
+    if summary["annotation_fraction"] > options.annotation_limit:
+        return (
+            f"{summary['annotations_dropped']} of {summary['annotations_seen']} annotations "
+            f"were rejected ({summary['annotation_fraction']:.1%}), above "
+            f"--max-annotation-reject-fraction {options.annotation_limit:g}. Nothing was "
+            f"committed to {output_dir}; the rejects are listed in {failed} "
+            f"({_reasons(summary, 'annotation')}). {_example(rejects, split, 'annotation')}"
+            "Fix the annotations, or raise --max-annotation-reject-fraction if these losses "
+            "are acceptable."
+        )
+    return None
+
+
+def _reasons(summary: Mapping[str, Any], kind: str) -> str:
+    """``reason: count`` of one kind of rejects, most frequent first."""
+    found = [(key.split(":", 1)[1], n) for key, n in summary["by_reason"].items()
+             if key.startswith(f"{kind}:") and key.split(":", 1)[1] not in (
+                 LOST_WITH_IMAGE if kind == "annotation" else ())]
+    return ", ".join(f"{reason}: {n}" for reason, n in sorted(found, key=lambda rn: -rn[1]))
+
+
+def _example(rejects: Sequence[Reject], split: str, kind: str) -> str:
+    """The first reject of the most frequent reason, quoted: most failures are one
+    problem repeated, and its own words say what it is."""
+    mine = [r for r in rejects if r.split == split and r.kind == kind
+            and not (kind == "annotation" and r.reason in LOST_WITH_IMAGE)]
+    if not mine:
+        return ""
+    common = Counter(r.reason for r in mine).most_common(1)[0][0]
+    first = next(r for r in mine if r.reason == common)
+    return f"The most frequent, {common}, e.g. {first.source}: {first.detail.rstrip('.')}. "
 
 
 class WriteShards(beam.PTransform):

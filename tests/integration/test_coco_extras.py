@@ -126,7 +126,7 @@ def masked(tmp_path_factory):
     }
     (root / "ann.json").write_text(json.dumps(doc))
     polygon = np.zeros((30, 40), np.uint8)
-    polygon[5:14, 4:15] = 1  # filled with the outline, as Pillow draws it
+    polygon[5:13, 4:14] = 1  # the pixels whose centres are inside, as pycocotools draws it
     return root, {1: polygon, 2: rle_mask, 3: crowd_mask}
 
 

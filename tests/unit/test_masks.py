@@ -67,11 +67,33 @@ def test_uncompressed_and_compressed_rle_decode_to_the_mask(mask):
     assert np.array_equal(rle_to_mask({"size": [h, w], "counts": encode_rle_string(runs)}), mask)
 
 
-def test_polygon_fills_its_inside_with_ones():
-    mask = segmentation_to_mask([[2, 3, 12, 3, 12, 9, 2, 9]], 16, 12)
-    assert mask.shape == (12, 16) and set(np.unique(mask)) == {0, 1}
-    assert mask[6, 7] == 1 and mask[0, 0] == 0 and mask[11, 15] == 0
-    assert 60 <= mask.sum() <= 77  # 10x6 inside, up to 11x7 with the outline
+def _block(height, width, rows, columns):
+    mask = np.zeros((height, width), np.uint8)
+    mask[rows[0]:rows[1], columns[0]:columns[1]] = 1
+    return mask
+
+
+@pytest.mark.parametrize(
+    ("polygon", "rows", "columns"),
+    [
+        ([2, 3, 12, 3, 12, 9, 2, 9], (3, 9), (2, 12)),
+        ([8, 4, 24, 4, 24, 16, 8, 16], (4, 16), (8, 24)),  # 16x12: COCO's area 192
+        ([1, 1, 4, 1, 4, 4, 1, 4], (1, 4), (1, 4)),  # 3x3
+        ([0.6, 0.6, 3.4, 0.6, 3.4, 3.4, 0.6, 3.4], (1, 3), (1, 3)),  # centres of 2x2 pixels
+    ],
+)
+def test_polygon_covers_the_pixels_whose_centres_are_inside(polygon, rows, columns):
+    # Axis-aligned rectangles: pixel (x, y) has its centre at (x + 0.5, y + 0.5), so the
+    # expected pixels follow from the corners alone (pycocotools' rule; no outline added).
+    mask = segmentation_to_mask([polygon], 32, 24)
+    assert mask.dtype == np.uint8
+    assert np.array_equal(mask, _block(24, 32, rows, columns))
+
+
+def test_polygon_vertices_far_outside_the_image_are_refused():
+    with pytest.raises(InvalidMask) as error:
+        segmentation_to_mask([[0, 0, 10, 0, 1e12, 10]], 12, 12)
+    assert error.value.reason == "invalid_mask" and "far outside" in error.value.detail
 
 
 def test_two_polygons_make_one_mask_and_degenerate_ones_are_skipped():

@@ -1,0 +1,61 @@
+"""Reject accounting pieces, called directly: which annotation ids repeat, what an image
+lost while encoding takes with it, and the annotation reject fraction."""
+
+from __future__ import annotations
+
+from recordbeam import coco, manifest
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sink import _encode_guarded
+
+
+def test_repeated_ids_are_equal_in_value_and_type():
+    tally = coco._IdTally()
+    for value in (3, 1, 2**70, "a", 3, "1", 2**70, "a", 3, 5):
+        tally.add(value)
+    assert tally.repeated() == [3, 2**70, "a"]  # 1 and "1" differ; each repeat named once
+    assert coco._IdTally().repeated() == []
+
+
+def _record(objects: list[tuple]) -> ImageRecord:
+    return ImageRecord(identity="7", path="/data/7.jpg", size=10,
+                       labels={"source_id": "7", "filename": "7.jpg", "width": 4, "height": 3,
+                               "objects": coco.pack_objects(objects)})
+
+
+class _FailingEncoder(coco.CocoEncoder):
+    def label_features(self, record, info):
+        raise RuntimeError("boom")
+
+    def read_image(self, path, size, name):
+        return {"encoded": b"", "format": "jpeg", "height": 3, "width": 4,
+                "key/sha256": ""}, None, {}
+
+
+def test_objects_of_an_image_that_fails_to_encode_are_listed():
+    objects = [(11, 1, "a", (0, 0, 1, 1), 1.0, 0), (12, 1, "a", (0, 0, 2, 2), 4.0, 0)]
+    encoded = _encode_guarded(_FailingEncoder(), _record(objects))
+    kinds = [(r.kind, r.source, r.reason) for r in encoded.rejects]
+    assert kinds == [("image", "/data/7.jpg", "encode_error"),
+                     ("annotation", "annotation 11", "image_rejected"),
+                     ("annotation", "annotation 12", "image_rejected")]
+    assert "(encode_error;" in encoded.rejects[1].detail
+
+
+def test_objects_of_a_missing_file_are_image_missing():
+    rejects = coco.CocoEncoder().encode(_record([(11, 1, "a", (0, 0, 1, 1), 1.0, 0)])).rejects
+    assert [(r.kind, r.reason) for r in rejects] == [("image", "missing"),
+                                                     ("annotation", "image_missing")]
+
+
+def test_annotation_fraction_leaves_out_annotations_lost_with_their_image():
+    rejects = [Reject("annotation", "annotation 1", "unknown_category", "x"),
+               Reject("annotation", "annotation 2", "image_rejected", "x"),
+               Reject("annotation", "annotation 3", "image_missing", "x"),
+               Reject("image", "a.jpg", "truncated", "x"),
+               Reject("warning", "b.jpg", "size_mismatch", "x")]
+    summary = manifest.reject_summary(rejects, examples=3, objects_written=7)
+    assert summary["annotations_dropped"] == 1
+    assert summary["annotations_seen"] == 10  # 7 written + 3 rejected
+    assert summary["annotation_fraction"] == 0.1
+    assert summary["image_fraction"] == 0.25
+    assert manifest.reject_summary([], 0)["annotation_fraction"] == 0.0
