@@ -27,6 +27,7 @@ from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.boxes import InvalidBox, normalize_box
+from recordbeam.errors import DataError
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
 from recordbeam.images import ImageInfo
@@ -49,7 +50,7 @@ OBJECT_KINDS = {
 }
 
 
-class CocoFormatError(ValueError):
+class CocoFormatError(DataError, ValueError):
     """The annotation file cannot be used at all (malformed JSON, no images...)."""
 
 

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.errors import DataError
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder
 from recordbeam.images import ImageInfo
@@ -40,7 +41,7 @@ SPLIT_SALT = "recordbeam/split/v1"
 CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
 
 
-class ImageFolderError(ValueError):
+class ImageFolderError(DataError, ValueError):
     """The class folders or the classes file cannot be used as given."""
 
 

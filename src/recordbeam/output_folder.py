@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from recordbeam import filesystems
+from recordbeam.errors import UsageError
 from recordbeam.framing import Compression, shard_suffix
 from recordbeam.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.tfds_metadata import is_tfds_file
@@ -37,7 +38,7 @@ _OUR_FILES = {MANIFEST, LABELS, REJECTS, FAILED_REJECTS}
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
-class OutputFolderError(Exception):
+class OutputFolderError(UsageError):
     """The output folder cannot be written as asked (foreign files, bad split name)."""
 
 
