@@ -813,7 +813,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",
-                   help="sample size in images (default: 24)")
+                   help="good images in the sample; a few broken ones are added "
+                   "(default: 24)")
     _add_output_args(p)
     p.set_defaults(pipeline_handler=cmd_demo, contiguous_labels=False, max_reject_fraction=0.5)
     _remember_parsers(parser)
