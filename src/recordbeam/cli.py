@@ -410,21 +410,22 @@ def _submitted_text(result: Any, output: str) -> str:
             "finished; follow the job on the runner's own console")
 
 
-def _require_file(path: str, flag: str, what: str) -> None:
-    """Fail fast, before Beam starts, on an input file that is missing or is a folder."""
+def _require_file(path: str, flag: str, kind: str, what: str) -> None:
+    """Fail fast, before Beam starts, on an input file that is missing or is a folder
+    (``kind`` names the file, ``what`` says what ``flag`` takes)."""
     from recordbeam import filesystems
 
     if "://" not in path and os.path.isdir(path):
         raise UsageError(f"{path} is a folder; {flag} takes {what}")
     if not filesystems.exists(path):
-        raise UsageError(f"{path}: no such file (check {flag})")
+        raise UsageError(f"{path}: no such {kind} (check {flag})")
 
 
 def _check_inputs(images_dir: str, annotations: str) -> None:
     """Fail fast, before Beam starts, on input paths that do not exist."""
     from recordbeam import filesystems
 
-    _require_file(annotations, "--annotations",
+    _require_file(annotations, "--annotations", "annotation file",
                   "the COCO instances JSON file, e.g. annotations/instances_train2017.json")
     # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
     if not filesystems.has_files(images_dir):
@@ -481,7 +482,7 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
     if not filesystems.has_files(args.root):
         raise UsageError(f"{args.root}: no such folder, or it holds no files (check --root)")
     if args.classes:
-        _require_file(args.classes, "--classes", "a text file with one class name per line")
+        _require_file(args.classes, "--classes", "classes file", "a text file with one class name per line")
     folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
                                 args.val_fraction)
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
@@ -498,9 +499,9 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
     from recordbeam.pipeline import table_input_patterns, table_settings, table_to_tfrecord
     from recordbeam.tabular import ReadTable, TableError, TableOptions, parse_split_fractions
 
-    _require_file(args.manifest, "--manifest", "a .csv or .jsonl file with one row per example")
+    _require_file(args.manifest, "--manifest", "file", "a .csv or .jsonl file with one row per example")
     if args.schema:
-        _require_file(args.schema, "--schema", 'a JSON file such as {"label": "int64"}')
+        _require_file(args.schema, "--schema", "file", 'a JSON file such as {"label": "int64"}')
     # --split is a split name, or fractions such as train=0.8,val=0.2 (split by hash).
     fractions = parse_split_fractions(args.split) if "=" in args.split else ()
     if fractions:

@@ -311,7 +311,7 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
     except KeyboardInterrupt:
         job = _job_id(result)
         raise RunInterrupted(
-            f"the job{' ' + job if job else ''} goes on on the {runner}; cancel it there "
+            f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
             "if it should stop") from None
     except Exception as error:
         raise RunFailed(error, None) from error
