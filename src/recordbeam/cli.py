@@ -31,7 +31,7 @@ import numpy as np
 from recordbeam import __version__, standby
 from recordbeam.errors import (
     EXIT_DATA,
-    EXIT_FAILED,
+    EXIT_FAILED,  # noqa: F401 - part of the command's interface (cli.EXIT_FAILED)
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -40,10 +40,6 @@ from recordbeam.errors import (
     describe,
     unknown_arguments_error,
 )
-
-__all__ = ["EXIT_DATA", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
-           "build_parser", "console", "main"]
-
 
 # --- paths on any Beam filesystem -------------------------------------------------
 
