@@ -212,3 +212,12 @@ def test_image_checks_refuse_limits_that_reject_every_image(checks):
 
     with pytest.raises(ValueError, match="must be above 0"):
         ImageChecks(**checks)
+
+
+def test_ctrl_c_before_anything_ran_is_one_line(monkeypatch, capsys):
+    def interrupted_while_importing():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted_while_importing)
+    assert cli.main(["inspect", "x"]) == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "recordbeam: interrupted\n"
