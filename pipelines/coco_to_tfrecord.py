@@ -9,7 +9,8 @@ Dataflow (see the README for every option):
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py
 
-Our options are those of ``recordbeam convert coco``; everything else goes to Beam.
+Our options are those of ``recordbeam convert coco``; every other option goes to
+Beam, and one that Beam does not define either is refused (exit 2), never ignored.
 """
 
 import sys

@@ -6,7 +6,8 @@ Local:
 Dataflow: add --runner DataflowRunner --project P --region R --temp_location gs://B/tmp
 --setup_file ./setup.py (see the README).
 
-Our options are those of ``recordbeam convert imagefolder``; everything else goes to Beam.
+Our options are those of ``recordbeam convert imagefolder``; every other option goes to
+Beam, and one that Beam does not define either is refused (exit 2), never ignored.
 """
 
 import sys

@@ -4,7 +4,8 @@ Local:
     python pipelines/manifest_to_tfrecord.py --manifest data.csv --output OUT \
         [--split train=0.8,val=0.2] [--group-by video]
 
-Our options are those of ``recordbeam convert manifest``; everything else goes to Beam.
+Our options are those of ``recordbeam convert manifest``; every other option goes to
+Beam, and one that Beam does not define either is refused (exit 2), never ignored.
 """
 
 import sys

@@ -29,6 +29,7 @@ from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.boxes import InvalidBox, normalize_box
+from recordbeam.errors import DataError
 from recordbeam.example import encode_example
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder, warn_size_mismatch
@@ -54,7 +55,7 @@ OBJECT_KINDS = {
 OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask"})
 
 
-class CocoFormatError(ValueError):
+class CocoFormatError(DataError, ValueError):
     """The annotation file cannot be used at all (malformed JSON, no images...)."""
 
 

@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from recordbeam.errors import DataError
 from recordbeam.protos import (
     Example,
     Feature,
@@ -109,7 +110,7 @@ _SCALAR_KIND: dict[type, Kind] = {
 }
 
 
-class FeatureError(TypeError):
+class FeatureError(DataError, TypeError):
     """A feature value that cannot be stored; says which feature, which value and what fits.
 
     Attributes ``feature`` and ``value`` let a caller (e.g. a pipeline) add the record's key.

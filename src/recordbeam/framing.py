@@ -29,6 +29,8 @@ from typing import BinaryIO, TextIO
 
 from crc32c import crc32c as _crc32c
 
+from recordbeam.errors import DataError
+
 __all__ = [
     "CHECKS",
     "Compression",
@@ -372,7 +374,7 @@ _HINTS = {
 _HINTS["truncated_data"] = _HINTS["truncated_footer"] = _HINTS["truncated_header"]
 
 
-class RecordError(ValueError):
+class RecordError(DataError, ValueError):
     """A TFRecord file failed a check while reading.
 
     Attributes:

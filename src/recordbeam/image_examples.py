@@ -50,6 +50,13 @@ class ImageChecks:
     max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
     verify_decode: bool = False
 
+    def __post_init__(self) -> None:
+        # A limit of 0 or less would reject every image, silently: refuse it.
+        if self.max_pixels is not None and self.max_pixels <= 0:
+            raise ValueError(f"max_pixels must be above 0 (None: no limit), got {self.max_pixels}")
+        if self.max_bytes <= 0:
+            raise ValueError(f"max_bytes must be above 0, got {self.max_bytes}")
+
 
 class ImageExampleEncoder(ExampleEncoder):
     """Turns an :class:`ImageRecord` into an Example with the image and its labels."""

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.errors import DataError
 from recordbeam.example import encode_example
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import ImageExampleEncoder
@@ -47,7 +48,7 @@ CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
 NON_IMAGE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".md", ".yaml", ".yml")
 
 
-class ImageFolderError(ValueError):
+class ImageFolderError(DataError, ValueError):
     """The class folders or the classes file cannot be used as given."""
 
 

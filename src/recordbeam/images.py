@@ -166,7 +166,7 @@ def inspect_image(
         raise ImageRejected(
             "unsupported_format",
             f"the bytes are {fmt.upper()}, but only JPEG and PNG are stored as they are; "
-            "convert it first, or pass --transcode to have it converted to JPEG or PNG.",
+            "pass --transcode jpeg (or --transcode png) to have it converted, or convert it first.",
         )
     trailing = _trailing_bytes(data, fmt)
     with _open_header(data, fmt) as image:
@@ -182,7 +182,7 @@ def inspect_image(
             raise ImageRejected(
                 "too_large",
                 f"the image is {width}x{height} = {width * height:,} pixels, above the limit of "
-                f"{max_pixels:,}; raise max_pixels (or set it to None) if images this big are "
+                f"{max_pixels:,}; raise --max-pixels (0: no limit) if images this big are "
                 "expected, or downscale the image.",
             )
         orientation = _exif_orientation(image)

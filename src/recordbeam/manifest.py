@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from recordbeam.errors import DataError
 from recordbeam.feature_spec import FeatureSpec, merge_spec_json
 from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
 
@@ -126,7 +127,7 @@ def empty_shards_warning(split: str, entry: Mapping[str, Any]) -> str | None:
 LABEL_KEYS = ("label_map", "category_ids")
 
 
-class LabelMapMismatch(Exception):
+class LabelMapMismatch(DataError):
     """A run would give labels other meanings than the splits already in its folder."""
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from recordbeam import filesystems
+from recordbeam.errors import UsageError
 from recordbeam.framing import Compression, shard_suffix
 from recordbeam.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.manifest import check_label_maps_agree
@@ -39,7 +40,7 @@ _OUR_FILES = {MANIFEST, LABELS, REJECTS, FAILED_REJECTS}
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
-class OutputFolderError(Exception):
+class OutputFolderError(UsageError):
     """The output folder cannot be written as asked (foreign files, bad split name)."""
 
 

@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import (
+    PipelineOptions,
+    PortableOptions,
+    StandardOptions,
+    TestOptions,
+)
 
 from recordbeam import __version__, filesystems, output_folder
 from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
+from recordbeam.errors import RecordbeamError, UsageError
 from recordbeam.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.image_examples import ImageChecks
 from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, ReadImageFolder
@@ -25,16 +31,29 @@ from recordbeam.malloc_arenas import limit_malloc_arenas
 from recordbeam.progress import ProgressReporter
 from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.sink import ShardOptions, WriteShards
+from recordbeam.standby import LOCAL_RUNNER
 from recordbeam.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.transcode import ImageFixes
 
 
 class RunFailed(RuntimeError):
-    """A local run failed; ``cause`` is the error, ``log_path`` holds Beam's full log."""
+    """A run failed; ``cause`` is the runner's error (which may carry a worker's error as
+    text: :func:`recordbeam.errors.describe` finds it), ``log_path`` holds Beam's full log
+    of a local run (None on remote runners: their logs are the runner's)."""
 
-    def __init__(self, cause: BaseException, log_path: str) -> None:
-        super().__init__(f"{type(cause).__name__}: {cause}")
+    def __init__(self, cause: BaseException, log_path: str | None) -> None:
+        super().__init__(str(cause))
         self.cause = cause
+        self.log_path = log_path
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a run went on. ``outcome`` says what became of the output folder (or
+    of the remote job), ``log_path`` where Beam's log of a local run is kept."""
+
+    def __init__(self, outcome: str, log_path: str | None = None) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
         self.log_path = log_path
 
 
@@ -44,6 +63,17 @@ class RunResult:
 
     manifest: Mapping[str, Any]
     wall_seconds: float
+
+
+@dataclass(frozen=True)
+class SubmittedRun:
+    """A run this process did not wait for: a job handed to a remote runner (``detach``),
+    whose own finalize step commits the output; or, with Dataflow's ``--dry_run``, a job
+    graph built and checked but never submitted."""
+
+    job_id: str | None
+    runner: str
+    dry_run: bool
 
 
 def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
@@ -208,33 +238,121 @@ def table_to_tfrecord(
                        table_settings(table, shards, checks, fixes), read.splits)
 
 
+def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:
+    """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
+    runner (its run ends with this process), or with workers inside this process
+    (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
+    would run the job for real)."""
+    runner = _runner_name(options)
+    if detach and is_local(options):
+        raise UsageError(
+            f"--detach needs a remote runner (DataflowRunner, FlinkRunner, SparkRunner, "
+            f"PortableRunner): the {runner} runs in this process and ends with it")
+    environment = options.view_as(PortableOptions).environment_type
+    if detach and (environment or "").upper() == "LOOPBACK":
+        raise UsageError("--detach cannot work with --environment_type LOOPBACK: its workers "
+                         "run in this process and end with it")
+    if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
+        raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
+                         "run the job for real")
+
+
+def _runner_name(options: PipelineOptions) -> str:
+    runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
+    return (runner if isinstance(runner, str) else type(runner).__name__).rsplit(".", 1)[-1]
+
+
+def _is_dataflow(options: PipelineOptions) -> bool:
+    return _runner_name(options).endswith("DataflowRunner")
+
+
+def _job_id(result: Any) -> str | None:
+    """The runner's id of a submitted job: Dataflow's ``job_id()``; the portable runner
+    keeps it in ``_job_id`` (no public accessor in Beam 2.77)."""
+    job_id = getattr(result, "job_id", None)
+    if callable(job_id):
+        job_id = job_id()
+    job_id = job_id or getattr(result, "_job_id", None)
+    return str(job_id) if job_id else None
+
+
 def run(
     build: Callable[[beam.Pipeline], WriteShards], output_dir: str, *,
     beam_args: Sequence[str] = (), overwrite: bool = False, show_progress: bool = True,
-    options: PipelineOptions | None = None,
-) -> RunResult:
+    options: PipelineOptions | None = None, detach: bool = False,
+) -> RunResult | SubmittedRun:
     """Check the output folder, build and run the pipeline, return the manifest.
 
+    With ``detach`` (remote runners only), return as soon as the job is submitted; with
+    Dataflow's ``--dry_run``, once its graph is built. Both give a :class:`SubmittedRun`.
+
     Raises ``OutputFolderError`` before any work when the folder holds foreign files and
-    ``overwrite`` is False.
+    ``overwrite`` is False; ``UsageError`` for options :func:`check_run_options` refuses;
+    ``RunFailed`` when the run fails; ``RunInterrupted`` on Ctrl-C.
     """
-    output_folder.check_writable(output_dir, overwrite=overwrite)
     options = options or pipeline_options(beam_args)
+    check_run_options(options, detach=detach)
+    output_folder.check_writable(output_dir, overwrite=overwrite)
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     sink = build(p)
     if is_local(options):
-        limit_malloc_arenas()
-        # Beam's and its worker processes' logs go to a file; the terminal gets progress.
-        with worker_output_to_log() as (console, log_path):
-            try:
-                with ProgressReporter(sink.temp_dir, stream=console) if show_progress else nullcontext():
-                    p.run().wait_until_finish()
-            except Exception as error:
-                raise RunFailed(error, log_path) from error
+        _run_locally(p, sink, output_dir, show_progress)
     else:
-        p.run().wait_until_finish()
+        submitted = _run_remotely(p, options, detach)
+        if submitted is not None:
+            return submitted
     manifest = output_folder.read_manifest(output_dir)
     if manifest is None:
-        raise RuntimeError(f"the pipeline finished but {output_dir} has no manifest; see the log above")
+        raise RecordbeamError(f"the run ended but {output_dir} has no manifest.json, so nothing "
+                              "was committed; see the runner's log of the job")
     return RunResult(manifest, time.monotonic() - started)
+
+
+def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
+                 show_progress: bool) -> None:
+    limit_malloc_arenas()
+    # Beam's and its worker processes' logs go to a file; the terminal gets progress.
+    with worker_output_to_log() as (console, log_path):
+        try:
+            with ProgressReporter(sink.temp_dir, stream=console) if show_progress else nullcontext():
+                p.run().wait_until_finish()
+        except KeyboardInterrupt:
+            # The runner has stopped its workers on the way out; say what is left.
+            raise RunInterrupted(_after_interruption(output_dir, sink.temp_dir), log_path) from None
+        except Exception as error:
+            raise RunFailed(error, log_path) from error
+
+
+def _after_interruption(output_dir: str, temp_dir: str) -> str:
+    """What a local run interrupted by Ctrl-C leaves in ``output_dir``. Before its commit
+    began: nothing, and its temp folder is removed. During the commit: a folder without
+    a manifest, which the next run into it completes or replaces."""
+    if filesystems.exists(filesystems.join(temp_dir, output_folder.COMMIT_PLAN)):
+        return (f"the commit to {output_dir} had begun: it holds no manifest.json until a run "
+                "into it finishes; rerun the command")
+    with suppress(Exception):  # best effort: a later run removes leftover temp folders too
+        filesystems.remove_tree(temp_dir)
+    return f"nothing was committed to {output_dir}"
+
+
+def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
+                  detach: bool) -> SubmittedRun | None:
+    """Submit the job; unless detached (or a dry run), wait for its end. Returns the
+    :class:`SubmittedRun` when not waiting, None once the job has finished."""
+    runner = _runner_name(options)
+    result = p.run()
+    if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
+        return SubmittedRun(None, runner, dry_run=True)
+    if detach:
+        return SubmittedRun(_job_id(result), runner, dry_run=False)
+    try:
+        result.wait_until_finish()
+    except KeyboardInterrupt:
+        job = _job_id(result)
+        raise RunInterrupted(
+            f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
+            "if it should stop") from None
+    except Exception as error:
+        raise RunFailed(error, None) from error
+    return None

@@ -32,12 +32,19 @@ def _snapshot(temp_dir: str) -> tuple[int | None, int]:
 
 
 class ProgressReporter:
-    """Prints ``written / planned, rate, ETA`` every few seconds while a run goes on."""
+    """Prints ``written / planned, rate, ETA`` while a run goes on.
 
-    def __init__(self, temp_dir: str, *, interval: float = 2.0, stream: TextIO = sys.stderr) -> None:
+    On a terminal, one line rewritten in place (``\r``) every ``interval`` seconds. Elsewhere
+    (a log file, a pipe) a ``\r`` would pile every update onto one line: there a plain line
+    every ``log_interval`` seconds instead.
+    """
+
+    def __init__(self, temp_dir: str, *, interval: float = 2.0, log_interval: float = 30.0,
+                 stream: TextIO = sys.stderr) -> None:
         self._temp_dir = temp_dir
-        self._interval = interval
         self._stream = stream
+        self._live = _is_terminal(stream)
+        self._interval = interval if self._live else log_interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._start = time.monotonic()
@@ -50,7 +57,7 @@ class ProgressReporter:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=self._interval + 1)
-        if self._printed:
+        if self._printed and self._live:
             self._stream.write("\n")
             self._stream.flush()
 
@@ -66,6 +73,13 @@ class ProgressReporter:
                 rate = written / elapsed
                 eta = (planned - written) / rate if rate > 0 and planned > written else 0.0
                 line += f" of ~{human_bytes(planned)} ({fraction:.0%}), ETA {eta:.0f}s"
-            self._stream.write("\r" + line.ljust(60))
+            self._stream.write("\r" + line.ljust(60) if self._live else line + "\n")
             self._stream.flush()
             self._printed = True
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        return False

@@ -23,6 +23,7 @@ from typing import Any
 import apache_beam as beam
 
 from recordbeam import filesystems, output_folder
+from recordbeam.errors import UsageError
 from recordbeam.feature_spec import is_list_feature
 from recordbeam.framing import compression_for_path, read_records
 from recordbeam.manifest import split_of_shard_file
@@ -44,7 +45,7 @@ __all__ = [
 CARRIED_KEYS = ("label_map", "label_names", "task", "category_ids")
 
 
-class ReshardError(ValueError):
+class ReshardError(UsageError):
     """The inputs cannot be resharded as asked (``--split`` over several splits)."""
 
 

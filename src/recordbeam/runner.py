@@ -24,7 +24,12 @@ from typing import TextIO
 
 import grpc
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    _BeamArgumentParser,
+)
 from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
@@ -36,6 +41,7 @@ from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
 from recordbeam import standby
+from recordbeam.errors import UsageError, unknown_arguments_error
 from recordbeam.local_feed import feeding_in_pieces
 from recordbeam.local_shuffle import spilling_shuffles
 from recordbeam.standby import LOCAL_RUNNER
@@ -188,13 +194,56 @@ def _quoted(path: str) -> str:
     return shlex.quote(path) if os.name == "posix" else subprocess.list2cmdline([path])
 
 
+class _BeamOptionsParser(_BeamArgumentParser):
+    """The parser Beam reads pipeline options with (every ``PipelineOptions`` subclass's
+    arguments, no abbreviations), raising on a bad value instead of exiting."""
+
+    def error(self, message: str):  # argparse's hook; the default prints usage and exits
+        raise UsageError(f"{message} (a Beam pipeline option)")
+
+
+def _beam_options_parser() -> _BeamOptionsParser:
+    # As PipelineOptions.get_all_options collects them: the direct subclasses loaded now,
+    # one per name.
+    parser = _BeamOptionsParser(allow_abbrev=False, add_help=False)
+    classes = {str(cls): cls for cls in PipelineOptions.__subclasses__()}
+    for cls in classes.values():
+        cls._add_argparse_args(parser)
+    return parser
+
+
+def beam_option_flags() -> list[str]:
+    """Every option Beam's ``PipelineOptions`` define (``--runner``, ``--project``...)."""
+    return [flag for action in _beam_options_parser()._actions for flag in action.option_strings]
+
+
+def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
+    """The arguments no Beam pipeline option takes (unknown options, their values, stray
+    words), in order; raises ``UsageError`` when a Beam option's value is bad."""
+    _known, unknown = _beam_options_parser().parse_known_args(list(beam_args))
+    return unknown
+
+
+def check_beam_args(beam_args: Sequence[str], *, command: str = "recordbeam",
+                    other_flags: Sequence[str] = ()) -> None:
+    """Raise ``UsageError`` unless every argument is a Beam pipeline option (and its value):
+    Beam itself only logs a warning and drops the rest, so a typo would change the run
+    without a word. ``other_flags`` join Beam's as suggestions."""
+    unknown = unknown_beam_args(beam_args)
+    if unknown:
+        flags = [*other_flags, *beam_option_flags()]
+        raise unknown_arguments_error(unknown, flags, command)
+
+
 def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:
     """Beam options from command-line style ``beam_args`` plus our local defaults.
 
+    Raises ``UsageError`` for an argument that is no Beam option (:func:`check_beam_args`).
     Also hands the options to Beam's ``FileSystems`` in this process, so the launcher's
     own checks (output folder, inputs, ``--if-changed``) reach object stores with the same
     settings (endpoint, credentials) as the workers.
     """
+    check_beam_args(beam_args)
     options = PipelineOptions(list(beam_args), **overrides)
     FileSystems.set_options(options)
     standard = options.view_as(StandardOptions)

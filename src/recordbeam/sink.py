@@ -40,6 +40,7 @@ from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
 
 from recordbeam import __version__, filesystems, manifest, tfds_metadata
 from recordbeam import output_folder as folder
+from recordbeam.errors import DataError
 from recordbeam.example import Example, FeatureError, make_sequence_example
 from recordbeam.feature_spec import FeatureSpec
 from recordbeam.framing import Compression, RecordWriter, parse_compression
@@ -210,7 +211,7 @@ class ShardResult:
         return self.temp_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
 
 
-class RejectLimitExceeded(RuntimeError):
+class RejectLimitExceeded(DataError, RuntimeError):
     """More of the input was rejected than ``max_reject_fraction`` (or its annotation limit) allows."""
 
 

@@ -47,6 +47,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.errors import DataError
 from recordbeam.fingerprint import FileTermsFn
 from recordbeam.image_examples import IMAGE_KINDS, ImageExampleEncoder
 from recordbeam.planning import order_key
@@ -80,7 +81,7 @@ SPLIT_SALT = "recordbeam/split/v1"
 MAX_SPLITS = 64
 
 
-class TableError(ValueError):
+class TableError(DataError, ValueError):
     """The manifest or its schema cannot be used as given (names the file and line)."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -100,7 +101,54 @@ def test_portable_runner_external_worker_pool_equals_local_run(
     assert _shards(out) and _shards(out) == _shards(local_run)
 
 
+def test_detach_submits_prints_the_job_and_the_job_commits(
+        coco_sample, local_run, job_service, tmp_path, capsys):
+    port = _free_port()
+    with _server(["apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
+                 port, tmp_path / "worker_pool.log"):
+        out = tmp_path / "out"
+        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+                 "--environment_type=EXTERNAL", f"--environment_config=localhost:{port}",
+                 "--detach")
+        printed = capsys.readouterr().out
+        # Returned at submission: the job goes on in the job service and commits by itself.
+        assert re.search(r"^submitted job \S+ to the PortableRunner; not waiting for it", printed,
+                         re.MULTILINE), printed
+        assert f"{out / 'manifest.json'} appears, last, when it has finished" in printed
+        deadline = time.monotonic() + 300
+        while not (out / "manifest.json").exists():
+            assert time.monotonic() < deadline, "the detached job never committed"
+            time.sleep(0.5)
+    assert _shards(out) == _shards(local_run)
+
+
+def test_detach_with_loopback_workers_is_refused(coco_sample, job_service, tmp_path, capsys):
+    code = main(["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
+                 coco_sample.annotations, "--output", str(tmp_path / "out"), "--detach",
+                 "--runner=PortableRunner", f"--job_endpoint={job_service}",
+                 "--environment_type=LOOPBACK"])
+    assert code == 2
+    assert "--detach cannot work with --environment_type LOOPBACK" in capsys.readouterr().err
+
+
 # --- Dataflow, offline ------------------------------------------------------------------
+
+
+def test_dataflow_dry_run_through_the_pipeline_script_exits_zero(coco_sample, tmp_path):
+    pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[2] / "pipelines" / "coco_to_tfrecord.py"),
+         "--images", coco_sample.images_dir, "--annotations", coco_sample.annotations,
+         "--output", str(out), "--runner=DataflowRunner", "--dry_run=True",
+         "--project=example-project", "--region=us-central1",
+         "--temp_location=gs://example-bucket/tmp"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "dry run: the DataflowRunner job graph was built and checked; nothing was submitted "
+        f"and nothing was written to {out}")
+    assert not out.exists()
 
 
 def _dataflow_job(images: str, annotations: str, output: str):

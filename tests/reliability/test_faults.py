@@ -74,7 +74,9 @@ def test_failed_shard_then_rerun_equals_clean_run(sample, clean, tmp_path, monke
     monkeypatch.setenv(FAULT_ENV, f"1:5:{marker}")
     argv = convert_argv(sample.images_dir, sample.annotations, str(out), "--shards", "3")
     assert cli.main(argv) == 3
-    assert "InjectedFault" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "recordbeam: test fault: shard 1 failed after 5 records\n" in err
+    assert "InjectedFault" not in err  # messages carry no type names
     assert marker.exists()
     files = snapshot(out)
     assert MANIFEST not in files and not _shards(files)
@@ -217,6 +219,62 @@ def test_sigkill_at_any_moment_then_rerun(sample, clean, tmp_path):
     assert states[:3] == ["killed"] * 3, states  # the last one may finish before it is hit
     assert cli.main(convert_argv(sample.images_dir, sample.annotations, out, "--shards", "3")) == 0
     assert snapshot(out) == clean
+
+
+# ----------------------------------------------------------------- Ctrl-C
+
+
+@pytest.fixture(scope="module")
+def larger_sample(tmp_path_factory):
+    """Enough pixels that shards take a few seconds to write, so Ctrl-C lands mid-run."""
+    return make_coco_sample(tmp_path_factory.mktemp("larger"), num_images=400,
+                            image_size=(320, 240), include_bad=False)
+
+
+@pytest.mark.parametrize(
+    "whom",
+    [
+        pytest.param("group", marks=CASE(
+            "Ctrl-C while shards are written (SIGINT to the whole process group, as a "
+            "terminal sends it)",
+            "one line naming the log, exit 130; nothing committed, the temp folder removed; "
+            "no process lingers")),
+        pytest.param("launcher", marks=CASE(
+            "SIGINT to the launcher alone (kill -INT) while shards are written",
+            "the same: one line, exit 130, nothing committed, no process lingers")),
+    ],
+)
+def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom):
+    out = str(tmp_path / "out")
+    # No --quiet: stderr is a pipe, so no progress line may appear either.
+    argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
+            larger_sample.annotations, "--output", out, "--direct_num_workers=2"]
+    proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    while proc.poll() is None and not _temp_shard_written(out, 0):
+        assert time.monotonic() - started < 120, "the run never started writing"
+        time.sleep(0.002)
+    assert proc.poll() is None, proc.communicate()
+    if whom == "group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    lines = stderr.splitlines()
+    assert proc.returncode == 130, stderr
+    assert len(lines) == 1, stderr
+    prefix = f"recordbeam: interrupted; nothing was committed to {out}; log: "
+    assert lines[0].startswith(prefix), stderr
+    log_path = lines[0][len(prefix):]
+    assert os.path.isfile(log_path)
+    os.unlink(log_path)
+    assert "examples" not in stdout  # no summary: the run did not finish
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(proc.pid), "processes outlived the interrupted command"
+    assert snapshot(out) == {}  # no manifest, no shard, no temp folder
 
 
 # ----------------------------------------------------------------- full disk

@@ -1,0 +1,223 @@
+"""The command line refuses what it would otherwise ignore, and speaks plainly.
+
+Unknown options, stray words and bad values are usage errors (exit 2) naming the option;
+messages carry no exception type names; every option's help gives its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recordbeam import cli
+
+IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+PIPELINES = Path(__file__).parents[2] / "pipelines"
+
+
+def _coco(sample, out, *extra: str) -> list[str]:
+    return ["convert", "coco", "--images", sample.images_dir, "--annotations", sample.annotations,
+            "--output", str(out), "--quiet", *extra]
+
+
+# ----------------------------------------------------------------- unknown options
+
+
+@pytest.mark.parametrize(
+    ("extra", "named", "suggested"),
+    [
+        (["--compresion", "gzip"], "--compresion", "--compression"),
+        (["--verify-decodes"], "--verify-decodes", "--verify-decode"),
+        (["-n", "3"], "-n", None),
+        (["--direct-num-workers=2"], "--direct-num-workers", "--direct_num_workers"),
+        (["--label-offset", "1"], "--label-offset", None),  # imagefolder's, not coco's
+    ],
+)
+def test_unknown_option_is_a_usage_error_naming_it(coco_sample, tmp_path, capsys, extra, named,
+                                                   suggested):
+    out = tmp_path / "out"
+    code = cli.main(_coco(coco_sample, out, *extra, *IN_MEMORY))
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert f"unknown option {named}" in err
+    if suggested:
+        assert f"did you mean {suggested}?" in err
+    assert "recordbeam convert coco --help" in err
+    assert not out.exists()  # refused before anything ran
+
+
+def test_stray_word_is_a_usage_error(coco_sample, tmp_path, capsys):
+    code = cli.main(_coco(coco_sample, tmp_path / "out", "gzip", *IN_MEMORY))
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert "unexpected argument 'gzip'" in err
+
+
+def test_bad_value_of_a_beam_option_is_a_usage_error(coco_sample, tmp_path, capsys):
+    code = cli.main(_coco(coco_sample, tmp_path / "out", "--direct_num_workers=two"))
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert "--direct_num_workers" in err and "'two'" in err
+
+
+def test_unknown_option_of_a_command_without_beam(tmp_path, capsys):
+    assert cli.main(["verify", str(tmp_path / "x.tfrecord"), "--max-problem", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown option --max-problem (did you mean --max-problems?)" in err
+    assert "Beam" not in err
+
+
+def test_a_typo_in_a_pipeline_script_is_refused(coco_sample, tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(PIPELINES / "coco_to_tfrecord.py"), "--images", coco_sample.images_dir,
+         "--annotations", coco_sample.annotations, "--output", str(out), "--compresion", "gzip"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "unknown option --compresion (did you mean --compression?)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------- values
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--max-pixels", "-1"),
+        ("--shards", "0"),
+        ("--max-reject-fraction", "1.5"),
+        ("--jpeg-quality", "0"),
+        ("--max-side", "-5"),
+        ("--shard-size", "0"),
+        ("--max-image-bytes", "0"),
+    ],
+)
+def test_out_of_range_value_is_a_usage_error(coco_sample, tmp_path, capsys, option, value):
+    with pytest.raises(SystemExit) as exited:  # argparse's own usage error
+        cli.main(_coco(coco_sample, tmp_path / "out", option, value, *IN_MEMORY))
+    assert exited.value.code == cli.EXIT_USAGE
+    assert f"argument {option}:" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_annotations_naming_a_folder_is_a_usage_error(coco_sample, tmp_path, capsys):
+    folder = os.path.dirname(coco_sample.annotations)
+    argv = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations", folder,
+            "--output", str(tmp_path / "out"), "--quiet", *IN_MEMORY]
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert err.strip() == (f"recordbeam: {folder} is a folder; --annotations takes the COCO "
+                           "instances JSON file, e.g. annotations/instances_train2017.json")
+
+
+def test_detach_on_the_local_runner_is_refused(coco_sample, tmp_path, capsys):
+    code = cli.main(_coco(coco_sample, tmp_path / "out", "--detach", *IN_MEMORY))
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert "--detach needs a remote runner" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_on_a_runner_that_ignores_it_is_refused(coco_sample, tmp_path, capsys):
+    code = cli.main(_coco(coco_sample, tmp_path / "out", "--dry_run=True", *IN_MEMORY))
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert "--dry_run is honoured by DataflowRunner only" in err
+
+
+# ----------------------------------------------------------------- messages
+
+
+def test_reject_limit_from_a_worker_process_exits_one_without_type_names(
+        coco_sample, tmp_path, capsys):
+    argv = _coco(coco_sample, tmp_path / "out", "--direct_running_mode=multi_processing",
+                 "--direct_num_workers=1")
+    code = cli.main(argv)
+    lines = capsys.readouterr().err.splitlines()
+    assert code == cli.EXIT_DATA, lines
+    assert lines[0].startswith("recordbeam: 7 of 31 images were rejected (22.6%), above "
+                               "--max-reject-fraction 0.01."), lines
+    assert lines[0].endswith("if these losses are acceptable."), lines  # no Beam step
+    assert lines[1].startswith("recordbeam: the full log of the run is in ")
+    assert not any("RejectLimitExceeded" in line or "Error" in line for line in lines)
+
+
+def test_summary_and_warnings_use_singulars_and_flag_names(coco_sample, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(_coco(coco_sample, out, "--max-reject-fraction", "0.5", *IN_MEMORY))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "24 examples in 1 shard\n" in captured.out
+    assert ("warning: 1 image carries an EXIF orientation other than 1" in captured.err
+            and "--apply-exif" in captured.err)
+    with open(out / "rejects.jsonl", encoding="utf-8") as f:
+        rejects = [json.loads(line) for line in f]
+    [unsupported] = [r for r in rejects if r["reason"] == "unsupported_format"]
+    assert "--transcode jpeg" in unsupported["detail"]
+    [too_large] = [r for r in rejects if r["reason"] == "too_large"]
+    assert "--max-pixels" in too_large["detail"] and "max_pixels" not in too_large["detail"]
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                yield from _parsers(child)
+
+
+def test_every_option_says_its_default():
+    missing = []
+    for parser in _parsers(cli.build_parser()):
+        for action in parser._actions:
+            if not action.option_strings or action.help == argparse.SUPPRESS:
+                continue
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            if action.required:  # nothing to default to
+                continue
+            if "default" not in (action.help or ""):
+                missing.append(f"{parser.prog} {action.option_strings[0]}")
+    assert missing == []
+
+
+@pytest.mark.parametrize("command", [["convert"], ["convert", "coco"], ["reshard"]])
+def test_help_says_other_options_go_to_beam(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([*command, "--help"])
+    assert "go to Beam" in " ".join(capsys.readouterr().out.split())
+
+
+def test_demo_does_not_name_the_folder_it_deletes(tmp_path, capsys):
+    code = cli.main(["demo", "--num-images", "8", "--output", str(tmp_path / "out"), "--quiet",
+                     *IN_MEMORY])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("generated a COCO sample of ")
+    assert "recordbeam-demo-" not in out and "/tmp" not in out.split("\n")[0]
+
+
+@pytest.mark.parametrize("checks", [{"max_pixels": -1}, {"max_pixels": 0}, {"max_bytes": 0}])
+def test_image_checks_refuse_limits_that_reject_every_image(checks):
+    from recordbeam.image_examples import ImageChecks
+
+    with pytest.raises(ValueError, match="must be above 0"):
+        ImageChecks(**checks)
+
+
+def test_ctrl_c_before_anything_ran_is_one_line(monkeypatch, capsys):
+    def interrupted_while_importing():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted_while_importing)
+    assert cli.main(["inspect", "x"]) == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "recordbeam: interrupted\n"

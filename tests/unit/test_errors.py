@@ -1,0 +1,95 @@
+"""Exit codes and messages come from error types, wherever the runner wrapped them."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from recordbeam.errors import (
+    EXIT_DATA,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    DataError,
+    Failure,
+    UsageError,
+    describe,
+    unknown_arguments_error,
+)
+
+
+class _Wrapper(RuntimeError):
+    """Like the runner's failure: the error it wraps in ``cause``."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _worker_traceback(last_line: str) -> str:
+    """What a worker process sends back: its traceback as text."""
+    return ("Pipeline failed in stage 7:\nTraceback (most recent call last):\n"
+            '  File "apache_beam/runners/common.py", line 1512, in process\n'
+            "RuntimeError: nested: see below\n" + last_line + "\n")
+
+
+def test_our_error_keeps_its_message_and_code():
+    assert describe(UsageError("--images: no such folder")) == Failure("--images: no such folder", 2)
+
+
+def test_in_process_worker_error_loses_beams_step_suffix():
+    # Beam re-raises the worker's own error object with the step appended to its message.
+    error = DataError("3 of 9 images were rejected [while running 'WriteShards/Finalize']")
+    failure = describe(_Wrapper(error))
+    assert failure.message == "3 of 9 images were rejected"
+    assert failure.exit_code == EXIT_DATA
+
+
+def test_worker_process_error_is_found_by_its_qualified_type():
+    text = _worker_traceback("recordbeam.sink.RejectLimitExceeded: 3 of 9 images were rejected "
+                             "(33.3%) [while running 'WriteShards/Finalize']")
+    failure = describe(_Wrapper(RuntimeError(text)))
+    assert failure.message == "3 of 9 images were rejected (33.3%)"
+    assert failure.exit_code == EXIT_DATA
+
+
+def test_a_subclass_gets_its_code_from_its_base():
+    text = _worker_traceback("recordbeam.output_folder.OutputFolderError: out holds files")
+    assert describe(RuntimeError(text)).exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize("name", ["recordbeam.nowhere.Gone", "recordbeam.errors.describe",
+                                  "elsewhere.DataError"])
+def test_a_name_that_is_not_one_of_our_error_types_exits_three(name):
+    failure = describe(RuntimeError(_worker_traceback(f"{name}: something")))
+    assert failure == Failure("something", EXIT_FAILED)
+
+
+def test_foreign_error_in_text_loses_its_type_name():
+    text = _worker_traceback("OSError: [Errno 28] No space left on device: '/out/x' "
+                             "[while running 'WriteShards/WriteShard']")
+    failure = describe(RuntimeError(text))
+    assert failure == Failure("[Errno 28] No space left on device: '/out/x'", EXIT_FAILED)
+
+
+def test_foreign_error_object_says_what_and_where():
+    error = OSError(errno.ENOSPC, "No space left on device", "/out/train-00000-of-00001")
+    assert describe(_Wrapper(error)) == Failure(
+        "No space left on device: /out/train-00000-of-00001", EXIT_FAILED)
+
+
+@pytest.mark.parametrize(
+    ("unknown", "expected"),
+    [
+        (["--compresion", "gzip"], "unknown option --compresion (did you mean --compression?): "
+         "neither recordbeam convert coco nor Beam defines it; see recordbeam convert coco --help"),
+        (["-n", "3", "--zzz"], "unknown options -n, --zzz: neither recordbeam convert coco nor "
+         "Beam defines them; see recordbeam convert coco --help"),
+        (["gzip"], "unexpected argument 'gzip': recordbeam convert coco takes no such argument "
+         "(a path with spaces needs quotes); see recordbeam convert coco --help"),
+    ],
+)
+def test_unknown_arguments_are_named(unknown, expected):
+    error = unknown_arguments_error(unknown, ["--compression", "--quiet"], "recordbeam convert coco")
+    assert isinstance(error, UsageError)
+    assert str(error) == expected
