@@ -339,7 +339,7 @@ def _open_header(data: bytes, fmt: str) -> Image.Image:
     except Exception as e:  # Pillow signals bad headers with many exception types
         raise ImageRejected(
             "corrupt",
-            f"the {fmt.upper()} header cannot be parsed ({type(e).__name__}: {e}); "
+            f"the {fmt.upper()} header cannot be parsed ({e}); "
             "the file is damaged, re-export or re-download it.",
         ) from e
 
@@ -369,6 +369,6 @@ def _decode_all(image: Image.Image, fmt: str) -> None:
         reason = "truncated" if "truncated" in str(e) else "corrupt"
         raise ImageRejected(
             reason,
-            f"the {fmt.upper()} pixel data does not decode ({type(e).__name__}: {e}); "
+            f"the {fmt.upper()} pixel data does not decode ({e}); "
             "re-export or re-download the image.",
         ) from e

@@ -332,7 +332,7 @@ def _decode(data: bytes, fmt: str) -> Image.Image:
     except Exception as error:
         raise ImageRejected(
             "corrupt",
-            f"the {fmt.upper()} pixels do not decode ({type(error).__name__}: {error}), so the "
+            f"the {fmt.upper()} pixels do not decode ({error}), so the "
             "image cannot be fixed; re-export or re-download it.",
         ) from None
     return image
