@@ -37,7 +37,7 @@ OLDEST_BEAM ?= 2.60.0
 $(OLDEST_VENV)/.test: pyproject.toml setup.py
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
-	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws]' \
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report]' \
 		'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0
 	touch $@
 
