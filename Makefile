@@ -38,7 +38,8 @@ $(OLDEST_VENV)/.test: pyproject.toml setup.py
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report]' \
-		'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0
+		'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0 \
+		'tensorflow-metadata<1.17'  # newer releases import protobuf 5's runtime_version
 	touch $@
 
 test-oldest: $(OLDEST_VENV)/.test
