@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import tempfile
+import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
@@ -696,6 +697,10 @@ def console(argv: Sequence[str] | None = None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger().addFilter(_drop_beam_import_noise)
+    # Google's client libraries (the gcp extra, imported with Beam) warn about their own
+    # support schedules (Python versions, grpcio releases): nothing a user of this command
+    # can act on. Seen with Beam 2.60's pinned grpcio.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     parser = build_parser()  # imports no Beam: the standby workers get a head start
     args, extra = parser.parse_known_args(argv)
     handler = getattr(args, "pipeline_handler", None)

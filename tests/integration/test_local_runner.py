@@ -19,7 +19,9 @@ MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers
 
 
 def test_default_local_run_uses_our_worker_processes():
-    options = pipeline_options(["--direct_num_workers=2"])
+    # cloudpickle (Beam 2.77's default): Beam 2.60's dill would send the lambdas below by
+    # reference to this test module, which the worker processes cannot import.
+    options = pipeline_options(["--direct_num_workers=2", "--pickle_library=cloudpickle"])
     assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
     here = os.getpid()
     with beam.Pipeline(options=options) as p:
