@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
 
-.PHONY: demo test lint bench bench-coco clean
+.PHONY: demo test test-oldest lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,24 @@ test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks
 	$(PY) -m pytest tests
 
+# The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
+# numpy that Beam accepts (4.25 and 2.1 for 2.60) and a TensorFlow that installs beside
+# them for the interop tests. The format core does not depend on Beam, so the tests that
+# run Beam pipelines (integration) and the checks against TensorFlow (interop) are the ones
+# that tell us something here, plus the unit tests, which are quick.
+OLDEST_VENV ?= .venv-oldest
+OLDEST_BEAM ?= 2.60.0
+$(OLDEST_VENV)/.test: pyproject.toml setup.py
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report]' \
+		'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0 \
+		'tensorflow-metadata<1.17'  # newer releases import protobuf 5's runtime_version
+	touch $@
+
+test-oldest: $(OLDEST_VENV)/.test
+	$(OLDEST_VENV)/bin/python -m pytest tests/unit tests/integration tests/interop
+
 bench: $(VENV)/.test
 	$(PY) benchmarks/framing_bench.py
 	$(PY) benchmarks/codec_bench.py
@@ -44,4 +62,4 @@ bench-coco: $(BENCH_VENV)/.bench
 	$(BENCH_VENV)/bin/python benchmarks/coco_bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) demo-output build src/*.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) demo-output build src/*.egg-info

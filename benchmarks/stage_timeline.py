@@ -4,8 +4,9 @@ Beam's FnApiRunner runs a pipeline's fused stages one after the other, each spli
 worker processes. This script runs any ``recordbeam`` command in this process and prints,
 for every bundle the runner executed: when it started, how long it took, the launcher's
 resident memory after it (and its peak so far), and the stage's transforms. It reaches
-into the FnApiRunner's private ``_execute_bundle`` (Beam 2.77-2.79), so it is a
-measuring tool, not part of the library.
+into the FnApiRunner's private ``_execute_bundle`` (there from Beam 2.60 to 2.77 at
+least), so it is a measuring tool, not part of the library; on a Beam without it, the
+command still runs and the script says it could not time the stages.
 
     python benchmarks/stage_timeline.py convert coco --images DIR --annotations FILE \\
         --output OUT --quiet [--min-seconds 0.05]
@@ -49,8 +50,13 @@ def main() -> int:
 
     rows: list[tuple[float, float, int, int, str]] = []
 
+    untimed = []
+
     def time_bundles(fn_runner: ModuleType) -> None:
-        execute = fn_runner.FnApiRunner._execute_bundle
+        execute = getattr(getattr(fn_runner, "FnApiRunner", None), "_execute_bundle", None)
+        if execute is None:
+            untimed.append("this Beam's FnApiRunner has no _execute_bundle to time")
+            return
 
         def timed(self, context, bundle_manager, bundle_input):
             began = time.monotonic()
@@ -82,6 +88,8 @@ def main() -> int:
     last = rows[-1][0] + rows[-1][1] if rows else imported
     print(f"{last:7.2f} {finished - last:6.2f} {'':>5} {'':>5}  (after the last stage)")
     print(f"total {finished:.2f} s; {len(rows)} bundles, {sum(r[1] for r in rows):.2f} s in stages")
+    for reason in untimed:
+        print(f"stages not timed: {reason}", file=sys.stderr)
     return code
 
 

@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import tempfile
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1022,6 +1023,10 @@ def console(argv: Sequence[str] | None = None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger().addFilter(_drop_beam_import_noise)
+    # Google's client libraries (the gcp extra, imported with Beam) warn about their own
+    # support schedules (Python versions, grpcio releases): nothing a user of this command
+    # can act on. Seen with Beam 2.60's pinned grpcio.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     args = argparse.Namespace()  # what _interrupted knows when Ctrl-C comes while parsing
     try:
         parser = build_parser()  # imports no Beam: the standby workers get a head start

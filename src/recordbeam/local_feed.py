@@ -21,9 +21,11 @@ comes later, so its inputs are sent whole before the stage starts, as Beam does.
 If sending fails, the thread closes the stream so the worker can finish, and the runner
 then raises the error: the run fails (its partial outputs are never committed) instead
 of waiting for the missing input. :func:`feeding_in_pieces` installs this for the
-duration of a run; ``recordbeam.runner.LocalRunner`` does so for every run. Like the
-spilling shuffle it reaches into Beam's private runner module (Beam 2.77-2.79);
-:data:`AVAILABLE` is False when a Beam version lacks what it needs.
+duration of a run; ``recordbeam.runner.LocalRunner`` does so for every run where
+``recordbeam.runner_internals`` allows it. Like the spilling shuffle it reaches into
+Beam's private runner module; :data:`AVAILABLE` is False when a Beam version lacks what
+it needs: Beam before 2.77 has no cap on its send queues, so there each input is sent
+whole, as Beam does (the launcher's memory then grows with a stage's input again).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from recordbeam.local_worker import MESSAGE_BYTES
+from recordbeam.runner_internals import names_used
 
 try:
     from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -48,18 +51,6 @@ QUEUE_BYTES = 2 << 20
 _BeamBundleManager: Any = getattr(fn_runner, "BundleManager", None)
 
 
-def _names_used(function: Any) -> set[str]:
-    """Global and attribute names a function's code uses, nested functions included."""
-    names: set[str] = set()
-    stack = [getattr(function, "__code__", None)]
-    while stack:
-        code = stack.pop()
-        if code is not None:
-            names.update(code.co_names)
-            stack.extend(c for c in code.co_consts if hasattr(c, "co_names"))
-    return names
-
-
 def _beam_has_what_we_need() -> bool:
     """The runner picks and builds its bundle managers by a global name lookup in
     ``fn_runner`` (replacing the name swaps the class), a bundle manager sends each input
@@ -71,9 +62,9 @@ def _beam_has_what_we_need() -> bool:
     parallel = getattr(fn_runner, "ParallelBundleManager", None)
     picks = getattr(getattr(fn_runner, "FnApiRunner", None), "_get_bundle_manager", None)
     return (
-        "BundleManager" in _names_used(getattr(parallel, "process_bundle", None))
-        and "BundleManager" in _names_used(picks)
-        and "_send_input_to_worker" in _names_used(_BeamBundleManager.process_bundle)
+        "BundleManager" in names_used(getattr(parallel, "process_bundle", None))
+        and "BundleManager" in names_used(picks)
+        and "_send_input_to_worker" in names_used(_BeamBundleManager.process_bundle)
         and isinstance(getattr(data_plane, "_DEFAULT_SEND_QUEUE_MAX_BYTES", None), int)
         and isinstance(getattr(data_plane, "_DEFAULT_SIZE_FLUSH_THRESHOLD", None), int)
         and isinstance(getattr(data_plane, "_GrpcDataChannel", None), type)

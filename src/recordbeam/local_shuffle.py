@@ -21,9 +21,9 @@ one. Only which keys share a part, and their order in it, differ: Beam's follow 
 arrival, which is not deterministic either once several workers send them.
 
 :func:`spilling_shuffles` installs the buffer in Beam's runner for the duration of a run;
-``recordbeam.runner.LocalRunner`` does so for every run. This reaches into Beam's private
-runner module (Beam 2.77-2.79); :data:`AVAILABLE` is False when a Beam version lacks what
-it needs, and runs then keep Beam's buffer.
+``recordbeam.runner.LocalRunner`` does so for every run where ``recordbeam.runner_internals``
+allows it. This reaches into Beam's private runner module; :data:`AVAILABLE` is False
+when a Beam version lacks what it needs, and runs then keep Beam's buffer.
 """
 
 from __future__ import annotations

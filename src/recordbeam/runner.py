@@ -13,6 +13,7 @@ one, else new processes started as Beam starts them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import subprocess
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import grpc
 from apache_beam.io.filesystems import FileSystems
@@ -32,19 +33,30 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
-    SubprocessSdkWorkerHandler,
-    WorkerHandler,
-)
 from apache_beam.transforms.environments import Environment, SubprocessSDKEnvironment
 from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
-from recordbeam import standby
+from recordbeam import runner_internals, standby
 from recordbeam.errors import UsageError, unknown_arguments_error
 from recordbeam.local_feed import feeding_in_pieces
 from recordbeam.local_shuffle import spilling_shuffles
 from recordbeam.standby import LOCAL_RUNNER
+
+try:
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+except ImportError:  # runner_internals.why_unusable() says so, and runs are Beam's own
+    worker_handlers = None
+
+_LOG = logging.getLogger(__name__)
+
+#: Runner names that run in this process's machine, as Beam 2.77 lists them
+#: (``StandardOptions.LOCAL_RUNNERS``, which older Beam lacks).
+LOCAL_RUNNERS = ("BundleBasedDirectRunner", "DirectRunner", "SwitchingDirectRunner",
+                 "FnApiRunner", "PrismRunner", "TestDirectRunner")
+
+_BeamWorkerHandler: Any = getattr(worker_handlers, "WorkerHandler", None)
+_BeamSubprocessWorkerHandler: Any = getattr(worker_handlers, "SubprocessSdkWorkerHandler", None)
 
 #: The environment of our local worker processes: Beam's subprocess environment under a
 #: name of our own, so that its workers are started by :class:`_LocalWorkerHandler`.
@@ -65,9 +77,19 @@ class LocalRunner(FnApiRunner):
     (about 0.6 s per worker, stopped one after the other), forked by the standby of
     :mod:`recordbeam.standby` when the ``recordbeam`` command started one. Other modes
     run Beam's workers.
+
+    All of this reaches into Beam's runner internals; on a Beam without them, or one CI
+    does not test (:func:`recordbeam.runner_internals.why_unusable`), it is Beam's plain
+    FnApiRunner instead, and each run logs why.
     """
 
     def run_pipeline(self, pipeline, options):
+        why_not = runner_internals.why_unusable()
+        if why_not is not None:
+            _LOG.warning("%s; this run uses Beam's plain FnApiRunner: the same output, but "
+                         "shuffles stay in memory and workers start as Beam starts them.",
+                         why_not)
+            return super().run_pipeline(pipeline, options)
         with spilling_shuffles(), feeding_in_pieces():
             if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
                 return super().run_pipeline(pipeline, options)
@@ -99,8 +121,7 @@ class _LocalWorkerEnvironment(SubprocessSDKEnvironment):
                                        resource_hints)
 
 
-@WorkerHandler.register_environment(LOCAL_WORKER_URN, bytes)
-class _LocalWorkerHandler(SubprocessSdkWorkerHandler):
+class _LocalWorkerHandler(_BeamSubprocessWorkerHandler or object):
     """Beam's handler of subprocess workers, whose workers may be standbys."""
 
     def __init__(self, command_line: bytes, state, provision_info, grpc_server) -> None:
@@ -112,6 +133,10 @@ class _LocalWorkerHandler(SubprocessSdkWorkerHandler):
                                    self.provision_info, self.worker_id)
         self.worker_thread = threading.Thread(name="run_worker", target=self.worker.run)
         self.worker_thread.start()
+
+
+if _BeamWorkerHandler is not None:
+    _BeamWorkerHandler.register_environment(LOCAL_WORKER_URN, bytes)(_LocalWorkerHandler)
 
 
 class _LocalWorker:
@@ -263,7 +288,7 @@ def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOpti
 def is_local(options: PipelineOptions) -> bool:
     runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
     name = runner if isinstance(runner, str) else type(runner).__name__
-    return name.rsplit(".", 1)[-1] in (*StandardOptions.LOCAL_RUNNERS, LocalRunner.__name__)
+    return name.rsplit(".", 1)[-1] in (*LOCAL_RUNNERS, LocalRunner.__name__)
 
 
 @contextlib.contextmanager

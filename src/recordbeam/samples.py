@@ -695,7 +695,7 @@ def odd_image(kind: str, width: int = 40, height: int = 30, seed: int = 0) -> by
         rgba.save(out, "PNG")
     elif kind == "png16":
         gray = np.asarray(rgb.convert("L"), dtype=np.uint16) * 257
-        Image.fromarray(gray, "I;16").save(out, "PNG")
+        Image.fromarray(gray).save(out, "PNG")  # uint16: mode I;16 (Pillow 13 refuses naming it)
     else:
         raise ValueError(f"unknown kind {kind!r}; expected one of {ODD_IMAGE_KINDS}")
     return out.getvalue()

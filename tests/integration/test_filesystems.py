@@ -100,3 +100,43 @@ def test_real_path_with_remembered_folders_matches_realpath(tmp_path):
     assert filesystems.outside_root(root, paths[1], folders) == os.path.realpath(tmp_path / "secret.jpg")
     assert filesystems.outside_root(root, paths[2], folders) is None
     assert filesystems.local_real_path("gs://bucket/a.jpg", folders) is None
+
+
+def test_the_installed_beam_lets_listings_stream():
+    # A Beam upgrade that changes how match lists must fail here, not quietly bring
+    # back whole listings in a worker's memory.
+    assert filesystems.STREAMED_LISTINGS
+
+
+def test_a_beam_whose_match_lists_otherwise_is_not_streamed_from(monkeypatch):
+    from apache_beam.io.filesystem import FileSystem, MatchResult
+
+    def match_without_private_lister(self, patterns, limits=None):
+        return [MatchResult(pattern, []) for pattern in patterns]
+
+    monkeypatch.setattr(FileSystem, "match", match_without_private_lister)
+    assert not filesystems._match_lists_privately()
+
+
+def test_without_streamed_listings_iter_match_gives_what_match_gives(tmp_path, monkeypatch):
+    root = tmp_path / "images"
+    _tree(root)
+    patterns = (f"{root}/*.jpg", f"{root}/sub/**", f"{root}/", f"{root}*/*.jpg",
+                f"{root}/missing/*")
+    expected = {pattern: sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds)
+                                for m in filesystems.iter_match(pattern))
+                for pattern in patterns}
+    monkeypatch.setattr(filesystems, "STREAMED_LISTINGS", False)
+    asked = []
+    match = filesystems.FileSystems.match
+
+    def recording_match(patterns, limits=None):
+        asked.extend(patterns)
+        return match(patterns, limits)
+
+    monkeypatch.setattr(filesystems.FileSystems, "match", recording_match)
+    for pattern in patterns:
+        assert sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds)
+                      for m in filesystems.iter_match(pattern)) == expected[pattern], pattern
+    assert len(asked) == len(patterns)  # each pattern went through Beam's public match
+    assert sum(len(found) for found in expected.values()) > 5

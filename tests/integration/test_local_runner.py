@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.testing.util import assert_that, equal_to
 
+from recordbeam import runner, runner_internals
 from recordbeam.runner import LOCAL_RUNNER, LocalRunner, is_local, pipeline_options
+
+MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 
 
 def test_default_local_run_uses_our_worker_processes():
-    options = pipeline_options(["--direct_num_workers=2"])
+    # cloudpickle (Beam 2.77's default): Beam 2.60's dill would send the lambdas below by
+    # reference to this test module, which the worker processes cannot import.
+    options = pipeline_options(["--direct_num_workers=2", "--pickle_library=cloudpickle"])
     assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
     here = os.getpid()
     with beam.Pipeline(options=options) as p:
@@ -64,3 +71,60 @@ def test_worker_exit_code_reaches_the_runner():
     done = subprocess.run([sys.executable, "-m", "recordbeam.local_worker"], env=env,
                           capture_output=True, timeout=120)
     assert done.returncode != 0
+
+
+# --- a Beam the local runner cannot change ----------------------------------------------
+
+
+@pytest.fixture
+def fresh_check():
+    """The one check, asked anew during the test (it is cached per process)."""
+    runner_internals.why_unusable.cache_clear()
+    yield
+    runner_internals.why_unusable.cache_clear()
+
+
+def _make_internals_unusable(reason: str, monkeypatch) -> None:
+    if reason == "untested version":
+        monkeypatch.setattr(runner_internals, "beam_version", lambda: "2.59.0")
+    else:  # an internal this Beam lacks, as a future release might
+        gone = ("apache_beam.runners.portability.fn_api_runner", "FnApiRunner._gone_in_a_release")
+        monkeypatch.setattr(runner_internals, "RUNNER_INTERNALS",
+                            (*runner_internals.RUNNER_INTERNALS, gone))
+    runner_internals.why_unusable.cache_clear()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reason", ["untested version", "missing internal"])
+def test_without_usable_internals_a_run_is_beams_own_with_the_same_bytes(
+        reason, fresh_check, convert, tmp_path, caplog, monkeypatch):
+    ours = convert(tmp_path / "ours", shards=2, beam_args=MULTI_PROCESS)
+    _make_internals_unusable(reason, monkeypatch)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the local runner changed Beam's runner")
+
+    # Neither of our changes is installed, nor are our workers started.
+    monkeypatch.setattr(runner, "spilling_shuffles", must_not_run)
+    monkeypatch.setattr(runner, "feeding_in_pieces", must_not_run)
+    monkeypatch.setattr(runner.standby, "take", must_not_run)
+    with caplog.at_level(logging.WARNING, logger="recordbeam.runner"):
+        plain = convert(tmp_path / "plain", shards=2, beam_args=MULTI_PROCESS)
+    assert plain.snapshot() == ours.snapshot()
+    said = [r.getMessage() for r in caplog.records if "plain FnApiRunner" in r.getMessage()]
+    expected = "2.59.0 is not one" if reason == "untested version" else "_gone_in_a_release"
+    assert len(said) == 1 and expected in said[0]
+
+
+def test_the_installed_beam_is_one_the_local_runner_uses(fresh_check):
+    # A Beam upgrade that moves what the local runner relies on must fail here, not make
+    # every local run quietly fall back to the plain FnApiRunner.
+    assert runner_internals.why_unusable() is None
+    assert runner_internals.missing_internals() == []
+
+
+def test_beam_versions_read_by_major_and_minor():
+    assert runner_internals.minor_version("2.60.0") == (2, 60)
+    assert runner_internals.minor_version("2.78.0rc1") == (2, 78)
+    assert runner_internals.minor_version("2.100.0.dev0") == (2, 100)
+    assert runner_internals.minor_version("nightly") is None

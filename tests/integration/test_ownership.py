@@ -8,6 +8,7 @@ import os
 
 import apache_beam as beam
 import pytest
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam import cli, pipeline, sink
 from recordbeam.coco import CocoOptions
@@ -69,7 +70,7 @@ class _SameIdentity(ExampleEncoder):
 
 
 def _shard_digest(elements, out):
-    with beam.Pipeline(runner="FnApiRunner") as p:
+    with beam.Pipeline(runner=FnApiRunner()) as p:  # Beam 2.60 knows it by class only
         _ = (p | beam.Create(elements)
              | WriteShards(str(out), _SameIdentity(), options=ShardOptions(num_shards=1)))
     return hashlib.sha256((out / "train-00000-of-00001.tfrecord").read_bytes()).hexdigest()

@@ -6,6 +6,7 @@ import json
 
 import apache_beam as beam
 import pytest
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam.example import encode_example
 from recordbeam.framing import read_records
@@ -17,7 +18,7 @@ SMALL_SHARDS = ShardOptions(shard_size=1000)
 
 
 def _write(out, sizes=None) -> dict:
-    with beam.Pipeline(runner="FnApiRunner") as p:
+    with beam.Pipeline(runner=FnApiRunner()) as p:  # Beam 2.60 knows it by class only
         planned = None if sizes is None else p | "Sizes" >> beam.Create(sizes)
         _ = p | beam.Create(EXAMPLES) | WriteShards(str(out), options=SMALL_SHARDS, sizes=planned)
     return json.loads((out / "manifest.json").read_text())

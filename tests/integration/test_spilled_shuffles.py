@@ -50,7 +50,9 @@ def test_a_conversion_that_spills_writes_the_same_bytes(
 
 
 def test_a_grouping_that_spills_keeps_every_value(spill_everything):
-    options = pipeline_options(list(MULTI_PROCESS))
+    # cloudpickle (Beam 2.77's default): Beam 2.60's dill would send the lambda below by
+    # reference to this test module, which the worker processes cannot import.
+    options = pipeline_options([*MULTI_PROCESS, "--pickle_library=cloudpickle"])
     pairs = [(f"k{i % 37}", i) for i in range(2_000)]
     with beam.Pipeline(options=options) as p:
         grouped = (p | beam.Create(pairs) | beam.GroupByKey()

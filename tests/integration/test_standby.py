@@ -20,6 +20,9 @@ from recordbeam.runner import LOCAL_RUNNER, pipeline_options
 needs_standby = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
 
 TWO_WORKERS = ("--direct_num_workers=2",)
+# For pipelines built here: Beam 2.60's dill would send their lambdas by reference to this
+# test module, which the worker processes cannot import (cloudpickle: Beam 2.77's default).
+CLOUDPICKLE = ("--pickle_library=cloudpickle",)
 
 
 @pytest.fixture
@@ -176,7 +179,7 @@ def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
 
 @needs_standby
 def test_forked_workers_write_where_the_launcher_writes_at_hand_off(hand_offs, capfd):
-    options = pipeline_options(["--direct_num_workers=1"])
+    options = pipeline_options(["--direct_num_workers=1", *CLOUDPICKLE])
     with standby.started(1) as process:
         with beam.Pipeline(options=options) as p:
             _ = (p | beam.Create(["hello"]) | beam.Reshuffle()
@@ -191,13 +194,13 @@ def test_a_dead_standby_means_new_workers(hand_offs, tmp_path):
     with standby.started(2) as process:
         process.send_signal(signal.SIGKILL)
         process.wait()
-        pids = _worker_pids(pipeline_options(list(TWO_WORKERS)), tmp_path / "pids")
+        pids = _worker_pids(pipeline_options([*TWO_WORKERS, *CLOUDPICKLE]), tmp_path / "pids")
     assert hand_offs == [] and pids and os.getpid() not in pids
 
 
 @needs_standby
 def test_a_second_run_gets_new_workers(hand_offs, tmp_path):
-    options = pipeline_options(list(TWO_WORKERS))
+    options = pipeline_options([*TWO_WORKERS, *CLOUDPICKLE])
     with standby.started(2):
         first = _worker_pids(options, tmp_path / "first")
         assert len(hand_offs) == 2 and all(hand_offs) and set(hand_offs) >= first
@@ -212,7 +215,7 @@ def test_a_standby_that_fails_before_forking_means_new_workers(hand_offs, monkey
     monkeypatch.setattr(standby, "_COMMAND",
                         (sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(1)"))
     with standby.started(2):
-        pids = _worker_pids(pipeline_options(list(TWO_WORKERS)), tmp_path / "pids")
+        pids = _worker_pids(pipeline_options([*TWO_WORKERS, *CLOUDPICKLE]), tmp_path / "pids")
     assert hand_offs == [None, None]
     assert pids and os.getpid() not in pids
 
