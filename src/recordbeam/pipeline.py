@@ -30,6 +30,7 @@ from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, Re
 from recordbeam.malloc_arenas import limit_malloc_arenas
 from recordbeam.progress import ProgressReporter
 from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
+from recordbeam.runner_internals import submitted_job_id
 from recordbeam.sink import ShardOptions, WriteShards
 from recordbeam.standby import LOCAL_RUNNER
 from recordbeam.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
@@ -266,16 +267,6 @@ def _is_dataflow(options: PipelineOptions) -> bool:
     return _runner_name(options).endswith("DataflowRunner")
 
 
-def _job_id(result: Any) -> str | None:
-    """The runner's id of a submitted job: Dataflow's ``job_id()``; the portable runner
-    keeps it in ``_job_id`` (no public accessor in Beam 2.77)."""
-    job_id = getattr(result, "job_id", None)
-    if callable(job_id):
-        job_id = job_id()
-    job_id = job_id or getattr(result, "_job_id", None)
-    return str(job_id) if job_id else None
-
-
 def run(
     build: Callable[[beam.Pipeline], WriteShards], output_dir: str, *,
     beam_args: Sequence[str] = (), overwrite: bool = False, show_progress: bool = True,
@@ -345,11 +336,11 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
     if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
         return SubmittedRun(None, runner, dry_run=True)
     if detach:
-        return SubmittedRun(_job_id(result), runner, dry_run=False)
+        return SubmittedRun(submitted_job_id(result), runner, dry_run=False)
     try:
         result.wait_until_finish()
     except KeyboardInterrupt:
-        job = _job_id(result)
+        job = submitted_job_id(result)
         raise RunInterrupted(
             f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
             "if it should stop") from None

@@ -111,3 +111,14 @@ def why_unusable() -> str | None:
         return f"Apache Beam {version} lacks what recordbeam's local runner uses: " + ", ".join(
             missing)
     return None
+
+
+def submitted_job_id(result: object) -> str | None:
+    """The runner's id of a job submitted without waiting: Dataflow's public ``job_id()``;
+    the portable runner's result keeps it only in the private ``_job_id`` (no accessor up
+    to Beam 2.77), read here, where Beam's internals are fenced. None when neither says."""
+    job_id = getattr(result, "job_id", None)
+    if callable(job_id):
+        job_id = job_id()
+    job_id = job_id or getattr(result, "_job_id", None)
+    return str(job_id) if job_id else None

@@ -69,6 +69,11 @@ RUNNER_INTERNAL_MODULES = ("apache_beam.runners.portability", "apache_beam.runne
 ALLOWED_PRIVATE = {
     # Not Beam: the command's fast exit.
     ("cli", "os._exit"),
+    ("__main__", "os._exit"),
+    # Not Beam: argparse keeps its subcommand parsers only in private attributes; the
+    # command reads them to name the closest option of the right subcommand.
+    ("cli", "argparse._SubParsersAction"),
+    ("cli", "parser._actions"),
     # Streamed listings, used only while Beam's match works that way
     # (filesystems.STREAMED_LISTINGS), else FileSystems.match.
     ("filesystems", "system._url_dirname"),
