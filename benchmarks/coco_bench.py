@@ -1,7 +1,7 @@
 """End-to-end COCO -> TFRecord: recordbeam against Beam's WriteToTFRecord and the tutorial loop.
 
 For each dataset size N (a COCO-like benchmark dataset from
-``recordbeam.samples.make_coco_benchmark``, generated once into --data-dir and reused), runs:
+``recordbeam.testing.samples.make_coco_benchmark``, generated once into --data-dir and reused), runs:
 
   recordbeam   ``recordbeam convert coco ... --quiet`` (FnApiRunner, multi_processing, one
                worker per core; shard count from its default shard size);
@@ -69,7 +69,7 @@ def ensure_dataset(data_dir: str, num_images: int) -> Dataset:
     root = os.path.join(data_dir, f"coco_{num_images}")
     marker = os.path.join(root, DATASET_MARKER)
     if not os.path.exists(marker):
-        from recordbeam.samples import make_coco_benchmark
+        from recordbeam.testing.samples import make_coco_benchmark
 
         if os.path.exists(root):
             shutil.rmtree(root)  # an interrupted generation; start over
@@ -295,7 +295,7 @@ def shard_files(case: str, output: str) -> list[str]:
 
 
 def count_records(paths: list[str]) -> int:
-    from recordbeam.framing import read_records
+    from recordbeam.tfrecord.framing import read_records
 
     total = 0
     for path in paths:
@@ -382,7 +382,7 @@ def bench_size(args: argparse.Namespace, n: int, scratch: str) -> list[str]:
     ds = ensure_dataset(args.data_dir, n)
     shards = args.shards
     if not shards and "recordbeam" not in args.cases:
-        from recordbeam.planning import DEFAULT_SHARD_SIZE, shard_count
+        from recordbeam.write.planning import DEFAULT_SHARD_SIZE, shard_count
 
         shards = shard_count(ds.image_bytes, num_shards=None, shard_size=DEFAULT_SHARD_SIZE)
     results: dict[str, dict[str, Any]] = {}

@@ -4,14 +4,14 @@ Builds one COCO-detection-like feature dict (a 100 KB JPEG-sized blob, image siz
 as four float lists, int labels, class texts, ...) and times, best of ``--repeats`` runs of
 ``--n`` records each:
 
-* encode: ``recordbeam.example.encode_example(features)`` against building a
+* encode: ``recordbeam.tfrecord.example.encode_example(features)`` against building a
   ``tf.train.Example`` with TensorFlow's own classes and calling ``SerializeToString``, both
   the usual way (nested constructors, as most converters do) and filled in place with
   ``extend`` (the fastest way with those classes, and the ratios' baseline), the latter
   also with sorted map keys (``deterministic=True``), which recordbeam always uses;
-* decode: ``recordbeam.example.decode_example(data)`` against
+* decode: ``recordbeam.tfrecord.example.decode_example(data)`` against
   ``tf.train.Example.FromString(data)`` plus turning every feature into a numpy array;
-* encode, "recordbeam wire": :func:`recordbeam.wire.encode_example_fast`, the hand-written
+* encode, "recordbeam wire": :func:`recordbeam.tfrecord.wire.encode_example_fast`, the hand-written
   wire encoder (same bytes as ``encode_example``);
 * encode+write: what the shard writer does per record, into a ``RecordWriter`` on
   ``os.devnull``: ``make_example`` + ``SerializeToString(deterministic=True)`` +
@@ -36,10 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from recordbeam.example import decode_example, encode_example, make_example
-from recordbeam.feature_spec import FeatureSpec
-from recordbeam.framing import RecordWriter
-from recordbeam.wire import encode_example_chunks, encode_example_fast, encode_example_observed
+from recordbeam.tfrecord.example import decode_example, encode_example, make_example
+from recordbeam.tfrecord.feature_spec import FeatureSpec
+from recordbeam.tfrecord.framing import RecordWriter
+from recordbeam.tfrecord.wire import (
+    encode_example_chunks,
+    encode_example_fast,
+    encode_example_observed,
+)
 
 
 def detection_features(objects: int, image_bytes: int, seed: int = 0) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from recordbeam.framing import Compression, RecordWriter, read_records
+from recordbeam.tfrecord.framing import Compression, RecordWriter, read_records
 
 
 def best_time(fn: Callable[[], object], repeat: int) -> float:

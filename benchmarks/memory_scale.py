@@ -1,6 +1,6 @@
 """Peak memory of a local COCO conversion as the dataset grows: does it stay flat?
 
-Generates COCO-like datasets (``recordbeam.samples.make_coco_benchmark``: ~7 boxes per
+Generates COCO-like datasets (``recordbeam.testing.samples.make_coco_benchmark``: ~7 boxes per
 image, 80 categories) whose few distinct image files are then replaced by small 640x480
 JPEGs (a few KB), so that a 300k-image run writes ~1.5 GB instead of 40 GB: what a local
 run holds in memory is the per-image records of its shuffles, not the image bytes. Runs
@@ -39,7 +39,7 @@ def dataset(data_dir: str, images: int) -> str:
     """A tiny-image dataset of ``images`` images, generated once and reused."""
     root = os.path.join(data_dir, f"coco_small_{images}")
     if not os.path.exists(os.path.join(root, "annotations", "instances.json")):
-        from recordbeam.samples import make_coco_benchmark
+        from recordbeam.testing.samples import make_coco_benchmark
 
         make_coco_benchmark(root, num_images=images, distinct=8)
         small = _small_jpeg()

@@ -46,7 +46,7 @@ def main() -> int:
                         help="hide stages shorter than this (default: show all)")
     ours, command = parser.parse_known_args()
 
-    from recordbeam.cli import main as recordbeam_main
+    from recordbeam.cli.main import main as recordbeam_main
 
     rows: list[tuple[float, float, int, int, str]] = []
 

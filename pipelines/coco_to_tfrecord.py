@@ -15,7 +15,7 @@ Beam, and one that Beam does not define either is refused (exit 2), never ignore
 
 import sys
 
-from recordbeam.cli import console
+from recordbeam.cli.main import console
 
 if __name__ == "__main__":
     console(["convert", "coco", *sys.argv[1:]])

@@ -14,6 +14,6 @@ def _interrupted_while_starting(_signal: int, _frame: object) -> None:
 if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
-from recordbeam.cli import console  # noqa: E402 - after the handler: imports take a while
+from recordbeam.cli.main import console  # noqa: E402 - after the handler: imports take a while
 
 console()

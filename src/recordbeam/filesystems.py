@@ -6,12 +6,13 @@ Data paths go through Beam's ``FileSystems`` only (local, ``gs://``, ``s3://``..
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
+
+from recordbeam.local.internals import streamed_match
 
 _RAW = CompressionTypes.UNCOMPRESSED
 
@@ -54,46 +55,21 @@ def iter_match(pattern: str) -> Iterator[FileMetadata]:
     """The files a Beam glob matches, one at a time.
 
     ``FileSystems.match`` returns a whole listing as one list, ~270 bytes per file (80
-    MB for 300k images, measured; GBs for a bucket of millions). This does what it does,
-    minus the list: the filesystem's own lister (``_list``, the generator every Beam
-    ``FileSystem`` implements and ``match`` drains) on the part before the first glob
-    character, through the same filter (``match_files``). Patterns without a glob,
-    filesystems with a ``match`` of their own, and a Beam whose ``match`` no longer works
-    that way (:data:`STREAMED_LISTINGS`) go through ``FileSystems.match``: the same
-    files, as one list.
+    MB for 300k images, measured; GBs for a bucket of millions). Where Beam's own
+    ``match`` lists through the filesystem's lister, the listing is streamed from that
+    lister through the same filter (:func:`recordbeam.local.internals.streamed_match`,
+    where Beam's private members are fenced); otherwise (patterns without a glob,
+    filesystems with a ``match`` of their own, a Beam whose ``match`` works another way)
+    it goes through ``FileSystems.match``: the same files, as one list.
     """
     if pattern.endswith(("/", "\\")):
         pattern += "*"
-    system = FileSystems.get_filesystem(pattern)
-    where = re.match(r"[^[*?]*", pattern).group(0)
-    if (where == pattern or not STREAMED_LISTINGS
-            or type(system).match is not FileSystem.match):
-        for result in FileSystems.match([pattern]):
-            yield from result.metadata_list
+    streamed = streamed_match(FileSystems.get_filesystem(pattern), pattern)
+    if streamed is not None:
+        yield from streamed
         return
-    if system.has_dirs():
-        where = system._url_dirname(where)  # as match does: list the folder itself
-    yield from system.match_files(system._list(where), pattern)
-
-
-def _match_lists_privately() -> bool:
-    """Whether Beam's ``FileSystem.match`` lists through the private members
-    :func:`iter_match` calls (``_list``, ``_url_dirname``) and filters through
-    ``match_files``; if a Beam release changes that, streaming the listing could give
-    other files than ``match``."""
-    names: set[str] = set()
-    codes = [getattr(FileSystem.match, "__code__", None)]
-    while codes:
-        code = codes.pop()
-        if code is not None:
-            names.update(code.co_names)
-            codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
-    return {"_list", "_url_dirname", "match_files"} <= names and all(
-        callable(getattr(FileSystem, name, None)) for name in ("_list", "_url_dirname"))
-
-
-#: Whether :func:`iter_match` may stream listings from the filesystem's private lister.
-STREAMED_LISTINGS = _match_lists_privately()
+    for result in FileSystems.match([pattern]):
+        yield from result.metadata_list
 
 
 def has_files(directory: str) -> bool:

@@ -21,20 +21,25 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 
-from recordbeam import __version__, filesystems, output_folder
-from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
+from recordbeam import __version__, filesystems
+from recordbeam.dataset import layout as output_folder
 from recordbeam.errors import RecordbeamError, UsageError
-from recordbeam.fingerprint import combine_terms, file_term, fingerprint
-from recordbeam.image_examples import ImageChecks
-from recordbeam.imagefolder import ClassificationEncoder, ImageFolderOptions, ReadImageFolder
-from recordbeam.malloc_arenas import limit_malloc_arenas
-from recordbeam.progress import ProgressReporter
-from recordbeam.runner import is_local, pipeline_options, worker_output_to_log
-from recordbeam.runner_internals import submitted_job_id
-from recordbeam.sink import ShardOptions, WriteShards
-from recordbeam.standby import LOCAL_RUNNER
-from recordbeam.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
-from recordbeam.transcode import ImageFixes
+from recordbeam.images.transcode import ImageFixes
+from recordbeam.local.internals import submitted_job_id
+from recordbeam.local.malloc_arenas import limit_malloc_arenas
+from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
+from recordbeam.local.standby import LOCAL_RUNNER
+from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
+from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
+from recordbeam.sources.imagefolder import (
+    ClassificationEncoder,
+    ImageFolderOptions,
+    ReadImageFolder,
+)
+from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.progress import ProgressReporter
+from recordbeam.write.sink import ShardOptions, WriteShards
 
 
 class RunFailed(RuntimeError):
@@ -230,7 +235,7 @@ def table_to_tfrecord(
     """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
 
     Streams the manifest once here, on the launcher, to learn the column types
-    (:func:`recordbeam.tabular.infer_schema`); raises ``TableError`` on a disagreement.
+    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a disagreement.
     """
     read = ReadTable(table, skip_below=output_dir)
     output_folder.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map

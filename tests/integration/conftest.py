@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from recordbeam import pipeline
-from recordbeam.coco import CocoOptions
-from recordbeam.example import decode_example
-from recordbeam.framing import open_records
-from recordbeam.image_examples import ImageChecks
-from recordbeam.output_folder import MANIFEST, REJECTS
-from recordbeam.samples import SampleDataset, make_coco_sample
-from recordbeam.sink import ShardOptions
+from recordbeam.dataset.layout import MANIFEST, REJECTS
+from recordbeam.sources.coco import CocoOptions
+from recordbeam.testing.samples import SampleDataset, make_coco_sample
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ShardOptions
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")

@@ -13,9 +13,10 @@ import sys
 
 import pytest
 
-from recordbeam import __version__, cli
-from recordbeam.example import decode_example
-from recordbeam.framing import Compression, RecordWriter, open_records
+from recordbeam import __version__
+from recordbeam.cli.main import main as cli
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import Compression, RecordWriter, open_records
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
@@ -232,7 +233,7 @@ def test_version_from_python_dash_m():
 
 
 def test_verify_numbers_records_after_a_skipped_corrupt_one(tmp_path, capsys):
-    from recordbeam.example import encode_example
+    from recordbeam.tfrecord.example import encode_example
 
     path = tmp_path / "mixed.tfrecord"
     with path.open("wb") as f, RecordWriter(f) as writer:

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from recordbeam import cli
-from recordbeam.framing import open_records
+from recordbeam.cli.main import main as cli
+from recordbeam.tfrecord.framing import open_records
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recordbeam import cli
+from recordbeam.cli.main import main as cli
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 PIPELINES = Path(__file__).parents[2] / "pipelines"
@@ -208,7 +208,7 @@ def test_demo_does_not_name_the_folder_it_deletes(tmp_path, capsys):
 
 @pytest.mark.parametrize("checks", [{"max_pixels": -1}, {"max_pixels": 0}, {"max_bytes": 0}])
 def test_image_checks_refuse_limits_that_reject_every_image(checks):
-    from recordbeam.image_examples import ImageChecks
+    from recordbeam.write.image_encoder import ImageChecks
 
     with pytest.raises(ValueError, match="must be above 0"):
         ImageChecks(**checks)

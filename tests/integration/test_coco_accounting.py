@@ -3,9 +3,10 @@ lost while encoding takes with it, and the annotation reject fraction."""
 
 from __future__ import annotations
 
-from recordbeam import coco, manifest
+from recordbeam.dataset import manifest
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sink import _encode_guarded
+from recordbeam.sources import coco
+from recordbeam.write.sink import _encode_guarded
 
 
 def test_repeated_ids_are_equal_in_value_and_type():

@@ -12,13 +12,13 @@ import pytest
 from PIL import Image
 
 from recordbeam import pipeline
-from recordbeam.coco import CocoOptions
-from recordbeam.example import decode_example
-from recordbeam.framing import open_records
-from recordbeam.image_examples import ImageChecks
-from recordbeam.samples import make_coco_sample
-from recordbeam.sink import ShardOptions
-from recordbeam.transcode import ImageFixes
+from recordbeam.images.transcode import ImageFixes
+from recordbeam.sources.coco import CocoOptions
+from recordbeam.testing.samples import make_coco_sample
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ShardOptions
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

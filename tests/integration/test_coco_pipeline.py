@@ -21,13 +21,14 @@ import apache_beam as beam
 import pytest
 from PIL import Image
 
-from recordbeam import cli, pipeline
-from recordbeam.coco import CocoEncoder, CocoOptions, ReadCoco
-from recordbeam.framing import open_records
-from recordbeam.image_examples import ImageChecks
-from recordbeam.index import read_index
-from recordbeam.output_folder import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
-from recordbeam.sink import ShardOptions, WriteShards
+from recordbeam import pipeline
+from recordbeam.cli.main import main as cli
+from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
+from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.tfrecord.framing import open_records
+from recordbeam.tfrecord.index import read_index
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ShardOptions, WriteShards
 
 pytestmark = pytest.mark.slow
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from recordbeam import filesystems
+from recordbeam.local import internals
 
 
 def test_has_files_looks_below_the_folder_and_stops_at_the_first(tmp_path, monkeypatch):
@@ -105,7 +106,7 @@ def test_real_path_with_remembered_folders_matches_realpath(tmp_path):
 def test_the_installed_beam_lets_listings_stream():
     # A Beam upgrade that changes how match lists must fail here, not quietly bring
     # back whole listings in a worker's memory.
-    assert filesystems.STREAMED_LISTINGS
+    assert internals._streams_listings()
 
 
 def test_a_beam_whose_match_lists_otherwise_is_not_streamed_from(monkeypatch):
@@ -115,7 +116,7 @@ def test_a_beam_whose_match_lists_otherwise_is_not_streamed_from(monkeypatch):
         return [MatchResult(pattern, []) for pattern in patterns]
 
     monkeypatch.setattr(FileSystem, "match", match_without_private_lister)
-    assert not filesystems._match_lists_privately()
+    assert not internals._match_lists_privately()
 
 
 def test_without_streamed_listings_iter_match_gives_what_match_gives(tmp_path, monkeypatch):
@@ -126,7 +127,7 @@ def test_without_streamed_listings_iter_match_gives_what_match_gives(tmp_path, m
     expected = {pattern: sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds)
                                 for m in filesystems.iter_match(pattern))
                 for pattern in patterns}
-    monkeypatch.setattr(filesystems, "STREAMED_LISTINGS", False)
+    monkeypatch.setattr(internals, "_streams_listings", lambda: False)
     asked = []
     match = filesystems.FileSystems.match
 

@@ -10,11 +10,11 @@ import os
 import apache_beam as beam
 import pytest
 
-from recordbeam import cli
-from recordbeam.example import encode_example
-from recordbeam.manifest import LabelMapMismatch
-from recordbeam.samples import make_image_folder_sample
-from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards
+from recordbeam.cli.main import main as cli
+from recordbeam.dataset.manifest import LabelMapMismatch
+from recordbeam.testing.samples import make_image_folder_sample
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")

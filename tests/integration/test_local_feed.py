@@ -8,9 +8,11 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from recordbeam import local_feed, local_shuffle, local_worker
-from recordbeam.runner import pipeline_options
-from recordbeam.runner_internals import minor_version
+from recordbeam.local import feed as local_feed
+from recordbeam.local import shuffle as local_shuffle
+from recordbeam.local import worker as local_worker
+from recordbeam.local.internals import minor_version
+from recordbeam.local.runner import pipeline_options
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,9 @@ import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from recordbeam import runner, runner_internals
-from recordbeam.runner import LOCAL_RUNNER, LocalRunner, is_local, pipeline_options
+from recordbeam.local import internals as runner_internals
+from recordbeam.local import runner
+from recordbeam.local.runner import LOCAL_RUNNER, LocalRunner, is_local, pipeline_options
 
 MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 
@@ -30,7 +31,7 @@ def test_default_local_run_uses_our_worker_processes():
                 | beam.Map(lambda _: (getattr(__import__("sys").modules["__main__"].__spec__,
                                               "name", "?"), __import__("os").getpid())))
         assert_that(seen | beam.Map(lambda kv: kv[0]) | beam.Distinct(),
-                    equal_to(["recordbeam.local_worker"]))
+                    equal_to(["recordbeam.local.worker"]))
         assert_that(seen | "NotHere" >> beam.Filter(lambda kv: kv[1] == here),
                     equal_to([]), label="ran in other processes")
     # The mode is only set aside while the runner picks its worker command.
@@ -68,7 +69,7 @@ def test_worker_exit_code_reaches_the_runner():
     env = {**os.environ, "CONTROL_API_SERVICE_DESCRIPTOR": "url: 'localhost:1'",
            "PIPELINE_OPTIONS": "not json"}
     env.pop("LOGGING_API_SERVICE_DESCRIPTOR", None)
-    done = subprocess.run([sys.executable, "-m", "recordbeam.local_worker"], env=env,
+    done = subprocess.run([sys.executable, "-m", "recordbeam.local.worker"], env=env,
                           capture_output=True, timeout=120)
     assert done.returncode != 0
 
@@ -108,7 +109,7 @@ def test_without_usable_internals_a_run_is_beams_own_with_the_same_bytes(
     monkeypatch.setattr(runner, "spilling_shuffles", must_not_run)
     monkeypatch.setattr(runner, "feeding_in_pieces", must_not_run)
     monkeypatch.setattr(runner.standby, "take", must_not_run)
-    with caplog.at_level(logging.WARNING, logger="recordbeam.runner"):
+    with caplog.at_level(logging.WARNING, logger="recordbeam.local.runner"):
         plain = convert(tmp_path / "plain", shards=2, beam_args=MULTI_PROCESS)
     assert plain.snapshot() == ours.snapshot()
     said = [r.getMessage() for r in caplog.records if "plain FnApiRunner" in r.getMessage()]

@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 
 import recordbeam
-from recordbeam import cli, pipeline
-from recordbeam.coco import OBJECT_KINDS, CocoOptions
-from recordbeam.image_examples import ImageChecks
-from recordbeam.report import collect_stats
-from recordbeam.reshard import ReshardOptions, reshard
-from recordbeam.samples import make_boxes_sample
-from recordbeam.schema import schema_json
-from recordbeam.sink import ShardOptions
-from recordbeam.tfds_metadata import features_json
+from recordbeam import pipeline
+from recordbeam.cli.main import main as cli
+from recordbeam.dataset.report import collect_stats
+from recordbeam.dataset.schema import schema_json
+from recordbeam.dataset.tfds import features_json
+from recordbeam.sources.coco import OBJECT_KINDS, CocoOptions
+from recordbeam.sources.reshard import ReshardOptions, reshard
+from recordbeam.testing.samples import make_boxes_sample
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ShardOptions
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +89,7 @@ def test_read_gives_1d_object_arrays_and_scalar_image_fields(outputs, dataset):
 def test_torch_dataset_gives_the_same_shapes(outputs, dataset):
     import torch
 
-    from recordbeam.torch_dataset import RecordIterableDataset
+    from recordbeam.dataset.torch_dataset import RecordIterableDataset
 
     out, boxes = outputs[dataset]
     loader = torch.utils.data.DataLoader(RecordIterableDataset(out), batch_size=None)

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from recordbeam import cli
-from recordbeam.samples import make_image_folder_sample, make_manifest_sample
+from recordbeam.cli.main import main as cli
+from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")

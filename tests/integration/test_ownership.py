@@ -10,11 +10,13 @@ import apache_beam as beam
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from recordbeam import cli, pipeline, sink
-from recordbeam.coco import CocoOptions
-from recordbeam.example import encode_example
-from recordbeam.image_examples import ImageChecks
-from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards
+from recordbeam import pipeline
+from recordbeam.cli.main import main as cli
+from recordbeam.sources.coco import CocoOptions
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.write import sink
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 import recordbeam
-from recordbeam import cli
-from recordbeam.report import collect_stats, write_report
+from recordbeam.cli.main import main as cli
+from recordbeam.dataset.report import collect_stats, write_report
 
 pytestmark = pytest.mark.slow
 

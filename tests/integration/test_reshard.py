@@ -9,12 +9,13 @@ from collections import Counter
 
 import pytest
 
-from recordbeam import cli, pipeline
-from recordbeam.example import encode_example
-from recordbeam.framing import RecordError, RecordWriter, open_records
-from recordbeam.output_folder import OutputFolderError
-from recordbeam.reshard import ReshardOptions, reshard
-from recordbeam.sink import ShardOptions
+from recordbeam import pipeline
+from recordbeam.cli.main import main as cli
+from recordbeam.dataset.layout import OutputFolderError
+from recordbeam.sources.reshard import ReshardOptions, reshard
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.tfrecord.framing import RecordError, RecordWriter, open_records
+from recordbeam.write.sink import ShardOptions
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

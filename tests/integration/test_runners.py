@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from recordbeam.cli import main
+from recordbeam.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -155,11 +155,11 @@ def _dataflow_job(images: str, annotations: str, output: str):
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
     import apache_beam as beam
 
-    from recordbeam.coco import CocoOptions
-    from recordbeam.image_examples import ImageChecks
+    from recordbeam.local.runner import pipeline_options
     from recordbeam.pipeline import coco_to_tfrecord
-    from recordbeam.runner import pipeline_options
-    from recordbeam.sink import ShardOptions
+    from recordbeam.sources.coco import CocoOptions
+    from recordbeam.write.image_encoder import ImageChecks
+    from recordbeam.write.sink import ShardOptions
 
     options = pipeline_options([
         "--runner=DataflowRunner", "--dry_run=True", "--project=example-project",

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from recordbeam.cli import main
-from recordbeam.example import decode_example
-from recordbeam.framing import read_records
+from recordbeam.cli.main import main
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import read_records
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ import apache_beam as beam
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from recordbeam.example import encode_example
-from recordbeam.framing import read_records
-from recordbeam.sink import ShardOptions, WriteShards
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.tfrecord.framing import read_records
+from recordbeam.write.sink import ShardOptions, WriteShards
 
 pytestmark = pytest.mark.slow
 EXAMPLES = [encode_example({"x": [i]}) for i in range(10)]

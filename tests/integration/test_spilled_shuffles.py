@@ -9,8 +9,8 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from recordbeam import local_shuffle
-from recordbeam.runner import pipeline_options
+from recordbeam.local import shuffle as local_shuffle
+from recordbeam.local.runner import pipeline_options
 
 pytestmark = pytest.mark.slow
 

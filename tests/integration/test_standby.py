@@ -14,8 +14,9 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from recordbeam import cli, runner, standby
-from recordbeam.runner import LOCAL_RUNNER, pipeline_options
+from recordbeam.cli.main import main as cli
+from recordbeam.local import runner, standby
+from recordbeam.local.runner import LOCAL_RUNNER, pipeline_options
 
 needs_standby = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
 
@@ -160,7 +161,7 @@ def test_the_command_leaves_no_process_behind(coco_sample, tmp_path):
 @needs_standby
 def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
         coco_sample, tmp_path, hand_offs, capfd, monkeypatch):
-    from recordbeam.sink import FAULT_ENV
+    from recordbeam.write.sink import FAULT_ENV
 
     monkeypatch.setenv(FAULT_ENV, f"0:1:{tmp_path / 'fired'}")
     assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == cli.EXIT_FAILED

@@ -7,14 +7,15 @@ import os
 
 import pytest
 
-from recordbeam import cli, pipeline
-from recordbeam.example import decode_example, decode_sequence_example
-from recordbeam.framing import open_records
-from recordbeam.image_examples import ImageChecks
-from recordbeam.samples import make_manifest_sample
-from recordbeam.sink import ShardOptions
-from recordbeam.tabular import TableOptions, split_by_fraction
-from recordbeam.transcode import ImageFixes
+from recordbeam import pipeline
+from recordbeam.cli.main import main as cli
+from recordbeam.images.transcode import ImageFixes
+from recordbeam.sources.tabular import TableOptions, split_by_fraction
+from recordbeam.testing.samples import make_manifest_sample
+from recordbeam.tfrecord.example import decode_example, decode_sequence_example
+from recordbeam.tfrecord.framing import open_records
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ShardOptions
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from recordbeam.torch_dataset import consumer_plan, shuffle_buffer
+from recordbeam.dataset.torch_dataset import consumer_plan, shuffle_buffer
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def source_ids(loader) -> list[bytes]:
 
 def test_dataloader_workers_and_ranks_split_the_split(three_shards):
     torch = pytest.importorskip("torch")
-    from recordbeam.torch_dataset import RecordIterableDataset
+    from recordbeam.dataset.torch_dataset import RecordIterableDataset
 
     want = sorted(source_ids(RecordIterableDataset(three_shards.output)))
     assert len(want) == three_shards.manifest["splits"]["train"]["examples"]
@@ -58,7 +58,7 @@ def test_dataloader_workers_and_ranks_split_the_split(three_shards):
 
 def test_more_consumers_than_shards(converted):
     pytest.importorskip("torch")
-    from recordbeam.torch_dataset import RecordIterableDataset
+    from recordbeam.dataset.torch_dataset import RecordIterableDataset
 
     parts = [
         source_ids(RecordIterableDataset(converted.output, rank=r, world_size=3)) for r in range(3)
@@ -70,7 +70,7 @@ def test_more_consumers_than_shards(converted):
 
 def test_batches_collate_to_tensors(three_shards):
     torch = pytest.importorskip("torch")
-    from recordbeam.torch_dataset import RecordIterableDataset
+    from recordbeam.dataset.torch_dataset import RecordIterableDataset
 
     ds = RecordIterableDataset(three_shards.output, features=["image/height", "image/width"])
     batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=4)))

@@ -16,14 +16,14 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from recordbeam import protos  # noqa: E402
-from recordbeam.example import (  # noqa: E402
+from recordbeam.tfrecord import protos  # noqa: E402
+from recordbeam.tfrecord.example import (  # noqa: E402
     decode_example,
     decode_sequence_example,
     encode_example,
     encode_sequence_example,
 )
-from recordbeam.tensor import parse_tensor, serialize_tensor  # noqa: E402
+from recordbeam.tfrecord.tensor import parse_tensor, serialize_tensor  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -38,8 +38,8 @@ INTEROP = settings(max_examples=50, deadline=None, suppress_health_check=[Health
 @pytest.mark.parametrize(
     "imports",
     [
-        "import recordbeam.example as rb\nimport recordbeam.tensor as rt\nimport tensorflow as tf",
-        "import tensorflow as tf\nimport recordbeam.example as rb\nimport recordbeam.tensor as rt",
+        "import recordbeam.tfrecord.example as rb\nimport recordbeam.tfrecord.tensor as rt\nimport tensorflow as tf",
+        "import tensorflow as tf\nimport recordbeam.tfrecord.example as rb\nimport recordbeam.tfrecord.tensor as rt",
     ],
     ids=["recordbeam first", "tensorflow first"],
 )

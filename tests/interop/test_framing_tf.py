@@ -10,7 +10,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from recordbeam.framing import (  # noqa: E402
+from recordbeam.tfrecord.framing import (  # noqa: E402
     Compression,
     RecordError,
     RecordWriter,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 coco_mask = pytest.importorskip("pycocotools.mask")
 
-from recordbeam.masks import segmentation_to_mask  # noqa: E402
+from recordbeam.images.masks import segmentation_to_mask  # noqa: E402
 
 pytestmark = pytest.mark.interop
 

@@ -16,13 +16,13 @@ import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.coco import CocoOptions  # noqa: E402
-from recordbeam.image_examples import ImageChecks  # noqa: E402
-from recordbeam.imagefolder import ImageFolderOptions  # noqa: E402
-from recordbeam.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402
-from recordbeam.sink import ShardOptions  # noqa: E402
-from recordbeam.tabular import TableOptions  # noqa: E402
-from recordbeam.transcode import ImageFixes  # noqa: E402
+from recordbeam.images.transcode import ImageFixes  # noqa: E402
+from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.imagefolder import ImageFolderOptions  # noqa: E402
+from recordbeam.sources.tabular import TableOptions  # noqa: E402
+from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402
+from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
+from recordbeam.write.sink import ShardOptions  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

@@ -12,11 +12,12 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 
 import recordbeam  # noqa: E402
-from recordbeam import cli, pipeline  # noqa: E402
-from recordbeam.coco import CocoOptions  # noqa: E402
-from recordbeam.image_examples import ImageChecks  # noqa: E402
-from recordbeam.samples import make_coco_sample  # noqa: E402
-from recordbeam.sink import ShardOptions  # noqa: E402
+from recordbeam import pipeline  # noqa: E402
+from recordbeam.cli.main import main as cli  # noqa: E402
+from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.testing.samples import make_coco_sample  # noqa: E402
+from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
+from recordbeam.write.sink import ShardOptions  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

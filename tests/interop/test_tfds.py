@@ -1,4 +1,4 @@
-"""TFDS loads our output folders as they are, from the files tfds_metadata writes."""
+"""TFDS loads our output folders as they are, from the TFDS files the sink writes."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from PIL import Image  # noqa: E402
 
 import recordbeam  # noqa: E402
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.coco import CocoOptions  # noqa: E402
-from recordbeam.example import encode_example  # noqa: E402
-from recordbeam.image_examples import ImageChecks  # noqa: E402
-from recordbeam.samples import make_coco_sample  # noqa: E402
-from recordbeam.sink import ExampleEncoder, ShardOptions, WriteShards  # noqa: E402
+from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.testing.samples import make_coco_sample  # noqa: E402
+from recordbeam.tfrecord.example import encode_example  # noqa: E402
+from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
+from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -144,7 +144,7 @@ def test_classification_with_empty_shard_and_as_supervised(tmp_path):
 )
 def test_object_features_load_as_vectors_whatever_the_box_counts(tmp_path, boxes):
     """features.json must not fix the object count: one box per image today, more tomorrow."""
-    from recordbeam.samples import make_boxes_sample
+    from recordbeam.testing.samples import make_boxes_sample
 
     sample = make_boxes_sample(tmp_path / "sample", boxes)
     out = str(tmp_path / "out")

@@ -16,11 +16,12 @@ import sys
 import pytest
 from reliability_data import convert_argv, jpeg, png, read_jsonl, write
 
-from recordbeam import cli, filesystems
-from recordbeam.example import decode_example
-from recordbeam.framing import open_records
-from recordbeam.image_examples import ImageChecks, ImageExampleEncoder
+from recordbeam import filesystems
+from recordbeam.cli.main import main as cli
 from recordbeam.records import ImageRecord
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+from recordbeam.write.image_encoder import ImageChecks, ImageExampleEncoder
 
 MAX_PIXELS = 1_000_000  # the run's --max-pixels: the "bomb" below decodes to 4 M pixels
 GOOD = 30
@@ -253,7 +254,7 @@ def test_pixel_limit_is_configurable(tmp_path):
 
 _UNREADABLE_SCRIPT = """
 import json, sys
-from recordbeam.image_examples import ImageExampleEncoder
+from recordbeam.write.image_encoder import ImageExampleEncoder
 from recordbeam.records import ImageRecord
 record = ImageRecord(identity="1", path=sys.argv[1], size=int(sys.argv[2]))
 print(json.dumps([[r.reason, r.detail] for r in ImageExampleEncoder().encode(record).rejects]))

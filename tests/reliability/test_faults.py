@@ -19,13 +19,13 @@ import pytest
 from apache_beam.coders import BytesCoder
 from reliability_data import convert_argv, snapshot
 
-from recordbeam import cli
-from recordbeam.example import encode_example
-from recordbeam.framing import open_records
-from recordbeam.output_folder import MANIFEST, TEMP_PREFIX
-from recordbeam.planning import order_key
-from recordbeam.samples import make_coco_sample
-from recordbeam.sink import (
+from recordbeam.cli.main import main as cli
+from recordbeam.dataset.layout import MANIFEST, TEMP_PREFIX
+from recordbeam.testing.samples import make_coco_sample
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.tfrecord.framing import open_records
+from recordbeam.write.planning import order_key
+from recordbeam.write.sink import (
     FAULT_ENV,
     ExampleEncoder,
     InjectedFault,

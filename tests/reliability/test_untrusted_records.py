@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recordbeam import cli
-from recordbeam.example import decode_example, decode_sequence_example, encode_example
-from recordbeam.framing import Compression, RecordError, RecordWriter, read_records
+from recordbeam.cli.main import main as cli
+from recordbeam.tfrecord.example import decode_example, decode_sequence_example, encode_example
+from recordbeam.tfrecord.framing import Compression, RecordError, RecordWriter, read_records
 
 CASE = pytest.mark.case
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])

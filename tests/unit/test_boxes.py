@@ -1,4 +1,4 @@
-"""Unit tests for recordbeam.boxes: COCO [x, y, w, h] pixels to normalized, clipped corners."""
+"""Unit tests for recordbeam.images.boxes: COCO [x, y, w, h] pixels to normalized, clipped corners."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recordbeam.boxes import InvalidBox, normalize_box
+from recordbeam.images.boxes import InvalidBox, normalize_box
 
 
 def test_box_inside_the_image_is_divided_by_the_image_size():

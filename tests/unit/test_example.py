@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recordbeam.example import (
+from recordbeam.tfrecord.example import (
     Example,
     Feature,
     FeatureError,

@@ -1,11 +1,11 @@
-"""Unit tests for recordbeam.feature_spec: the spec learned from written examples."""
+"""Unit tests for recordbeam.tfrecord.feature_spec: the spec learned from written examples."""
 
 from __future__ import annotations
 
 import pytest
 
-from recordbeam.example import Example, make_example
-from recordbeam.feature_spec import FeatureSpec, is_list_feature, merge_spec_json
+from recordbeam.tfrecord.example import Example, make_example
+from recordbeam.tfrecord.feature_spec import FeatureSpec, is_list_feature, merge_spec_json
 
 
 def _spec(*examples: dict, kinds: dict | None = None) -> FeatureSpec:

@@ -1,4 +1,4 @@
-"""Unit tests for recordbeam.framing: format, compression, corruption handling, memory bounds."""
+"""Unit tests for recordbeam.tfrecord.framing: format, compression, corruption handling, memory bounds."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recordbeam.framing import (
+from recordbeam.tfrecord.framing import (
     Compression,
     CorruptRecord,
     RecordError,
@@ -437,7 +437,7 @@ def test_skip_corrupt_truncation_reports_and_stops(cut):
 
 def test_skip_corrupt_without_callback_logs_a_warning(caplog):
     blob = flip_bit(framed_stream(RECORDS), PARTS["data"][0])
-    with caplog.at_level(logging.WARNING, logger="recordbeam.framing"):
+    with caplog.at_level(logging.WARNING, logger="recordbeam.tfrecord.framing"):
         assert read_all(blob, path="shard.tfrecord", skip_corrupt=True) == [RECORDS[0], RECORDS[2]]
     assert "shard.tfrecord: record 1" in caplog.text
 

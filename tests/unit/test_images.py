@@ -1,4 +1,4 @@
-"""Unit tests for recordbeam.images: every reject reason, from bytes made here."""
+"""Unit tests for recordbeam.images.checks: every reject reason, from bytes made here."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
-from recordbeam.images import (
+from recordbeam.images.checks import (
     DEFAULT_MAX_PIXELS,
     REASONS,
     TRAILER_SEARCH_BYTES,

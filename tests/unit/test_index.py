@@ -1,4 +1,4 @@
-"""Unit tests for recordbeam.index: DALI-style index files for TFRecord shards."""
+"""Unit tests for recordbeam.tfrecord.index: DALI-style index files for TFRecord shards."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ import struct
 
 import pytest
 
-from recordbeam.framing import Compression, RecordError, RecordWriter, frame_record, read_records
-from recordbeam.index import index_path_for, read_index, write_index
+from recordbeam.tfrecord.framing import (
+    Compression,
+    RecordError,
+    RecordWriter,
+    frame_record,
+    read_records,
+)
+from recordbeam.tfrecord.index import index_path_for, read_index, write_index
 
 RECORDS = [b"", b"one", random.Random(0).randbytes(5000), b"last" * 10]
 

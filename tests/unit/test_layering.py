@@ -1,20 +1,141 @@
-"""The format core stays usable without Beam, and nothing at runtime needs TensorFlow."""
+"""The layers the folders show: what each package may import, the format core without
+Beam, nothing at runtime needing TensorFlow, and Beam's internals only in ``local/``."""
 
 from __future__ import annotations
 
 import ast
-import inspect
 import pkgutil
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 import recordbeam
 
-CORE = ["framing", "index", "example", "tensor", "wire", "images", "boxes", "feature_spec",
-        "manifest", "planning", "records", "masks", "transcode", "schema", "reader", "samples"]
+SOURCES = Path(recordbeam.__file__).parent
+PIPELINES = SOURCES.parents[1] / "pipelines"
+
+#: Modules that must import neither Beam nor TensorFlow: the TFRecord core, image work,
+#: and what reads or describes a finished folder without a pipeline.
+BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord.tensor",
+             "tfrecord.wire", "tfrecord.feature_spec", "tfrecord.protos", "images.checks",
+             "images.boxes", "images.masks", "images.transcode", "records", "errors",
+             "dataset.manifest", "dataset.schema", "dataset.reader", "write.encoder",
+             "write.planning", "testing.samples"]
+
+#: Which of recordbeam's top-level packages and modules each one may import: a floor
+#: uses the floors below it, never one above. ``local.internals`` is the one fence around
+#: Beam's private members, so any floor may ask it (it imports Beam only when asked).
+MAY_IMPORT = {
+    "errors": set(),
+    "records": set(),
+    "tfrecord": {"errors"},
+    "images": {"errors"},
+    "local": {"errors"},
+    "filesystems": {"local"},
+    "testing": {"errors", "tfrecord", "images"},
+    "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
+    "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},
+    "sources": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
+                "local"},
+    "pipeline": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
+                 "sources", "local"},
+    "cli": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
+            "sources", "local", "pipeline", "testing"},
+    # Re-exports of names users already type (see test_public_names.py).
+    "runner": {"local"},
+    "sink": {"write"},
+    "__main__": {"cli"},
+    "__init__": {"dataset"},
+}
+
+
+def _modules() -> list[tuple[str, Path]]:
+    """(dotted name below recordbeam, path) of every source module."""
+    found = []
+    for path in sorted(SOURCES.rglob("*.py")):
+        parts = path.relative_to(SOURCES).with_suffix("").parts
+        found.append((".".join(parts), path))
+    assert len(found) > 40  # the scan looks where the code is
+    return found
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    """Every module an AST imports, also inside functions (a deferred import is still a
+    dependency), as dotted names; ``from recordbeam import x`` gives ``recordbeam.x``."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _recordbeam_modules(tree: ast.AST, known: set[str]) -> set[str]:
+    """The recordbeam modules an AST imports (names below ``recordbeam.``)."""
+    found = set()
+    for name in _imports(tree):
+        if name.startswith("recordbeam."):
+            dotted = name.removeprefix("recordbeam.")
+            while dotted and dotted not in known:
+                dotted = dotted.rpartition(".")[0]
+            if dotted:
+                found.add(dotted)
+    return found
+
+
+def _floor(module: str) -> str:
+    head = module.split(".")[0]
+    return "__init__" if module == "__init__" else head
+
+
+def test_every_package_imports_only_the_floors_below_it():
+    modules = dict(_modules())
+    known = {name.removesuffix(".__init__") for name in modules} | set(modules)
+    offenders = []
+    for module, path in modules.items():
+        floor = _floor(module)
+        assert floor in MAY_IMPORT, f"{module}: a new top-level room; give it a floor here"
+        for used in _recordbeam_modules(ast.parse(path.read_text(encoding="utf-8")), known):
+            target = _floor(used)
+            if target not in ("", floor) and target not in MAY_IMPORT[floor]:
+                offenders.append(f"{module} imports {used}")
+    assert offenders == []
+
+
+def test_no_import_cycles_between_modules():
+    modules = dict(_modules())
+    known = {name.removesuffix(".__init__") for name in modules} | set(modules)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        name = module.removesuffix(".__init__")
+        used = _recordbeam_modules(ast.parse(path.read_text(encoding="utf-8")), known)
+        graph[name] |= {u.removesuffix(".__init__") for u in used} - {name}
+    cycles: list[str] = []
+    state: dict[str, str] = {}  # "open" while on the current path, then "done"
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_the_layer_scan_catches_an_upward_import():
+    tree = ast.parse("from recordbeam.sources.coco import ReadCoco\n"
+                     "def f():\n    from recordbeam import pipeline\n")
+    assert _recordbeam_modules(tree, {"sources.coco", "pipeline"}) == {"sources.coco", "pipeline"}
 
 
 def _loaded_after_import(module: str) -> set[str]:
@@ -25,18 +146,18 @@ def _loaded_after_import(module: str) -> set[str]:
     return set(result.stdout.split())
 
 
-@pytest.mark.parametrize("module", CORE)
+@pytest.mark.parametrize("module", BEAM_FREE)
 def test_core_module_imports_neither_beam_nor_tensorflow(module):
     loaded = _loaded_after_import(module)
     assert "apache_beam" not in loaded and "tensorflow" not in loaded
 
 
 def test_no_runtime_module_imports_tensorflow():
-    names = [m.name for m in pkgutil.iter_modules(recordbeam.__path__)]
+    names = [m.name for m in pkgutil.walk_packages(recordbeam.__path__, "recordbeam.")
+             if not m.name.endswith("__main__")]
     code = ("import importlib, sys\n"
             f"for name in {names!r}:\n"
-            "    if name != '__main__':\n"
-            "        importlib.import_module('recordbeam.' + name)\n"
+            "    importlib.import_module(name)\n"
             "print('tensorflow' in sys.modules, 'tensorflow_datasets' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
@@ -45,7 +166,7 @@ def test_no_runtime_module_imports_tensorflow():
 
 def test_the_command_parses_its_arguments_without_beam():
     # Standby workers start right after parsing, so they import Beam while the launcher does.
-    code = ("import sys, recordbeam.cli as cli, recordbeam.standby\n"
+    code = ("import sys, recordbeam.cli.main as cli, recordbeam.local.standby\n"
             "cli.build_parser().parse_known_args(['convert', 'coco', '--images', 'i',\n"
             "    '--annotations', 'a.json', '--output', 'o', '--direct_num_workers=2'])\n"
             "print('apache_beam' in sys.modules)")
@@ -54,51 +175,28 @@ def test_the_command_parses_its_arguments_without_beam():
     assert result.stdout.split() == ["False"]
 
 
-# --- Beam's runner internals stay in the local runner -----------------------------------
-
-#: The local runner: the only modules that may reach into Beam's runner, each use fenced
-#: by ``recordbeam.runner_internals`` (or a check of its own, in the same modules).
-LOCAL_RUNNER_MODULES = {"runner", "runner_internals", "standby", "local_feed", "local_shuffle",
-                        "local_worker", "malloc_arenas"}
+# --- Beam's runner internals stay in local/ ---------------------------------------------
 
 #: Beam's runner internals, as parts of an imported module's dotted name.
 RUNNER_INTERNAL_MODULES = ("apache_beam.runners.portability", "apache_beam.runners.worker",
                            "data_plane", "fn_api_runner")
 
-#: Private attributes used elsewhere, and why that is allowed.
+#: Private attributes used outside local/, none of them Beam's, and why.
 ALLOWED_PRIVATE = {
-    # Not Beam: the command's fast exit.
-    ("cli", "os._exit"),
+    # The command's fast exit once its output is flushed.
+    ("cli.main", "os._exit"),
     ("__main__", "os._exit"),
-    # Not Beam: argparse keeps its subcommand parsers only in private attributes; the
-    # command reads them to name the closest option of the right subcommand.
-    ("cli", "argparse._SubParsersAction"),
-    ("cli", "parser._actions"),
-    # Streamed listings, used only while Beam's match works that way
-    # (filesystems.STREAMED_LISTINGS), else FileSystems.match.
-    ("filesystems", "system._url_dirname"),
-    ("filesystems", "system._list"),
+    # argparse keeps its subcommand parsers only in private attributes; the command reads
+    # them to name the closest option of the right subcommand.
+    ("cli.main", "argparse._SubParsersAction"),
+    ("cli.main", "parser._actions"),
 }
 
-SOURCES = Path(recordbeam.__file__).parent
-PIPELINES = SOURCES.parents[1] / "pipelines"
 
-
-def _sources() -> list[tuple[str, Path]]:
-    found = [(path.stem, path) for path in sorted(SOURCES.glob("*.py"))]
+def _scanned() -> list[tuple[str, Path]]:
+    found = _modules()
     found += [(f"pipelines/{path.stem}", path) for path in sorted(PIPELINES.glob("*.py"))]
-    assert len(found) > 30  # the scan looks where the code is
-    return found
-
-
-def _imported_modules(tree: ast.AST) -> list[str]:
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-    return names
+    return [(module, path) for module, path in found if not module.startswith("local.")]
 
 
 def _private_uses(tree: ast.AST) -> set[str]:
@@ -126,22 +224,18 @@ def _on_our_own_object(use: str) -> bool:
     return owner in ("self", "cls") or owner.startswith("super(")
 
 
-def test_only_the_local_runner_imports_beams_runner_internals():
+def test_only_local_imports_beams_runner_internals():
     offenders = []
-    for module, path in _sources():
-        if module in LOCAL_RUNNER_MODULES:
-            continue
+    for module, path in _scanned():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        offenders += [f"{module}: {name}" for name in _imported_modules(tree)
+        offenders += [f"{module}: {name}" for name in _imports(tree)
                       if any(part in name for part in RUNNER_INTERNAL_MODULES)]
     assert offenders == []
 
 
-def test_only_the_local_runner_uses_private_attributes():
+def test_only_local_uses_private_attributes():
     offenders = []
-    for module, path in _sources():
-        if module in LOCAL_RUNNER_MODULES:
-            continue
+    for module, path in _scanned():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         offenders += [f"{module}: {use}" for use in sorted(_private_uses(tree))
                       if (module, use) not in ALLOWED_PRIVATE]
@@ -158,13 +252,4 @@ def test_the_scan_sees_private_uses_and_runner_imports():
     assert _private_uses(tree) == {"data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD",
                                    "data_plane._GrpcDataChannel",
                                    "apache_beam.io.filesystem._private_helper"}
-    assert "apache_beam.runners.worker" in _imported_modules(tree)
-
-
-def test_the_allowed_private_listing_is_fenced():
-    # filesystems may call Beam's private lister only behind its check of Beam's match.
-    from recordbeam import filesystems
-
-    tree = ast.parse(inspect.getsource(filesystems.iter_match))
-    fenced = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    assert "STREAMED_LISTINGS" in fenced
+    assert "apache_beam.runners.worker" in _imports(tree)

@@ -1,4 +1,4 @@
-"""recordbeam.local_shuffle: the spilling buffer gives the workers what Beam's buffer gives."""
+"""recordbeam.local.shuffle: the spilling buffer gives the workers what Beam's buffer gives."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from apache_beam.runners.portability.fn_api_runner import execution
 from apache_beam.transforms import core
 from apache_beam.transforms.window import GlobalWindows
 
-from recordbeam import local_shuffle
-from recordbeam.local_shuffle import SpillingGroupingBuffer, spilling_shuffles
+from recordbeam.local import shuffle as local_shuffle
+from recordbeam.local.shuffle import SpillingGroupingBuffer, spilling_shuffles
 
 BeamGroupingBuffer = execution.GroupingBuffer
 KEY = coders.StrUtf8Coder()

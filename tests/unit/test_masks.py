@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from PIL import Image
 
-from recordbeam.masks import (
+from recordbeam.images.masks import (
     InvalidMask,
     decode_rle_string,
     mask_png,

@@ -1,4 +1,4 @@
-"""Unit tests for recordbeam.output_folder: our file names and the foreign-file guard."""
+"""Unit tests for recordbeam.dataset.layout: our file names and the foreign-file guard."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from recordbeam.framing import Compression
-from recordbeam.output_folder import (
+from recordbeam.dataset.layout import (
     FAILED_REJECTS,
     LABELS,
     MANIFEST,
@@ -21,6 +20,7 @@ from recordbeam.output_folder import (
     read_manifest,
     shard_name,
 )
+from recordbeam.tfrecord.framing import Compression
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def _touch(folder, *names):
 
 
 def _manifest(*shards: str) -> str:
-    return json.dumps({"format": "recordbeam.manifest/1",
+    return json.dumps({"format": "recordbeam.dataset.manifest/1",
                        "splits": {"train": {"shards": [{"file": f} for f in shards]}}})
 
 
@@ -190,6 +190,6 @@ def test_read_manifest_is_none_until_our_manifest_exists(tmp_path):
     assert read_manifest(str(tmp_path)) is None
     (tmp_path / MANIFEST).write_text(json.dumps({"totals": {"examples": 3}}))
     assert read_manifest(str(tmp_path)) is None  # a manifest.json, but not ours
-    ours = {"format": "recordbeam.manifest/1", "totals": {"examples": 3}}
+    ours = {"format": "recordbeam.dataset.manifest/1", "totals": {"examples": 3}}
     (tmp_path / MANIFEST).write_text(json.dumps(ours))
     assert read_manifest(str(tmp_path)) == ours

@@ -1,4 +1,4 @@
-"""Unit tests for recordbeam.planning: order keys, shard assignment, shard counts, sizes."""
+"""Unit tests for recordbeam.write.planning: order keys, shard assignment, shard counts, sizes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recordbeam.planning import (
+from recordbeam.write.planning import (
     DEFAULT_SALT,
     DEFAULT_SHARD_SIZE,
     MAX_SHARDS,
@@ -32,7 +32,7 @@ def test_order_key_is_a_64_bit_integer_and_repeatable():
 
 def test_order_key_is_the_same_in_another_process():
     # Python salts str hashes per process; the key must not depend on that.
-    code = "from recordbeam.planning import order_key; print(order_key('image-42'))"
+    code = "from recordbeam.write.planning import order_key; print(order_key('image-42'))"
     env = {"PYTHONHASHSEED": "12345"}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env

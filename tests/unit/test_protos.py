@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
 
-from recordbeam import protos
+from recordbeam.tfrecord import protos
 
 PROTO_DIR = Path(protos.__file__).parent
 PROTO_FILES = {
@@ -160,7 +160,7 @@ def test_messages_live_in_a_private_pool() -> None:
 
 
 def test_importing_protos_twice_in_fresh_processes_works() -> None:
-    code = "import recordbeam.protos, recordbeam.example, recordbeam.tensor; print('ok')"
+    code = "import recordbeam.tfrecord.protos, recordbeam.tfrecord.example, recordbeam.tfrecord.tensor; print('ok')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
@@ -171,7 +171,7 @@ def test_importing_protos_twice_in_fresh_processes_works() -> None:
     reason="grpc_tools (grpcio-tools) is not installed, so protoc cannot compile the .proto files",
 )
 def test_protoc_compiles_the_proto_files_to_our_descriptors(tmp_path: Path) -> None:
-    root = PROTO_DIR.parent.parent  # the src directory: imports are "recordbeam/protos/..."
+    root = PROTO_DIR.parent.parent.parent  # the src directory: imports are "recordbeam/tfrecord/protos/..."
     out = tmp_path / "descriptors.pb"
     # A child process: grpc_tools carries its own protobuf runtime, which can crash the
     # interpreter when loaded beside Beam's and TensorFlow's in the test process.

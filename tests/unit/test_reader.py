@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 
 import recordbeam
-from recordbeam.example import encode_example
-from recordbeam.framing import RecordWriter
-from recordbeam.reader import ReaderError
+from recordbeam.dataset.reader import ReaderError
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.tfrecord.framing import RecordWriter
 
 
 def png(width: int, height: int, value: int) -> bytes:
@@ -139,7 +139,7 @@ def test_reader_does_not_import_beam():
     import subprocess
 
     code = (
-        "import sys, recordbeam; recordbeam.read; import recordbeam.reader; "
+        "import sys, recordbeam; recordbeam.read; import recordbeam.dataset.reader; "
         "print('apache_beam' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

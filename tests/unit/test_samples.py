@@ -1,7 +1,7 @@
-"""Unit tests for recordbeam.samples: the generated files match what `expected` promises.
+"""Unit tests for recordbeam.testing.samples: the generated files match what `expected` promises.
 
 Every claim in `expected` is re-derived here from the files themselves (headers through
-recordbeam.images, the JSON through ijson as a converter reads it), not taken on trust.
+recordbeam.images.checks, the JSON through ijson as a converter reads it), not taken on trust.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections import Counter
 import ijson
 import pytest
 
-from recordbeam.images import ImageRejected, inspect_file
-from recordbeam.samples import (
+from recordbeam.images.checks import ImageRejected, inspect_file
+from recordbeam.testing.samples import (
     ANNOTATION_REASONS,
     MIN_SAMPLE_IMAGES,
     make_coco_benchmark,

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from recordbeam.schema import (
+from recordbeam.dataset.schema import (
     SchemaError,
     feature_shapes,
     image_features,

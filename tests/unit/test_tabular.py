@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recordbeam.tabular import (
+from recordbeam.sources.tabular import (
     TableError,
     TableOptions,
     convert_value,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recordbeam.protos import DataType, TensorProto
-from recordbeam.tensor import parse_tensor, serialize_tensor
+from recordbeam.tfrecord.protos import DataType, TensorProto
+from recordbeam.tfrecord.tensor import parse_tensor, serialize_tensor
 
 NUMERIC_DTYPES = [
     "float16",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from recordbeam.tfds_metadata import (
+from recordbeam.dataset.tfds import (
     DATASET_INFO,
     FEATURES,
     class_names,

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageOps
 
-from recordbeam.images import ImageRejected, inspect_image
-from recordbeam.samples import ODD_IMAGE_KINDS, odd_image
-from recordbeam.transcode import (
+from recordbeam.images.checks import ImageRejected, inspect_image
+from recordbeam.images.transcode import (
     ImageFixes,
     convert_foreign,
     fix_image,
@@ -22,6 +21,7 @@ from recordbeam.transcode import (
     png_bit_depth,
     scaled_size,
 )
+from recordbeam.testing.samples import ODD_IMAGE_KINDS, odd_image
 
 EXPECTED_FIX = {
     "gray_jpeg": "grayscale",

@@ -1,4 +1,4 @@
-"""recordbeam.wire: hand-written Example bytes equal protobuf's, errors equal, no big copies."""
+"""recordbeam.tfrecord.wire: hand-written Example bytes equal protobuf's, errors equal, no big copies."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from recordbeam import wire
-from recordbeam.example import Example, FeatureError, make_example
-from recordbeam.feature_spec import FeatureSpec
-from recordbeam.wire import (
+from recordbeam.tfrecord import wire
+from recordbeam.tfrecord.example import Example, FeatureError, make_example
+from recordbeam.tfrecord.feature_spec import FeatureSpec
+from recordbeam.tfrecord.wire import (
     LARGE_VALUE_BYTES,
     MAP_KEY_ORDER,
     encode_example_chunks,

@@ -1,0 +1,2 @@
+"""A finished output folder: its layout, manifest and TFDS metadata, and what
+reads it (NumPy reader, PyTorch dataset, schema, report)."""

@@ -1,0 +1,175 @@
+"""The output folder: what our files are called, and which files are ours.
+
+A folder is *finished* when it holds ``manifest.json``; the manifest is always written
+last and removed first, so a killed run never leaves a folder that looks finished.
+
+A file is ours when our own records name it, not merely when its name looks like ours
+(Beam's ``WriteToTFRecord`` also writes ``train-00000-of-00003.tfrecord``): files listed
+in the manifest, the metadata files beside a manifest, temp folders, and what a commit
+that was cut short was placing (each commit leaves the manifest it replaces and the
+names it places in its temp folder until it finishes). Any other file is foreign: we
+refuse to write beside it unless asked (``overwrite``) and we never delete it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from recordbeam import filesystems
+from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
+from recordbeam.dataset.manifest import check_label_maps_agree
+from recordbeam.dataset.tfds import is_tfds_file
+from recordbeam.errors import UsageError
+from recordbeam.tfrecord.framing import Compression, shard_suffix
+
+MANIFEST = "manifest.json"
+LABELS = "labels.txt"
+REJECTS = "rejects.jsonl"
+FAILED_REJECTS = "failed-run-rejects.jsonl"
+TEMP_PREFIX = ".recordbeam-tmp-"
+PREVIOUS_MANIFEST = "previous-manifest.json"  # in a temp folder: the manifest a commit replaces
+COMMIT_PLAN = "commit.json"  # in a temp folder: the names a commit places
+
+_SHARD_NAME = re.compile(
+    r"^[A-Za-z0-9_.\-]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zz)?(\.idx)?$"
+)
+_OUR_FILES = {MANIFEST, LABELS, REJECTS, FAILED_REJECTS}
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+class OutputFolderError(UsageError):
+    """The output folder cannot be written as asked (foreign files, bad split name)."""
+
+
+def shard_name(split: str, index: int, count: int, compression: Compression) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}{shard_suffix(compression)}"
+
+
+def check_split_name(split: str) -> str:
+    if not _SPLIT_NAME.match(split):
+        raise OutputFolderError(
+            f"split name {split!r} must be letters, digits and underscores (it becomes part of file names)"
+        )
+    return split
+
+
+def is_shard_file(name: str) -> bool:
+    """A shard or its index, by name: ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx]``."""
+    return bool(_SHARD_NAME.match(name))
+
+
+def is_ours(relative_path: str) -> bool:
+    """True for files a recordbeam run writes (shards, indexes, metadata, temp files)."""
+    top = relative_path.split("/", 1)[0]
+    if top.startswith(TEMP_PREFIX):
+        return True
+    return "/" not in relative_path and (
+        relative_path in _OUR_FILES or bool(_SHARD_NAME.match(relative_path))
+        or is_tfds_file(relative_path)  # dataset_info.json, features.json, *.labels.txt
+    )
+
+
+def existing_files(output_dir: str) -> list[str]:
+    """Relative paths of every file under ``output_dir`` (empty when it does not exist).
+
+    Listed, never ``exists()``-checked: on object stores a "folder" is only a prefix.
+    """
+    return sorted(
+        filesystems.relative_name(output_dir, m.path) for m in filesystems.list_files(output_dir)
+    )
+
+
+def check_writable(output_dir: str, *, overwrite: bool) -> None:
+    """Refuse an output folder holding files that are not ours, unless ``overwrite``.
+
+    Even with ``overwrite`` those files are left alone; it only allows writing beside them
+    (a foreign file with exactly the name of one we write is replaced).
+    """
+    if "://" not in output_dir and _is_plain_file(output_dir):
+        raise OutputFolderError(f"{output_dir} is a file; --output must be a folder")
+    files = existing_files(output_dir)
+    ours = known_files(output_dir, files)
+    foreign = [p for p in files if p not in ours]
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputFolderError(
+            f"{output_dir} holds files recordbeam did not write ({shown}). Choose an empty or "
+            "recordbeam-only folder, or pass --overwrite to write beside them (they are never deleted)."
+        )
+
+
+def _is_plain_file(path: str) -> bool:
+    import os
+
+    return os.path.isfile(path)  # the local launcher's own argument, not a data path
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(filesystems.read_bytes(path))
+    except (ValueError, OSError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_manifest(output_dir: str) -> dict[str, Any] | None:
+    """The manifest of a finished output, or None when the folder is not finished."""
+    path = filesystems.join(output_dir, MANIFEST)
+    if not filesystems.exists(path):
+        return None
+    manifest = _read_json(path)
+    return manifest if manifest and manifest.get("format") == MANIFEST_FORMAT else None
+
+
+def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[str, Any] | None:
+    """``manifest.json``, or, when a commit was cut short after removing it, the manifest
+    that commit was replacing (kept in its temp folder)."""
+    manifest = read_manifest(output_dir)
+    if manifest is not None:
+        return manifest
+    files = existing_files(output_dir) if files is None else files
+    for p in files:
+        if p.startswith(TEMP_PREFIX) and p.endswith("/" + PREVIOUS_MANIFEST):
+            previous = _read_json(filesystems.join(output_dir, p))
+            if previous and previous.get("format") == MANIFEST_FORMAT:
+                return previous
+    return None
+
+
+def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
+    """The files of ``output_dir`` that our records say we wrote (see the module doc)."""
+    files = existing_files(output_dir) if files is None else files
+    known = {p for p in files if p.startswith(TEMP_PREFIX) or p == FAILED_REJECTS}
+    names: set[str] = set()
+    manifest = recorded_manifest(output_dir, files)
+    if manifest is not None:
+        names |= {MANIFEST, LABELS, REJECTS}
+        for entry in manifest.get("splits", {}).values():
+            for shard in entry.get("shards", []):
+                names |= {shard["file"], shard["file"] + ".idx"}
+        known |= {p for p in files if "/" not in p and is_tfds_file(p)}
+    for p in files:
+        if p.startswith(TEMP_PREFIX) and p.endswith("/" + COMMIT_PLAN):
+            plan = _read_json(filesystems.join(output_dir, p)) or {}
+            names |= set(plan.get("files", []))
+    return known | {p for p in files if p in names}
+
+
+def check_labels_agree(output_dir: str, owned: Iterable[str],
+                       labels: Callable[[], Mapping[str, Any] | None]) -> None:
+    """Before a run: raise :class:`recordbeam.dataset.manifest.LabelMapMismatch` when
+    ``output_dir`` holds splits this run does not write and ``labels()`` (the run's
+    ``label_map`` / ``category_ids``, or None when they cannot be known before the run)
+    disagrees with theirs. ``labels`` is called only when there are such splits: it may
+    have to read a file or list a folder.
+    """
+    owned = set(owned)
+    previous = recorded_manifest(output_dir)
+    if previous is None or not set(previous.get("splits", {})) - owned:
+        return
+    found = labels()
+    if found is not None:
+        check_label_maps_agree(previous, found, owned, output_dir)

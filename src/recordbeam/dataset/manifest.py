@@ -1,0 +1,188 @@
+"""``manifest.json``: what a finished output folder holds.
+
+One folder may hold several splits (``train``, ``val``...), written by one run or by
+several. A run replaces only the splits it writes; the entries of other splits are
+carried over from the previous manifest. Per split: shards with example counts and
+bytes, the feature spec, rejects by reason, counts, and the inputs fingerprint and
+settings that ``--if-changed`` compares. At the top: totals and the feature spec over
+all splits, the label map, and the recordbeam version.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from recordbeam.errors import DataError
+from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
+from recordbeam.tfrecord.feature_spec import FeatureSpec, merge_spec_json
+
+FORMAT = "recordbeam.dataset.manifest/1"
+
+#: Metadata keys that describe one split's inputs rather than the whole dataset.
+SPLIT_KEYS = ("inputs_fingerprint", "input_files", "settings")
+
+
+def reject_summary(rejects: Iterable[Reject], examples: int,
+                   objects_written: int = 0) -> dict[str, Any]:
+    """Counts by ``kind:reason``; ``image_fraction`` is image rejects over images seen;
+    ``annotation_fraction`` is annotations rejected on their own account (not with their
+    image, see :data:`~recordbeam.records.LOST_WITH_IMAGE`) over annotations seen
+    (``objects_written`` plus every annotation reject)."""
+    real = [r for r in rejects if r.kind != "warning"]
+    images = sum(1 for r in real if r.kind == "image")
+    seen = examples + images
+    annotations = [r for r in real if r.kind == "annotation"]
+    dropped = sum(1 for r in annotations if r.reason not in LOST_WITH_IMAGE)
+    objects_seen = objects_written + len(annotations)
+    return {
+        "total": len(real),
+        "images": images,
+        "annotations": len(real) - images,
+        "image_fraction": images / seen if seen else 0.0,
+        "annotations_dropped": dropped,
+        "annotations_seen": objects_seen,
+        "annotation_fraction": dropped / objects_seen if objects_seen else 0.0,
+        "by_reason": dict(sorted(Counter(f"{r.kind}:{r.reason}" for r in real).items())),
+    }
+
+
+def split_entry(shards: list[tuple[str, int, int]], spec: FeatureSpec, rejects: list[Reject],
+                counts: Mapping[str, int], split_meta: Mapping[str, Any]) -> dict[str, Any]:
+    """One split's entry from its shards ``(file, examples, bytes)`` and what was found."""
+    examples = sum(n for _, n, _ in shards)
+    entry = {
+        "examples": examples,
+        "bytes": sum(b for _, _, b in shards),
+        "shards": [{"file": f, "examples": n, "bytes": b} for f, n, b in shards],
+        "features": spec.to_json(),
+        "rejects": reject_summary(rejects, examples, counts.get(OBJECTS_WRITTEN, 0)),
+        "warnings": dict(sorted(Counter(r.reason for r in rejects if r.kind == "warning").items())),
+        "counts": {k: v for k, v in sorted(counts.items()) if v},
+    }
+    entry.update({k: split_meta[k] for k in SPLIT_KEYS if k in split_meta})
+    return entry
+
+
+def dataset_manifest(splits: Mapping[str, dict[str, Any]], dataset_meta: Mapping[str, Any],
+                     options: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """The whole manifest from every split's entry."""
+    features: dict[str, dict[str, Any]] = {}
+    examples = 0
+    by_reason: Counter[str] = Counter()
+    images = total = 0
+    for name in sorted(splits):
+        entry = splits[name]
+        features = merge_spec_json(features, entry["features"], examples, entry["examples"]) \
+            if examples else dict(entry["features"])
+        examples += entry["examples"]
+        by_reason.update(entry["rejects"]["by_reason"])
+        images += entry["rejects"]["images"]
+        total += entry["rejects"]["total"]
+    manifest = {
+        "format": FORMAT,
+        "recordbeam_version": version,
+        "splits": {name: splits[name] for name in sorted(splits)},
+        "totals": {
+            "examples": examples,
+            "bytes": sum(e["bytes"] for e in splits.values()),
+            "shards": sum(len(e["shards"]) for e in splits.values()),
+        },
+        "features": features,
+        "options": dict(options),
+        "rejects": {"total": total, "images": images, "annotations": total - images,
+                    "by_reason": dict(sorted(by_reason.items()))},
+    }
+    manifest.update({k: v for k, v in dataset_meta.items() if k not in SPLIT_KEYS})
+    return manifest
+
+
+def split_of_shard_file(name: str) -> str:
+    """``train-00001-of-00004.tfrecord.gz`` -> ``train``."""
+    return name.rsplit("-of-", 1)[0].rsplit("-", 1)[0]
+
+
+def empty_shards_warning(split: str, entry: Mapping[str, Any]) -> str | None:
+    """What to say when a split's entry lists empty shards (more shards than examples
+    asked with ``--shards``, or a split nothing reached), else None."""
+    shards = entry.get("shards", [])
+    empty = sum(1 for s in shards if not s["examples"])
+    if not empty:
+        return None
+    examples = entry.get("examples", 0)
+    if not examples:
+        return (f"split {split}: no examples, so its {len(shards)} shard file(s) are empty; "
+                "check the inputs of this split")
+    # Examples fall into shards by hash, so even N shards for N examples leaves some
+    # empty: the advice is "far fewer", not a number.
+    return (f"split {split}: {empty} of {len(shards)} shards are empty ({examples} examples), "
+            "so readers get empty files; pass a much smaller --shards, or leave --shards out "
+            "to size shards by --shard-size")
+
+
+#: What every split of one folder must agree on: the name of each label value, and (for
+#: COCO) the label each category id is written as. ``labels.txt``, the TFDS class names
+#: and the manifest's top level hold one map for the whole folder.
+LABEL_KEYS = ("label_map", "category_ids")
+
+
+class LabelMapMismatch(DataError):
+    """A run would give labels other meanings than the splits already in its folder."""
+
+
+def _label_order(key: str) -> tuple[int, Any]:
+    try:
+        return 0, int(key)
+    except ValueError:
+        return 1, key
+
+
+def _label_differences(previous: Mapping[str, Any], metadata: Mapping[str, Any]) -> list[str]:
+    differences = []
+    old, new = previous.get("label_map") or {}, metadata.get("label_map") or {}
+    for label in sorted(set(old) | set(new), key=_label_order):
+        if old.get(label) != new.get(label):
+            there = repr(old[label]) if label in old else "unnamed"
+            here = repr(new[label]) if label in new else "unnamed"
+            differences.append(f"label {label} is {there} there but {here} in this run")
+    old, new = previous.get("category_ids") or {}, metadata.get("category_ids") or {}
+    for category in sorted(set(old) | set(new), key=_label_order):
+        if old.get(category) != new.get(category):
+            there = f"label {old[category]}" if category in old else "absent"
+            here = f"label {new[category]}" if category in new else "absent"
+            differences.append(f"category {category} is {there} there but {here} in this run")
+    return differences
+
+
+def label_map_conflict(previous: Mapping[str, Any] | None, metadata: Mapping[str, Any],
+                       owned: Iterable[str], output_dir: str) -> str | None:
+    """Why a run writing the splits ``owned`` with ``metadata``'s label map must not
+    commit into a folder whose manifest is ``previous``, or None when it may: it may when
+    the folder holds no other split, or when their label maps agree (names of every
+    label value, and the label of every category id)."""
+    owned = set(owned)
+    kept = sorted(set((previous or {}).get("splits", {})) - owned)
+    if not kept:
+        return None
+    differences = _label_differences(previous, metadata)
+    if not differences:
+        return None
+    shown = "; ".join(differences[:5])
+    if len(differences) > 5:
+        shown += f"; and {len(differences) - 5} more"
+    return (
+        f"{output_dir} already holds the split(s) {', '.join(kept)}, whose labels disagree "
+        f"with this run's ({', '.join(sorted(owned))}): {shown}. Writing would give their "
+        "examples other class names. Convert with the same categories (for class folders, "
+        "the same --classes file; the same --contiguous-labels and --label-offset), write "
+        "into another folder, or rewrite every split. Nothing was written."
+    )
+
+
+def check_label_maps_agree(previous: Mapping[str, Any] | None, metadata: Mapping[str, Any],
+                           owned: Iterable[str], output_dir: str) -> None:
+    """Raise :class:`LabelMapMismatch` when :func:`label_map_conflict` finds one."""
+    problem = label_map_conflict(previous, metadata, owned, output_dir)
+    if problem:
+        raise LabelMapMismatch(problem)

@@ -1,0 +1,377 @@
+"""``recordbeam report OUT``: one static HTML page about an output folder.
+
+Numbers come from the manifest (examples per split and shard, rejects by reason) and
+from one pass over the records (classes, boxes per image, box sizes, image sizes and
+formats). Charts are drawn with matplotlib, an optional extra (``recordbeam[report]``),
+as inline SVG, so the page is one self-contained file without scripts; without
+matplotlib the page has the same tables and no charts.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from recordbeam.dataset.reader import SplitReader, read, read_manifest
+from recordbeam.dataset.schema import label_features
+from recordbeam.dataset.tfds import class_names
+
+__all__ = ["SplitStats", "collect_stats", "render_report", "write_report"]
+
+_BOX = (
+    "image/object/bbox/xmin",
+    "image/object/bbox/ymin",
+    "image/object/bbox/xmax",
+    "image/object/bbox/ymax",
+)
+
+
+@dataclass
+class SplitStats:
+    """What one pass over a split's records found."""
+
+    examples_read: int = 0
+    classes: Counter = field(default_factory=Counter)
+    boxes_per_image: Counter = field(default_factory=Counter)
+    box_widths: list = field(default_factory=list)  # pixels
+    box_heights: list = field(default_factory=list)  # pixels
+    image_widths: list = field(default_factory=list)
+    image_heights: list = field(default_factory=list)
+    formats: Counter = field(default_factory=Counter)
+
+
+def _text(value: Any) -> str:
+    item = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+    return item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
+
+
+def collect_stats(reader: SplitReader, max_examples: int | None = None) -> SplitStats:
+    """One streaming pass over (at most ``max_examples`` of) a split's records."""
+    stats = SplitStats()
+    labels = label_features(list(reader.shapes.values()))
+    has_boxes = all(name in reader.shapes for name in _BOX)
+    for example in reader:
+        if max_examples is not None and stats.examples_read >= max_examples:
+            break
+        stats.examples_read += 1
+        for name in labels:
+            stats.classes.update(int(v) for v in np.atleast_1d(example[name]))
+        width = int(example["image/width"]) if "image/width" in example else None
+        height = int(example["image/height"]) if "image/height" in example else None
+        if width is not None and height is not None:
+            stats.image_widths.append(width)
+            stats.image_heights.append(height)
+        if "image/format" in example:
+            stats.formats[_text(example["image/format"])] += 1
+        if has_boxes:
+            # 1-D already for our folders; a box feature observed with one value everywhere
+            # in files resharded from elsewhere may still arrive as a 0-d array.
+            xmin, ymin, xmax, ymax = (np.atleast_1d(example[name]) for name in _BOX)
+            stats.boxes_per_image[len(xmin)] += 1
+            if width and height:
+                stats.box_widths.extend(((xmax - xmin) * width).tolist())
+                stats.box_heights.extend(((ymax - ymin) * height).tolist())
+    return stats
+
+
+# --- charts (matplotlib, optional) -----------------------------------------------------
+
+
+def _pyplot() -> Any | None:
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")  # no display; must precede importing pyplot
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _svg(plt: Any, fig: Any) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog; the SVG sits inside HTML
+
+
+def _bar(
+    plt: Any,
+    labels: Sequence[str],
+    values: Sequence[int],
+    title: str,
+    xlabel: str,
+    horizontal: bool = False,
+) -> str:
+    height = max(2.6, 0.28 * len(labels) + 1) if horizontal else 2.8
+    fig, ax = plt.subplots(figsize=(6.2, height))
+    if horizontal:
+        ax.barh(list(labels)[::-1], list(values)[::-1], color="#4c72b0")
+        ax.set_xlabel("count")
+    else:
+        ax.bar([str(x) for x in labels], values, color="#4c72b0")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("count")
+        if len(labels) > 12:
+            ax.tick_params(axis="x", labelrotation=90)
+        if len(labels) > 40:
+            # Past a few dozen bars every label would overlap: label about 20 of them.
+            step = -(-len(labels) // 20)
+            ax.set_xticks(range(0, len(labels), step))
+    from matplotlib.ticker import MaxNLocator
+
+    (ax.xaxis if horizontal else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title)
+    ax.grid(axis="x" if horizontal else "y", alpha=0.3)
+    return _svg(plt, fig)
+
+
+def _hist(plt: Any, series: Mapping[str, Sequence[float]], title: str, xlabel: str) -> str:
+    fig, ax = plt.subplots(figsize=(6.2, 2.8))
+    everything = np.concatenate([np.asarray(v, dtype=float) for v in series.values()])
+    count = max(len(v) for v in series.values())
+    edges = np.histogram_bin_edges(everything, bins=int(min(40, max(5, np.sqrt(count)))))
+    for name, values in series.items():
+        ax.hist(values, bins=edges, alpha=0.6, label=name)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    if len(series) > 1:
+        ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    return _svg(plt, fig)
+
+
+def _scatter(plt: Any, xs: Sequence[int], ys: Sequence[int], title: str) -> str:
+    fig, ax = plt.subplots(figsize=(6.2, 2.8))
+    sizes = Counter(zip(xs, ys, strict=True))
+    points = sorted(sizes)
+    ax.scatter(
+        [p[0] for p in points],
+        [p[1] for p in points],
+        s=[12 + 6 * np.sqrt(sizes[p]) for p in points],
+        alpha=0.6,
+        color="#dd8452",
+    )
+    ax.set_title(title)
+    ax.set_xlabel("width (px)")
+    ax.set_ylabel("height (px)")
+    ax.grid(alpha=0.3)
+    return _svg(plt, fig)
+
+
+# --- HTML --------------------------------------------------------------------------------
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: .6em 0; font-size: .92em; }
+th, td { border: 1px solid #ddd; padding: .25em .7em; text-align: left; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; }
+.grid { display: flex; flex-wrap: wrap; gap: 1.2em; align-items: flex-start; }
+.grid > div { flex: 1 1 480px; }
+.chart svg { max-width: 100%; height: auto; }
+.note { color: #777; font-size: .9em; }
+"""
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{v:,}</td>' if isinstance(v, int) else f"<td>{html.escape(str(v))}</td>"
+            for v in row
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _section(title: str, table: str, chart: str | None) -> str:
+    chart_html = f'<div class="chart">{chart}</div>' if chart else ""
+    return f"<h3>{html.escape(title)}</h3><div class='grid'><div>{table}</div><div>{chart_html}</div></div>"
+
+
+def _percentiles(values: Sequence[float]) -> list[Any]:
+    if not values:
+        return ["-"] * 4
+    q = np.percentile(np.asarray(values, dtype=float), [0, 50, 95, 100])
+    return [f"{v:.1f}" for v in q]
+
+
+def _split_html(
+    name: str, entry: Mapping[str, Any], stats: SplitStats, names: list[str] | None, plt: Any | None
+) -> str:
+    parts = [f"<h2>Split {html.escape(name)}</h2>"]
+    shard_rows = [(s["file"], s["examples"], s["bytes"]) for s in entry["shards"]]
+    counts = [s["examples"] for s in entry["shards"]]
+    parts.append(
+        _section(
+            "Examples per shard",
+            _table(["shard", "examples", "bytes"], shard_rows),
+            _bar(plt, list(range(len(counts))), counts, "examples per shard", "shard")
+            if plt and counts
+            else None,
+        )
+    )
+    reasons = entry.get("rejects", {}).get("by_reason", {})
+    if reasons:
+        parts.append(
+            _section(
+                "Rejects by reason",
+                _table(["reason", "count"], sorted(reasons.items())),
+                _bar(plt, list(reasons), list(reasons.values()), "rejects", "", horizontal=True)
+                if plt
+                else None,
+            )
+        )
+    else:
+        parts.append("<h3>Rejects by reason</h3><p>none</p>")
+    if stats.examples_read < entry["examples"]:
+        parts.append(
+            f"<p class='note'>Histograms below read {stats.examples_read:,} of "
+            f"{entry['examples']:,} examples.</p>"
+        )
+    if stats.classes:
+
+        def label(v: int) -> str:
+            return names[v] if names and 0 <= v < len(names) else str(v)
+
+        rows = [(v, label(v), n) for v, n in sorted(stats.classes.items())]
+        ordered = stats.classes.most_common(40)
+        parts.append(
+            _section(
+                "Classes",
+                _table(["label", "name", "count"], rows),
+                _bar(
+                    plt,
+                    [label(v) for v, _ in ordered],
+                    [n for _, n in ordered],
+                    "objects per class" if stats.boxes_per_image else "examples per class",
+                    "",
+                    horizontal=True,
+                )
+                if plt
+                else None,
+            )
+        )
+    if stats.boxes_per_image:
+        rows = sorted(stats.boxes_per_image.items())
+        parts.append(
+            _section(
+                "Boxes per image",
+                _table(["boxes", "images"], rows),
+                _bar(plt, [k for k, _ in rows], [v for _, v in rows], "boxes per image", "boxes")
+                if plt
+                else None,
+            )
+        )
+    if stats.box_widths:
+        table = _table(
+            ["box size (px)", "min", "median", "p95", "max"],
+            [
+                ["width", *_percentiles(stats.box_widths)],
+                ["height", *_percentiles(stats.box_heights)],
+            ],
+        )
+        parts.append(
+            _section(
+                "Box sizes",
+                table,
+                _hist(
+                    plt,
+                    {"width": stats.box_widths, "height": stats.box_heights},
+                    "box sizes",
+                    "pixels",
+                )
+                if plt
+                else None,
+            )
+        )
+    if stats.image_widths:
+        sizes = Counter(zip(stats.image_widths, stats.image_heights, strict=True))
+        rows = [(f"{w}x{h}", n) for (w, h), n in sizes.most_common(15)]
+        rows += [(fmt, n) for fmt, n in sorted(stats.formats.items())]
+        parts.append(
+            _section(
+                "Image sizes and formats",
+                _table(["size or format", "images"], rows),
+                _scatter(plt, stats.image_widths, stats.image_heights, "image sizes")
+                if plt
+                else None,
+            )
+        )
+    return "\n".join(parts)
+
+
+def render_report(
+    output_dir: str,
+    manifest: Mapping[str, Any],
+    stats: Mapping[str, SplitStats],
+    *,
+    charts: bool = True,
+) -> str:
+    """The HTML page for a manifest and the stats of its splits."""
+    plt = _pyplot() if charts else None
+    names = class_names(manifest)
+    splits = manifest.get("splits", {})
+    totals = manifest.get("totals", {})
+    summary_rows = [
+        (name, e["examples"], len(e["shards"]), e["bytes"], e.get("rejects", {}).get("total", 0))
+        for name, e in sorted(splits.items())
+    ]
+    overview = [
+        "<h2>Overview</h2>",
+        _table(["split", "examples", "shards", "bytes", "rejects"], summary_rows),
+        f"<p>{totals.get('examples', 0):,} examples in {totals.get('shards', 0):,} shards; "
+        f"task: {html.escape(str(manifest.get('task', 'unknown')))}; "
+        f"recordbeam {html.escape(str(manifest.get('recordbeam_version', '')))}.</p>",
+    ]
+    if plt is None:
+        overview.append(
+            "<p class='note'>Charts need matplotlib: pip install "
+            "'recordbeam[report]'. Tables only.</p>"
+        )
+    body = "\n".join(
+        overview
+        + [
+            _split_html(name, splits[name], stats.get(name, SplitStats()), names, plt)
+            for name in sorted(splits)
+        ]
+    )
+    title = f"recordbeam report: {output_dir}"
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body><h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def write_report(
+    output_dir: str, html_path: str, *, max_examples: int | None = None, charts: bool = True
+) -> tuple[str, bool]:
+    """Read the folder, write the page to ``html_path`` (a local file).
+
+    Returns:
+        ``(html_path, charts_drawn)``; charts are missing when matplotlib is not installed.
+    """
+    manifest = read_manifest(output_dir)
+    stats = {
+        name: collect_stats(read(output_dir, name), max_examples)
+        for name in sorted(manifest.get("splits", {}))
+        if manifest["splits"][name]["examples"]
+    }
+    page = render_report(output_dir, manifest, stats, charts=charts)
+    with open(html_path, "w", encoding="utf-8") as f:
+        f.write(page)
+    return html_path, charts and _pyplot() is not None

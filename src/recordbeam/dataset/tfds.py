@@ -1,0 +1,207 @@
+"""The files TensorFlow Datasets needs to load an output folder as it is.
+
+``tfds.builder_from_directory(OUT)`` reads ``dataset_info.json`` (splits, shard lengths,
+file format and where the shards are) and ``features.json`` (how to decode each feature),
+plus one ``<feature>.labels.txt`` per ``ClassLabel`` feature with its class names. We
+write all of them from the manifest at finalize time; TFDS is not imported.
+
+File names: TFDS's default shard name is ``{name}-{split}.tfrecord-{i:05d}-of-{n:05d}``,
+but each ``SplitInfo`` may declare a ``filepathTemplate``. Ours is
+``{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}``, which TFDS expands to exactly our
+``train-00000-of-00004.tfrecord``, so nothing is renamed or duplicated.
+
+Features keep their flat names (``image/encoded``, ``image/object/bbox/xmin``), the keys
+``tf.io.parse_single_example`` and :mod:`recordbeam.dataset.reader` use too:
+
+* ``.../encoded`` (one string per example): ``Image`` with 3 channels, decoded to uint8;
+* ``.../class/label`` (int64) when the manifest names the classes: ``ClassLabel``, in a
+  ``Sequence`` when an example holds several (one per object);
+* other features: ``Tensor`` (``Text`` for names, formats and class texts), of shape
+  ``()`` / ``(k,)`` when fixed-length and ``(None,)`` otherwise; list features (per-object
+  ``image/object/*``, list columns) are never fixed-length, see :mod:`recordbeam.dataset.schema`,
+  so a dataset with one box per image loads like any other. Boxes are therefore the
+  four ``image/object/bbox/{ymin,xmin,ymax,xmax}`` vectors rather than TFDS's packed
+  ``BBoxFeature``, which would need a fifth, duplicated feature in every example.
+
+TFDS reads only uncompressed TFRecords (its reader passes no compression type), so a
+folder with compressed shards gets no TFDS files, and stale ones are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from recordbeam.dataset.schema import FeatureShape, feature_shapes, image_features, label_features
+
+__all__ = [
+    "DATASET_INFO",
+    "FEATURES",
+    "FILEPATH_TEMPLATE",
+    "class_names",
+    "dataset_info_json",
+    "features_json",
+    "files_for",
+    "is_tfds_file",
+]
+
+DATASET_INFO = "dataset_info.json"
+FEATURES = "features.json"
+FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"
+VERSION = "1.0.0"
+_LABELS_FILE = re.compile(r"^[A-Za-z0-9_.\-]+\.labels\.txt$")
+_TEXT_NAMES = {"text", "filename", "format", "source_id"}
+
+_FEATURES_DICT = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
+_TENSOR = "tensorflow_datasets.core.features.tensor_feature.Tensor"
+_TEXT = "tensorflow_datasets.core.features.text_feature.Text"
+_IMAGE = "tensorflow_datasets.core.features.image_feature.Image"
+_CLASS_LABEL = "tensorflow_datasets.core.features.class_label_feature.ClassLabel"
+_SEQUENCE = "tensorflow_datasets.core.features.sequence_feature.Sequence"
+
+
+def is_tfds_file(name: str) -> bool:
+    """True for the names :func:`write` creates (top level of the output folder)."""
+    return name in (DATASET_INFO, FEATURES) or bool(_LABELS_FILE.match(name))
+
+
+def labels_file_name(feature: str) -> str:
+    """Where TFDS looks for a ClassLabel's names: the feature path with dots for slashes."""
+    return feature.replace("/", ".") + ".labels.txt"
+
+
+def class_names(manifest: Mapping[str, Any]) -> list[str] | None:
+    """Class names indexed by label value, or None when the manifest names no classes.
+
+    ``label_map`` (label value -> name) wins; label values without a name (COCO ids have
+    gaps; 0 is unused with 1-based labels) get ``unused_<value>`` so that index ``i``
+    always names label ``i``. Without a map, ``label_names`` is taken as 0-based.
+    """
+    label_map = manifest.get("label_map")
+    if label_map:
+        by_value = {int(k): str(v) for k, v in label_map.items()}
+        if min(by_value) < 0:
+            return None  # ClassLabel cannot hold negative labels
+        taken = set(by_value.values())
+        names = []
+        for value in range(max(by_value) + 1):
+            name = by_value.get(value)
+            if name is None:
+                name = f"unused_{value}"
+                while name in taken:
+                    name = "_" + name
+            names.append(name)
+        return names
+    names = manifest.get("label_names")
+    return [str(n) for n in names] if names else None
+
+
+def _shape(shape: FeatureShape) -> dict[str, Any]:
+    if shape.scalar:
+        return {}
+    return {"dimensions": [str(shape.length if shape.fixed else -1)]}
+
+
+def _feature(
+    shape: FeatureShape, images: set[str], labels: set[str], num_classes: int | None
+) -> dict[str, Any]:
+    if shape.name in images:
+        return {
+            "pythonClassName": _IMAGE,
+            "image": {"shape": {"dimensions": ["-1", "-1", "3"]}, "dtype": "uint8"},
+        }
+    if shape.name in labels and num_classes:
+        inner = {"pythonClassName": _CLASS_LABEL, "classLabel": {"numClasses": str(num_classes)}}
+    elif shape.dtype == "string" and shape.name.rsplit("/", 1)[-1] in _TEXT_NAMES:
+        inner = {"pythonClassName": _TEXT, "text": {}}
+    else:
+        return {
+            "pythonClassName": _TENSOR,
+            "tensor": {"shape": _shape(shape), "dtype": shape.dtype, "encoding": "none"},
+        }
+    if shape.scalar:
+        return inner
+    return {
+        "pythonClassName": _SEQUENCE,
+        "sequence": {"feature": inner, "length": str(shape.length if shape.fixed else -1)},
+    }
+
+
+def features_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of ``features.json`` (a flat ``FeaturesDict``)."""
+    shapes = feature_shapes(manifest)
+    images = set(image_features(shapes))
+    names = class_names(manifest)
+    labels = set(label_features(shapes)) if names else set()
+    num_classes = len(names) if names else None
+    return {
+        "pythonClassName": _FEATURES_DICT,
+        "featuresDict": {
+            "features": {s.name: _feature(s, images, labels, num_classes) for s in shapes}
+        },
+    }
+
+
+def _supervised_keys(manifest: Mapping[str, Any], shapes: list[FeatureShape]) -> dict | None:
+    """``as_supervised=True`` pairs (image, label) for single-label classification."""
+    images = image_features(shapes)
+    scalar_labels = [s.name for s in shapes if s.scalar and s.name in label_features(shapes)]
+    if manifest.get("task") != "classification" or len(images) != 1 or len(scalar_labels) != 1:
+        return None
+    return {"tuple": {"items": [{"featureKey": images[0]}, {"featureKey": scalar_labels[0]}]}}
+
+
+def dataset_info_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of ``dataset_info.json``: splits with shard lengths and our file names."""
+    splits = manifest.get("splits", {})
+    info: dict[str, Any] = {
+        "name": "recordbeam",
+        "description": (
+            f"Written by recordbeam {manifest.get('recordbeam_version', '')}"
+            + (f" ({manifest['task']})" if manifest.get("task") else "")
+            + "; manifest.json in this folder lists shards, features and rejects."
+        ),
+        "version": VERSION,
+        "fileFormat": "tfrecord",
+        "splits": [
+            {
+                "name": name,
+                "numBytes": str(entry["bytes"]),
+                "shardLengths": [str(s["examples"]) for s in entry["shards"]],
+                "filepathTemplate": FILEPATH_TEMPLATE,
+            }
+            for name, entry in sorted(splits.items())
+        ],
+    }
+    keys = _supervised_keys(manifest, feature_shapes(manifest))
+    if keys:
+        info["supervisedKeys"] = keys
+    return info
+
+
+def _readable_by_tfds(manifest: Mapping[str, Any]) -> bool:
+    shard_files = [s["file"] for e in manifest.get("splits", {}).values() for s in e["shards"]]
+    return bool(manifest.get("features")) and all(f.endswith(".tfrecord") for f in shard_files)
+
+
+def files_for(manifest: Mapping[str, Any]) -> dict[str, bytes]:
+    """Every TFDS file for this manifest, name -> content; empty when TFDS cannot read
+    the folder (compressed shards, or no examples)."""
+    if not _readable_by_tfds(manifest):
+        return {}
+    files = {
+        DATASET_INFO: _json_bytes(dataset_info_json(manifest)),
+        FEATURES: _json_bytes(features_json(manifest)),
+    }
+    names = class_names(manifest)
+    if names:
+        text = "".join(f"{n}\n" for n in names).encode("utf-8")
+        for feature in label_features(feature_shapes(manifest)):
+            files[labels_file_name(feature)] = text
+    return files
+
+
+def _json_bytes(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")

@@ -1,0 +1,1 @@
+"""Image work without Beam: cheap checks, transcoding, boxes and masks."""

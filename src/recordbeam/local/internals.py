@@ -1,0 +1,159 @@
+"""Whether the local runner may change Beam's runner: the one check, shared by its modules.
+
+The local runner (:mod:`recordbeam.local.runner`, and what it installs for a run:
+:mod:`recordbeam.local.shuffle`, :mod:`recordbeam.local.feed`, the worker processes of
+:mod:`recordbeam.local.worker` forked by :mod:`recordbeam.local.standby`) reaches into Beam's
+runner: modules outside Beam's public API and private attributes, which any Beam release
+may change. It does so only when :func:`why_unusable` returns None: the installed Beam is
+one CI tests (:data:`TESTED_BEAM`) and has every internal the runner uses
+(:data:`RUNNER_INTERNALS`). Otherwise a local run is Beam's plain ``FnApiRunner``: the
+same output, more memory and a slower start, and the log says why once per run.
+
+The piece-by-piece feed has a check of its own on top of this one
+(``local_feed.AVAILABLE``): Beam added the send-queue cap it needs in 2.77, and older
+tested versions send each stage's input whole, as Beam does.
+
+This module imports Beam only when asked.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+#: The oldest and the newest Beam (major, minor) CI runs the local runner on: ``make
+#: test-oldest`` and ``make test``. pyproject.toml admits the same range.
+TESTED_BEAM = ((2, 60), (2, 77))
+
+#: What the local runner uses of Beam's runner, as (module, attribute path).
+RUNNER_INTERNALS = (
+    # The runner it extends, whose worker environment it replaces for a run.
+    ("apache_beam.runners.portability.fn_api_runner", "FnApiRunner.run_pipeline"),
+    # Workers started from our own environment, forked by the standby when there is one.
+    ("apache_beam.runners.portability.fn_api_runner.worker_handlers",
+     "WorkerHandler.register_environment"),
+    ("apache_beam.runners.portability.fn_api_runner.worker_handlers",
+     "SubprocessSdkWorkerHandler.start_worker"),
+    ("apache_beam.runners.portability.local_job_service", "SubprocessSdkWorker.run"),
+    ("apache_beam.runners.portability.local_job_service", "BeamFnLoggingServicer"),
+    ("apache_beam.runners.worker.sdk_worker_main", "main"),
+    # The shuffle that spills to disk.
+    ("apache_beam.runners.portability.fn_api_runner.execution", "GroupingBuffer"),
+    ("apache_beam.runners.portability.fn_api_runner.execution",
+     "BundleContextManager.get_buffer"),
+)
+
+
+def beam_version() -> str:
+    import apache_beam
+
+    return apache_beam.__version__
+
+
+def minor_version(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a Beam version string such as ``2.60.0`` or ``2.78.0rc1``."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _present(module: str, attributes: str) -> bool:
+    try:
+        found: object = importlib.import_module(module)
+    except ImportError:
+        return False
+    for name in attributes.split("."):
+        found = getattr(found, name, None)
+        if found is None:
+            return False
+    return True
+
+
+def names_used(function: object) -> set[str]:
+    """Global and attribute names a function's code uses, nested functions included."""
+    names: set[str] = set()
+    stack = [getattr(function, "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is not None:
+            names.update(code.co_names)
+            stack.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return names
+
+
+def missing_internals() -> list[str]:
+    """The runner internals this Beam lacks, as ``module.attribute``."""
+    missing = [f"{module}.{attributes}" for module, attributes in RUNNER_INTERNALS
+               if not _present(module, attributes)]
+    if not missing:
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        # Our worker environment goes where run_pipeline reads it: set anywhere else, it
+        # would be ignored and the run would quietly use Beam's workers.
+        if "_default_environment" not in names_used(FnApiRunner.run_pipeline):
+            missing.append("FnApiRunner.run_pipeline reading _default_environment")
+    return missing
+
+
+@functools.cache
+def why_unusable() -> str | None:
+    """None when the local runner may change Beam's runner, else why not (for the log).
+
+    Checked once per process: the answer depends only on the installed Beam."""
+    version = beam_version()
+    minor = minor_version(version)
+    oldest, newest = TESTED_BEAM
+    if minor is None or not oldest <= minor <= newest:
+        return (f"Apache Beam {version} is not one recordbeam's local runner is tested with "
+                f"({oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]})")
+    missing = missing_internals()
+    if missing:
+        return f"Apache Beam {version} lacks what recordbeam's local runner uses: " + ", ".join(
+            missing)
+    return None
+
+
+def submitted_job_id(result: object) -> str | None:
+    """The runner's id of a job submitted without waiting: Dataflow's public ``job_id()``;
+    the portable runner's result keeps it only in the private ``_job_id`` (no accessor up
+    to Beam 2.77), read here, where Beam's internals are fenced. None when neither says."""
+    job_id = getattr(result, "job_id", None)
+    if callable(job_id):
+        job_id = job_id()
+    job_id = job_id or getattr(result, "_job_id", None)
+    return str(job_id) if job_id else None
+
+
+def _match_lists_privately() -> bool:
+    """Whether Beam's ``FileSystem.match`` lists through the private members
+    :func:`streamed_match` calls (``_list``, ``_url_dirname``) and filters through
+    ``match_files``; if a Beam release changes that, streaming the listing could give
+    other files than ``match``."""
+    from apache_beam.io.filesystem import FileSystem
+
+    return {"_list", "_url_dirname", "match_files"} <= names_used(FileSystem.match) and all(
+        callable(getattr(FileSystem, name, None)) for name in ("_list", "_url_dirname"))
+
+
+def streamed_match(system: Any, pattern: str) -> Iterator[Any] | None:
+    """``system.match([pattern])``'s files, streamed: the filesystem's own lister
+    (``_list``, the generator every Beam ``FileSystem`` implements and ``match`` drains)
+    on the part before the first glob character, through the same filter
+    (``match_files``). None where that would not give ``match``'s files: a pattern
+    without a glob, a filesystem with a ``match`` of its own, or a Beam whose ``match``
+    lists another way (checked once per process)."""
+    from apache_beam.io.filesystem import FileSystem
+
+    where = re.match(r"[^[*?]*", pattern).group(0)
+    if where == pattern or not _streams_listings() or type(system).match is not FileSystem.match:
+        return None
+    if system.has_dirs():
+        where = system._url_dirname(where)  # as match does: list the folder itself
+    return system.match_files(system._list(where), pattern)
+
+
+@functools.cache
+def _streams_listings() -> bool:
+    return _match_lists_privately()

@@ -1,0 +1,319 @@
+"""Pipeline options: our defaults for local runs, and Beam's own options passed through.
+
+Locally we run Beam's FnApiRunner in multi-processing mode, one worker per core
+(:class:`LocalRunner`). Beam's ``DirectRunner`` would first try to download the Prism
+runner binary (and warn when it cannot); the FnApiRunner needs no network. Any
+``--runner`` and any other Beam option given by the user wins over these defaults.
+
+The local runner's worker processes are ``recordbeam.local.worker``: forked by a standby
+process made ready ahead of the run (:mod:`recordbeam.local.standby`) when the command started
+one, else new processes started as Beam starts them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TextIO
+
+import grpc
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    _BeamArgumentParser,
+)
+from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.transforms.environments import Environment, SubprocessSDKEnvironment
+from apache_beam.utils import thread_pool_executor
+from google.protobuf import json_format, text_format
+
+from recordbeam.errors import UsageError, unknown_arguments_error
+from recordbeam.local import internals as runner_internals
+from recordbeam.local import standby
+from recordbeam.local.feed import feeding_in_pieces
+from recordbeam.local.shuffle import spilling_shuffles
+from recordbeam.local.standby import LOCAL_RUNNER
+
+try:
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+except ImportError:  # runner_internals.why_unusable() says so, and runs are Beam's own
+    worker_handlers = None
+
+_LOG = logging.getLogger(__name__)
+
+#: Runner names that run in this process's machine, as Beam 2.77 lists them
+#: (``StandardOptions.LOCAL_RUNNERS``, which older Beam lacks).
+LOCAL_RUNNERS = ("BundleBasedDirectRunner", "DirectRunner", "SwitchingDirectRunner",
+                 "FnApiRunner", "PrismRunner", "TestDirectRunner")
+
+_BeamWorkerHandler: Any = getattr(worker_handlers, "WorkerHandler", None)
+_BeamSubprocessWorkerHandler: Any = getattr(worker_handlers, "SubprocessSdkWorkerHandler", None)
+
+#: The environment of our local worker processes: Beam's subprocess environment under a
+#: name of our own, so that its workers are started by :class:`_LocalWorkerHandler`.
+LOCAL_WORKER_URN = "recordbeam:env:local_worker:v1"
+
+
+class LocalRunner(FnApiRunner):
+    """Beam's FnApiRunner, with three changes.
+
+    Its shuffles move to disk past a memory budget
+    (:mod:`recordbeam.local.shuffle`): in every mode the FnApiRunner holds them in this
+    process, so without that its memory grows with the dataset. And it feeds each stage's
+    input to the workers in pieces while the stage runs (:mod:`recordbeam.local.feed`),
+    instead of sending it whole first.
+
+    In ``multi_processing`` mode its worker processes are ``recordbeam.local.worker``,
+    Beam's worker that skips the interpreter's slow shutdown once its work is done
+    (about 0.6 s per worker, stopped one after the other), forked by the standby of
+    :mod:`recordbeam.local.standby` when the ``recordbeam`` command started one. Other modes
+    run Beam's workers.
+
+    All of this reaches into Beam's runner internals; on a Beam without them, or one CI
+    does not test (:func:`recordbeam.local.internals.why_unusable`), it is Beam's plain
+    FnApiRunner instead, and each run logs why.
+    """
+
+    def run_pipeline(self, pipeline, options):
+        why_not = runner_internals.why_unusable()
+        if why_not is not None:
+            _LOG.warning("%s; this run uses Beam's plain FnApiRunner: the same output, but "
+                         "shuffles stay in memory and workers start as Beam starts them.",
+                         why_not)
+            return super().run_pipeline(pipeline, options)
+        with spilling_shuffles(), feeding_in_pieces():
+            if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
+                return super().run_pipeline(pipeline, options)
+            return self._run_with_local_workers(pipeline, options)
+
+    def _run_with_local_workers(self, pipeline, options):
+        direct = options.view_as(DirectOptions)
+        default = self._default_environment
+        self._default_environment = _LocalWorkerEnvironment.from_command_string(
+            f"{_quoted(sys.executable)} -m recordbeam.local.worker")
+        # The FnApiRunner picks Beam's worker command for this mode; with no mode named it
+        # keeps the environment set above and still runs direct_num_workers processes.
+        direct.direct_running_mode = None
+        try:
+            return super().run_pipeline(pipeline, options)
+        finally:
+            direct.direct_running_mode = "multi_processing"
+            self._default_environment = default
+
+
+@Environment.register_urn(LOCAL_WORKER_URN, bytes)
+class _LocalWorkerEnvironment(SubprocessSDKEnvironment):
+    def to_runner_api_parameter(self, context):
+        return LOCAL_WORKER_URN, self.command_string.encode("utf-8")
+
+    @staticmethod
+    def from_runner_api_parameter(payload, capabilities, artifacts, resource_hints, context):
+        return _LocalWorkerEnvironment(payload.decode("utf-8"), capabilities, artifacts,
+                                       resource_hints)
+
+
+class _LocalWorkerHandler(_BeamSubprocessWorkerHandler or object):
+    """Beam's handler of subprocess workers, whose workers may be standbys."""
+
+    def __init__(self, command_line: bytes, state, provision_info, grpc_server) -> None:
+        super().__init__(command_line, state, provision_info, grpc_server)
+        self._command_line = command_line
+
+    def start_worker(self) -> None:
+        self.worker = _LocalWorker(self._command_line, self.control_address,
+                                   self.provision_info, self.worker_id)
+        self.worker_thread = threading.Thread(name="run_worker", target=self.worker.run)
+        self.worker_thread.start()
+
+
+if _BeamWorkerHandler is not None:
+    _BeamWorkerHandler.register_environment(LOCAL_WORKER_URN, bytes)(_LocalWorkerHandler)
+
+
+class _LocalWorker:
+    """One worker process for the life of a run: forked by the command's standby when it
+    has one (:func:`recordbeam.local.standby.take`), else started by Beam's
+    ``SubprocessSdkWorker``. Either way :meth:`run` returns when the process has exited
+    and raises ``RuntimeError`` when its exit code is not 0."""
+
+    def __init__(self, command_line: bytes, control_address: str, provision_info,
+                 worker_id: str | None) -> None:
+        self._command_line = command_line
+        self._control_address = control_address
+        self._provision_info = provision_info
+        self._worker_id = worker_id
+
+    def run(self) -> None:
+        ready = standby.take()
+        if ready is not None:
+            log_server, log_address = _start_log_server()
+            try:
+                worker = ready.hand_off(self._environment(log_address))
+                if worker is not None:
+                    return _wait_for_worker(worker)
+            finally:
+                log_server.stop(0)
+        # No standby, or it could not fork a worker: a new process, as Beam starts them.
+        self._start_anew()
+
+    def _start_anew(self) -> None:
+        from apache_beam.runners.portability import local_job_service
+
+        local_job_service.SubprocessSdkWorker(
+            self._command_line, self._control_address, self._provision_info,
+            self._worker_id).run()
+
+    def _environment(self, log_address: str) -> Mapping[str, str]:
+        """What Beam's ``SubprocessSdkWorker`` adds to the environment of the process."""
+        options = self._provision_info.provision_info.pipeline_options
+        environment = {
+            **os.environ,
+            "CONTROL_API_SERVICE_DESCRIPTOR": _service_descriptor(self._control_address),
+            "LOGGING_API_SERVICE_DESCRIPTOR": _service_descriptor(log_address),
+            "PIPELINE_OPTIONS": json_format.MessageToJson(options),
+        }
+        if self._worker_id:
+            environment["WORKER_ID"] = self._worker_id
+        return environment
+
+
+def _service_descriptor(address: str) -> str:
+    return text_format.MessageToString(endpoints_pb2.ApiServiceDescriptor(url=address))
+
+
+def _start_log_server() -> tuple[grpc.Server, str]:
+    """A gRPC server receiving one worker's log records, which it logs in this process."""
+    from apache_beam.runners.portability.local_job_service import BeamFnLoggingServicer
+
+    # A worker may stay quiet for long: the server must not take its keep-alive pings
+    # for abuse and drop the connection.
+    server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
+                         options=[("grpc.http2.max_pings_without_data", 0),
+                                  ("grpc.http2.max_ping_strikes", 0)])
+    beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(BeamFnLoggingServicer(), server)
+    port = server.add_insecure_port("[::]:0")
+    server.start()
+    return server, f"localhost:{port}"
+
+
+def _wait_for_worker(process: subprocess.Popen | standby.Worker) -> None:
+    try:
+        if process.wait():
+            raise RuntimeError(f"Worker subprocess exited with return code {process.returncode}")
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def _quoted(path: str) -> str:
+    """``path`` as one word of the shell command line Beam starts workers with."""
+    return shlex.quote(path) if os.name == "posix" else subprocess.list2cmdline([path])
+
+
+class _BeamOptionsParser(_BeamArgumentParser):
+    """The parser Beam reads pipeline options with (every ``PipelineOptions`` subclass's
+    arguments, no abbreviations), raising on a bad value instead of exiting."""
+
+    def error(self, message: str):  # argparse's hook; the default prints usage and exits
+        raise UsageError(f"{message} (a Beam pipeline option)")
+
+
+def _beam_options_parser() -> _BeamOptionsParser:
+    # As PipelineOptions.get_all_options collects them: the direct subclasses loaded now,
+    # one per name.
+    parser = _BeamOptionsParser(allow_abbrev=False, add_help=False)
+    classes = {str(cls): cls for cls in PipelineOptions.__subclasses__()}
+    for cls in classes.values():
+        cls._add_argparse_args(parser)
+    return parser
+
+
+def beam_option_flags() -> list[str]:
+    """Every option Beam's ``PipelineOptions`` define (``--runner``, ``--project``...)."""
+    return [flag for action in _beam_options_parser()._actions for flag in action.option_strings]
+
+
+def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
+    """The arguments no Beam pipeline option takes (unknown options, their values, stray
+    words), in order; raises ``UsageError`` when a Beam option's value is bad."""
+    _known, unknown = _beam_options_parser().parse_known_args(list(beam_args))
+    return unknown
+
+
+def check_beam_args(beam_args: Sequence[str], *, command: str = "recordbeam",
+                    other_flags: Sequence[str] = ()) -> None:
+    """Raise ``UsageError`` unless every argument is a Beam pipeline option (and its value):
+    Beam itself only logs a warning and drops the rest, so a typo would change the run
+    without a word. ``other_flags`` join Beam's as suggestions."""
+    unknown = unknown_beam_args(beam_args)
+    if unknown:
+        flags = [*other_flags, *beam_option_flags()]
+        raise unknown_arguments_error(unknown, flags, command)
+
+
+def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:
+    """Beam options from command-line style ``beam_args`` plus our local defaults.
+
+    Raises ``UsageError`` for an argument that is no Beam option (:func:`check_beam_args`).
+    Also hands the options to Beam's ``FileSystems`` in this process, so the launcher's
+    own checks (output folder, inputs, ``--if-changed``) reach object stores with the same
+    settings (endpoint, credentials) as the workers.
+    """
+    check_beam_args(beam_args)
+    options = PipelineOptions(list(beam_args), **overrides)
+    FileSystems.set_options(options)
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
+        standard.runner = LOCAL_RUNNER
+    if is_local(options):
+        given = {a.split("=", 1)[0].lstrip("-") for a in beam_args if a.startswith("--")}
+        given |= set(overrides)
+        direct = options.view_as(DirectOptions)
+        if "direct_running_mode" not in given:
+            direct.direct_running_mode = "multi_processing"
+        if "direct_num_workers" not in given:
+            direct.direct_num_workers = os.cpu_count() or 1
+    return options
+
+
+def is_local(options: PipelineOptions) -> bool:
+    runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return name.rsplit(".", 1)[-1] in (*LOCAL_RUNNERS, LocalRunner.__name__)
+
+
+@contextlib.contextmanager
+def worker_output_to_log(prefix: str = "recordbeam-") -> Iterator[tuple[TextIO, str]]:
+    """Send everything written to file descriptor 2 (Beam's logs, and those of the
+    worker processes it starts, which inherit it) to a log file for the duration.
+
+    Yields ``(console, log_path)``: a stream to the real terminal for progress lines,
+    and the log's path to show when something fails. The log is deleted on success.
+    """
+    sys.stderr.flush()
+    fd, log_path = tempfile.mkstemp(prefix=prefix, suffix=".log")
+    saved = os.dup(2)
+    console = os.fdopen(os.dup(saved), "w", buffering=1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    failed = True
+    try:
+        yield console, log_path
+        failed = False
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        console.close()
+        if not failed:
+            os.unlink(log_path)

@@ -1,0 +1,404 @@
+"""Shuffles of local runs that move to disk past a memory budget.
+
+Beam's FnApiRunner keeps every ``GroupByKey`` of a run in the launcher process: its
+``GroupingBuffer`` holds the decoded values of every key in a dict, and builds a second,
+encoded copy of them when it deals the groups to the workers. The launcher's memory then
+grows with the dataset (a COCO conversion's three shuffles take ~1.5 KB per image encoded,
+more decoded).
+
+:class:`SpillingGroupingBuffer` is that buffer with a budget. Below it, it is Beam's
+buffer, untouched. Past it, each element goes to one of :data:`BUCKETS` buckets by a hash
+of its key, still encoded, into one temp file; when the runner asks for the groups, one
+bucket at a time is grouped and encoded by Beam's own buffer and its groups dealt to the
+workers' parts (temp files too, read back in whole-element chunks). Memory then holds one
+bucket and a few write buffers, however many elements the shuffle has. (Beam's runner
+would still build what it sends a worker as one message per worker and stage;
+:mod:`recordbeam.local.feed` sends it in pieces.)
+
+What the workers receive is what Beam's buffer would give them: the same groups, each
+key's values in the order they arrived, and parts whose numbers of keys differ by at most
+one. Only which keys share a part, and their order in it, differ: Beam's follow the keys'
+arrival, which is not deterministic either once several workers send them.
+
+:func:`spilling_shuffles` installs the buffer in Beam's runner for the duration of a run;
+``recordbeam.local.runner.LocalRunner`` does so for every run where ``recordbeam.local.internals``
+allows it. This reaches into Beam's private runner module; :data:`AVAILABLE` is False
+when a Beam version lacks what it needs, and runs then keep Beam's buffer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+import zlib
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+try:
+    from apache_beam.coders.coder_impl import create_InputStream
+    from apache_beam.runners.portability.fn_api_runner import execution
+    from apache_beam.transforms.window import GlobalWindows
+except ImportError:  # a Beam without the FnApiRunner: nothing to install into
+    execution = None
+
+_LOG = logging.getLogger(__name__)
+
+#: Bytes one shuffle keeps in memory (as Beam's buffer, decoded: ~1.5x more) before it
+#: moves to disk, counted as the encoded bytes the workers sent it. A 20k-image COCO
+#: conversion's largest shuffle is ~15 MiB, so it stays in memory; from ~40k images on
+#: the large ones spill. 8 MiB took ~80 MiB less at 20k but ~9% longer (spilling costs
+#: the launcher CPU); either way the peak no longer grows with the data.
+#: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
+SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 32 << 20))
+
+#: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512
+#: keep that to ~1 MiB per 500 MiB spilled.
+BUCKETS = 512
+
+#: Encoded elements a spilling shuffle collects before writing them out, bucket by bucket.
+WRITE_BUFFER = 8 << 20
+
+#: Size a part's chunks reach before they are written; what a worker receives per read.
+PART_CHUNK = 1 << 20
+
+_BeamGroupingBuffer: Any = getattr(execution, "GroupingBuffer", None)
+
+
+def _beam_has_what_we_need() -> bool:
+    """Beam's runner builds its grouping buffers by a global name lookup in ``execution``
+    (so replacing that name swaps the class), and the buffer keeps the attributes this
+    module reads and writes."""
+    manager = getattr(execution, "BundleContextManager", None)
+    get_buffer = getattr(manager, "get_buffer", None)
+    if _BeamGroupingBuffer is None or get_buffer is None:
+        return False
+    code = getattr(get_buffer, "__code__", None)
+    if code is None or "GroupingBuffer" not in code.co_names:
+        return False
+    names = set()
+    for method in ("__init__", "append", "extend", "partition"):
+        code = getattr(getattr(_BeamGroupingBuffer, method, None), "__code__", None)
+        if code is None:
+            return False
+        names.update(code.co_names)
+    return {"_table", "_grouped_output", "_key_coder", "_pre_grouped_coder",
+            "_post_grouped_coder", "_windowing"} <= names
+
+
+#: Whether this Beam version can take the spilling buffer.
+AVAILABLE = _beam_has_what_we_need()
+
+
+class _SpillFile:
+    """A temp file written once, front to back, then read by (offset, length) spans.
+
+    Deleted when its last holder lets go of it (or with its folder, at the end of a run).
+    """
+
+    def __init__(self, folder: str) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="shuffle-", dir=folder)
+        self._out = os.fdopen(fd, "wb")
+        self.size = 0
+        self._remove = weakref.finalize(self, _remove_file, self.path, self._out)
+
+    def write(self, data: bytes | bytearray) -> int:
+        """Append ``data``; returns its offset."""
+        offset = self.size
+        self._out.write(data)
+        self.size += len(data)
+        return offset
+
+    def finish(self) -> None:
+        self._out.close()
+
+    def read(self, spans: array) -> Iterator[bytes]:
+        """The bytes of each ``(offset, length)`` pair in ``spans`` (a flat array)."""
+        if not spans:
+            return
+        with open(self.path, "rb") as f:
+            for i in range(0, len(spans), 2):
+                f.seek(spans[i])
+                yield f.read(spans[i + 1])
+
+
+def _remove_file(path: str, out) -> None:
+    out.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+class _BucketedSpill:
+    """Encoded elements on disk, by hash bucket of their key, in arrival order.
+
+    Open until :meth:`finish`; then read only, and safe to share between buffers.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self._file = _SpillFile(folder)
+        self._pending = [bytearray() for _ in range(BUCKETS)]
+        self._pending_size = 0
+        self._spans = [array("q") for _ in range(BUCKETS)]
+        self.finished = False
+
+    @property
+    def size(self) -> int:
+        return self._file.size + self._pending_size
+
+    def add(self, encoded_key: bytes, element) -> None:
+        self._pending[zlib.crc32(encoded_key) % BUCKETS] += element
+        self._pending_size += len(element)
+        if self._pending_size >= WRITE_BUFFER:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        for bucket, data in enumerate(self._pending):
+            if data:
+                self._spans[bucket].extend((self._file.write(data), len(data)))
+                self._pending[bucket] = bytearray()
+        self._pending_size = 0
+
+    def finish(self) -> None:
+        if not self.finished:
+            self._write_pending()
+            self._file.finish()
+            self.finished = True
+
+    def bucket(self, index: int) -> Iterator[bytes]:
+        """Runs of whole elements of bucket ``index``, in the order they were added."""
+        return self._file.read(self._spans[index])
+
+
+class _Part:
+    """One worker's share of a spilled shuffle: chunks of whole encoded groups, read from
+    disk each time it is iterated (Beam iterates a part again when a bundle is retried)."""
+
+    def __init__(self, file: _SpillFile, spans: array) -> None:
+        self._file = file
+        self._spans = spans
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._file.read(self._spans)
+
+
+class _PartWriter:
+    """Collects encoded groups per part into chunks of about :data:`PART_CHUNK` bytes,
+    all in one temp file."""
+
+    def __init__(self, parts: int, folder: str) -> None:
+        self._file = _SpillFile(folder)
+        self._pending: list[list[bytes]] = [[] for _ in range(parts)]
+        self._pending_size = [0] * parts
+        self._spans = [array("q") for _ in range(parts)]
+
+    def add(self, part: int, groups: bytes) -> None:
+        if groups:
+            self._pending[part].append(groups)
+            self._pending_size[part] += len(groups)
+            if self._pending_size[part] >= PART_CHUNK:
+                self._write(part)
+
+    def _write(self, part: int) -> None:
+        chunk = b"".join(self._pending[part])
+        self._spans[part].extend((self._file.write(chunk), len(chunk)))
+        self._pending[part], self._pending_size[part] = [], 0
+
+    def finish(self) -> list[_Part]:
+        for part, pending in enumerate(self._pending):
+            if pending:
+                self._write(part)
+        self._file.finish()
+        return [_Part(self._file, spans) for spans in self._spans]
+
+
+class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
+    """Beam's ``GroupingBuffer`` that moves its elements to disk past ``budget`` bytes.
+
+    ``budget`` defaults to :data:`SHUFFLE_MEMORY`; ``folder`` to the folder of the current
+    run (see :func:`spilling_shuffles`), else the system's temp folder. Shuffles with a
+    windowing other than the global window stay in memory: they are Beam's buffer.
+    ``clear`` drops the contents and their files (Beam's buffer ignores ``clear``; its
+    runner never calls it on a grouping buffer).
+    """
+
+    def __init__(self, pre_grouped_coder, post_grouped_coder, windowing, *,
+                 budget: int | None = None, folder: str | None = None) -> None:
+        super().__init__(pre_grouped_coder, post_grouped_coder, windowing)
+        default = SHUFFLE_MEMORY if budget is None else budget
+        self._budget = default if windowing.is_default() else None
+        self._folder = folder
+        self._held = 0  # bytes appended to the in-memory table
+        self._spills: list[_BucketedSpill] = []  # once spilled, the table stays empty
+        self.cleared = False
+
+    @property
+    def spilled_bytes(self) -> int:
+        return sum(spill.size for spill in self._spills)
+
+    def append(self, elements_data: bytes) -> None:
+        if self._grouped_output:
+            raise RuntimeError("Grouping table append after read.")
+        if self._spills:
+            self._spill_elements(elements_data)
+            return
+        super().append(elements_data)
+        self._held += len(elements_data)
+        self._spill_if_over_budget()
+
+    def extend(self, input_buffer) -> None:
+        if not isinstance(input_buffer, _BeamGroupingBuffer):
+            super().extend(input_buffer)  # Beam ignores list buffers, refuses the rest
+            return
+        theirs = (input_buffer._shared_spills()
+                  if isinstance(input_buffer, SpillingGroupingBuffer) else [])
+        if not self._spills and not theirs:
+            super().extend(input_buffer)
+            self._held += getattr(input_buffer, "_held", 0)
+            self._spill_if_over_budget()
+            return
+        if not self._spills:
+            self._spill_table()  # ours arrived first
+        if theirs:
+            self._spills[-1].finish()  # later appends start a new spill after theirs
+            self._spills.extend(theirs)
+        else:
+            self._spill_table(input_buffer._table)
+
+    def partition(self, n: int) -> list:
+        if self._grouped_output or not self._spills:
+            return super().partition(n)
+        for spill in self._spills:
+            spill.finish()
+        parts = _PartWriter(n, self._spill_folder())
+        dealt = 0  # keys dealt so far: the next key goes to part dealt % n, as in Beam
+        for index in range(BUCKETS):
+            bucket = _BeamGroupingBuffer(
+                self._pre_grouped_coder, self._post_grouped_coder, self._windowing)
+            for spill in self._spills:
+                for elements in spill.bucket(index):
+                    bucket.append(elements)
+            keys = len(bucket._table)
+            if not keys:
+                continue
+            for i, chunks in enumerate(bucket.partition(n)):
+                for groups in chunks:
+                    parts.add((dealt + i) % n, groups)
+            dealt += keys
+        _LOG.info("A shuffle of %d keys spilled %.1f MiB to disk", dealt,
+                  self.spilled_bytes / 2**20)
+        self._grouped_output = parts.finish()
+        self._spills = []  # their files go with the last buffer that shares them
+        return self._grouped_output
+
+    def clear(self) -> None:
+        self._table.clear()
+        self._held = 0
+        self._spills = []
+        self._grouped_output = None
+        self.cleared = True
+
+    def reset(self) -> None:
+        self.cleared = False
+
+    def _spill_if_over_budget(self) -> None:
+        if self._budget is not None and self._held > self._budget:
+            self._spill_table()
+
+    def _open_spill(self) -> _BucketedSpill:
+        if not self._spills or self._spills[-1].finished:
+            self._spills.append(_BucketedSpill(self._spill_folder()))
+        return self._spills[-1]
+
+    def _spill_folder(self) -> str:
+        return self._folder or _current_run_folder() or tempfile.gettempdir()
+
+    def _spill_table(self, table: dict | None = None) -> None:
+        """Move ``table`` (ours by default, then emptied) into the open spill, encoded as
+        the elements it was decoded from (global window: only key and value matter)."""
+        own = table is None
+        table = self._table if own else table
+        spill = self._open_spill()
+        key_coder = self._key_coder.get_impl()
+        element_coder = self._pre_grouped_coder.get_impl()
+        for encoded_key, values in table.items():
+            key = key_coder.decode(encoded_key)
+            for value in values:
+                element = GlobalWindows.windowed_value((key, value))
+                spill.add(encoded_key, element_coder.encode_nested(element))
+        if own:
+            self._table.clear()
+            self._held = 0
+
+    def _spill_elements(self, elements_data: bytes) -> None:
+        """Add each encoded element of ``elements_data`` to the open spill as it is."""
+        spill = self._open_spill()
+        key_coder = self._key_coder.get_impl()
+        element_coder = self._pre_grouped_coder.get_impl()
+        stream = create_InputStream(elements_data)
+        view = memoryview(elements_data)
+        total, start = len(elements_data), 0
+        while stream.size() > 0:
+            key = element_coder.decode_from_stream(stream, True).value[0]
+            end = total - stream.size()
+            spill.add(key_coder.encode(key), view[start:end])
+            start = end
+
+    def _shared_spills(self) -> list[_BucketedSpill]:
+        """Our spills, finished, for another buffer to read too."""
+        for spill in self._spills:
+            spill.finish()
+        return list(self._spills)
+
+
+_install_lock = threading.Lock()
+_runs = 0
+_run_folder: str | None = None
+
+
+@contextlib.contextmanager
+def spilling_shuffles() -> Iterator[None]:
+    """Make Beam's runner use :class:`SpillingGroupingBuffer` while the block runs.
+
+    Spill files go to a temp folder made at the first spill and removed at the end,
+    failed runs included (a killed run leaves its ``recordbeam-shuffle-*`` folder).
+    Nested or concurrent blocks share one installation (the class is a module global of
+    Beam's); the last to leave restores Beam's buffer. Without :data:`AVAILABLE`, does
+    nothing.
+    """
+    global _runs, _run_folder
+    if not AVAILABLE:
+        yield
+        return
+    with _install_lock:
+        if _runs == 0:
+            execution.GroupingBuffer = SpillingGroupingBuffer
+        _runs += 1
+    try:
+        yield
+    finally:
+        with _install_lock:
+            _runs -= 1
+            if _runs == 0:
+                execution.GroupingBuffer = _BeamGroupingBuffer
+                if _run_folder is not None:
+                    shutil.rmtree(_run_folder, ignore_errors=True)
+                    _run_folder = None
+
+
+def _current_run_folder() -> str | None:
+    """The spill folder of the runs in progress, made on first use; None outside runs."""
+    global _run_folder
+    with _install_lock:
+        if _runs and _run_folder is None:
+            _run_folder = tempfile.mkdtemp(prefix="recordbeam-shuffle-")
+        return _run_folder
+
+
+def installed() -> bool:
+    """Whether Beam's runner builds spilling buffers right now."""
+    return execution is not None and execution.GroupingBuffer is SpillingGroupingBuffer

@@ -1,0 +1,335 @@
+"""Standby workers: the worker processes of a local run, made ready before the runner needs them.
+
+On :class:`recordbeam.local.runner.LocalRunner` a run starts one worker process per core once
+its pipeline is built, and each spends over a second importing Beam while the launcher
+waits. The ``recordbeam`` command knows right after parsing its arguments whether it will
+run that way (:func:`workers_needed`), so it starts one standby process then
+(:func:`started`): it imports Beam's worker while the launcher imports Beam and builds the
+pipeline. When the runner starts a worker it asks for one instead (:func:`take`,
+:meth:`Standby.hand_off`): the standby forks, and the child becomes the worker with what a
+new process would have inherited at that moment: the environment (the runner's
+addresses, the pipeline options), the working folder, and the launcher's standard output
+and error, passed as open file descriptors, so it writes into the run's log exactly as a
+worker started then would. The standby reports each worker's exit code to the launcher.
+
+One standby that forks, rather than one per worker: the launcher's own imports are the
+critical path, and on two cores two more processes importing Beam beside it slowed it by
+~0.5 s; forked workers also share the imported modules' memory.
+
+Whatever goes wrong before a worker is running (the standby died, its import failed, the
+platform cannot fork or pass file descriptors) only means the runner starts a worker the
+usual way. A standby nobody used is ended when the command is done; one whose launcher
+died exits once its workers have. This module does not import Beam.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+
+from recordbeam.local.malloc_arenas import limit_malloc_arenas
+
+#: Linux only: Windows cannot fork, and on macOS forking a process that has loaded native
+#: libraries is unsafe (Python's multiprocessing starts fresh processes there).
+SUPPORTED = sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+
+#: The runner local runs use by default. Named here, where no Beam is imported, so that
+#: argument parsing can tell a local run; ``recordbeam.local.runner`` takes it from here.
+LOCAL_RUNNER = "recordbeam.local.runner.LocalRunner"
+_COMMAND = (sys.executable, "-m", "recordbeam.local.worker", "--standby")
+_ACCEPTED = b"+"  # then the worker's pid
+_EXITED = b"exit "  # then its exit code, as subprocess reports it
+
+_lock = threading.Lock()
+_current: list[_StandbyProcess] = []  # the standby of the command running, if any
+
+
+def workers_needed(beam_args: Sequence[str]) -> int:
+    """How many worker processes a run with these Beam arguments starts: ``direct_num_workers``
+    (default: one per core) on our local runner in ``multi_processing`` mode, which
+    :func:`recordbeam.local.runner.pipeline_options` picks when neither is named; 0 otherwise.
+
+    Reads the arguments without Beam. A wrong guess costs time, never correctness: an
+    unused standby is ended, a worker without one is started as usual.
+    """
+    given = _last_values(beam_args)
+    if given.get("runner", LOCAL_RUNNER) != LOCAL_RUNNER:
+        return 0
+    if given.get("direct_running_mode", "multi_processing") != "multi_processing":
+        return 0
+    try:
+        count = int(given.get("direct_num_workers", "0"))
+    except ValueError:
+        return 0
+    if count == 0:  # Beam's own meaning of 0, and our default: one per core
+        return os.cpu_count() or 1
+    return max(count, 0)
+
+
+def _last_values(args: Sequence[str]) -> dict[str, str]:
+    """The last value of each ``--name=value`` or ``--name value`` argument, as argparse reads them."""
+    values: dict[str, str] = {}
+    for position, arg in enumerate(args):
+        if arg.startswith("--"):
+            name, equals, value = arg[2:].partition("=")
+            if not equals:
+                value = args[position + 1] if position + 1 < len(args) else ""
+            values[name] = value
+    return values
+
+
+# --- the launcher's side ----------------------------------------------------------------
+
+
+class _StandbyProcess:
+    """The standby process, its request channel, and how many workers it may still fork."""
+
+    def __init__(self, process: subprocess.Popen, channel: socket.socket, workers: int) -> None:
+        self.process = process
+        self.channel = channel
+        self.workers_left = workers
+        self.forked = 0
+        self.sending = threading.Lock()
+
+    def end(self) -> None:
+        """Close the channel: the standby exits once the workers it forked have."""
+        self.channel.close()
+        if not self.forked and self.process.poll() is None:
+            self.process.kill()  # maybe still importing: no need to wait for that
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:  # a worker still runs: its runner is going away too
+            self.process.kill()
+            self.process.wait()
+
+
+@contextlib.contextmanager
+def started(workers: int) -> Iterator[subprocess.Popen | None]:
+    """Start a standby able to fork ``workers`` workers for the runs inside the block, and
+    end it at the end of the block. Yields its process (None when none was started)."""
+    standby = None
+    if SUPPORTED and workers > 0:
+        # Workers read MALLOC_ARENA_MAX as they start, and this process starts now: set
+        # it first, as the run would (recordbeam.pipeline.run) before starting workers.
+        limit_malloc_arenas()
+        with contextlib.suppress(OSError):  # no more processes: the runner starts them
+            standby = _spawn(workers)
+    if standby is None:
+        yield None
+        return
+    with _lock:
+        _current.append(standby)
+    try:
+        yield standby.process
+    finally:
+        with _lock:
+            _current.remove(standby)
+        standby.end()
+
+
+def _spawn(workers: int) -> _StandbyProcess:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        # Started before the run sends its output to the log: nothing for the terminal.
+        process = subprocess.Popen(_COMMAND, stdin=theirs, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return _StandbyProcess(process, ours, workers)
+
+
+class Standby:
+    """A standby worker (:func:`take`): one the standby process forks on :meth:`hand_off`."""
+
+    def __init__(self, standby: _StandbyProcess) -> None:
+        self._standby = standby
+
+    def hand_off(self, environment: Mapping[str, str]) -> Worker | None:
+        """Fork a worker that starts with ``environment``, this process's working folder and
+        its file descriptors 1 and 2 (as a new process would inherit them), and wait until
+        it has taken them on (the standby may still be importing). Returns the running
+        worker, or None when the standby could not fork one: then start a worker as usual.
+        """
+        ours, theirs = socket.socketpair()
+        try:
+            with self._standby.sending:
+                socket.send_fds(self._standby.channel, [b"w"], [1, 2, theirs.fileno()])
+            theirs.close()
+            message = json.dumps({"environment": dict(environment), "cwd": os.getcwd()})
+            ours.sendall(message.encode("utf-8") + b"\n")
+            answer = _read_line(ours)
+        except OSError:  # the standby is gone
+            answer = b""
+        finally:
+            theirs.close()
+        if not answer.startswith(_ACCEPTED):  # no fork, or the child failed before starting
+            ours.close()
+            return None
+        with _lock:
+            self._standby.forked += 1
+        return Worker(int(answer[len(_ACCEPTED):]), ours)
+
+
+def take() -> Standby | None:
+    """A worker the running command's standby can fork, or None: then start one as usual."""
+    with _lock:
+        if not _current:
+            return None
+        standby = _current[-1]
+        if standby.workers_left <= 0 or standby.process.poll() is not None:
+            return None
+        standby.workers_left -= 1
+    return Standby(standby)
+
+
+class Worker:
+    """A worker forked by the standby: a child of the standby, not of this process, so its
+    exit code comes from the standby. The parts of ``subprocess.Popen`` the runner uses."""
+
+    def __init__(self, pid: int, channel: socket.socket) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._channel = channel
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            line = _read_line(self._channel)
+            self._channel.close()
+            # No exit code: the standby died first, and the worker's end is unknown.
+            self.returncode = int(line[len(_EXITED):]) if line.startswith(_EXITED) else 1
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._channel], [], [], 0)[0]:
+            return self.wait()
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:  # not reaped by the standby yet: the pid is still the worker's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _read_line(channel: socket.socket) -> bytes:
+    """One short line, or what came before the end of the stream; nothing read beyond it."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = channel.recv(1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
+# --- the standby's side -----------------------------------------------------------------
+
+
+def serve() -> None:
+    """Run as the standby, with Beam's worker imported: fork a worker for each request on
+    standard input. Returns only in a forked child, set up to run as the worker; the
+    standby itself exits once its launcher has closed the channel and its workers are gone.
+    """
+    try:
+        fds = _fork_on_request()
+    except BaseException:  # noqa: BLE001 - whatever it was, the standby must not go on as a worker
+        os._exit(1)
+    _become_worker(*fds)
+
+
+def _fork_on_request() -> tuple[int, int, int]:
+    """The standby's loop; returns only in a forked child: its stdout, stderr and channel."""
+    requests = socket.socket(fileno=0)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda _signal, _frame: None)  # wakes select() up
+    workers: dict[int, socket.socket] = {}  # pid -> where to report its exit code
+    listening = True
+    while listening or workers:
+        ready = select.select([requests, wake_read] if listening else [wake_read], [], [])[0]
+        if wake_read in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_read, 512)
+            _report_exits(workers)
+        if requests not in ready:
+            continue
+        try:
+            data, fds, _flags, _address = socket.recv_fds(requests, 16, 3)
+        except OSError:
+            data, fds = b"", []
+        if not data:  # the launcher is done, or gone
+            listening = False
+            continue
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            continue
+        stdout, stderr, status = fds
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = None
+        if pid == 0:
+            # Nothing of the standby's stays open in the worker. Detached, not closed, so
+            # that no socket object closes a number the worker reuses once it is collected.
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (wake_read, wake_write, *(w.detach() for w in workers.values())):
+                os.close(fd)
+            requests.detach()  # fd 0: replaced in _become_worker
+            return stdout, stderr, status
+        os.close(stdout)
+        os.close(stderr)
+        if pid is None:
+            os.close(status)  # the launcher reads the end of the stream: no worker
+        else:
+            workers[pid] = socket.socket(fileno=status)
+    os._exit(0)
+
+
+def _report_exits(workers: dict[int, socket.socket]) -> None:
+    while workers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        channel = workers.pop(pid, None)
+        if channel is not None:
+            with contextlib.suppress(OSError):
+                channel.sendall(_EXITED + str(os.waitstatus_to_exitcode(status)).encode() + b"\n")
+            channel.close()
+
+
+def _become_worker(stdout: int, stderr: int, status: int) -> None:
+    """In the forked child: take on the environment the launcher sends, answer, and return
+    to run as the worker. Never returns on failure."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)  # also closes the standby's request channel
+        os.close(devnull)
+        channel = socket.socket(fileno=status)
+        message = json.loads(_read_line(channel))
+        os.chdir(message["cwd"])
+        os.environ.clear()
+        os.environ.update(message["environment"])
+        for fd, target in ((stdout, 1), (stderr, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        channel.sendall(_ACCEPTED + str(os.getpid()).encode() + b"\n")
+        channel.close()
+    except BaseException:  # noqa: BLE001 - never return into the standby's loop
+        os._exit(1)

@@ -1,0 +1,344 @@
+"""ImageNet-style class folders input: ``root/<class>/<image>``.
+
+Layouts:
+
+* ``root/<class>/...``: one split (``--split``, default ``train``), or two when
+  ``val_fraction`` moves a deterministic share of the images (by a salted hash of their
+  relative path) into ``val``;
+* ``root/train/<class>/...`` and ``root/val/<class>/...`` (and ``test``): the folders are
+  the splits. The launcher checks for them with a listing limited to one file.
+
+Classes are the class folder names sorted by name, or the lines of a classes file (one
+name per line, in label order). Labels start at ``label_offset`` (0, or 1 for the slim
+ImageNet convention that keeps 0 for background). Files are listed on workers with
+``MatchFiles``; bytes are read only by the shard writer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.images.checks import ImageInfo
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.write.image_encoder import ImageExampleEncoder
+from recordbeam.write.planning import order_key
+
+#: Top-level folder names recognized as splits.
+SPLIT_FOLDERS = ("train", "val", "test")
+
+#: Salt of the hash that decides which images ``val_fraction`` moves to ``val``; not the
+#: shard-order salt, so the split does not correlate with shard positions.
+SPLIT_SALT = "recordbeam/split/v1"
+
+CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+
+#: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
+#: XMLs, exports add CSV/JSON sidecars): skipped and counted like hidden files, because
+#: they are not meant as examples and rejecting them would count against
+#: --max-reject-fraction.
+NON_IMAGE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".md", ".yaml", ".yml")
+
+
+class ImageFolderError(DataError, ValueError):
+    """The class folders or the classes file cannot be used as given."""
+
+
+@dataclass(frozen=True)
+class ImageFolderOptions:
+    """What to read and how to label it.
+
+    Attributes:
+        root: the folder holding class folders (or split folders), any Beam filesystem.
+        split: split name for a flat layout.
+        classes_file: one class name per line, in label order; None sorts folder names.
+        label_offset: label of the first class (1 keeps 0 for background, as slim does).
+        val_fraction: in a flat layout, the share of images written to ``val`` instead.
+    """
+
+    root: str
+    split: str = "train"
+    classes_file: str | None = None
+    label_offset: int = 0
+    val_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.val_fraction is not None and not 0.0 < self.val_fraction < 1.0:
+            raise ImageFolderError(
+                f"--val-fraction must be between 0 and 1, got {self.val_fraction}"
+            )
+        if self.label_offset < 0:
+            raise ImageFolderError(f"--label-offset must be 0 or more, got {self.label_offset}")
+
+
+def split_folders(root: str) -> tuple[str, ...]:
+    """The split folders under ``root`` that hold class folders with files (may be empty).
+
+    Each check is a listing stopped at the first match, cheap on any filesystem.
+    """
+    base = root.rstrip("/")
+    patterns = [f"{base}/{name}/*/*" for name in SPLIT_FOLDERS]
+    results = FileSystems.match(patterns, limits=[1] * len(patterns))
+    return tuple(name for name, r in zip(SPLIT_FOLDERS, results, strict=True) if r.metadata_list)
+
+
+def val_share(relative_path: str) -> float:
+    """Where a file falls in [0, 1) for ``val_fraction`` (a salted hash of its path)."""
+    return order_key(relative_path, SPLIT_SALT) / 2.0**64
+
+
+def read_classes_file(path: str) -> list[str]:
+    """Class names from a file, one per line in label order; blank lines are skipped."""
+    with filesystems.open_read(path) as f:
+        text = f.read().decode("utf-8-sig")
+    names = [line.strip() for line in text.splitlines() if line.strip()]
+    seen: dict[str, int] = {}
+    for number, name in enumerate(names, 1):
+        if name in seen:
+            raise ImageFolderError(
+                f"{path}: class {name!r} on line {number} already appears on line {seen[name]}; "
+                "each class must be listed once"
+            )
+        seen[name] = number
+    if not names:
+        raise ImageFolderError(f"{path} lists no classes; write one class name per line")
+    return names
+
+
+class _Classify(beam.DoFn):
+    """A listed file -> (relative path, path, size, split, class), or a reject."""
+
+    def __init__(self, root: str, splits: tuple[str, ...], options: ImageFolderOptions) -> None:
+        self._root = root
+        self._splits = splits
+        self._options = options
+
+    def process(self, meta):
+        relative = filesystems.relative_name(self._root, meta.path)
+        parts = relative.split("/")
+        if any(part.startswith(".") for part in parts):
+            yield TaggedOutput("counts", ("skipped_hidden_files", 1))
+            return
+        if parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+            yield TaggedOutput("counts", ("skipped_non_image_files", 1))
+            return
+        if self._splits:
+            if parts[0] not in self._splits or len(parts) < 3:
+                yield TaggedOutput(
+                    "rejects",
+                    Reject(
+                        "image",
+                        meta.path,
+                        "not_in_class_folder",
+                        f"{relative} is not inside {'/'.join(('<split>', '<class>', ''))} with split one of "
+                        f"{', '.join(self._splits)}; move it into a class folder or delete it",
+                        split=parts[0] if parts[0] in self._splits else None,
+                    ),
+                )
+                return
+            split, class_name = parts[0], parts[1]
+        else:
+            if len(parts) < 2:
+                yield TaggedOutput(
+                    "rejects",
+                    Reject(
+                        "image",
+                        meta.path,
+                        "not_in_class_folder",
+                        f"{relative} lies directly in the root folder, not in a class folder; move it "
+                        "into <root>/<class>/ or delete it",
+                    ),
+                )
+                return
+            class_name = parts[0]
+            split = self._options.split
+            fraction = self._options.val_fraction
+            if fraction is not None and val_share(relative) < fraction:
+                split = "val"
+        yield relative, meta.path, meta.size_in_bytes, split, class_name
+
+
+class _Label(beam.DoFn):
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+        self._labels: dict[str, int] | None = None
+
+    def process(self, element, classes):
+        if self._labels is None:
+            self._labels = {name: i + self._offset for i, name in enumerate(classes)}
+        relative, path, size, split, class_name = element
+        label = self._labels.get(class_name)
+        if label is None:
+            yield TaggedOutput(
+                "rejects",
+                Reject(
+                    "image",
+                    path,
+                    "unknown_class",
+                    f"class folder {class_name!r} is not in the classes file; add it there or "
+                    "remove the folder",
+                    split=split,
+                ),
+            )
+            return
+        yield ImageRecord(
+            identity=relative,
+            path=path,
+            size=size,
+            split=split,
+            labels={"label": label, "text": class_name, "source_id": relative},
+        )
+
+
+def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
+    if not classes:
+        raise ImageFolderError("no class folders with files were found under the root folder")
+    return {
+        "task": "classification",
+        "label_map": {str(i + offset): name for i, name in enumerate(classes)},
+        "label_names": list(classes),
+        "label_offset": offset,
+        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
+    }
+
+
+def _listed_class_names(root: str, split_folders: tuple[str, ...],
+                        skipped_prefix: str | None) -> list[str]:
+    """The class names a run would find, from a listing on the launcher: the folders
+    holding files that ``_Classify`` keeps (not hidden, not notes, in a class folder)."""
+    names: set[str] = set()
+    for meta in filesystems.iter_match(filesystems.everything_below(root)):
+        if skipped_prefix and meta.path.startswith(skipped_prefix):
+            continue
+        parts = filesystems.relative_name(root, meta.path).split("/")
+        if any(p.startswith(".") for p in parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+            continue
+        if split_folders:
+            if parts[0] in split_folders and len(parts) >= 3:
+                names.add(parts[1])
+        elif len(parts) >= 2:
+            names.add(parts[0])
+    return sorted(names)
+
+
+class ReadImageFolder(beam.PTransform):
+    """Read class folders into ``ImageRecord``s.
+
+    Construction looks for split folders (a listing limited to one file per name);
+    :attr:`splits` then names every split this read can produce, for ``WriteShards``.
+
+    ``skip_below``, a folder inside the root (the output folder, when it was put there),
+    is left out of the listing: its shards are neither classes nor inputs.
+
+    Returns a dict of PCollections like ``ReadCoco``: ``records``, ``rejects``, ``counts``
+    and ``metadata`` (label map, input terms).
+    """
+
+    def __init__(self, options: ImageFolderOptions, skip_below: str | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self._root = options.root.rstrip("/")
+        self._skipped_prefix = filesystems.prefix_below(self._root, skip_below) if skip_below else None
+        self.split_folders = split_folders(self._root)
+        if self.split_folders and options.val_fraction is not None:
+            raise ImageFolderError(
+                f"{options.root} already has split folders ({', '.join(self.split_folders)}); "
+                "--val-fraction only splits a flat <root>/<class>/ layout"
+            )
+        if self.split_folders:
+            self.splits: tuple[str, ...] = self.split_folders
+        elif options.val_fraction is not None:
+            self.splits = (options.split, "val")
+        else:
+            self.splits = (options.split,)
+
+    def label_metadata(self) -> dict:
+        """The ``label_map`` a run will write, found on the launcher: from the classes
+        file, else from a listing of the class folders (a whole listing: call it only when
+        the answer is needed, to check a run against splits already in its output)."""
+        opts = self._options
+        if opts.classes_file:
+            classes = read_classes_file(opts.classes_file)
+        else:
+            classes = _listed_class_names(self._root, self.split_folders, self._skipped_prefix)
+        return {"label_map": {str(i + opts.label_offset): name for i, name in enumerate(classes)}}
+
+    def expand(self, pbegin):
+        opts = self._options
+        files = pbegin | "ListImages" >> fileio.MatchFiles(filesystems.everything_below(self._root))
+        if self._skipped_prefix:
+            files = files | "SkipOutputFolder" >> beam.Filter(
+                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
+        classified = files | "Classify" >> beam.ParDo(
+            _Classify(self._root, self.split_folders, opts)
+        ).with_outputs("rejects", "counts", main="files")
+        listed = [files]
+        if opts.classes_file:
+            classes = (
+                pbegin
+                | "ClassesFile" >> beam.Create([opts.classes_file])
+                | "ReadClasses" >> beam.Map(read_classes_file)
+            )
+            listed.append(pbegin | "ListClassesFile" >> fileio.MatchFiles(opts.classes_file))
+        else:
+            classes = (
+                classified.files
+                | "ClassNames" >> beam.Map(lambda f: f[4])
+                | "DistinctClasses" >> beam.Distinct()
+                | "SortClasses"
+                >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
+                | "Sorted" >> beam.Map(sorted)
+            )
+        records = classified.files | "Label" >> beam.ParDo(
+            _Label(opts.label_offset), AsSingleton(classes, default_value=[])
+        ).with_outputs("rejects", main="records")
+        terms = (
+            tuple(listed)
+            | "AllInputs" >> beam.Flatten()
+            | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
+        )
+        offset = opts.label_offset
+        metadata = (
+            pbegin
+            | "Metadata" >> beam.Create([None])
+            | "LabelMap"
+            >> beam.Map(
+                lambda _, c, t: _metadata(list(c), offset, t),
+                AsSingleton(classes, default_value=[]),
+                AsSingleton(terms),
+            )
+        )
+        rejects = (classified.rejects, records.rejects) | "FolderRejects" >> beam.Flatten()
+        return {
+            "records": records.records,
+            "rejects": rejects,
+            "counts": classified.counts,
+            "metadata": metadata,
+        }
+
+
+class ClassificationEncoder(ImageExampleEncoder):
+    """Adds ``image/class/label`` (int64) and ``image/class/text`` (the class name)."""
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        measured = getattr(self, "_class_bytes", None)
+        if measured is None:
+            template = {"image/class/label": 1000, "image/class/text": ""}
+            measured = self._class_bytes = len(encode_example(template, CLASS_KINDS))
+        text = record.labels["text"] if record is not None else "n" * self.TYPICAL_NAME_BYTES
+        return measured + len(text.encode("utf-8"))
+
+    def label_features(self, record: ImageRecord, info: ImageInfo):
+        features = {
+            "image/class/label": record.labels["label"],
+            "image/class/text": record.labels["text"],
+        }
+        return features, CLASS_KINDS, [], {}

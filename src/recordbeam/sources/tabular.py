@@ -1,0 +1,855 @@
+"""CSV and JSON Lines manifests input: one row per example (or per step of a sequence).
+
+A row names one or more images (paths relative to the manifest's folder, or URLs of any
+Beam filesystem) and any other columns. Every column has one type for the whole dataset:
+
+=============  ==============================  ==========================
+type           values                          written as
+=============  ==============================  ==========================
+``int64``      integers (JSON true/false: 1/0) int64 feature
+``float``      numbers                         float feature
+``bytes``      text                            bytes feature (UTF-8)
+``image``      image paths                     the image's bytes and size
+``*_list``     JSON lists of one element type  a list feature
+=============  ==============================  ==========================
+
+Types come from ``--schema`` (``{"column": "type"}``) or are inferred. **Inference runs
+on the launcher, before the graph is built**, streaming the manifest once and keeping
+only each column's type and the line it was first seen on (memory grows with columns,
+not rows). We chose that over a ``CombineGlobally`` pass in the pipeline because the
+schema shapes the graph (which columns are images, which splits exist), and because a
+disagreement then fails the command at once with the file and line, before any worker
+starts. Integers widen to float; any other disagreement names the first row that does
+not agree. Rows that do not parse at all (bad JSON, wrong field count) are not a type
+question: the pipeline rejects them one by one (``<manifest>:<line>``).
+
+In the pipeline one worker streams the manifest (``filesystems.open_read``), image paths
+are joined with a listing of the manifest's folder for their sizes, and the bytes are
+read only by the shard writer. With ``group_by`` rows are grouped into
+``tf.train.SequenceExample``s: columns that never vary within a group go to the context,
+the others (and images) become feature lists with one step per row, in manifest order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.write.image_encoder import IMAGE_KINDS, ImageExampleEncoder
+from recordbeam.write.planning import order_key
+from recordbeam.write.sink import Encoded
+
+TYPES = ("int64", "float", "bytes", "image", "int64_list", "float_list", "bytes_list")
+_ALIASES = {
+    "int": "int64",
+    "integer": "int64",
+    "float32": "float",
+    "string": "bytes",
+    "str": "bytes",
+    "text": "bytes",
+    "string_list": "bytes_list",
+    "int_list": "int64_list",
+}
+#: Feature kind written for each type.
+FEATURE_KIND = {
+    "int64": "int64",
+    "float": "float",
+    "bytes": "bytes",
+    "int64_list": "int64",
+    "float_list": "float",
+    "bytes_list": "bytes",
+}
+_IMAGE_NAME = re.compile(r"[^\n]*\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
+_INT = re.compile(r"[+-]?\d+")
+SPLIT_SALT = "recordbeam/split/v1"
+#: Distinct values allowed in a split column: more means it is not a split column.
+MAX_SPLITS = 64
+
+
+class TableError(DataError, ValueError):
+    """The manifest or its schema cannot be used as given (names the file and line)."""
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """What to read and how to lay it out.
+
+    Attributes:
+        manifest: the ``.csv`` or ``.jsonl`` file (any Beam filesystem).
+        split: split of every row when neither ``split_column`` nor ``split_fractions``.
+        schema: path of a JSON ``{"column": "type"}``; None infers the types.
+        image_columns: columns holding image paths; empty: the ``image`` columns of the
+            schema (given or inferred: text columns whose every value ends in an image
+            extension).
+        split_column: column whose value is the example's split (not written as a feature).
+        split_fractions: ``(("train", 0.8), ("val", 0.2))``: splits by a salted hash of
+            the first image path (or of the group), so an image always lands in one split.
+        group_by: write SequenceExamples, one per distinct value of this column.
+        allow_outside_root: also read image paths with ``..`` or absolute local paths
+            (refused by default: a row may only name files below the manifest's folder,
+            or URLs of any Beam filesystem).
+    """
+
+    manifest: str
+    split: str = "train"
+    schema: str | None = None
+    image_columns: tuple[str, ...] = ()
+    split_column: str | None = None
+    split_fractions: tuple[tuple[str, float], ...] = ()
+    group_by: str | None = None
+    allow_outside_root: bool = False
+
+    def __post_init__(self) -> None:
+        if self.split_fractions:
+            total = sum(f for _, f in self.split_fractions)
+            if any(f <= 0 for _, f in self.split_fractions) or not math.isclose(
+                total, 1.0, abs_tol=1e-6
+            ):
+                raise TableError(
+                    f"--split fractions must be positive and add up to 1, got {total:g}"
+                )
+            if self.split_column:
+                raise TableError("give either a split column or split fractions, not both")
+
+
+def parse_split_fractions(text: str) -> tuple[tuple[str, float], ...]:
+    """``"train=0.8,val=0.1,test=0.1"`` -> ``(("train", 0.8), ("val", 0.1), ("test", 0.1))``."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        try:
+            out.append((name.strip(), float(value)))
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise TableError(f"cannot read split {part!r}: write NAME=FRACTION, e.g. train=0.8")
+    return tuple(out)
+
+
+@dataclass
+class Schema:
+    """Column name -> type, in manifest column order, and the inferred splits."""
+
+    types: dict[str, str]
+    image_columns: tuple[str, ...]
+    splits: tuple[str, ...] = ()
+    first_lines: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"columns": dict(self.types), "image_columns": list(self.image_columns)}
+
+
+# --- reading rows ----------------------------------------------------------------------
+
+
+def is_csv(path: str) -> bool:
+    return path.lower().endswith((".csv", ".tsv"))
+
+
+def iter_rows(path: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """``(line, row)`` for each row, or ``(line, problem)`` for a row that does not parse.
+
+    CSV values are strings (empty means missing); JSON Lines values keep their JSON types.
+    ``line`` is where the row starts (1 is a CSV's header).
+    """
+    with filesystems.open_read(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        if is_csv(path):
+            yield from _csv_rows(text, "\t" if path.lower().endswith(".tsv") else ",")
+        else:
+            yield from _jsonl_rows(text)
+
+
+def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dict | str]]:
+    reader = csv.reader(text, delimiter=delimiter)
+    try:
+        header = next(reader)
+    except StopIteration:
+        return
+    except csv.Error as error:
+        yield 1, f"cannot read the header ({error})"
+        return
+    if len(set(header)) != len(header) or any(not h.strip() for h in header):
+        yield 1, "the header has empty or repeated column names; give every column a unique name"
+        return
+    start = reader.line_num + 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            yield start, f"not valid CSV ({error})"
+            start = reader.line_num + 1
+            continue
+        line, start = start, reader.line_num + 1
+        if not cells:
+            continue
+        if len(cells) != len(header):
+            yield line, f"has {len(cells)} fields but the header has {len(header)}"
+            continue
+        yield line, dict(zip(header, cells, strict=True))
+
+
+def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
+    for line, content in enumerate(text, 1):
+        if not content.strip():
+            continue
+        try:
+            row = json.loads(content)
+        except json.JSONDecodeError as error:
+            yield line, f"not valid JSON ({error.msg} at column {error.colno})"
+            continue
+        if not isinstance(row, dict):
+            yield line, f"is a JSON {type(row).__name__}, not an object with one key per column"
+            continue
+        yield line, row
+
+
+# --- types -----------------------------------------------------------------------------
+
+
+def value_type(value: Any, from_csv: bool) -> str | None:
+    """The type of one cell (None: missing); ``"invalid"`` for values no type can hold."""
+    if value is None or (from_csv and value == ""):
+        return None
+    if from_csv:
+        if _INT.fullmatch(value.strip()):
+            return "int64"
+        if value.lstrip().startswith("["):
+            try:
+                return value_type(json.loads(value), False)
+            except json.JSONDecodeError:
+                return "bytes"
+        try:
+            float(value)
+            return "float"
+        except ValueError:
+            pass
+    if isinstance(value, bool) or (isinstance(value, int)):
+        return "int64"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "image" if _IMAGE_NAME.fullmatch(value) else "bytes"
+    if isinstance(value, list):
+        inner = {value_type(v, False) for v in value}
+        if not inner:
+            return "list"
+        if inner <= {"int64"}:
+            return "int64_list"
+        if inner <= {"int64", "float"}:
+            return "float_list"
+        if inner <= {"bytes", "image"}:
+            return "bytes_list"
+    return "invalid"
+
+
+def merge_types(a: str | None, b: str | None) -> str | None:
+    """The type holding both, or raise ``ValueError`` when none does."""
+    if a is None or a == b:
+        return b
+    if b is None:
+        return a
+    pair = {a, b}
+    if pair == {"int64", "float"}:
+        return "float"
+    if pair == {"int64_list", "float_list"}:
+        return "float_list"
+    if pair == {"image", "bytes"}:
+        return "bytes"
+    if "list" in pair and (pair - {"list"}).pop().endswith("_list"):
+        return (pair - {"list"}).pop()
+    raise ValueError(f"{a} vs {b}")
+
+
+def infer_schema(options: TableOptions) -> Schema:
+    """Stream the manifest once and return every column's type (see the module docstring).
+
+    With ``options.schema`` the types come from that file and this pass only checks that
+    every column is named and collects the split column's values.
+
+    Raises:
+        TableError: a type disagreement (naming both lines), an unknown column or type,
+            no image column, a manifest without rows.
+    """
+    path = options.manifest
+    given = load_schema_file(options.schema) if options.schema else None
+    types: dict[str, str | None] = {}
+    first: dict[str, int] = {}
+    splits: dict[str, int] = {}
+    rows = 0
+    from_csv = is_csv(path)
+    for line, row in iter_rows(path):
+        if isinstance(row, str):
+            if line == 1 and from_csv:
+                raise TableError(f"{path}:1: {row}")
+            continue
+        rows += 1
+        if options.split_column:
+            _note_split(path, line, row, options.split_column, splits)
+        for column, value in row.items():
+            if given is not None:
+                if column not in given:
+                    raise TableError(
+                        f"{path}:{line}: column {column!r} is not in the schema "
+                        f"{options.schema}; add it there"
+                    )
+                continue
+            kind = value_type(value, from_csv)
+            if kind == "invalid":
+                raise TableError(
+                    f"{path}:{line}: column {column!r} holds {_short(value)}, which "
+                    "is no feature type (nested or mixed lists, objects)"
+                )
+            known = types.get(column)
+            if column not in types:
+                types[column], first[column] = kind, line
+                continue
+            try:
+                merged = merge_types(known, kind)
+            except ValueError:
+                raise TableError(
+                    f"{path}:{line}: column {column!r} is {kind} ({_short(value)}) but it is "
+                    f"{known} from line {first[column]} on; the type of a feature must be the same "
+                    "across the dataset. Fix the row, or give the types with --schema."
+                ) from None
+            if merged != known and known is None:
+                first[column] = line
+            types[column] = merged
+    if rows == 0:
+        raise TableError(f"{path} holds no rows")
+    if given is not None:
+        resolved = dict(given)
+    else:
+        resolved = {c: _settle(t) for c, t in types.items()}
+    for column in options.image_columns:
+        if column not in resolved:
+            raise TableError(f"{path}: --image-columns names {column!r}, which is not a column")
+        resolved[column] = "image"
+    images = tuple(c for c, t in resolved.items() if t == "image")
+    if not images:
+        raise TableError(
+            f"{path}: no column holds image paths (values ending in .jpg, .png...); name it "
+            "with --image-columns or give it the type 'image' in --schema"
+        )
+    for column in (options.split_column, options.group_by):
+        if column and column not in resolved:
+            raise TableError(f"{path}: there is no column {column!r}")
+    return Schema(resolved, images, tuple(sorted(splits)), first)
+
+
+def _settle(kind: str | None) -> str:
+    # A column that is always missing or always [] has no type of its own; bytes is the
+    # loosest choice and writes empty values.
+    return {None: "bytes", "list": "bytes_list"}.get(kind, kind)
+
+
+def _note_split(path: str, line: int, row: dict, column: str, splits: dict[str, int]) -> None:
+    value = row.get(column)
+    name = str(value) if value not in (None, "") else ""
+    if not re.fullmatch(r"[A-Za-z0-9_]+", name):
+        raise TableError(
+            f"{path}:{line}: split column {column!r} holds {_short(value)}; split "
+            "names are letters, digits and underscores"
+        )
+    splits.setdefault(name, line)
+    if len(splits) > MAX_SPLITS:
+        raise TableError(
+            f"{path}: split column {column!r} has more than {MAX_SPLITS} distinct "
+            "values; is it really the split?"
+        )
+
+
+def load_schema_file(path: str) -> dict[str, str]:
+    """``{"column": "type"}`` from a JSON file (``{"columns": {...}}`` also accepted)."""
+    try:
+        data = json.loads(filesystems.read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError) as error:
+        raise TableError(f"{path}: cannot read the schema ({error})") from None
+    columns = data.get("columns", data) if isinstance(data, dict) else None
+    if not isinstance(columns, dict) or not columns:
+        raise TableError(f'{path}: a schema is a JSON object {{"column": "type", ...}}')
+    out = {}
+    for column, kind in columns.items():
+        kind = _ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+        if kind not in TYPES:
+            raise TableError(
+                f"{path}: column {column!r} has type {kind!r}; use one of {', '.join(TYPES)}"
+            )
+        out[column] = kind
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def convert_value(value: Any, kind: str, from_csv: bool) -> Any:
+    """A cell as the Python value its type writes (None when missing).
+
+    Raises:
+        ValueError: the value does not fit the type (the message says why).
+    """
+    if value is None or (from_csv and value == ""):
+        return None
+    if kind in ("bytes", "image"):
+        if isinstance(value, (dict, list)):
+            raise ValueError(f"{_short(value)} is not text")
+        return value if isinstance(value, str) else json.dumps(value)
+    if kind.endswith("_list"):
+        if from_csv and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ValueError(f"{_short(value)} is not a JSON list") from None
+        if not isinstance(value, list):
+            raise ValueError(f"{_short(value)} is not a list")
+        return [convert_value(v, kind[: -len("_list")], False) for v in value]
+    if from_csv and isinstance(value, str):
+        try:
+            value = (
+                int(value) if kind == "int64" and _INT.fullmatch(value.strip()) else float(value)
+            )
+        except ValueError:
+            raise ValueError(f"{_short(value)} is not a number") from None
+    if kind == "int64":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int):
+            raise ValueError(f"{_short(value)} is not an integer")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{_short(value)} is not a number")
+    return float(value)
+
+
+def resolve_image_path(base_dir: str, value: str) -> str:
+    """An image path from the manifest: URLs and absolute paths as they are, else
+    relative to the manifest's folder."""
+    if "://" in value or value.startswith("/"):
+        return value
+    return filesystems.join(base_dir, value)
+
+
+def manifest_dir(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def split_by_fraction(key: str, fractions: Sequence[tuple[str, float]]) -> str:
+    """The split ``key`` falls in, by a salted hash and cumulative fractions."""
+    share = order_key(key, SPLIT_SALT) / 2.0**64
+    total = 0.0
+    for name, fraction in fractions:
+        total += fraction
+        if share < total:
+            return name
+    return fractions[-1][0]
+
+
+# --- pipeline ---------------------------------------------------------------------------
+
+
+class _ReadRows(beam.DoFn):
+    """Streams the manifest on one worker: typed rows ``(line, row)`` or rejects."""
+
+    def __init__(self, options: TableOptions, schema: Schema) -> None:
+        self._options = options
+        self._schema = schema
+
+    def process(self, path):
+        schema, from_csv = self._schema, is_csv(path)
+        base = manifest_dir(path)
+        for line, row in iter_rows(path):
+            where = f"{path}:{line}"
+            if isinstance(row, str):
+                yield TaggedOutput(
+                    "rejects",
+                    Reject("image", where, "bad_row", f"row {row}; fix or remove the line"),
+                )
+                continue
+            typed, problem = {}, None
+            for column, kind in schema.types.items():
+                try:
+                    typed[column] = convert_value(row.get(column), kind, from_csv)
+                except ValueError as error:
+                    problem = f"column {column!r}: {error} but the column's type is {kind}"
+                    break
+            missing_images = [c for c in schema.image_columns if typed.get(c) is None]
+            if problem is None and missing_images:
+                problem = f"names no image in column {missing_images[0]!r}"
+            if problem is not None:
+                yield TaggedOutput(
+                    "rejects",
+                    Reject("image", where, "bad_row", f"row {problem}; fix or remove the line"),
+                )
+                continue
+            unsafe = [(c, why) for c in schema.image_columns
+                      if (why := filesystems.leaves_root(typed[c], urls_allowed=True))]
+            if unsafe and not self._options.allow_outside_root:
+                column, why = unsafe[0]
+                yield TaggedOutput("rejects", Reject(
+                    "image", where, "outside_root",
+                    f"column {column!r}: {typed[column]!r} {why}; rows may name files below the "
+                    "manifest's folder or URLs (pass --allow-outside-root to read it anyway)",
+                ))
+                continue
+            for column in schema.image_columns:
+                typed[column] = resolve_image_path(base, typed[column])
+            yield line, typed
+
+
+class _SizeImages(beam.DoFn):
+    """path -> (its references, its listing) -> ``(line, (path, size or None))``."""
+
+    def process(self, element):
+        path, grouped = element
+        lines, listed = list(grouped["refs"]), list(grouped["files"])
+        size = listed[0] if listed else None
+        if size is None:  # outside the manifest's folder: one match for this file
+            try:
+                found = FileSystems.match([path])[0].metadata_list
+            except Exception:  # noqa: BLE001 - a bad URL is a missing image, not a crash
+                found = []
+            size = found[0].size_in_bytes if found else None
+        for line in lines:
+            yield line, (path, size)
+
+
+class _BuildRows(beam.DoFn):
+    """line -> (typed row, image sizes) -> row record ``(key, split, line, row, images)``."""
+
+    def __init__(self, options: TableOptions, schema: Schema) -> None:
+        self._options = options
+        self._schema = schema
+
+    def process(self, element):
+        line, grouped = element
+        rows, sizes = list(grouped["rows"]), dict(grouped["sizes"])
+        if not rows:
+            return
+        row = dict(rows[0])  # inputs must not be mutated
+        opts, schema = self._options, self._schema
+        images = []
+        for column in schema.image_columns:
+            path = row.pop(column)
+            size = sizes.get(path)
+            if size is None:
+                yield TaggedOutput(
+                    "rejects",
+                    Reject(
+                        "image",
+                        path,
+                        "missing",
+                        f"{opts.manifest}:{line} names {path} (column {column!r}), which does not "
+                        "exist; fix the path or remove the row",
+                        split=self._split(row, path),
+                    ),
+                )
+                return
+            images.append((column, path, size))
+        yield self._split(row, images[0][1]), line, row, tuple(images)
+
+    def _split(self, row: dict, first_image: str) -> str:
+        opts = self._options
+        if opts.split_column:
+            return str(row[opts.split_column])
+        if opts.group_by:
+            return opts.split  # decided per group later
+        if opts.split_fractions:
+            return split_by_fraction(_relative(opts.manifest, first_image), opts.split_fractions)
+        return opts.split
+
+
+def _relative(manifest: str, path: str) -> str:
+    base = manifest_dir(manifest).rstrip("/") + "/"
+    return path[len(base) :] if path.startswith(base) else path
+
+
+def _row_record(built: tuple, options: TableOptions) -> ImageRecord:
+    split, line, row, images = built
+    if options.split_column:
+        row = {k: v for k, v in row.items() if k != options.split_column}
+    first = _relative(options.manifest, images[0][1])
+    canonical = json.dumps(
+        [[c, _relative(options.manifest, p)] for c, p, _ in images] + [row],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return ImageRecord(
+        identity=f"{first}\0{canonical}",
+        path=images[0][1],
+        size=sum(s for *_, s in images),
+        split=split,
+        labels={"row": row, "images": images, "line": line},
+    )
+
+
+def varying_columns(rows: Sequence[dict]) -> set[str]:
+    """Columns whose value is not the same in every row of a group."""
+    if not rows:
+        return set()
+    head = rows[0]
+    return {c for c in head if any(r.get(c) != head[c] for r in rows[1:])}
+
+
+def _group_record(
+    element: tuple, varying: Sequence[str], options: TableOptions, schema: Schema
+) -> ImageRecord:
+    key, members = element
+    members = sorted(members, key=lambda m: m[1])  # manifest order
+    rows = [m[2] for m in members]
+    splits = sorted({m[0] for m in members})
+    split = splits[0]
+    if options.split_fractions:
+        split = split_by_fraction(f"group:{key}", options.split_fractions)
+    context_columns = [
+        c
+        for c in schema.types
+        if c not in varying and c not in schema.image_columns and c != options.split_column
+    ]
+    list_columns = [
+        c
+        for c in schema.types
+        if c not in context_columns and c not in schema.image_columns and c != options.split_column
+    ]
+    context = {c: rows[0].get(c) for c in context_columns}
+    steps = {c: [r.get(c) for r in rows] for c in list_columns}
+    images = tuple(m[3] for m in members)
+    return ImageRecord(
+        identity=f"group:{key}",
+        path=images[0][0][1],
+        size=sum(s for step in images for *_, s in step),
+        split=split,
+        labels={
+            "context": context,
+            "steps": steps,
+            "images": images,
+            "lines": [m[1] for m in members],
+            "mixed_splits": splits if len(splits) > 1 else [],
+        },
+    )
+
+
+class _VaryingFn(beam.CombineFn):
+    """Union of the columns that vary within some group (bounded by the column count)."""
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, acc, element):
+        _key, members = element
+        return acc | varying_columns([m[2] for m in members])
+
+    def merge_accumulators(self, accumulators):
+        out = set()
+        for acc in accumulators:
+            out |= acc
+        return out
+
+    def extract_output(self, acc):
+        return sorted(acc)
+
+
+class ReadTable(beam.PTransform):
+    """Read a CSV/JSONL manifest into ``ImageRecord``s (one per row, or per group).
+
+    Construction streams the manifest once on the launcher (:func:`infer_schema`);
+    :attr:`schema` and :attr:`splits` are then known. Returns a dict like ``ReadCoco``.
+    ``skip_below``, a folder inside the manifest's folder (the output folder, when it was
+    put there), is left out of the listing and the inputs fingerprint.
+    """
+
+    def __init__(self, options: TableOptions, schema: Schema | None = None,
+                 skip_below: str | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self._skipped_prefix = (filesystems.prefix_below(manifest_dir(options.manifest), skip_below)
+                                if skip_below else None)
+        self.schema = schema or infer_schema(options)
+        if options.split_column:
+            self.splits: tuple[str, ...] = self.schema.splits or (options.split,)
+        elif options.split_fractions:
+            self.splits = tuple(name for name, _ in options.split_fractions)
+        else:
+            self.splits = (options.split,)
+
+    def expand(self, pbegin):
+        opts, schema = self._options, self.schema
+        read = (
+            pbegin
+            | "Manifest" >> beam.Create([opts.manifest])
+            | "ReadRows" >> beam.ParDo(_ReadRows(opts, schema)).with_outputs("rejects", main="rows")
+        )
+        image_columns = schema.image_columns
+        refs = read.rows | "ImageRefs" >> beam.FlatMap(
+            lambda lr: [(lr[1][c], lr[0]) for c in image_columns]
+        )
+        base = manifest_dir(opts.manifest).rstrip("/")
+        listing = pbegin | "ListFolder" >> fileio.MatchFiles(
+            filesystems.everything_below(base), empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
+        )
+        if self._skipped_prefix:
+            listing = listing | "SkipOutputFolder" >> beam.Filter(
+                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
+        files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, m.size_in_bytes))
+        sizes = (
+            {"refs": refs, "files": files}
+            | "JoinImages" >> beam.CoGroupByKey()
+            | "ImageSizes" >> beam.ParDo(_SizeImages())
+        )
+        built = (
+            {"rows": read.rows, "sizes": sizes}
+            | "JoinRows" >> beam.CoGroupByKey()
+            | "BuildRows"
+            >> beam.ParDo(_BuildRows(opts, schema)).with_outputs("rejects", main="rows")
+        )
+        if opts.group_by:
+            group = opts.group_by
+            grouped = (
+                built.rows
+                | "KeyByGroup" >> beam.Map(lambda b: (json.dumps(b[2][group]), b))
+                | "GroupRows" >> beam.GroupByKey()
+            )
+            varying = grouped | "VaryingColumns" >> beam.CombineGlobally(_VaryingFn())
+            records = grouped | "BuildGroups" >> beam.Map(
+                lambda g, v: _group_record(g, v, opts, schema), AsSingleton(varying)
+            )
+        else:
+            records = built.rows | "BuildRecords" >> beam.Map(_row_record, opts)
+        manifest_file = pbegin | "ManifestFile" >> fileio.MatchFiles(opts.manifest)
+        terms = (
+            (listing, manifest_file)
+            | "AllInputs" >> beam.Flatten()
+            | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
+        )
+        schema_json = {**schema.to_json(), "group_by": opts.group_by}
+        metadata = terms | "Metadata" >> beam.Map(
+            lambda t: {
+                "task": "sequence" if schema_json["group_by"] else "table",
+                "schema": schema_json,
+                "inputs": {"files": t[1], "terms": f"{t[0]:032x}"},
+            }
+        )
+        rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()
+        counts = pbegin | "NoCounts" >> beam.Create([])
+        return {"records": records, "rejects": rejects, "counts": counts, "metadata": metadata}
+
+
+def _kinds_of(schema: Schema) -> dict[str, str]:
+    return {c: FEATURE_KIND[t] for c, t in schema.types.items() if t in FEATURE_KIND}
+
+
+def _value(value: Any) -> Any:
+    return [] if value is None else value
+
+
+class TableEncoder(ImageExampleEncoder):
+    """Writes manifest rows as Examples, or groups as SequenceExamples.
+
+    Image columns: with one, the usual ``image/encoded``, ``image/format``,
+    ``image/height``, ``image/width``, ``image/filename``, ``image/key/sha256``; with
+    several, the same under ``<column>/``. Other columns are features named as the column.
+    """
+
+    def __init__(self, schema: Schema, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._schema = schema
+        self._kinds = _kinds_of(schema)
+        self.list_features = frozenset(c for c, t in schema.types.items() if t.endswith("_list"))
+
+    def _prefix(self, column: str) -> str:
+        return "image/" if len(self._schema.image_columns) == 1 else f"{column}/"
+
+    def _image(self, column: str, path: str, size: int):
+        name = path.rsplit("/", 1)[-1]
+        loaded = self.read_image(path, size, name)
+        if isinstance(loaded, Reject):
+            return loaded
+        fields, _info, counts = loaded
+        prefix = self._prefix(column)
+        features = {prefix + k: v for k, v in fields.items()}
+        features[prefix + "filename"] = name
+        return features, counts
+
+    def _image_kinds(self) -> dict[str, str]:
+        kinds = {}
+        for column in self._schema.image_columns:
+            prefix = self._prefix(column)
+            kinds.update(
+                {
+                    prefix + k[len("image/") :]: v
+                    for k, v in IMAGE_KINDS.items()
+                    if k != "image/source_id"
+                }
+            )
+        return kinds
+
+    def encode(self, record: ImageRecord) -> Encoded:
+        if "steps" in record.labels:
+            return self._encode_group(record)
+        features: dict[str, Any] = {}
+        counts: dict[str, int] = {}
+        for column, path, size in record.labels["images"]:
+            loaded = self._image(column, path, size)
+            if isinstance(loaded, Reject):
+                return Encoded(rejects=(loaded,))
+            features.update(loaded[0])
+            for k, v in loaded[1].items():
+                counts[k] = counts.get(k, 0) + v
+        for column, value in record.labels["row"].items():
+            features[column] = _value(value)
+        counts["images_written"] = 1
+        return Encoded(
+            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts
+        )
+
+    def _encode_group(self, record: ImageRecord) -> Encoded:
+        labels = record.labels
+        lists: dict[str, list] = {c: [_value(v) for v in vs] for c, vs in labels["steps"].items()}
+        counts: dict[str, int] = {}
+        for step in labels["images"]:
+            for column, path, size in step:
+                loaded = self._image(column, path, size)
+                if isinstance(loaded, Reject):
+                    return Encoded(rejects=(loaded,))
+                for name, value in loaded[0].items():
+                    lists.setdefault(name, []).append(value)
+                for k, v in loaded[1].items():
+                    counts[k] = counts.get(k, 0) + v
+        counts["images_written"] = len(labels["images"])
+        counts["sequences_written"] = 1
+        rejects = ()
+        if labels["mixed_splits"]:
+            rejects = (
+                Reject(
+                    "warning",
+                    f"group {record.identity[6:]}",
+                    "mixed_splits",
+                    f"rows of this group name the splits {labels['mixed_splits']}; the "
+                    f"group was written to {record.split}",
+                ),
+            )
+        context = {c: _value(v) for c, v in labels["context"].items()}
+        return Encoded(
+            sequence=(context, lists),
+            kinds={**self._kinds, **self._image_kinds()},
+            counts=counts,
+            rejects=rejects,
+        )

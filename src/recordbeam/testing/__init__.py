@@ -1,0 +1,1 @@
+"""Sample datasets for the demo, tests and benchmarks; not used by conversions."""

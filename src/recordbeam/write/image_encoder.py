@@ -1,0 +1,209 @@
+"""Examples from image files: read the bytes, check them, build the ``image/*`` features.
+
+``ImageExampleEncoder`` is the sink encoder for every input kind; each kind adds its
+label features by overriding :meth:`ImageExampleEncoder.label_features`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from recordbeam import filesystems
+from recordbeam.images.checks import (
+    DEFAULT_MAX_IMAGE_BYTES,
+    DEFAULT_MAX_PIXELS,
+    ImageInfo,
+    ImageRejected,
+    inspect_image,
+)
+from recordbeam.images.transcode import ImageFixes, convert_foreign, fix_image
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.write.planning import RECORD_FRAMING
+from recordbeam.write.sink import Encoded, ExampleEncoder
+
+IMAGE_KINDS = {
+    "image/encoded": "bytes",
+    "image/format": "bytes",
+    "image/height": "int64",
+    "image/width": "int64",
+    "image/filename": "bytes",
+    "image/source_id": "bytes",
+    "image/key/sha256": "bytes",
+}
+
+
+@dataclass(frozen=True)
+class ImageChecks:
+    """Checks run on every image before it is written.
+
+    Attributes:
+        max_pixels: reject images whose header claims more pixels (decompression bombs).
+        max_bytes: reject files larger than this without reading them.
+        verify_decode: fully decode every image (slower; catches corrupt pixel data).
+    """
+
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
+    max_bytes: int = DEFAULT_MAX_IMAGE_BYTES
+    verify_decode: bool = False
+
+    def __post_init__(self) -> None:
+        # A limit of 0 or less would reject every image, silently: refuse it.
+        if self.max_pixels is not None and self.max_pixels <= 0:
+            raise ValueError(f"max_pixels must be above 0 (None: no limit), got {self.max_pixels}")
+        if self.max_bytes <= 0:
+            raise ValueError(f"max_bytes must be above 0, got {self.max_bytes}")
+
+
+class ImageExampleEncoder(ExampleEncoder):
+    """Turns an :class:`ImageRecord` into an Example with the image and its labels."""
+
+    def __init__(self, checks: ImageChecks | None = None, split: str = "train",
+                 fixes: ImageFixes | None = None) -> None:
+        super().__init__(split)
+        self.checks = checks or ImageChecks()
+        # Fixes that change nothing are dropped, so the default path stays a plain read.
+        self.fixes = fixes if fixes is not None and fixes.active else None
+
+    #: A file name or source id of this many bytes is assumed where none is known yet.
+    TYPICAL_NAME_BYTES = 24
+
+    def identity(self, record: ImageRecord) -> str:
+        return record.identity
+
+    def size(self, record: ImageRecord) -> int:
+        """The image file's bytes plus what its record adds: the other image features (by
+        the lengths of this record's file name and source id), the labels, the framing."""
+        name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
+        source_id = record.labels.get("source_id", record.identity)
+        return (record.size + self._fixed_features_bytes() + _text_bytes(name)
+                + _text_bytes(source_id) + self.label_size(record) + RECORD_FRAMING)
+
+    def size_overhead(self) -> int:
+        return (self._fixed_features_bytes() + 2 * self.TYPICAL_NAME_BYTES
+                + self.label_size(None) + RECORD_FRAMING)
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        """Expected bytes of the label features of ``record`` (None: of a typical one)."""
+        return 0
+
+    def _fixed_features_bytes(self) -> int:
+        """Bytes of the ``image/*`` features other than the image itself, with an empty
+        file name and source id: measured once by encoding them (keys, a 4-digit height
+        and width, the hex SHA-256, and 3 bytes for the image's length prefix)."""
+        measured = getattr(self, "_fixed_bytes", None)
+        if measured is None:
+            template = {"image/encoded": b"", "image/format": "jpeg", "image/height": 4096,
+                        "image/width": 4096, "image/filename": "", "image/source_id": "",
+                        "image/key/sha256": "0" * 64}
+            measured = self._fixed_bytes = len(encode_example(template, IMAGE_KINDS)) + 3
+        return measured
+
+    def split(self, record: ImageRecord) -> str:
+        return record.split
+
+    def label_features(
+        self, record: ImageRecord, info: ImageInfo
+    ) -> tuple[dict[str, Any], dict[str, str], list[Reject], dict[str, int]]:
+        """Features from the record's labels: ``(features, kinds, rejects, counts)``."""
+        return {}, {}, [], {}
+
+    def read_image(
+        self, path: str, size: int, name: str
+    ) -> tuple[dict[str, Any], ImageInfo, dict[str, int]] | Reject:
+        """Read, check and fix one image file.
+
+        Args:
+            path: the file on any Beam filesystem.
+            size: its size from the listing (checked against ``max_bytes`` before reading).
+            name: its file name, for fixes that look at it (a PNG named ``.jpg``).
+
+        Returns:
+            ``(fields, info, counts)``: ``fields`` holds ``encoded``, ``format``, ``height``,
+            ``width`` and ``key/sha256`` of the bytes to write; ``info`` is the original's
+            header (boxes are normalized against it, see ``ImageFixes.applied_orientation``);
+            ``counts`` has ``fix_<name>`` per fix applied. Or an image ``Reject``.
+        """
+        def reject(reason: str, detail: str) -> Reject:
+            return Reject("image", path, reason, detail)
+
+        if size > self.checks.max_bytes:
+            return reject(
+                "too_large",
+                f"file is {size} bytes, above the {self.checks.max_bytes}-byte limit; "
+                "raise --max-image-bytes if it really is an image",
+            )
+        try:
+            data = filesystems.read_bytes(path)
+        except Exception as error:  # noqa: BLE001 - each filesystem raises its own types
+            if not filesystems.exists(path):
+                return reject("missing", "the file disappeared after it was listed; rerun when the input is stable")
+            return reject("unreadable", f"cannot read the file ({error}); check its permissions")
+        fixed = None
+        try:
+            try:
+                info = inspect_image(
+                    data, max_pixels=self.checks.max_pixels, verify_decode=self.checks.verify_decode
+                )
+            except ImageRejected as rejected:
+                if rejected.reason != "unsupported_format" or self.fixes is None:
+                    raise
+                fixed = convert_foreign(data, self.fixes, max_pixels=self.checks.max_pixels)
+                info = fixed.source_info
+            if fixed is None and self.fixes is not None:
+                fixed = fix_image(data, info, self.fixes, name)
+        except ImageRejected as rejected:
+            return reject(rejected.reason, rejected.detail)
+        counts: dict[str, int] = {}
+        if fixed is not None:
+            data = fixed.data
+            counts = {f"fix_{fix}": 1 for fix in fixed.fixes}
+        fields = {
+            "encoded": data,
+            "format": fixed.format if fixed else info.format,
+            "height": fixed.height if fixed else info.height,
+            "width": fixed.width if fixed else info.width,
+            "key/sha256": hashlib.sha256(data).hexdigest(),
+        }
+        applied = self.fixes.applied_orientation(info) if self.fixes else 1
+        if info.exif_orientation not in (None, 1) and applied == 1:
+            counts["exif_rotated"] = 1  # written unrotated; TensorFlow ignores the tag
+        return fields, info, counts
+
+    def encode(self, record: ImageRecord) -> Encoded:
+        name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
+        loaded = self.read_image(record.path, record.size, name)
+        if isinstance(loaded, Reject):
+            return Encoded(rejects=(loaded, *self.lost_with(record, loaded)))
+        fields, info, image_counts = loaded
+        features = {f"image/{key}": value for key, value in fields.items()}
+        features["image/filename"] = name
+        features["image/source_id"] = str(record.labels.get("source_id", record.identity))
+        extra, kinds, rejects, counts = self.label_features(record, info)
+        features.update(extra)
+        counts = dict(counts)
+        for key, n in image_counts.items():
+            counts[key] = counts.get(key, 0) + n
+        counts["images_written"] = 1
+        return Encoded(
+            features=features, kinds={**IMAGE_KINDS, **kinds}, rejects=tuple(rejects), counts=counts
+        )
+
+
+def warn_size_mismatch(record: ImageRecord, info: ImageInfo, labels: Mapping[str, Any]) -> Reject | None:
+    """A warning when the annotation's width/height disagree with the image header."""
+    json_w, json_h = labels.get("width"), labels.get("height")
+    if json_w is None or json_h is None or (json_w, json_h) == (info.width, info.height):
+        return None
+    return Reject(
+        "warning", record.path, "size_mismatch",
+        f"annotations say {json_w}x{json_h} but the image header says {info.width}x{info.height}; "
+        "boxes were normalized with the header's size",
+    )
+
+
+def _text_bytes(value: Any) -> int:
+    return len(str(value).encode("utf-8", "backslashreplace"))
