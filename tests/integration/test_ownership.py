@@ -11,7 +11,7 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.sources.coco import CocoOptions
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write import sink

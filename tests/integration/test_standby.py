@@ -14,7 +14,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.local import runner, standby
 from recordbeam.local.runner import LOCAL_RUNNER, pipeline_options
 

@@ -19,7 +19,7 @@ import pytest
 from apache_beam.coders import BytesCoder
 from reliability_data import convert_argv, snapshot
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import MANIFEST, TEMP_PREFIX
 from recordbeam.testing.samples import make_coco_sample
 from recordbeam.tfrecord.example import encode_example
