@@ -136,6 +136,14 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
                         "without waiting; the job commits OUT itself (default: wait for the end)")
 
 
+def _add_record_paths(parser: argparse.ArgumentParser) -> None:
+    """The files ``inspect``, ``verify`` and ``index`` read (see
+    :func:`recordbeam.cli.record_files.record_files`)."""
+    parser.add_argument("paths", nargs="+", metavar="PATH_GLOB_OR_FOLDER",
+                        help="a TFRecord file, a glob (quote it), or an output folder (the "
+                        "shards its manifest.json lists, every split)")
+
+
 #: Said by every command that runs a pipeline: what it does not know goes to Beam.
 _TO_BEAM = ("Options not listed here go to Beam as pipeline options (--runner, "
             "--direct_num_workers, --project...); an option neither recordbeam nor Beam "
@@ -157,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, allow_abbrev=False, **kwargs)
 
     p = command("inspect", help="print the first records as Examples")
-    p.add_argument("paths", nargs="+", metavar="PATH_OR_GLOB")
+    _add_record_paths(p)
     p.add_argument("-n", type=_NON_NEGATIVE, default=3, metavar="N",
                    help="how many records, across all files (default: 3)")
     p.add_argument("--json", action="store_true",
@@ -170,13 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(kind="auto", handler=cmd_inspect)
 
     p = command("verify", help="check every record's CRCs and that it parses as an Example")
-    p.add_argument("paths", nargs="+", metavar="PATH_OR_GLOB")
+    _add_record_paths(p)
     p.add_argument("--max-problems", type=_NON_NEGATIVE, default=10, metavar="N",
                    help="problems listed per file (default: 10)")
     p.set_defaults(handler=cmd_verify)
 
-    p = command("index", help="write FILE.idx (offset and length per record)")
-    p.add_argument("paths", nargs="+", metavar="FILE")
+    p = command("index", help="write <file>.idx beside each TFRecord file (offset and length "
+                "per record)")
+    _add_record_paths(p)
     p.set_defaults(handler=cmd_index)
 
     p = command("schema", help="print feature_description code for tf.io.parse_single_example")
