@@ -190,6 +190,16 @@ def test_every_option_says_its_default():
     assert missing == []
 
 
+@pytest.mark.parametrize("command", ["inspect", "verify", "index"])
+def test_help_of_commands_reading_records_says_they_take_an_output_folder(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"usage: recordbeam {command} " in help_text
+    assert "PATH_GLOB_OR_FOLDER [PATH_GLOB_OR_FOLDER ...]" in help_text
+    assert "or an output folder (the shards its manifest.json lists" in help_text
+
+
 @pytest.mark.parametrize("command", [["convert"], ["convert", "coco"], ["reshard"]])
 def test_help_says_other_options_go_to_beam(command, capsys):
     with pytest.raises(SystemExit):

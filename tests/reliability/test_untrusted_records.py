@@ -273,6 +273,8 @@ def test_verify_compressed_shard(tmp_path, capsys):
 @FUZZ
 @given(position=st.integers(0, len(VALID[Compression.NONE]) - 1), mask=st.integers(1, 255))
 def test_any_corrupted_byte_is_pinned_to_its_record(position, mask):
+    from recordbeam.cli.verify import verify_file
+
     records = _records()
     offsets = _offsets(records)
     data = bytearray(VALID[Compression.NONE])
@@ -282,7 +284,7 @@ def test_any_corrupted_byte_is_pinned_to_its_record(position, mask):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(bytes(data))
-        clean, problems = cli.verify_file(path)
+        clean, problems = verify_file(path)
     finally:
         os.unlink(path)
     assert problems, "a corrupted byte went unnoticed"

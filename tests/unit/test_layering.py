@@ -188,8 +188,8 @@ ALLOWED_PRIVATE = {
     ("__main__", "os._exit"),
     # argparse keeps its subcommand parsers only in private attributes; the command reads
     # them to name the closest option of the right subcommand.
-    ("cli.main", "argparse._SubParsersAction"),
-    ("cli.main", "parser._actions"),
+    ("cli.parser", "argparse._SubParsersAction"),
+    ("cli.parser", "parser._actions"),
 }
 
 

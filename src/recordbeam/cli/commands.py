@@ -1,0 +1,108 @@
+"""The commands that read record files or a finished output folder: ``inspect``,
+``verify``, ``index``, ``schema`` and ``report``. Each takes the parsed arguments and
+returns the command's exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from recordbeam.cli.record_files import open_record_file, read_file_records, record_files
+from recordbeam.cli.show import example_json, example_text, parse_record
+from recordbeam.cli.verify import record_error_text, verify_listed
+from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from recordbeam.tfrecord.framing import RecordError
+
+    shown = 0
+    for file in record_files(args.paths):
+        try:
+            for number, data in enumerate(read_file_records(file.path)):
+                if shown >= args.n:
+                    return EXIT_OK
+                message = parse_record(data, args.kind)
+                if args.json:
+                    print(json.dumps(example_json(message), ensure_ascii=False))
+                else:
+                    print(f"# {file.path} record {number}")
+                    print(example_text(message))
+                shown += 1
+        except RecordError as error:
+            print(f"recordbeam: {record_error_text(error, 'inspect')}", file=sys.stderr)
+            return EXIT_DATA
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    total, bad_files, first = 0, 0, None
+    for file in record_files(args.paths):
+        path = file.path
+        clean, problems = verify_listed(file)
+        total += clean
+        status = "ok" if not problems else f"{len(problems)} problem(s)"
+        print(f"{path}: {clean} records, {status}")
+        for problem in problems[: args.max_problems]:
+            print(f"  {problem}")
+        if problems:
+            bad_files += 1
+            first = first or problems[0]
+    print(f"total: {total} clean records" + (f", {bad_files} bad file(s)" if bad_files else ""))
+    if first:
+        print(f"first problem: {first}", file=sys.stderr)
+        return EXIT_DATA
+    return EXIT_OK
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    import io
+
+    from recordbeam import filesystems
+    from recordbeam.tfrecord.framing import RecordError, compression_for_path
+    from recordbeam.tfrecord.index import index_path_for, write_index
+
+    for file in record_files(args.paths):
+        path = file.path
+        out = io.StringIO()
+        try:
+            with open_record_file(path) as f:
+                count = write_index(f, out, path=path, compression=compression_for_path(path))
+        except RecordError as error:  # no index is written for a damaged file
+            print(f"recordbeam: {record_error_text(error, 'index')}", file=sys.stderr)
+            return EXIT_DATA
+        filesystems.write_bytes(index_path_for(path), out.getvalue().encode("ascii"))
+        print(f"{index_path_for(path)}: {count} records")
+    return EXIT_OK
+
+
+def _finished_manifest(output_dir: str) -> dict[str, Any]:
+    from recordbeam.dataset.layout import read_manifest
+
+    manifest = read_manifest(output_dir)
+    if manifest is None:
+        raise UsageError(f"{output_dir}: no manifest.json; point at a finished recordbeam output folder")
+    return manifest
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from recordbeam.dataset.schema import schema_code, schema_json
+
+    manifest = _finished_manifest(args.output_dir)
+    if args.json:
+        print(json.dumps(schema_json(manifest, args.split, ragged=args.ragged), indent=2))
+    else:
+        print(schema_code(manifest, args.split, ragged=args.ragged, source=args.output_dir), end="")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from recordbeam.dataset.report import write_report
+
+    _finished_manifest(args.output_dir)
+    html_path, charts = write_report(args.output_dir, args.html, max_examples=args.max_examples)
+    note = "" if charts else " (tables only: install recordbeam[report] for charts)"
+    print(f"report: {html_path}{note}")
+    return EXIT_OK

@@ -1,0 +1,324 @@
+"""The command's arguments: the parser of every command, and the argparse types that
+refuse bad values with a usage error naming the option. Imports no Beam: the standby
+workers start right after parsing (see :mod:`recordbeam.local.standby`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from recordbeam import __version__
+from recordbeam.cli.commands import cmd_index, cmd_inspect, cmd_report, cmd_schema, cmd_verify
+from recordbeam.cli.pipeline_commands import (
+    cmd_convert_coco,
+    cmd_convert_imagefolder,
+    cmd_convert_manifest,
+    cmd_demo,
+    cmd_reshard,
+)
+
+
+def _whole_number(minimum: int, meaning: str) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum``; ``meaning`` says which."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {meaning}, got {value}")
+        return value
+
+    return parse
+
+
+def _fraction(*, zero_allowed: bool, one_allowed: bool) -> Callable[[str], float]:
+    """An argparse type: a number between 0 and 1, ends included as asked."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        low_ok = value > 0 or (zero_allowed and value == 0)
+        high_ok = value < 1 or (one_allowed and value == 1)
+        if not (low_ok and high_ok):
+            low, high = ("[0" if zero_allowed else "(0"), ("1]" if one_allowed else "1)")
+            raise argparse.ArgumentTypeError(f"must be a fraction in {low}, {high}, got {text}")
+        return value
+
+    return parse
+
+
+def _size(text: str) -> str:
+    """An argparse type: a size such as 128MiB, above 0 (kept as text: the commands parse it)."""
+    from recordbeam.write.planning import parse_size
+
+    try:
+        value = parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0 bytes, got {text!r}")
+    return text
+
+
+_POSITIVE = _whole_number(1, "1 or more")
+_NON_NEGATIVE = _whole_number(0, "0 or more")
+
+
+def _add_fix_args(parser: argparse.ArgumentParser) -> None:
+    from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, TRANSCODE_CHOICES
+
+    parser.add_argument("--transcode", default="keep", choices=TRANSCODE_CHOICES,
+                        help="re-encode images that are not 8-bit RGB JPEG (jpeg) or PNG (png), "
+                        "and convert GIF, BMP, WebP and TIFF; default: keep (bytes written as "
+                        "they are, other formats rejected)")
+    parser.add_argument("--jpeg-quality", type=_whole_number(1, "between 1 and 100"),
+                        default=DEFAULT_JPEG_QUALITY, metavar="1-100",
+                        help=f"quality of re-encoded JPEGs (default: {DEFAULT_JPEG_QUALITY})")
+    parser.add_argument("--max-side", type=_POSITIVE, default=None, metavar="PIXELS",
+                        help="downsize images whose longer side exceeds this many pixels, "
+                        "keeping the aspect (default: no downsizing)")
+    parser.add_argument("--apply-exif", action="store_true",
+                        help="rotate pixels by the EXIF orientation, width and height swap "
+                        "(default: off; images are written unrotated and counted)")
+
+
+def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool = True) -> None:
+    from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
+    from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
+
+    parser.add_argument("--output", required=output_required, metavar="OUT",
+                        help="output folder, on any Beam filesystem (local, gs://, s3://)")
+    parser.add_argument("--split", default="train",
+                        help="split name used in shard names (default: train)")
+    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
+                        help="number of shards (default: total input bytes / --shard-size)")
+    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
+                        help="target shard size when --shards is not given, in bytes or with "
+                        "a unit: B, KiB, MiB, GiB, KB, MB, GB (default: 128MiB)")
+    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
+                        help="compression of the shards (default: none)")
+    parser.add_argument("--index", action="store_true",
+                        help="also write <shard>.idx index files (default: off)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into a folder that holds files recordbeam did not write; "
+                        "they are kept (default: refuse such a folder)")
+    parser.add_argument("--max-reject-fraction", type=_fraction(zero_allowed=True, one_allowed=True),
+                        default=DEFAULT_MAX_REJECT_FRACTION, metavar="F",
+                        help="fail and commit nothing when more than this fraction (0 to 1) of "
+                        f"the images is rejected (default: {DEFAULT_MAX_REJECT_FRACTION})")
+    parser.add_argument("--max-pixels", type=_whole_number(0, "0 (no limit) or more pixels"),
+                        default=DEFAULT_MAX_PIXELS,
+                        metavar="PIXELS",
+                        help="reject images whose header claims more pixels, width x height "
+                        f"(decompression bombs); 0: no limit (default: {DEFAULT_MAX_PIXELS:,})")
+    parser.add_argument("--max-image-bytes", type=_size, metavar="SIZE",
+                        default=f"{DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB",
+                        help="reject larger image files unread, in bytes or with a unit "
+                        f"(default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
+    parser.add_argument("--verify-decode", action="store_true",
+                        help="fully decode every image, slower (default: header checks only)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress line (default: a progress line on a terminal)")
+    parser.add_argument("--if-changed", action="store_true",
+                        help="exit 0 at once when OUT already holds a finished output of the same "
+                        "inputs (names, sizes, modification times), options and recordbeam "
+                        "version (default: always convert)")
+
+
+def _add_run_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--detach", action="store_true",
+                        help="remote runners only: submit the job, print its id and exit 0 "
+                        "without waiting; the job commits OUT itself (default: wait for the end)")
+
+
+def _add_record_paths(parser: argparse.ArgumentParser) -> None:
+    """The files ``inspect``, ``verify`` and ``index`` read (see
+    :func:`recordbeam.cli.record_files.record_files`)."""
+    parser.add_argument("paths", nargs="+", metavar="PATH_GLOB_OR_FOLDER",
+                        help="a TFRecord file, a glob (quote it), or an output folder (the "
+                        "shards its manifest.json lists, every split)")
+
+
+#: Said by every command that runs a pipeline: what it does not know goes to Beam.
+_TO_BEAM = ("Options not listed here go to Beam as pipeline options (--runner, "
+            "--direct_num_workers, --project...); an option neither recordbeam nor Beam "
+            "knows is an error.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recordbeam", allow_abbrev=False,
+        description="Image datasets to sharded TFRecords with Apache Beam; read and check TFRecords "
+        "without TensorFlow. Commands that run a pipeline (convert, reshard, demo) pass "
+        "options they do not know to Beam (e.g. --runner).",
+        epilog="exit codes: 0 ok, 1 data problems, 2 usage error, 3 run failed, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"recordbeam {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, allow_abbrev=False, **kwargs)
+
+    p = command("inspect", help="print the first records as Examples")
+    _add_record_paths(p)
+    p.add_argument("-n", type=_NON_NEGATIVE, default=3, metavar="N",
+                   help="how many records, across all files (default: 3)")
+    p.add_argument("--json", action="store_true",
+                   help="JSON Lines, one object per example (default: TensorFlow's text layout)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--sequence", dest="kind", action="store_const", const="sequence",
+                      help="parse as SequenceExample (default: whichever the record is)")
+    kind.add_argument("--example", dest="kind", action="store_const", const="example",
+                      help="parse as Example (default: whichever the record is)")
+    p.set_defaults(kind="auto", handler=cmd_inspect)
+
+    p = command("verify", help="check every record's CRCs and that it parses as an Example")
+    _add_record_paths(p)
+    p.add_argument("--max-problems", type=_NON_NEGATIVE, default=10, metavar="N",
+                   help="problems listed per file (default: 10)")
+    p.set_defaults(handler=cmd_verify)
+
+    p = command("index", help="write <file>.idx beside each TFRecord file (offset and length "
+                "per record)")
+    _add_record_paths(p)
+    p.set_defaults(handler=cmd_index)
+
+    p = command("schema", help="print feature_description code for tf.io.parse_single_example")
+    p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
+    p.add_argument("--split", default=None, help="use this split's features (default: all splits)")
+    p.add_argument("--ragged", action="store_true",
+                   help="tf.io.RaggedFeature instead of VarLenFeature for variable-length "
+                   "features (default: VarLenFeature)")
+    p.add_argument("--json", action="store_true",
+                   help="print the spec as JSON (default: Python code)")
+    p.set_defaults(handler=cmd_schema)
+
+    p = command("report", help="write a static HTML report of an output folder")
+    p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
+    p.add_argument("--html", default="report.html", help="where to write it (default: report.html)")
+    p.add_argument("--max-examples", type=_POSITIVE, default=None, metavar="N",
+                   help="read at most this many examples per split for the histograms "
+                   "(default: all)")
+    p.set_defaults(handler=cmd_report)
+
+    p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
+                epilog=_TO_BEAM)
+    p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
+    p.add_argument("output", metavar="OUT", help="new output folder (any Beam filesystem)")
+    p.add_argument("--split", default=None,
+                   help="put every input in this split (default: each input keeps the split "
+                   "its shard name gives, else train; refused when the inputs hold several)")
+    p.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
+                   help="number of shards (default: total input bytes / --shard-size)")
+    p.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
+                   help="target shard size without --shards, in bytes or with a unit "
+                   "(default: 128MiB)")
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
+                   help="compression of the new shards (default: none)")
+    p.add_argument("--index", action="store_true",
+                   help="also write <shard>.idx index files (default: off)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a folder that holds files recordbeam did not write; they "
+                   "are kept (default: refuse such a folder)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress line (default: a progress line on a terminal)")
+    p.set_defaults(pipeline_handler=cmd_reshard)
+
+    convert = command("convert", help="convert a dataset to sharded TFRecords",
+                      description="Convert a dataset to sharded TFRecords. " + _TO_BEAM)
+    kinds = convert.add_subparsers(dest="kind", required=True)
+
+    def kind_parser(name: str, help: str) -> argparse.ArgumentParser:
+        return kinds.add_parser(name, help=help, allow_abbrev=False, epilog=_TO_BEAM)
+
+    p = kind_parser("coco", "COCO instances JSON + image folder")
+    p.add_argument("--images", required=True, metavar="DIR",
+                   help="folder of images named by file_name")
+    p.add_argument("--annotations", required=True, metavar="FILE",
+                   help="COCO instances JSON file")
+    p.add_argument("--contiguous-labels", action="store_true",
+                   help="write labels 1..K in category-id order (default: COCO's category ids)")
+    p.add_argument("--allow-outside-root", action="store_true",
+                   help="also read files outside --images: file_names with '..' or absolute "
+                   "paths, and symbolic links leading out (default: refused)")
+    p.add_argument("--include-masks", action="store_true",
+                   help="write image/object/mask: one 0/1 PNG per object from the "
+                   "segmentations (default: off)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of annotations is rejected "
+                   "(unknown image or category, invalid box or mask, duplicate id...; annotations "
+                   "of rejected images count as image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_coco)
+
+    p = kind_parser("imagefolder", "ImageNet-style class folders: ROOT/<class>/<image>")
+    p.add_argument("--root", required=True, metavar="DIR",
+                   help="folder of class folders (or of train/ and val/ split folders)")
+    p.add_argument("--classes", default=None, metavar="FILE",
+                   help="file with one class name per line, in label order "
+                   "(default: folder names sorted)")
+    p.add_argument("--label-offset", type=_NON_NEGATIVE, default=0, metavar="N",
+                   help="label of the first class; 1 keeps 0 for background, as slim does "
+                   "(default: 0)")
+    p.add_argument("--val-fraction", type=_fraction(zero_allowed=False, one_allowed=False),
+                   default=None, metavar="F",
+                   help="write this share (0 to 1) of a flat layout's images to val, by a hash "
+                   "of their path (default: no val split)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_imagefolder)
+
+    p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
+    p.add_argument("--manifest", required=True, metavar="FILE",
+                   help="FILE.csv or FILE.jsonl; --split also takes fractions by hash of the "
+                   "image path, e.g. --split train=0.8,val=0.1,test=0.1")
+    p.add_argument("--schema", default=None, metavar="FILE",
+                   help='JSON {"column": "int64|float|bytes|image|int64_list|float_list|bytes_list"} '
+                   "(default: inferred from every row)")
+    p.add_argument("--image-columns", default=None, metavar="COLUMNS",
+                   help="comma-separated columns holding image paths (default: from the schema)")
+    p.add_argument("--split-column", default=None, metavar="COLUMN",
+                   help="column holding each row's split name (default: none, --split names it)")
+    p.add_argument("--allow-outside-root", action="store_true",
+                   help="also read image paths with '..' or absolute local paths "
+                   "(default: refused)")
+    p.add_argument("--group-by", default=None, metavar="COLUMN",
+                   help="write one SequenceExample per value of this column, rows become "
+                   "steps (default: one Example per row)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_manifest)
+
+    p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
+    p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",
+                   help="good images in the sample; a few broken ones are added "
+                   "(default: 24)")
+    _add_output_args(p)
+    p.set_defaults(pipeline_handler=cmd_demo, contiguous_labels=False, max_reject_fraction=0.5)
+    _remember_parsers(parser)
+    return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Let each command know its own parser: an unknown option is reported with the
+    command's name and the closest of its options."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                child.set_defaults(command_parser=child)
+                _remember_parsers(child)
+
+
+def own_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [flag for action in parser._actions for flag in action.option_strings]
+

@@ -1,0 +1,228 @@
+"""The commands that run a pipeline: ``convert coco|imagefolder|manifest``, ``reshard``
+and ``demo``. Each checks its inputs before Beam starts, builds the library's options
+from the arguments, runs, and prints what the run did."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from recordbeam.cli.commands import cmd_inspect
+from recordbeam.cli.record_files import expand_paths
+from recordbeam.cli.summary import print_summary, submitted_text
+from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError
+
+
+def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import run
+    from recordbeam.sources.reshard import ReshardOptions, check_not_in_place, input_splits, reshard
+    from recordbeam.write.planning import parse_size
+    from recordbeam.write.sink import ShardOptions
+
+    inputs = expand_paths([args.inputs])
+    check_not_in_place(inputs, args.output)
+    splits = sorted(set(input_splits(inputs, args.split).values()))
+    shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),
+                          compression=args.compression, index=args.index)
+    options = ReshardOptions(tuple(inputs), args.split)
+    result = run(lambda p: reshard(p, args.output, options, shards), args.output,
+                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
+    return _report_run(result, args, splits)
+
+
+# --- convert --------------------------------------------------------------------------
+
+
+def _shard_options(args: argparse.Namespace):
+    from recordbeam.write.planning import parse_size
+    from recordbeam.write.sink import ShardOptions
+
+    return ShardOptions(
+        num_shards=args.shards, shard_size=parse_size(args.shard_size),
+        compression=args.compression, index=args.index,
+        max_reject_fraction=args.max_reject_fraction,
+        max_annotation_reject_fraction=getattr(args, "max_annotation_reject_fraction", None),
+    )
+
+
+def _checks(args: argparse.Namespace):
+    from recordbeam.write.image_encoder import ImageChecks
+    from recordbeam.write.planning import parse_size
+
+    return ImageChecks(
+        max_pixels=args.max_pixels or None, max_bytes=parse_size(args.max_image_bytes),
+        verify_decode=args.verify_decode,
+    )
+
+
+def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
+                    splits: Sequence[str] | None = None) -> int:
+    from recordbeam.pipeline import run
+
+    result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
+                 show_progress=not args.quiet, detach=getattr(args, "detach", False))
+    return _report_run(result, args, list(splits or [args.split]))
+
+
+def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) -> int:
+    """Print what a run did: the summary of a finished run, or what became of a job this
+    command did not wait for (``--detach``, a Dataflow ``--dry_run``)."""
+    from recordbeam.pipeline import SubmittedRun
+
+    if isinstance(result, SubmittedRun):
+        print(submitted_text(result, args.output))
+        return EXIT_OK
+    print_summary(result, splits, args.output)
+    exif = sum(result.manifest["splits"].get(s, {}).get("counts", {}).get("exif_rotated", 0)
+               for s in splits)
+    if exif:
+        carry = "image carries" if exif == 1 else "images carry"
+        print(f"warning: {exif} {carry} an EXIF orientation other than 1; TensorFlow's "
+              "decoders ignore it, so they are written and read unrotated (pass --apply-exif "
+              "to rotate their pixels).", file=sys.stderr)
+    return EXIT_OK
+
+
+
+def _require_file(path: str, flag: str, kind: str, what: str) -> None:
+    """Fail fast, before Beam starts, on an input file that is missing or is a folder
+    (``kind`` names the file, ``what`` says what ``flag`` takes)."""
+    from recordbeam import filesystems
+
+    if "://" not in path and os.path.isdir(path):
+        raise UsageError(f"{path} is a folder; {flag} takes {what}")
+    if not filesystems.exists(path):
+        raise UsageError(f"{path}: no such {kind} (check {flag})")
+
+
+def _check_inputs(images_dir: str, annotations: str) -> None:
+    """Fail fast, before Beam starts, on input paths that do not exist."""
+    from recordbeam import filesystems
+
+    _require_file(annotations, "--annotations", "annotation file",
+                  "the COCO instances JSON file, e.g. annotations/instances_train2017.json")
+    # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
+    if not filesystems.has_files(images_dir):
+        raise UsageError(f"{images_dir}: no such folder, or it holds no files (check --images)")
+
+
+def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import coco_input_patterns, coco_settings, coco_to_tfrecord
+    from recordbeam.sources.coco import CocoOptions
+
+    _check_inputs(args.images, args.annotations)
+    coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels,
+                       allow_outside_root=getattr(args, "allow_outside_root", False),
+                       include_masks=getattr(args, "include_masks", False))
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    if _up_to_date(args, [args.split], coco_input_patterns(coco),
+                   coco_settings(coco, shards, checks, fixes)):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: coco_to_tfrecord(p, args.output, coco, shards, checks, fixes), args, beam_args)
+
+
+def _fixes(args: argparse.Namespace):
+    from recordbeam.images.transcode import ImageFixes
+
+    return ImageFixes(
+        transcode=getattr(args, "transcode", "keep"),
+        quality=getattr(args, "jpeg_quality", 95),
+        max_side=getattr(args, "max_side", None),
+        apply_exif=getattr(args, "apply_exif", False),
+    )
+
+
+def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[str],
+                settings: dict[str, Any]) -> bool:
+    from recordbeam.pipeline import is_up_to_date
+
+    if getattr(args, "if_changed", False) and all(
+            is_up_to_date(args.output, split, patterns, settings) for split in splits):
+        print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
+        return True
+    return False
+
+
+def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.pipeline import (
+        imagefolder_input_patterns,
+        imagefolder_settings,
+        imagefolder_to_tfrecord,
+    )
+    from recordbeam.sources.imagefolder import ImageFolderOptions, ReadImageFolder
+
+    if not filesystems.has_files(args.root):
+        raise UsageError(f"{args.root}: no such folder, or it holds no files (check --root)")
+    if args.classes:
+        _require_file(args.classes, "--classes", "classes file", "a text file with one class name per line")
+    folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
+                                args.val_fraction)
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    splits = ReadImageFolder(folder).splits
+    settings = imagefolder_settings(folder, shards, checks, fixes)
+    if _up_to_date(args, splits, imagefolder_input_patterns(folder), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: imagefolder_to_tfrecord(p, args.output, folder, shards, checks, fixes),
+        args, beam_args, splits)
+
+
+def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import table_input_patterns, table_settings, table_to_tfrecord
+    from recordbeam.sources.tabular import (
+        ReadTable,
+        TableError,
+        TableOptions,
+        parse_split_fractions,
+    )
+
+    _require_file(args.manifest, "--manifest", "file", "a .csv or .jsonl file with one row per example")
+    if args.schema:
+        _require_file(args.schema, "--schema", "file", 'a JSON file such as {"label": "int64"}')
+    # --split is a split name, or fractions such as train=0.8,val=0.2 (split by hash).
+    fractions = parse_split_fractions(args.split) if "=" in args.split else ()
+    if fractions:
+        args.split = fractions[0][0]
+    try:
+        table = TableOptions(
+            args.manifest, args.split, args.schema,
+            tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
+            args.split_column, fractions, args.group_by, args.allow_outside_root,
+        )
+        read = ReadTable(table)  # streams the manifest once to learn the column types
+    except TableError as error:
+        print(f"recordbeam: {error}", file=sys.stderr)
+        return EXIT_DATA
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = table_settings(table, shards, checks, fixes)
+    if _up_to_date(args, read.splits, table_input_patterns(table), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: table_to_tfrecord(p, args.output, table, shards, checks, fixes),
+        args, beam_args, read.splits)
+
+
+def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.testing.samples import make_coco_sample
+
+    with tempfile.TemporaryDirectory(prefix="recordbeam-demo-") as root:
+        sample = make_coco_sample(root, num_images=args.num_images, seed=0)
+        # Not where: the folder is deleted when the command ends.
+        print(f"generated a COCO sample of {sample.num_images} images, some deliberately broken")
+        args.images, args.annotations = sample.images_dir, sample.annotations
+        code = cmd_convert_coco(args, beam_args)
+    if code == EXIT_OK:
+        print("\nfirst example, as `recordbeam inspect` shows it:")
+        from recordbeam import filesystems
+
+        first = filesystems.join(args.output, f"{args.split}-00000-of-")
+        shards = expand_paths([first + "*.tfrecord*"])
+        cmd_inspect(argparse.Namespace(paths=shards[:1], n=1, json=False, kind="auto"))
+    return code
+

@@ -1,0 +1,86 @@
+"""Which files ``inspect``, ``verify`` and ``index`` read: TFRecord files, globs, or an
+output folder (the shards its manifest lists), on any Beam filesystem."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from recordbeam.errors import UsageError
+
+
+def expand_paths(patterns: Sequence[str]) -> list[str]:
+    """Files matching each path or glob, in order; a pattern matching nothing is an error."""
+    from apache_beam.io.filesystems import FileSystems
+
+    paths: list[str] = []
+    for pattern in patterns:
+        found = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+        found = [p for p in found if not p.endswith(".idx")] if any(c in pattern for c in "*?[") else found
+        if not found:
+            raise UsageError(f"{pattern}: no such file (check the path or quote the glob)")
+        paths.extend(found)
+    return paths
+
+
+def open_record_file(path: str) -> BinaryIO:
+    from recordbeam import filesystems
+
+    return filesystems.open_read(path)
+
+
+def read_file_records(path: str) -> Iterator[bytes]:
+    """The records of one file, uncompressed as its name says; damage raises RecordError."""
+    from recordbeam.tfrecord.framing import compression_for_path, read_records
+
+    with open_record_file(path) as f:
+        yield from read_records(f, path=path, compression=compression_for_path(path))
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """A file ``inspect``, ``verify`` or ``index`` reads; ``listed`` is its example count
+    in ``manifest.json`` when it was found through its output folder."""
+
+    path: str
+    listed: int | None = None
+
+
+def record_files(arguments: Sequence[str]) -> list[RecordFile]:
+    """The files named by each argument: an output folder (the shards its manifest lists,
+    every split), a file, or a glob (see :func:`expand_paths`)."""
+    files: list[RecordFile] = []
+    for argument in arguments:
+        shards = _output_folder_shards(argument)
+        if shards is None:
+            files += [RecordFile(path) for path in expand_paths([argument])]
+        else:
+            files += shards
+    return files
+
+
+def _output_folder_shards(argument: str) -> list[RecordFile] | None:
+    """The shards of the output folder ``argument``; None when it names no folder."""
+    from recordbeam import filesystems
+    from recordbeam.dataset.layout import MANIFEST, read_manifest
+
+    if any(c in argument for c in "*?["):
+        return None
+    manifest_path = filesystems.join(argument, MANIFEST)
+    # On object stores a folder is a prefix: it counts as one when a manifest is below it.
+    if not (os.path.isdir(argument) if "://" not in argument else filesystems.exists(manifest_path)):
+        return None
+    manifest = read_manifest(argument)
+    if manifest is None:
+        raise UsageError(
+            f"{argument} is a folder without a finished recordbeam manifest ({MANIFEST}); "
+            f"give its TFRecord files instead, e.g. '{filesystems.join(argument, '*.tfrecord*')}'"
+        )
+    splits = manifest.get("splits", {})
+    return [
+        RecordFile(filesystems.join(argument, shard["file"]), int(shard["examples"]))
+        for name in sorted(splits)
+        for shard in splits[name]["shards"]
+    ]

@@ -1,0 +1,98 @@
+"""What a command that ran a pipeline prints at its end: the summary table of a finished
+run, or what became of a job it did not wait for."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+
+def _counted(n: int, noun: str) -> str:
+    """``1 shard``, ``2 shards``: the nouns here all take an s."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def summary_table(result: Any, splits: Sequence[str]) -> str:
+    """The end-of-run table for the splits a run wrote: examples, shards, bytes, rejects
+    by reason, counts, wall time and speed."""
+    from recordbeam.images.checks import human_bytes
+
+    entries = [(name, result.manifest["splits"][name]) for name in splits
+               if name in result.manifest["splits"]]
+    examples = sum(e["examples"] for _, e in entries)
+    rows = [
+        ("examples", str(examples)),
+        ("shards", str(sum(len(e["shards"]) for _, e in entries))),
+        ("bytes", human_bytes(sum(e["bytes"] for _, e in entries))),
+    ]
+    for name, e in entries:
+        rows.append((f"  {name}", f"{_counted(e['examples'], 'example')} in "
+                                  f"{_counted(len(e['shards']), 'shard')}"))
+    rejects: Counter[str] = Counter()
+    warnings: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for _, e in entries:
+        rejects.update(e["rejects"]["by_reason"])
+        warnings.update(e.get("warnings", {}))
+        counts.update(e.get("counts", {}))
+    rows.append(("rejects", str(sum(rejects.values()))))
+    rows += [(f"  {reason}", str(n)) for reason, n in sorted(rejects.items())]
+    rows += [(f"warning {reason}", str(n)) for reason, n in sorted(warnings.items())]
+    rows += [(name.replace("_", " "), str(n)) for name, n in sorted(counts.items())
+             if name != "images_written"]
+    empty = sum(1 for _, e in entries for s in e["shards"] if not s["examples"])
+    if empty:
+        rows.append(("warning empty shards", str(empty)))
+    rows.append(("wall time", f"{result.wall_seconds:.1f} s"))
+    rate = examples / result.wall_seconds if result.wall_seconds else 0.0
+    rows.append(("images/s", f"{rate:.0f}"))
+    width = max(len(k) for k, _ in rows)
+    table = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    return table + _missing_folder_note(examples, rejects, counts)
+
+
+def _missing_folder_note(examples: int, rejects: Counter[str], counts: Counter[str]) -> str:
+    """A line of advice when most images are missing and their file_names start with
+    the images folder's own name: the names are relative to the folder above it."""
+    from recordbeam.sources.coco import MISSING_UNDER_FOLDER_NAME
+
+    missing = rejects.get("image:missing", 0)
+    prefixed = counts.get(MISSING_UNDER_FOLDER_NAME, 0)
+    images = examples + sum(n for key, n in rejects.items() if key.startswith("image:"))
+    if not (missing * 2 > images and prefixed * 2 > missing):
+        return ""
+    return (
+        f"\nnote: {missing} of {images} images are missing, and {prefixed} of them have "
+        "file_names that start with the name of the --images folder itself (train2017/x.jpg "
+        "looked for in train2017/): pass the folder above it as --images (rejects.jsonl "
+        "names it)"
+    )
+
+
+def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
+    """The summary table and the output folder on stdout; warnings about what was
+    written (empty shards) on stderr."""
+    from recordbeam.dataset.manifest import empty_shards_warning
+
+    print(summary_table(result, splits))
+    print(f"output: {output_dir}")
+    for split in splits:
+        entry = result.manifest["splits"].get(split)
+        warning = entry and empty_shards_warning(split, entry)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+
+
+def submitted_text(result: Any, output: str) -> str:
+    from recordbeam import filesystems
+
+    if result.dry_run:
+        return (f"dry run: the {result.runner} job graph was built and checked; nothing was "
+                f"submitted and nothing was written to {output}")
+    job = f"job {result.job_id}" if result.job_id else "the job (the runner gave no id)"
+    manifest = filesystems.join(output, "manifest.json")
+    return (f"submitted {job} to the {result.runner}; not waiting for it (--detach). "
+            f"The job commits its output itself: {manifest} appears, last, when it has "
+            "finished; follow the job on the runner's own console")
