@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from recordbeam import __version__
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import Compression, RecordWriter, open_records
 

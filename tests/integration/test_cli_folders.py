@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.tfrecord.framing import open_records
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 PIPELINES = Path(__file__).parents[2] / "pipelines"

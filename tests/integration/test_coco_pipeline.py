@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records

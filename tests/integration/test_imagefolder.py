@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.sources.imagefolder import ImageFolderError, ImageFolderOptions, val_share
 from recordbeam.testing.samples import make_image_folder_sample

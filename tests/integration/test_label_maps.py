@@ -10,7 +10,7 @@ import os
 import apache_beam as beam
 import pytest
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.dataset.manifest import LabelMapMismatch
 from recordbeam.testing.samples import make_image_folder_sample
 from recordbeam.tfrecord.example import encode_example

@@ -16,7 +16,7 @@ import pytest
 
 import recordbeam
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.dataset.report import collect_stats
 from recordbeam.dataset.schema import schema_json
 from recordbeam.dataset.tfds import features_json

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample
 
 pytestmark = pytest.mark.slow

@@ -11,10 +11,10 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.sources.coco import CocoOptions
 from recordbeam.tfrecord.example import encode_example
-from recordbeam.write import sink
+from recordbeam.write import commit
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards
 
@@ -50,16 +50,16 @@ def test_a_commit_cut_short_keeps_the_other_splits_listed(coco_sample, tmp_path,
     out = tmp_path / "out"
     _convert(coco_sample, out, "train")
     _convert(coco_sample, out, "val")
-    real_rename = sink.filesystems.rename
+    real_rename = commit.filesystems.rename
 
     def broken_rename(sources, targets):
         raise OSError("the object store went away mid-commit")
 
-    monkeypatch.setattr(sink.filesystems, "rename", broken_rename)
+    monkeypatch.setattr(commit.filesystems, "rename", broken_rename)
     with pytest.raises(Exception, match="went away"):
         _convert(coco_sample, out, "val")
     assert not (out / "manifest.json").exists()  # nothing looks finished
-    monkeypatch.setattr(sink.filesystems, "rename", real_rename)
+    monkeypatch.setattr(commit.filesystems, "rename", real_rename)
     manifest = _convert(coco_sample, out, "val")
     assert sorted(manifest["splits"]) == ["train", "val"]
     assert (out / "train-00000-of-00001.tfrecord").exists()
@@ -102,18 +102,18 @@ def test_a_category_id_that_is_not_an_id_is_a_reject_not_a_crash(coco_sample, tm
 def test_a_commit_cut_short_before_the_manifest_leaves_nothing_foreign(
         coco_sample, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    real_rename = sink.filesystems.rename
+    real_rename = commit.filesystems.rename
 
     def fail_on_manifest(sources, targets):
         if any(t.endswith("/manifest.json") for t in targets):
             raise OSError("killed just before the manifest")
         return real_rename(sources, targets)
 
-    monkeypatch.setattr(sink.filesystems, "rename", fail_on_manifest)
+    monkeypatch.setattr(commit.filesystems, "rename", fail_on_manifest)
     with pytest.raises(Exception, match="killed just before"):
         _convert(coco_sample, out, "train")
     assert (out / "dataset_info.json").exists() and not (out / "manifest.json").exists()
-    monkeypatch.setattr(sink.filesystems, "rename", real_rename)
+    monkeypatch.setattr(commit.filesystems, "rename", real_rename)
     argv = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
             coco_sample.annotations, "--output", str(out), "--quiet",
             "--max-reject-fraction", "0.5", *IN_MEMORY]

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 import recordbeam
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.dataset.report import collect_stats, write_report
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import OutputFolderError
 from recordbeam.sources.reshard import ReshardOptions, reshard
 from recordbeam.tfrecord.example import encode_example

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.testing.samples import make_coco_sample, make_image_folder_sample
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from recordbeam import pipeline
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.sources.tabular import TableOptions, split_by_fraction
 from recordbeam.testing.samples import make_manifest_sample

@@ -13,7 +13,7 @@ import os
 import pytest
 from reliability_data import convert_argv, jpeg, read_jsonl, write
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 
 CASE = pytest.mark.case
 

@@ -17,7 +17,7 @@ import pytest
 from reliability_data import convert_argv, jpeg, png, read_jsonl, write
 
 from recordbeam import filesystems
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.records import ImageRecord
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recordbeam.cli.main import main as cli
+from recordbeam.cli import main as cli
 from recordbeam.tfrecord.example import decode_example, decode_sequence_example, encode_example
 from recordbeam.tfrecord.framing import Compression, RecordError, RecordWriter, read_records
 
