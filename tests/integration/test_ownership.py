@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 
 import apache_beam as beam
@@ -118,3 +119,23 @@ def test_a_commit_cut_short_before_the_manifest_leaves_nothing_foreign(
             coco_sample.annotations, "--output", str(out), "--quiet",
             "--max-reject-fraction", "0.5", *IN_MEMORY]
     assert cli.main(argv) == 0  # every file the cut-short commit placed is ours
+
+
+def _write_numbers(out, num_shards: int) -> None:
+    with beam.Pipeline(runner=FnApiRunner()) as p:  # Beam 2.60 knows it by class only
+        _ = (p | beam.Create([encode_example({"x": [i]}) for i in range(4)])
+             | WriteShards(str(out), options=ShardOptions(num_shards=num_shards)))
+
+
+def test_the_commit_logs_what_it_deletes_and_renames(tmp_path, caplog):
+    out = tmp_path / "out"
+    _write_numbers(out, 3)
+    with caplog.at_level(logging.INFO, logger="recordbeam.write.commit"):
+        _write_numbers(out, 2)  # replaces the three shards of the first run
+    said = [r.getMessage() for r in caplog.records if r.name == "recordbeam.write.commit"]
+    stale = ", ".join(f"train-0000{i}-of-00003.tfrecord" for i in range(3))
+    assert f"{out}: removing manifest.json until the commit is done" in said
+    assert f"{out}: deleting 3 stale files of an earlier run: {stale}" in said
+    # Two shards, labels-free numbers: rejects.jsonl is the one metadata file staged.
+    assert f"{out}: renaming 3 new files (shards, indexes, metadata) into place" in said
+    assert f"{out}: renaming manifest.json (last: the folder is finished) into place" in said

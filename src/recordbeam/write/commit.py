@@ -198,9 +198,10 @@ class _Finalize(beam.DoFn):
         for name in staged:
             sources.append(filesystems.join(self._temp_dir, name))
             targets.append(filesystems.join(out, name))
-        _rename_logged(out, sources, targets)
+        _rename_logged(out, sources, targets, f"{len(sources)} new files (shards, indexes, metadata)")
         _write_tfds_files(out, final)  # TFDS's dataset_info.json etc., before the manifest
-        _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path])
+        _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path],
+                       f"{names.MANIFEST} (last: the folder is finished)")
         _remove_temp_dirs(out)
 
 
@@ -211,8 +212,10 @@ def _delete_logged(output_dir: str, stale: list[str], why: str) -> None:
     filesystems.delete([filesystems.join(output_dir, name) for name in stale])
 
 
-def _rename_logged(output_dir: str, sources: list[str], targets: list[str]) -> None:
-    _LOG.info("%s: renaming %d files into place", output_dir, len(sources))
+def _rename_logged(output_dir: str, sources: list[str], targets: list[str], what: str) -> None:
+    """Rename ``sources`` to ``targets``, saying ``what`` they are at INFO and each name at
+    DEBUG (a dataset may have thousands of shards)."""
+    _LOG.info("%s: renaming %s into place", output_dir, what)
     for source, target in zip(sources, targets, strict=True):
         _LOG.debug("rename %s -> %s", source, target)
     filesystems.rename(sources, targets)
