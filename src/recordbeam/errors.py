@@ -5,7 +5,7 @@ An error raised on the launcher arrives as itself. One raised inside a Beam work
 arrives wrapped by the runner: in an in-process worker Beam re-raises the same object
 (its message suffixed with ``[while running 'Step']``); from a worker process or a remote
 job only the worker's traceback text comes back, whose last line names the error's type
-by its qualified name (``recordbeam.write.sink.RejectLimitExceeded: ...``). :func:`describe`
+by its qualified name (``recordbeam.write.commit.RejectLimitExceeded: ...``). :func:`describe`
 finds the error either way and maps it by its type (the class it resolves to), never by a
 list of class names, so a new error only has to derive from :class:`DataError` or
 :class:`UsageError` to get its exit code.

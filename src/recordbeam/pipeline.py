@@ -38,8 +38,9 @@ from recordbeam.sources.imagefolder import (
 )
 from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
-from recordbeam.write.sink import ShardOptions, WriteShards
+from recordbeam.write.sink import WriteShards
 
 
 class RunFailed(RuntimeError):

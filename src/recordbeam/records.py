@@ -34,6 +34,9 @@ class ImageRecord:
     labels: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: The namespace of recordbeam's Beam metrics (examples written, rejects, unlisted files...).
+COUNTER_NAMESPACE = "recordbeam"
+
 #: Default for ``max_reject_fraction``: more than 1% of images rejected usually means a
 #: wrong path or a broken copy, not a few bad files, so the run fails instead of
 #: quietly writing a much smaller dataset.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 
 import apache_beam as beam
@@ -14,7 +15,7 @@ from recordbeam import pipeline
 from recordbeam.cli import main as cli
 from recordbeam.sources.coco import CocoOptions
 from recordbeam.tfrecord.example import encode_example
-from recordbeam.write import sink
+from recordbeam.write import commit
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards
 
@@ -50,16 +51,16 @@ def test_a_commit_cut_short_keeps_the_other_splits_listed(coco_sample, tmp_path,
     out = tmp_path / "out"
     _convert(coco_sample, out, "train")
     _convert(coco_sample, out, "val")
-    real_rename = sink.filesystems.rename
+    real_rename = commit.filesystems.rename
 
     def broken_rename(sources, targets):
         raise OSError("the object store went away mid-commit")
 
-    monkeypatch.setattr(sink.filesystems, "rename", broken_rename)
+    monkeypatch.setattr(commit.filesystems, "rename", broken_rename)
     with pytest.raises(Exception, match="went away"):
         _convert(coco_sample, out, "val")
     assert not (out / "manifest.json").exists()  # nothing looks finished
-    monkeypatch.setattr(sink.filesystems, "rename", real_rename)
+    monkeypatch.setattr(commit.filesystems, "rename", real_rename)
     manifest = _convert(coco_sample, out, "val")
     assert sorted(manifest["splits"]) == ["train", "val"]
     assert (out / "train-00000-of-00001.tfrecord").exists()
@@ -102,19 +103,39 @@ def test_a_category_id_that_is_not_an_id_is_a_reject_not_a_crash(coco_sample, tm
 def test_a_commit_cut_short_before_the_manifest_leaves_nothing_foreign(
         coco_sample, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    real_rename = sink.filesystems.rename
+    real_rename = commit.filesystems.rename
 
     def fail_on_manifest(sources, targets):
         if any(t.endswith("/manifest.json") for t in targets):
             raise OSError("killed just before the manifest")
         return real_rename(sources, targets)
 
-    monkeypatch.setattr(sink.filesystems, "rename", fail_on_manifest)
+    monkeypatch.setattr(commit.filesystems, "rename", fail_on_manifest)
     with pytest.raises(Exception, match="killed just before"):
         _convert(coco_sample, out, "train")
     assert (out / "dataset_info.json").exists() and not (out / "manifest.json").exists()
-    monkeypatch.setattr(sink.filesystems, "rename", real_rename)
+    monkeypatch.setattr(commit.filesystems, "rename", real_rename)
     argv = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
             coco_sample.annotations, "--output", str(out), "--quiet",
             "--max-reject-fraction", "0.5", *IN_MEMORY]
     assert cli.main(argv) == 0  # every file the cut-short commit placed is ours
+
+
+def _write_numbers(out, num_shards: int) -> None:
+    with beam.Pipeline(runner=FnApiRunner()) as p:  # Beam 2.60 knows it by class only
+        _ = (p | beam.Create([encode_example({"x": [i]}) for i in range(4)])
+             | WriteShards(str(out), options=ShardOptions(num_shards=num_shards)))
+
+
+def test_the_commit_logs_what_it_deletes_and_renames(tmp_path, caplog):
+    out = tmp_path / "out"
+    _write_numbers(out, 3)
+    with caplog.at_level(logging.INFO, logger="recordbeam.write.commit"):
+        _write_numbers(out, 2)  # replaces the three shards of the first run
+    said = [r.getMessage() for r in caplog.records if r.name == "recordbeam.write.commit"]
+    stale = ", ".join(f"train-0000{i}-of-00003.tfrecord" for i in range(3))
+    assert f"{out}: removing manifest.json until the commit is done" in said
+    assert f"{out}: deleting 3 stale files of an earlier run: {stale}" in said
+    # Two shards, labels-free numbers: rejects.jsonl is the one metadata file staged.
+    assert f"{out}: renaming 3 new files (shards, indexes, metadata) into place" in said
+    assert f"{out}: renaming manifest.json (last: the folder is finished) into place" in said

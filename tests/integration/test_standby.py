@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -161,9 +162,8 @@ def test_the_command_leaves_no_process_behind(coco_sample, tmp_path):
 @needs_standby
 def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
         coco_sample, tmp_path, hand_offs, capfd, monkeypatch):
-    from recordbeam.write.sink import FAULT_ENV
-
-    monkeypatch.setenv(FAULT_ENV, f"0:1:{tmp_path / 'fired'}")
+    shard_faults = _shard_faults(monkeypatch)
+    shard_faults.install(monkeypatch, shard=0, after=1, marker=tmp_path / "fired")
     assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == cli.EXIT_FAILED
     assert len(hand_offs) == 2 and all(hand_offs)
     err = capfd.readouterr().err
@@ -173,6 +173,17 @@ def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
     with open(log_path) as log:
         assert "InjectedFault" in log.read()
     os.unlink(log_path)
+
+
+def _shard_faults(monkeypatch):
+    """The reliability tests' fault injection (a failing shard writer), importable by this
+    test and by the run's worker processes."""
+    folder = Path(__file__).parents[1] / "reliability"
+    monkeypatch.syspath_prepend(str(folder))
+    import shard_faults
+
+    shard_faults.importable_by_workers(monkeypatch)
+    return shard_faults
 
 
 # --- the runner's side ----------------------------------------------------------------

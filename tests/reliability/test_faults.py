@@ -16,6 +16,7 @@ import time
 
 import fullfs
 import pytest
+import shard_faults
 from apache_beam.coders import BytesCoder
 from reliability_data import convert_argv, snapshot
 
@@ -24,15 +25,9 @@ from recordbeam.dataset.layout import MANIFEST, TEMP_PREFIX
 from recordbeam.testing.samples import make_coco_sample
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.tfrecord.framing import open_records
-from recordbeam.write.planning import order_key
-from recordbeam.write.sink import (
-    FAULT_ENV,
-    ExampleEncoder,
-    InjectedFault,
-    ShardOptions,
-    _pack_keyed,
-    _WriteShard,
-)
+from recordbeam.write.encoder import ExampleEncoder
+from recordbeam.write.planning import ShardOptions, order_key
+from recordbeam.write.sink import _pack_keyed
 
 CASE = pytest.mark.case
 
@@ -71,7 +66,7 @@ def _temp_files(out) -> list[str]:
 def test_failed_shard_then_rerun_equals_clean_run(sample, clean, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     marker = tmp_path / "fired"
-    monkeypatch.setenv(FAULT_ENV, f"1:5:{marker}")
+    shard_faults.install(monkeypatch, shard=1, after=5, marker=marker)
     argv = convert_argv(sample.images_dir, sample.annotations, str(out), "--shards", "3")
     assert cli.main(argv) == 3
     err = capsys.readouterr().err
@@ -96,15 +91,16 @@ def _examples(n: int):
     "Shard task retried after failing mid-shard (DoFn called again, as Dataflow/Flink retry)",
     "the retry writes a new temp file; every record once; the failed attempt's file is never used",
 )
-def test_retried_shard_task_writes_every_record_once(tmp_path, monkeypatch):
-    monkeypatch.setenv(FAULT_ENV, f"0:4:{tmp_path / 'fired'}")
+def test_retried_shard_task_writes_every_record_once(tmp_path):
     coder = BytesCoder()
-    writer = _WriteShard(ExampleEncoder(), ShardOptions(num_shards=1), str(tmp_path / "tmp"), coder)
+    writer = shard_faults.FailingShardWriter(
+        ExampleEncoder(), ShardOptions(num_shards=1), str(tmp_path / "tmp"), coder,
+        shard=0, after=4, marker=str(tmp_path / "fired"))
     os.makedirs(tmp_path / "tmp")
     writer.setup()
     keyed = _examples(12)
     group = (("train", 0, 1), [_pack_keyed(key, r, coder) for key, r in keyed])
-    with pytest.raises(InjectedFault):
+    with pytest.raises(shard_faults.InjectedFault):
         list(writer.process(group))
     [failed] = os.listdir(tmp_path / "tmp")
     outputs = list(writer.process(group))

@@ -46,7 +46,7 @@ def test_in_process_worker_error_loses_beams_step_suffix():
 
 
 def test_worker_process_error_is_found_by_its_qualified_type():
-    text = _worker_traceback("recordbeam.write.sink.RejectLimitExceeded: 3 of 9 images were rejected "
+    text = _worker_traceback("recordbeam.write.commit.RejectLimitExceeded: 3 of 9 images were rejected "
                              "(33.3%) [while running 'WriteShards/Finalize']")
     failure = describe(_Wrapper(RuntimeError(text)))
     assert failure.message == "3 of 9 images were rejected (33.3%)"
@@ -54,7 +54,7 @@ def test_worker_process_error_is_found_by_its_qualified_type():
 
 
 def test_a_subclass_gets_its_code_from_its_base():
-    text = _worker_traceback("recordbeam.dataset.layout.OutputFolderError: out holds files")
+    text = _worker_traceback("recordbeam.dataset.names.OutputFolderError: out holds files")
     assert describe(RuntimeError(text)).exit_code == EXIT_USAGE
 
 

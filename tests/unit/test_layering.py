@@ -22,7 +22,7 @@ PIPELINES = SOURCES.parents[1] / "pipelines"
 BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord.tensor",
              "tfrecord.wire", "tfrecord.feature_spec", "tfrecord.protos", "images.checks",
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
-             "dataset.manifest", "dataset.schema", "dataset.reader", "write.encoder",
+             "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader", "write.encoder",
              "write.planning", "testing.samples"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor
@@ -136,6 +136,35 @@ def test_the_layer_scan_catches_an_upward_import():
     tree = ast.parse("from recordbeam.sources.coco import ReadCoco\n"
                      "def f():\n    from recordbeam import pipeline\n")
     assert _recordbeam_modules(tree, {"sources.coco", "pipeline"}) == {"sources.coco", "pipeline"}
+
+
+#: Floors whose behaviour comes from their arguments only. The local runner and the
+#: command read their configuration from the environment; the write loop once read a test
+#: hook there (tests now inject faults with a subclass, tests/reliability/shard_faults.py).
+NO_ENVIRONMENT = ("tfrecord", "images", "sources", "write", "dataset", "records", "errors")
+
+
+def _environment_reads(tree: ast.AST) -> list[str]:
+    """``os.environ``, ``os.getenv`` and ``from os import environ/getenv`` in an AST."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb"):
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            found += [f"os.{a.name}" for a in node.names if a.name in ("environ", "getenv")]
+    return found
+
+
+def test_the_data_path_reads_no_environment_variables():
+    offenders = [f"{module}: {use}" for module, path in _modules()
+                 if _floor(module) in NO_ENVIRONMENT
+                 for use in _environment_reads(ast.parse(path.read_text(encoding="utf-8")))]
+    assert offenders == []
+
+
+def test_the_environment_scan_sees_a_read():
+    tree = ast.parse("import os\nfrom os import getenv\nx = os.environ.get('A')\n")
+    assert _environment_reads(tree) == ["os.getenv", "os.environ"]
 
 
 def _loaded_after_import(module: str) -> set[str]:

@@ -6,8 +6,8 @@ import io
 import json
 import time
 
+from recordbeam.dataset.names import PLAN
 from recordbeam.write.progress import ProgressReporter
-from recordbeam.write.sink import PLAN
 
 
 class _Terminal(io.StringIO):

@@ -20,8 +20,7 @@ from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError
 def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import run
     from recordbeam.sources.reshard import ReshardOptions, check_not_in_place, input_splits, reshard
-    from recordbeam.write.planning import parse_size
-    from recordbeam.write.sink import ShardOptions
+    from recordbeam.write.planning import ShardOptions, parse_size
 
     inputs = expand_paths([args.inputs])
     check_not_in_place(inputs, args.output)
@@ -38,8 +37,7 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
 
 def _shard_options(args: argparse.Namespace):
-    from recordbeam.write.planning import parse_size
-    from recordbeam.write.sink import ShardOptions
+    from recordbeam.write.planning import ShardOptions, parse_size
 
     return ShardOptions(
         num_shards=args.shards, shard_size=parse_size(args.shard_size),

@@ -1,4 +1,6 @@
-"""The output folder: what our files are called, and which files are ours.
+"""The output folder: which of its files are ours, and reading its manifest.
+
+What the files are called is :mod:`recordbeam.dataset.names`.
 
 A folder is *finished* when it holds ``manifest.json``; the manifest is always written
 last and removed first, so a killed run never leaves a folder that looks finished.
@@ -14,51 +16,36 @@ refuse to write beside it unless asked (``overwrite``) and we never delete it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.dataset.manifest import check_label_maps_agree
-from recordbeam.dataset.tfds import is_tfds_file
-from recordbeam.errors import UsageError
-from recordbeam.tfrecord.framing import Compression, shard_suffix
-
-MANIFEST = "manifest.json"
-LABELS = "labels.txt"
-REJECTS = "rejects.jsonl"
-FAILED_REJECTS = "failed-run-rejects.jsonl"
-TEMP_PREFIX = ".recordbeam-tmp-"
-PREVIOUS_MANIFEST = "previous-manifest.json"  # in a temp folder: the manifest a commit replaces
-COMMIT_PLAN = "commit.json"  # in a temp folder: the names a commit places
-
-_SHARD_NAME = re.compile(
-    r"^[A-Za-z0-9_.\-]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zz)?(\.idx)?$"
+from recordbeam.dataset.names import (
+    COMMIT_PLAN,
+    FAILED_REJECTS,
+    LABELS,
+    MANIFEST,
+    METADATA_FILES,
+    PREVIOUS_MANIFEST,
+    REJECTS,
+    TEMP_PREFIX,
+    OutputFolderError,
+    check_split_name,
+    is_shard_file,
+    shard_name,
 )
-_OUR_FILES = {MANIFEST, LABELS, REJECTS, FAILED_REJECTS}
-_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+from recordbeam.dataset.tfds import is_tfds_file
 
-
-class OutputFolderError(UsageError):
-    """The output folder cannot be written as asked (foreign files, bad split name)."""
-
-
-def shard_name(split: str, index: int, count: int, compression: Compression) -> str:
-    return f"{split}-{index:05d}-of-{count:05d}{shard_suffix(compression)}"
-
-
-def check_split_name(split: str) -> str:
-    if not _SPLIT_NAME.match(split):
-        raise OutputFolderError(
-            f"split name {split!r} must be letters, digits and underscores (it becomes part of file names)"
-        )
-    return split
-
-
-def is_shard_file(name: str) -> bool:
-    """A shard or its index, by name: ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx]``."""
-    return bool(_SHARD_NAME.match(name))
+# The naming rules live in recordbeam.dataset.names (no Beam); they are named here too
+# because callers that read and write a folder use both.
+__all__ = [
+    "COMMIT_PLAN", "FAILED_REJECTS", "LABELS", "MANIFEST", "PREVIOUS_MANIFEST", "REJECTS",
+    "TEMP_PREFIX", "OutputFolderError", "check_labels_agree", "check_split_name",
+    "check_writable", "existing_files", "is_ours", "is_shard_file", "known_files",
+    "read_manifest", "recorded_manifest", "shard_name",
+]
 
 
 def is_ours(relative_path: str) -> bool:
@@ -67,7 +54,7 @@ def is_ours(relative_path: str) -> bool:
     if top.startswith(TEMP_PREFIX):
         return True
     return "/" not in relative_path and (
-        relative_path in _OUR_FILES or bool(_SHARD_NAME.match(relative_path))
+        relative_path in METADATA_FILES or is_shard_file(relative_path)
         or is_tfds_file(relative_path)  # dataset_info.json, features.json, *.labels.txt
     )
 

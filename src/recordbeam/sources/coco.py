@@ -33,11 +33,16 @@ from recordbeam.images.boxes import InvalidBox, normalize_box
 from recordbeam.images.checks import ImageInfo
 from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
 from recordbeam.images.transcode import orient_box, scaled_size
-from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, ImageRecord, Reject
+from recordbeam.records import (
+    COUNTER_NAMESPACE,
+    LOST_WITH_IMAGE,
+    OBJECTS_WRITTEN,
+    ImageRecord,
+    Reject,
+)
 from recordbeam.sources.fingerprint import FileTermsFn
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
-from recordbeam.write.sink import COUNTER_NAMESPACE
 
 SECTIONS = ("images", "annotations", "categories")
 

@@ -28,7 +28,9 @@ from recordbeam.dataset.manifest import split_of_shard_file
 from recordbeam.errors import UsageError
 from recordbeam.tfrecord.feature_spec import is_list_feature
 from recordbeam.tfrecord.framing import compression_for_path, read_records
-from recordbeam.write.sink import Encoded, ExampleEncoder, ShardOptions, WriteShards
+from recordbeam.write.encoder import Encoded, ExampleEncoder
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 __all__ = [
     "ReadRecordFiles",

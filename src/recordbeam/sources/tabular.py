@@ -50,9 +50,9 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.write.encoder import Encoded
 from recordbeam.write.image_encoder import IMAGE_KINDS, ImageExampleEncoder
 from recordbeam.write.planning import order_key
-from recordbeam.write.sink import Encoded
 
 TYPES = ("int64", "float", "bytes", "image", "int64_list", "float_list", "bytes_list")
 _ALIASES = {

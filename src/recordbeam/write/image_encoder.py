@@ -22,8 +22,8 @@ from recordbeam.images.checks import (
 from recordbeam.images.transcode import ImageFixes, convert_foreign, fix_image
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.tfrecord.example import encode_example
+from recordbeam.write.encoder import Encoded, ExampleEncoder
 from recordbeam.write.planning import RECORD_FRAMING
-from recordbeam.write.sink import Encoded, ExampleEncoder
 
 IMAGE_KINDS = {
     "image/encoded": "bytes",

@@ -1,7 +1,8 @@
-"""Shard planning: which shard each example goes to, and in which order.
+"""Shard planning: which shard each example goes to, and in which order; and
+:class:`ShardOptions`, how shards are cut and written.
 
 Everything here is a pure function of the example's identity, so the same inputs give
-the same shards on every runner, whatever the bundle order.
+the same shards on every runner, whatever the bundle order. No Beam.
 """
 
 from __future__ import annotations
@@ -9,6 +10,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from dataclasses import dataclass
+from typing import Any
+
+from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
+from recordbeam.tfrecord.framing import Compression, parse_compression
 
 #: Salt mixed into every key; changing it reshuffles every dataset, so it is fixed.
 DEFAULT_SALT = "recordbeam/v1"
@@ -61,3 +67,66 @@ def parse_size(text: str) -> int:
     if match is None or match.group(2) not in _SIZE_UNITS:
         raise ValueError(f"cannot read size {text!r}: use a number with B, KiB, MiB, GiB, KB, MB or GB")
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+
+
+@dataclass(frozen=True)
+class ShardOptions:
+    """How shards are cut and written.
+
+    Attributes:
+        num_shards: shards per split; None derives it from ``shard_size``.
+        shard_size: target bytes per shard when ``num_shards`` is None.
+        compression: ``none``, ``gzip`` or ``zlib`` (as TensorFlow names them).
+        index: also write ``<shard>.idx`` files (offset and length per record);
+            uncompressed shards only.
+        salt: mixed into order keys; the default keeps runs comparable.
+        max_reject_fraction: fail the run when more than this fraction of elements
+            (``image`` rejects over images seen) was rejected.
+        max_annotation_reject_fraction: fail the run when more than this fraction of the
+            annotations seen was rejected on their own account (unknown image or
+            category, invalid box or mask, duplicate id...; annotations lost with their
+            image count against ``max_reject_fraction``). None: ``max_reject_fraction``.
+    """
+
+    num_shards: int | None = None
+    shard_size: int = DEFAULT_SHARD_SIZE
+    compression: Compression = Compression.NONE
+    index: bool = False
+    salt: str = DEFAULT_SALT
+    max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
+    max_annotation_reject_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compression", parse_compression(self.compression))
+        for name in ("max_reject_fraction", "max_annotation_reject_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value}")
+        shard_count(0, num_shards=self.num_shards, shard_size=self.shard_size)  # validates
+        if self.index and self.compression is not Compression.NONE:
+            # An index of a compressed shard could only count bytes of the decompressed
+            # stream: no reader (ours, DALI, the tfrecord package) can seek to those.
+            raise ValueError(
+                f"--index cannot be combined with --compression {self.compression.name.lower()}: "
+                "a compressed shard cannot be entered in the middle, so its offsets would be "
+                "of no use. Write uncompressed shards with --index, or compressed shards "
+                "without it."
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "num_shards": self.num_shards,
+            "shard_size": self.shard_size,
+            "compression": self.compression.name.lower(),
+            "index": self.index,
+            "salt": self.salt,
+            "max_reject_fraction": self.max_reject_fraction,
+            "max_annotation_reject_fraction": self.annotation_limit,
+        }
+
+    @property
+    def annotation_limit(self) -> float:
+        """``max_annotation_reject_fraction``, or ``max_reject_fraction`` when unset."""
+        if self.max_annotation_reject_fraction is None:
+            return self.max_reject_fraction
+        return self.max_annotation_reject_fraction

@@ -14,8 +14,8 @@ import time
 from typing import TextIO
 
 from recordbeam import filesystems
+from recordbeam.dataset.names import PLAN
 from recordbeam.images.checks import human_bytes
-from recordbeam.write.sink import PLAN
 
 
 def _snapshot(temp_dir: str) -> tuple[int | None, int]:

@@ -1,0 +1,51 @@
+"""What the files of an output folder are called: shard names, split names, metadata files.
+
+Pure naming rules, no I/O and no Beam: the encoder protocol checks split names with them
+on any worker, and :mod:`recordbeam.dataset.layout` (which lists and reads the folder)
+builds on them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from recordbeam.errors import UsageError
+from recordbeam.tfrecord.framing import Compression, shard_suffix
+
+MANIFEST = "manifest.json"
+LABELS = "labels.txt"
+REJECTS = "rejects.jsonl"
+FAILED_REJECTS = "failed-run-rejects.jsonl"
+TEMP_PREFIX = ".recordbeam-tmp-"
+PREVIOUS_MANIFEST = "previous-manifest.json"  # in a temp folder: the manifest a commit replaces
+COMMIT_PLAN = "commit.json"  # in a temp folder: the names a commit places
+PLAN = "plan.json"  # in a temp folder: the planned input bytes, read by progress reports
+
+#: The metadata files of a finished folder (shards and TFDS files aside).
+METADATA_FILES = frozenset({MANIFEST, LABELS, REJECTS, FAILED_REJECTS})
+
+_SHARD_NAME = re.compile(
+    r"^[A-Za-z0-9_.\-]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zz)?(\.idx)?$"
+)
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+class OutputFolderError(UsageError):
+    """The output folder cannot be written as asked (foreign files, bad split name)."""
+
+
+def shard_name(split: str, index: int, count: int, compression: Compression) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}{shard_suffix(compression)}"
+
+
+def check_split_name(split: str) -> str:
+    if not _SPLIT_NAME.match(split):
+        raise OutputFolderError(
+            f"split name {split!r} must be letters, digits and underscores (it becomes part of file names)"
+        )
+    return split
+
+
+def is_shard_file(name: str) -> bool:
+    """A shard or its index, by name: ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx]``."""
+    return bool(_SHARD_NAME.match(name))

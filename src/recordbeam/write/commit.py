@@ -1,0 +1,325 @@
+"""The commit of :class:`recordbeam.write.sink.WriteShards`: one task, once every shard is
+written, turns the temp folder into a finished output folder.
+
+In order: check that every planned shard arrived (an empty file for a shard no element
+fell into), enforce the reject limits (images, annotations) and the label map of the
+splits kept, stage ``labels.txt``, ``rejects.jsonl`` and ``manifest.json`` in the temp
+folder, then touch the output: remove the manifest (the folder stops looking finished),
+delete the stale outputs of ours, rename the shards and files into place, write the TFDS
+files and finally rename the manifest into place. Only files our records name are ever
+deleted (:mod:`recordbeam.dataset.layout`); each deletion and rename is logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+
+from recordbeam import __version__, filesystems
+from recordbeam.dataset import layout, manifest, names
+from recordbeam.dataset import tfds as tfds_metadata
+from recordbeam.errors import DataError
+from recordbeam.records import LOST_WITH_IMAGE, Reject
+from recordbeam.tfrecord.feature_spec import FeatureSpec
+from recordbeam.tfrecord.framing import RecordWriter
+from recordbeam.write.planning import ShardOptions, shard_count
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """A written temporary shard, waiting for the finalizer to commit it."""
+
+    split: str
+    index: int
+    count: int
+    temp_path: str
+    temp_index_path: str | None
+    examples: int
+    bytes: int
+    spec: FeatureSpec
+    counts: Mapping[str, int]
+    list_spec: FeatureSpec | None = None  # feature lists of SequenceExamples, per step
+
+    @property
+    def name(self) -> str:
+        return self.temp_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+class RejectLimitExceeded(DataError, RuntimeError):
+    """More of the input was rejected than ``max_reject_fraction`` (or its annotation limit) allows."""
+
+
+class _Finalize(beam.DoFn):
+    def __init__(self, output_dir: str, temp_dir: str, options: ShardOptions,
+                 declared_splits: tuple[str, ...]) -> None:
+        self._output_dir = output_dir
+        self._temp_dir = temp_dir
+        self._options = options
+        self._declared = declared_splits
+
+    def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written):
+        default_split = self._declared[0]
+        owned = sorted(set(totals) | set(self._declared))
+        results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
+        rejects = sorted(
+            (r if r.split else dataclasses.replace(r, split=default_split) for r in rejects),
+            key=lambda r: (r.split, r.kind, r.source, r.reason, r.detail),
+        )
+        dataset_meta: dict[str, Any] = {}
+        for part in metadata:
+            dataset_meta.update(part)
+        entries = {
+            split: self._split_entry(split, results, rejects, counts if split == default_split else {},
+                                     dataset_meta)
+            for split in owned
+        }
+        previous = layout.recorded_manifest(self._output_dir) or {}
+        # The launcher checked this before the run (pipeline.check_labels_before_run); a
+        # folder changed since then, or a caller that skipped it, is stopped here.
+        conflict = manifest.label_map_conflict(previous, dataset_meta, owned, self._output_dir)
+        if conflict:
+            filesystems.remove_tree(self._temp_dir)
+            raise manifest.LabelMapMismatch(conflict)
+        exceeded = _limit_exceeded(entries, rejects, self._output_dir, self._options)
+        if exceeded is not None:
+            self._write_rejects(names.FAILED_REJECTS, rejects)
+            filesystems.remove_tree(self._temp_dir)
+            raise RejectLimitExceeded(exceeded)
+        for split, entry in previous.get("splits", {}).items():
+            entries.setdefault(split, entry)  # splits this run does not write are kept
+        final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
+        self._commit(results, rejects, owned, final)
+        for split in owned:
+            warning = manifest.empty_shards_warning(split, final["splits"][split])
+            if warning:
+                _LOG.warning("%s: %s", self._output_dir, warning)
+        yield final
+
+    def _split_entry(self, split, results, rejects, upstream_counts, meta) -> dict[str, Any]:
+        mine = [r for r in results if r.split == split]
+        spec = FeatureSpec()
+        counts: Counter[str] = Counter(dict(upstream_counts))
+        lists = FeatureSpec()
+        for shard in mine:
+            spec = spec.merge(shard.spec)
+            counts.update(shard.counts)
+            lists = lists.merge(shard.list_spec) if shard.list_spec else lists
+        entry = manifest.split_entry(
+            [(r.name, r.examples, r.bytes) for r in mine], spec,
+            [r for r in rejects if r.split == split], counts, meta,
+        )
+        if lists.examples:
+            entry["feature_lists"] = lists.to_json()
+        return entry
+
+    def _write_rejects(self, name: str, rejects: Iterable[Reject]) -> None:
+        data = "".join(r.to_json() + "\n" for r in rejects).encode("utf-8")
+        filesystems.write_bytes(filesystems.join(self._output_dir, name), data)
+
+    def _kept_rejects(self, owned: list[str]) -> list[Reject]:
+        """Rejects of splits this run does not write, from the previous rejects file."""
+        path = filesystems.join(self._output_dir, names.REJECTS)
+        if not filesystems.exists(path):
+            return []
+        lines = filesystems.read_bytes(path).decode("utf-8").splitlines()
+        return [r for r in map(Reject.from_json, filter(None, lines)) if r.split not in owned]
+
+    def _commit(self, results: list[ShardResult], rejects: list[Reject], owned: list[str],
+                final: dict) -> None:
+        # Every byte is written into the temp folder before anything in the output changes:
+        # a full disk (or any write error) fails the run here, the previous output intact.
+        staged = self._stage(rejects, owned, final)
+        self._place(results, staged, owned, final)
+
+    def _stage(self, rejects: list[Reject], owned: list[str], final: dict) -> list[str]:
+        """Write ``labels.txt``, ``rejects.jsonl`` and ``manifest.json`` into the temp
+        folder; returns the names to rename into place besides the shards and the manifest."""
+        kept_rejects = self._kept_rejects(owned)
+        staged_files = []
+        labels = final.get("label_names")
+        if labels:
+            staged_files.append((names.LABELS, "".join(f"{name}\n" for name in labels).encode("utf-8")))
+        all_rejects = sorted(kept_rejects + rejects,
+                             key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
+        staged_files.append((names.REJECTS, "".join(r.to_json() + "\n" for r in all_rejects).encode("utf-8")))
+        for name, data in staged_files:
+            filesystems.write_bytes(filesystems.join(self._temp_dir, name), data)
+        filesystems.write_bytes(filesystems.join(self._temp_dir, names.MANIFEST),
+                                (json.dumps(final, indent=2, sort_keys=True) + "\n").encode())
+        return [name for name, _data in staged_files]
+
+    def _place(self, results: list[ShardResult], staged: list[str], owned: list[str],
+               final: dict) -> None:
+        """Change the output folder: remove the manifest, delete our stale files, rename
+        the new ones into place, the manifest last."""
+        out = self._output_dir
+        manifest_path = filesystems.join(out, names.MANIFEST)
+        new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
+        # What a later run needs if this commit is cut short: the manifest it replaces (so
+        # other splits stay listed) and the names it places (so they count as ours).
+        files = layout.existing_files(out)
+        known = layout.known_files(out, files)
+        previous = layout.recorded_manifest(out, files)
+        if previous is not None:
+            filesystems.write_bytes(filesystems.join(self._temp_dir, names.PREVIOUS_MANIFEST),
+                                    json.dumps(previous).encode())
+        placed = sorted(new_names | set(staged) | {names.MANIFEST}
+                        | set(tfds_metadata.files_for(final)))
+        filesystems.write_bytes(filesystems.join(self._temp_dir, names.COMMIT_PLAN),
+                                json.dumps({"files": placed}).encode())
+        if names.MANIFEST in files:
+            _LOG.info("%s: removing %s until the commit is done", out, names.MANIFEST)
+        filesystems.delete([manifest_path])  # from here on the folder does not look finished
+        stale = [
+            p for p in sorted(known)
+            if "/" not in p and p not in new_names and (
+                p == names.FAILED_REJECTS
+                or (names.is_shard_file(p) and manifest.split_of_shard_file(p) in owned)
+            )
+        ]
+        _delete_logged(out, stale, "stale files of an earlier run")
+        sources, targets = [], []
+        for r in results:
+            sources.append(r.temp_path)
+            targets.append(filesystems.join(out, r.name))
+            if r.temp_index_path:
+                sources.append(r.temp_index_path)
+                targets.append(filesystems.join(out, r.name + ".idx"))
+        for name in staged:
+            sources.append(filesystems.join(self._temp_dir, name))
+            targets.append(filesystems.join(out, name))
+        _rename_logged(out, sources, targets, f"{len(sources)} new files (shards, indexes, metadata)")
+        _write_tfds_files(out, final)  # TFDS's dataset_info.json etc., before the manifest
+        _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path],
+                       f"{names.MANIFEST} (last: the folder is finished)")
+        _remove_temp_dirs(out)
+
+
+def _delete_logged(output_dir: str, stale: list[str], why: str) -> None:
+    """Delete ``stale`` (names in ``output_dir``), leaving their names in the log."""
+    if stale:
+        _LOG.info("%s: deleting %d %s: %s", output_dir, len(stale), why, ", ".join(stale))
+    filesystems.delete([filesystems.join(output_dir, name) for name in stale])
+
+
+def _rename_logged(output_dir: str, sources: list[str], targets: list[str], what: str) -> None:
+    """Rename ``sources`` to ``targets``, saying ``what`` they are at INFO and each name at
+    DEBUG (a dataset may have thousands of shards)."""
+    _LOG.info("%s: renaming %s into place", output_dir, what)
+    for source, target in zip(sources, targets, strict=True):
+        _LOG.debug("rename %s -> %s", source, target)
+    filesystems.rename(sources, targets)
+
+
+def _remove_temp_dirs(output_dir: str) -> None:
+    """Remove every temp folder of ours, including those left by killed earlier runs."""
+    tops = {p.split("/", 1)[0] for p in layout.existing_files(output_dir)}
+    for top in sorted(t for t in tops if t.startswith(names.TEMP_PREFIX)):
+        _LOG.info("%s: removing the temp folder %s", output_dir, top)
+        filesystems.remove_tree(filesystems.join(output_dir, top))
+
+
+def _complete_shards(shards: list[ShardResult], totals: Mapping[str, int],
+                     options: ShardOptions, temp_dir: str) -> list[ShardResult]:
+    """One result per shard name, in name order. A shard no element fell into still
+    gets its (empty) file: readers expect every name from 0 to N-1."""
+    by_key: dict[tuple[str, int], ShardResult] = {}
+    for shard in sorted(shards, key=lambda s: (s.split, s.index, s.temp_path)):
+        by_key.setdefault((shard.split, shard.index), shard)
+    results = []
+    for split in sorted(totals):
+        n = shard_count(totals[split], num_shards=options.num_shards, shard_size=options.shard_size)
+        for i in range(n):
+            shard = by_key.get((split, i)) or _write_empty_shard(split, i, n, options, temp_dir)
+            results.append(shard)
+    return results
+
+
+def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions,
+                       temp_dir: str) -> ShardResult:
+    name = names.shard_name(split, index, count, options.compression)
+    temp_path = filesystems.join(temp_dir, f"{name}.empty")
+    empty = io.BytesIO()  # a compressed stream of no records still has a header
+    RecordWriter(empty, options.compression).close()
+    filesystems.write_bytes(temp_path, empty.getvalue())
+    temp_index = None
+    if options.index:
+        temp_index = temp_path + ".idx"
+        filesystems.write_bytes(temp_index, b"")
+    return ShardResult(split, index, count, temp_path, temp_index, 0, len(empty.getvalue()),
+                       FeatureSpec(), {})
+
+
+def _limit_exceeded(entries: Mapping[str, Mapping[str, Any]], rejects: Sequence[Reject],
+                    output_dir: str, options: ShardOptions) -> str | None:
+    """The failure message when a split lost more images, or more annotations, than the
+    limits allow; None when every split is within them."""
+    failed = filesystems.join(output_dir, names.FAILED_REJECTS)
+    split = max(entries, key=lambda s: entries[s]["rejects"]["image_fraction"])
+    summary = entries[split]["rejects"]
+    if summary["image_fraction"] > options.max_reject_fraction:
+        return (
+            f"{summary['images']} of {summary['images'] + entries[split]['examples']} images "
+            f"were rejected ({summary['image_fraction']:.1%}), above --max-reject-fraction "
+            f"{options.max_reject_fraction:g}. Nothing was committed to {output_dir}; the "
+            f"rejects are listed in {failed} ({_reasons(summary, 'image')}). "
+            f"{_example(rejects, split, 'image')}Fix the inputs, or raise "
+            "--max-reject-fraction if these losses are acceptable."
+        )
+    split = max(entries, key=lambda s: entries[s]["rejects"]["annotation_fraction"])
+    summary = entries[split]["rejects"]
+    if summary["annotation_fraction"] > options.annotation_limit:
+        return (
+            f"{summary['annotations_dropped']} of {summary['annotations_seen']} annotations "
+            f"were rejected ({summary['annotation_fraction']:.1%}), above "
+            f"--max-annotation-reject-fraction {options.annotation_limit:g}. Nothing was "
+            f"committed to {output_dir}; the rejects are listed in {failed} "
+            f"({_reasons(summary, 'annotation')}). {_example(rejects, split, 'annotation')}"
+            "Fix the annotations, or raise --max-annotation-reject-fraction if these losses "
+            "are acceptable."
+        )
+    return None
+
+
+def _reasons(summary: Mapping[str, Any], kind: str) -> str:
+    """``reason: count`` of one kind of rejects, most frequent first."""
+    found = [(key.split(":", 1)[1], n) for key, n in summary["by_reason"].items()
+             if key.startswith(f"{kind}:") and key.split(":", 1)[1] not in (
+                 LOST_WITH_IMAGE if kind == "annotation" else ())]
+    return ", ".join(f"{reason}: {n}" for reason, n in sorted(found, key=lambda rn: -rn[1]))
+
+
+def _example(rejects: Sequence[Reject], split: str, kind: str) -> str:
+    """The first reject of the most frequent reason, quoted: most failures are one
+    problem repeated, and its own words say what it is."""
+    mine = [r for r in rejects if r.split == split and r.kind == kind
+            and not (kind == "annotation" and r.reason in LOST_WITH_IMAGE)]
+    if not mine:
+        return ""
+    common = Counter(r.reason for r in mine).most_common(1)[0][0]
+    first = next(r for r in mine if r.reason == common)
+    return f"The most frequent, {common}, e.g. {first.source}: {first.detail.rstrip('.')}. "
+
+
+def _write_tfds_files(output_dir: str, manifest: Mapping[str, Any]) -> list[str]:
+    """Write the TFDS files for ``manifest`` into ``output_dir`` and remove stale ones
+    (none for compressed shards, which TFDS cannot read); returns the names written."""
+    files = tfds_metadata.files_for(manifest)
+    stale = [
+        name for name in layout.existing_files(output_dir)
+        if "/" not in name and tfds_metadata.is_tfds_file(name) and name not in files
+    ]
+    _delete_logged(output_dir, stale, "stale TFDS files")
+    for name, data in sorted(files.items()):
+        filesystems.write_bytes(filesystems.join(output_dir, name), data)
+    return sorted(files)

@@ -1,0 +1,89 @@
+"""The encoder protocol: how :class:`recordbeam.write.sink.WriteShards` turns elements into
+examples.
+
+An input format gives the sink an :class:`ExampleEncoder`; the sink calls it on the worker
+that writes each shard, after the shuffle, and frames what :meth:`ExampleEncoder.encode`
+returns (an :class:`Encoded`). Nothing here imports Beam: an encoder is plain Python,
+testable without a pipeline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from recordbeam.dataset.names import check_split_name
+from recordbeam.records import Reject
+from recordbeam.write.planning import RECORD_FRAMING
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What an encoder made of one element.
+
+    Give ``features`` (a mapping for :func:`recordbeam.tfrecord.example.make_example`) or
+    ``serialized`` (bytes of an ``Example`` written as they are), or neither when the
+    element was rejected. ``kinds`` fixes the kind of features whose lists may be empty.
+    ``counts`` are added up into the manifest (e.g. boxes clipped).
+    """
+
+    features: Mapping[str, Any] | None = None
+    kinds: Mapping[str, str] | None = None
+    serialized: bytes | None = None
+    rejects: tuple[Reject, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    #: ``(context, feature_lists)`` for a ``SequenceExample`` (arguments of
+    #: :func:`recordbeam.tfrecord.example.make_sequence_example`, with ``kinds``).
+    sequence: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
+
+
+class ExampleEncoder:
+    """How ``WriteShards`` turns elements into examples.
+
+    The base class writes elements that are already serialized ``Example`` bytes.
+    Subclasses override ``encode`` to do the heavy work (reading image bytes) on the
+    worker that writes the shard, after the shuffle.
+
+    ``list_features`` names the features that are lists by nature (one value per object,
+    a list column): the manifest declares them variable-length even when every example
+    happens to hold the same number of values, so readers see one shape on every dataset.
+    """
+
+    #: Features that are lists whatever the data holds (see the class docstring).
+    list_features: frozenset[str] = frozenset()
+
+    def __init__(self, split: str = "train", *, list_features: Iterable[str] = ()) -> None:
+        self.default_split = check_split_name(split)
+        if list_features:
+            self.list_features = frozenset(list_features)
+
+    def setup(self) -> None:
+        """Called once per worker before the first ``encode``."""
+
+    def identity(self, element: Any) -> str:
+        """A stable identity; its hash orders the output. Must not depend on where data lives."""
+        return hashlib.sha256(element).hexdigest()
+
+    def size(self, element: Any) -> int:
+        """Expected bytes of the element's framed record in the shard, for planning shard
+        counts (``--shard-size`` is a target for the shard files)."""
+        return len(element) + RECORD_FRAMING
+
+    def size_overhead(self) -> int:
+        """Bytes a typical record adds to the payload sizes a reader gives upfront
+        (``WriteShards(sizes=...)``, e.g. the image files' listed sizes): the framing
+        and the features the encoder writes beside the payload."""
+        return RECORD_FRAMING
+
+    def split(self, element: Any) -> str:
+        return self.default_split
+
+    def encode(self, element: Any) -> Encoded:
+        return Encoded(serialized=bytes(element))
+
+    def lost_with(self, element: Any, reject: Reject) -> tuple[Reject, ...]:
+        """Rejects for what is lost along with a rejected element besides the element
+        itself (COCO: its objects, listed as annotation rejects). None by default."""
+        return ()
