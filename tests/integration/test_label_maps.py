@@ -62,7 +62,7 @@ def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
     assert _coco(coco_sample, str(renamed), train_folder, "val") == cli.EXIT_DATA
     err = capsys.readouterr().err
     assert f"label {first['id']} is {first['name']!r} there but 'renamed' in this run" in err
-    assert "split(s) train" in err and "Traceback" not in err
+    assert "holds the split train," in err and "Traceback" not in err
     assert _snapshot(train_folder) == before
 
 
