@@ -251,6 +251,10 @@ def test_verify_numbers_records_after_a_skipped_corrupt_one(tmp_path, capsys):
     assert "1 records" in out
 
 
+@pytest.mark.case(
+    '`--shards` far above the example count',
+    'empty shards are named in the summary with advice',
+)
 def test_more_shards_than_examples_warns_in_the_summary(three_shards, tmp_path, capsys):
     # 200 shards for a few dozen examples: most are empty files, and the run says so.
     examples = len(three_shards.records())
