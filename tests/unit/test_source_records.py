@@ -121,3 +121,29 @@ def test_coco_stages_carry_named_types_so_shuffles_use_the_compact_coders(tmp_pa
     assert str(registry.get_coder(types["Read/JoinAnnotationsById"])).endswith(
         "JoinMessageCoder]")
     assert read["records"].element_type is ImageRecord
+
+
+def test_every_image_source_types_its_records(tmp_path):
+    from recordbeam.sources.imagefolder import ImageFolderOptions, ReadImageFolder
+    from recordbeam.sources.tabular import ReadTable, TableOptions
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("image,label\na.jpg,1\n", encoding="utf-8")
+    p = beam.Pipeline()
+    folder = p | "Folder" >> ReadImageFolder(ImageFolderOptions(str(tmp_path)))
+    table = p | "Table" >> ReadTable(TableOptions(str(manifest)))
+    grouped = p | "Grouped" >> ReadTable(TableOptions(str(manifest), group_by="label"))
+    for read in (folder, table, grouped):
+        assert read["records"].element_type is ImageRecord
+
+
+def test_built_rows_cross_the_group_shuffle_as_their_fields():
+    from recordbeam.sources.tabular import BuiltRow, BuiltRowCoder
+
+    row = BuiltRow("val", 12, {"label": 3, "tags": ["a"], "score": None},
+                   (("image", "/m/a.png", 10), ("depth", "/m/a_d.png", 7)))
+    coder = beam.coders.registry.get_coder(BuiltRow)
+    assert isinstance(coder, BuiltRowCoder)
+    encoded = coder.encode(row)
+    assert coder.decode(encoded) == row and type(coder.decode(encoded)) is BuiltRow
+    assert b"BuiltRow" not in encoded

@@ -48,7 +48,8 @@ from recordbeam.sources.coco_records import (
     unpack_annotations,
     unpack_objects,
 )
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.listing import is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
@@ -278,7 +279,7 @@ class _ReadInputs(beam.DoFn):
         opts = self._options
         skipped = self._skipped_prefix
         for meta in filesystems.list_files(opts.images_dir):
-            if skipped and meta.path.startswith(skipped):
+            if is_skipped(meta.path, skipped):
                 continue
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
             yield JoinKey(name), file
@@ -785,7 +786,7 @@ def _metadata(categories: list[tuple[Any, str]], contiguous: bool, terms: tuple[
         "label_map": {str(written.label): written.name for _cid, written in ordered},
         "category_ids": {str(cid): written.label for cid, written in ordered},
         "label_names": [written.name for _cid, written in ordered],
-        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
+        "inputs": inputs_entry(terms),
     }
 
 
@@ -803,8 +804,7 @@ class ReadCoco(beam.PTransform):
     def __init__(self, options: CocoOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
-        self._skipped_prefix = (filesystems.prefix_below(options.images_dir, skip_below)
-                                if skip_below else None)
+        self._skipped_prefix = skipped_prefix(options.images_dir, skip_below)
 
     def expand(self, pbegin):
         opts = self._options
