@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -335,7 +335,7 @@ class _ReadInputs(beam.DoFn):
                 )
 
 
-def _tasks_of_group(group: tuple[int, list[str]]) -> list[str]:
+def _tasks_of_group(group: tuple[int, Iterable[str]]) -> Iterable[str]:
     _worker_group, tasks = group
     return tasks
 
@@ -580,7 +580,7 @@ class _JoinFiles(beam.DoFn):
         if not self._allow_outside_root:
             self._root = filesystems.local_real_path(self._images_dir)
 
-    def process(self, element: tuple[JoinKey, list[JoinMessage]]):
+    def process(self, element: tuple[JoinKey, Iterable[JoinMessage]]):
         key, messages = element
         if key.by_image_id:  # passed on to the join by id
             for message in messages:

@@ -37,7 +37,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -653,7 +653,7 @@ def varying_columns(rows: Sequence[dict]) -> set[str]:
 
 
 def _group_record(
-    element: tuple[str, list[BuiltRow]], varying: Sequence[str], options: TableOptions,
+    element: tuple[str, Iterable[BuiltRow]], varying: Sequence[str], options: TableOptions,
     schema: Schema,
 ) -> ImageRecord:
     key, members = element
