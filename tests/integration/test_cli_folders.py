@@ -118,3 +118,13 @@ def test_a_folder_without_manifest_is_a_usage_error(command, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{tmp_path / 'loose'} is a folder without a finished recordbeam manifest" in err
     assert "Error" not in err
+
+
+def test_verify_an_index_file_says_it_is_an_index_not_a_damaged_shard(folder, capsys):
+    assert cli.main(["index", folder]) == 0
+    index = shards_of(folder)[0] + ".idx"
+    capsys.readouterr()
+    assert cli.main(["verify", index]) == 1
+    out = capsys.readouterr().out
+    assert "not a TFRecord file" in out and "it is an index file" in out
+    assert "damaged" not in out

@@ -14,7 +14,11 @@ def _not_tfrecord(path: str, command: str) -> str:
     from recordbeam.dataset.layout import is_ours, is_shard_file
 
     name = path.rstrip("/").rsplit("/", 1)[-1]
-    if is_ours(name) and not is_shard_file(name):
+    if name.endswith(".idx"):
+        shard = path[: -len(".idx")]
+        advice = (f"it is an index file (the offsets of the shard beside it); check the shard "
+                  f"itself (recordbeam {command} {shard})")
+    elif is_ours(name) and not is_shard_file(name):
         folder = path[: -len(name)].rstrip("/") or "."
         advice = (f"it is one of recordbeam's metadata files; give the output folder instead "
                   f"(recordbeam {command} {folder})")
@@ -31,7 +35,6 @@ def record_error_text(error: Any, command: str) -> str:
         return str(error)  # its advice (check the compression) holds here too
     return (f"{error.problem}. The file is damaged: `recordbeam verify {error.path}` lists "
             "every damaged record; re-create the file")
-
 
 
 def verify_file(path: str) -> tuple[int, list[str]]:
