@@ -112,49 +112,6 @@ class _AssignShard(beam.DoFn):
         yield (split, shard_of(key, n), n), _pack_keyed(key, element, self._coder)
 
 
-class _KeyElements(beam.DoFn):
-    def __init__(self, encoder: ExampleEncoder, salt: str) -> None:
-        self._encoder = encoder
-        self._salt = salt
-
-    def process(self, element: Any) -> Iterable[tuple[str, int, int, Any]]:
-        enc = self._encoder
-        split = names.check_split_name(enc.split(element))
-        yield split, order_key(enc.identity(element), self._salt), enc.size(element), element
-
-
-_ORDER_KEY = struct.Struct(">Q")
-
-
-def _pack_keyed(key: int, element: Any, coder: beam.coders.Coder) -> bytes:
-    return _ORDER_KEY.pack(key) + coder.encode(element)
-
-
-def _unpack_keyed(blob: bytes, coder: beam.coders.Coder) -> tuple[int, Any]:
-    return _ORDER_KEY.unpack_from(blob)[0], coder.decode(blob[_ORDER_KEY.size:])
-
-
-class _AssignShard(beam.DoFn):
-    """``(split, index, count) -> packed element``: its order key and its encoding in one
-    ``bytes``. Beam's local runner keeps a shuffle's values as decoded Python objects in
-    the launcher, where a record of paths and labels costs several times its encoded size."""
-
-    def __init__(self, options: ShardOptions, coder: beam.coders.Coder) -> None:
-        self._options = options
-        self._coder = coder
-
-    def process(self, keyed, totals):
-        split, key, _size, element = keyed
-        if split not in totals:
-            raise ValueError(
-                f"an element of split {split!r} arrived, but the planned sizes have no such "
-                "split; give WriteShards(sizes=...) a total for every split the encoder names")
-        n = shard_count(
-            totals[split], num_shards=self._options.num_shards, shard_size=self._options.shard_size
-        )
-        yield (split, shard_of(key, n), n), _pack_keyed(key, element, self._coder)
-
-
 class _WriteShard(beam.DoFn):
     """Writes one shard: sort by key, encode one element at a time, stream to a temp file."""
 
