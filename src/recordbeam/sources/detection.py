@@ -1,0 +1,128 @@
+"""What detection sources share: the object record and the encoder of its features.
+
+A detection source (VOC today; COCO once its per-object records are named types) turns
+each annotated object into a :class:`DetectionObject` and lets :class:`DetectionEncoder`
+write the features Model Garden's and the Object Detection API's decoders read:
+``image/object/bbox/{xmin,xmax,ymin,ymax}`` (normalized corners), ``class/label`` and
+``class/text``, plus the per-object features a format adds (``extra_kinds``: VOC's
+``difficult``, ``truncated`` and ``view``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from recordbeam.images.boxes import InvalidBox, normalize_box
+from recordbeam.images.checks import ImageInfo
+from recordbeam.images.transcode import orient_box
+from recordbeam.records import OBJECTS_WRITTEN, ImageRecord, Reject
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
+
+#: The features every detection source writes, one value per object.
+BOX_KINDS = {
+    "image/object/bbox/xmin": "float",
+    "image/object/bbox/xmax": "float",
+    "image/object/bbox/ymin": "float",
+    "image/object/bbox/ymax": "float",
+    "image/object/class/label": "int64",
+    "image/object/class/text": "bytes",
+}
+
+
+class DetectionObject(NamedTuple):
+    """One annotated object, ready to encode.
+
+    Attributes:
+        source: where it was read, for rejects (``Annotations/x.xml: object[2]``).
+        label: the class label written.
+        text: the class name written.
+        bbox: ``(x, y, width, height)`` in pixels of the annotated image, as COCO's.
+        extra: values of the encoder's ``extra_kinds`` features, in their order.
+    """
+
+    source: str
+    label: int
+    text: str
+    bbox: tuple[float, float, float, float]
+    extra: tuple[Any, ...] = ()
+
+
+class DetectionEncoder(ImageExampleEncoder):
+    """Writes an image and its :class:`DetectionObject` list (``labels["objects"]``).
+
+    Boxes are clipped to the image (counted as ``boxes_clipped``) and normalized by the
+    image header's size; a box with no area inside the image is rejected with its
+    object's ``source``. ``extra_kinds`` (feature -> kind) names the per-object features
+    a format adds beside the boxes; each object's ``extra`` holds their values in order.
+    """
+
+    #: Objects assumed per image when planning shards before the annotations are read.
+    TYPICAL_OBJECTS = 3
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 extra_kinds: Mapping[str, str] | None = None) -> None:
+        super().__init__(checks, split, fixes)
+        self.extra_kinds = dict(extra_kinds or {})
+        self.object_kinds = {**BOX_KINDS, **self.extra_kinds}
+        self.list_features = frozenset(self.object_kinds)
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        """The object features' keys, and per object what four corners, a label, a
+        10-letter class name and the extra features (0 or a short word) take."""
+        measured = getattr(self, "_object_bytes", None)
+        if measured is None:
+            empty = {key: [] for key in self.object_kinds}
+            one = {key: [0.5] if kind == "float" else [90] if kind == "int64" else ["n" * 10]
+                   for key, kind in self.object_kinds.items()}
+            keys = len(encode_example(empty, self.object_kinds))
+            measured = self._object_bytes = (keys, len(encode_example(one, self.object_kinds)) - keys)
+        keys, per_object = measured
+        objects = self.TYPICAL_OBJECTS if record is None else len(record.labels["objects"])
+        return keys + objects * per_object
+
+    def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
+        """The objects of an image rejected while writing, as annotation rejects."""
+        reason = "image_missing" if reject.reason == "missing" else "image_rejected"
+        return tuple(
+            Reject("annotation", obj.source, reason,
+                   f"{obj.source} belongs to image {record.path}, which was rejected "
+                   f"({reject.reason}; see its image's reject)", reject.split)
+            for obj in record.labels["objects"]
+        )
+
+    def label_features(self, record: ImageRecord, info: ImageInfo):
+        columns: dict[str, list] = {key: [] for key in self.object_kinds}
+        extra_keys = list(self.extra_kinds)
+        rejects: list[Reject] = []
+        clipped = 0
+        orientation = self.fixes.applied_orientation(info) if self.fixes else 1
+        for obj in record.labels["objects"]:
+            try:
+                box = normalize_box(obj.bbox, info.width, info.height)
+            except InvalidBox as bad:
+                x, y, w, h = obj.bbox
+                rejects.append(Reject(
+                    "annotation", obj.source, bad.reason,
+                    f"{obj.source}: box from ({x:g}, {y:g}) to ({x + w:g}, {y + h:g}) has no "
+                    f"area inside the {info.width}x{info.height} image {record.path}; the image "
+                    "was written without this object",
+                ))
+                continue
+            clipped += box.clipped
+            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax, orientation)
+            columns["image/object/bbox/xmin"].append(xmin)
+            columns["image/object/bbox/xmax"].append(xmax)
+            columns["image/object/bbox/ymin"].append(ymin)
+            columns["image/object/bbox/ymax"].append(ymax)
+            columns["image/object/class/label"].append(obj.label)
+            columns["image/object/class/text"].append(obj.text)
+            for key, value in zip(extra_keys, obj.extra, strict=True):
+                columns[key].append(value)
+        warning = warn_size_mismatch(record, info, record.labels)
+        if warning:
+            rejects.append(warning)
+        counts = {OBJECTS_WRITTEN: len(columns["image/object/class/label"]),
+                  "boxes_clipped": clipped}
+        return columns, dict(self.object_kinds), rejects, counts
