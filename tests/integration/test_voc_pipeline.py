@@ -125,3 +125,20 @@ def test_split_option_beside_split_lists_is_refused(voc_root, tmp_path):
     code = cli.main(["convert", "voc", "--input", str(voc_root), "--output",
                      str(tmp_path / "out"), "--split", "holdout", "--quiet", *IN_MEMORY])
     assert code == 2
+
+
+def test_if_changed_skips_a_rerun_until_an_xml_changes(voc_root, tmp_path, capsys):
+    args = ["convert", "voc", "--input", str(voc_root), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+            "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    xml = voc_root / "Annotations" / "c.xml"
+    xml.write_text(_xml("c.jpg", [("cat", (1, 1, 9, 9), 0, 0)]))
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        xml.unlink()

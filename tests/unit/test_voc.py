@@ -21,6 +21,7 @@ from recordbeam.sources.voc import (
     _ParseAnnotations,
     parse_labelmap,
     parse_voc_xml,
+    split_list_id,
     split_lists,
 )
 
@@ -211,3 +212,12 @@ def test_encoder_writes_od_api_keys_and_clips_boxes(tmp_path):
     assert kinds["image/object/view"] == "bytes"
     assert [(r.source, r.reason) for r in rejects] == [("A/a.xml: object[2]", "empty_bbox")]
     assert counts == {"boxes_written": 2, "boxes_clipped": 1}
+
+
+@pytest.mark.parametrize("line, image_id", [
+    ("2008_000123\r\n", "2008_000123"),
+    ("  my photo 1 \r\n", "my photo 1"),
+    ("   \n", ""),
+])
+def test_split_list_ids_keep_spaces(line, image_id):
+    assert split_list_id(line) == image_id

@@ -150,7 +150,8 @@ def read_labelmap(options: VocOptions) -> list[str] | None:
 
 
 def voc_input_patterns(options: VocOptions) -> list[str]:
-    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``): the
+    annotation and image folders, then the split lists and the label map."""
     return [filesystems.everything_below(options.annotations_dir),
             filesystems.everything_below(options.image_folder),
             filesystems.join(options.split_lists_dir, "*.txt"), options.labelmap]
@@ -283,9 +284,11 @@ class _ListVoc(beam.DoFn):
 
     def process(self, task: tuple[str, str]):
         kind, value = task
+        # Every listed file also goes to the inputs fingerprint, from the one listing.
         if kind == "annotations":
             folder = self._options.annotations_dir
             for meta in self._listed(folder):
+                yield TaggedOutput("inputs", meta)
                 if meta.path.lower().endswith(".xml"):
                     yield _stem(folder, meta.path), ("xml", meta.path)
                 else:
@@ -293,14 +296,15 @@ class _ListVoc(beam.DoFn):
         elif kind == "images":
             folder = self._options.image_folder
             for meta in self._listed(folder):
+                yield TaggedOutput("inputs", meta)
                 if meta.path.lower().endswith(IMAGE_SUFFIXES):
                     yield _stem(folder, meta.path), ("image", meta.path, meta.size_in_bytes)
                 else:
                     yield TaggedOutput("counts", ("voc_non_image_files_skipped", 1))
         elif kind == "split":
             yield from self._split_ids(value)
-        else:  # the input files
-            for pattern in voc_input_patterns(self._options):
+        else:  # the small inputs: every list of ImageSets/Main, the label map
+            for pattern in voc_input_patterns(self._options)[2:]:
                 for meta in self._listed_pattern(pattern):
                     yield TaggedOutput("inputs", meta)
 
@@ -317,11 +321,16 @@ class _ListVoc(beam.DoFn):
         with filesystems.open_read(path) as f:
             text = f.read().decode("utf-8-sig", "replace")
         for number, line in enumerate(text.splitlines(), 1):
-            fields = line.split()
-            if not fields:
-                continue
-            # Per-class lists add a 1/-1/0 column; split lists hold the id alone.
-            yield fields[0], ("split", split, f"{path}:{number}")
+            image_id = split_list_id(line)
+            if image_id:
+                yield image_id, ("split", split, f"{path}:{number}")
+
+
+def split_list_id(line: str) -> str:
+    """The image id on one line of a split list: the whole line, stripped. Ids may hold
+    spaces (labelImg keeps file names as they are); only per-class lists, which are not
+    read, add a flag column."""
+    return line.strip()
 
 
 class ParsedImage(NamedTuple):
