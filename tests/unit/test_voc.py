@@ -221,3 +221,24 @@ def test_encoder_writes_od_api_keys_and_clips_boxes(tmp_path):
 ])
 def test_split_list_ids_keep_spaces(line, image_id):
     assert split_list_id(line) == image_id
+
+
+def test_boxes_drawn_on_the_exif_rotated_image_are_not_rotated_again(tmp_path):
+    from recordbeam.images.transcode import ImageFixes
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # displayed rotated 90 degrees clockwise: 100x50 stored, 50x100 shown
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (100, 50)).save(path, format="JPEG", exif=exif)
+    objects = (DetectionObject("A/a.xml: object[0]", 1, "dog", (10.0, 20.0, 20.0, 40.0),
+                               (0, 0, "Unspecified")),)
+    # The XML's <size> is the displayed one: the tool showed the rotated image.
+    record = ImageRecord("a", str(path), path.stat().st_size, "train",
+                         {"source_id": "a", "filename": "a.jpg", "width": 50, "height": 100,
+                          "objects": objects})
+    info = inspect_image(path.read_bytes())
+    encoder = VocEncoder(fixes=ImageFixes(apply_exif=True))
+    features, _kinds, rejects, _counts = encoder.label_features(record, info)
+    assert [features[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] \
+        == pytest.approx([0.2, 0.2, 0.6, 0.6])
+    assert rejects == []

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from recordbeam.images.boxes import InvalidBox, normalize_box
 from recordbeam.images.checks import ImageInfo
-from recordbeam.images.transcode import orient_box
+from recordbeam.images.transcode import orient_box, scaled_size
 from recordbeam.records import OBJECTS_WRITTEN, ImageRecord, Reject
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
@@ -47,6 +47,22 @@ class DetectionObject(NamedTuple):
     text: str
     bbox: tuple[float, float, float, float]
     extra: tuple[Any, ...] = ()
+
+
+class Geometry(NamedTuple):
+    """Where an image's boxes live and where they go.
+
+    Attributes:
+        frame: ``(width, height)`` the boxes are normalized against.
+        move: the EXIF orientation the normalized boxes are moved by (1: not moved).
+        written: ``(width, height)`` of the pixels written.
+        annotated_rotated: the annotation's size is the EXIF-rotated one (no size warning).
+    """
+
+    frame: tuple[int, int]
+    move: int
+    written: tuple[int, int]
+    annotated_rotated: bool
 
 
 class DetectionEncoder(ImageExampleEncoder):
@@ -92,35 +108,63 @@ class DetectionEncoder(ImageExampleEncoder):
             for obj in record.labels["objects"]
         )
 
+    def geometry(self, record: ImageRecord, info: ImageInfo) -> Geometry:
+        """Which pixels the boxes were drawn on, and how they move when written (see
+        :class:`Geometry`). An annotation size equal to the EXIF-rotated size (tools that
+        apply EXIF) means the boxes already are in displayed coordinates, so they are only
+        normalized against that size; otherwise they are in stored pixels and move with
+        them (``--apply-exif``)."""
+        orientation = self.fixes.applied_orientation(info) if self.fixes else 1
+        swapped = orientation in (5, 6, 7, 8)
+        displayed = (info.height, info.width) if swapped else (info.width, info.height)
+        frame, move = (info.width, info.height), orientation
+        if swapped and (record.labels.get("width"), record.labels.get("height")) == displayed:
+            frame, move = displayed, 1  # annotated on the rotated image
+        written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
+        return Geometry(frame, move, written, frame == displayed and swapped)
+
+    def extra_values(self, obj: DetectionObject, geometry: Geometry) -> tuple[Any, ...]:
+        """The values of ``extra_kinds`` written for ``obj`` (its ``extra`` as it is; a
+        format whose extras depend on the written pixels, as an area, overrides this)."""
+        return obj.extra
+
+    def box_reject(self, obj: DetectionObject, bad: InvalidBox, record: ImageRecord,
+                   geometry: Geometry) -> Reject:
+        """The reject of an object whose box cannot be written."""
+        x, y, w, h = obj.bbox
+        width, height = geometry.frame
+        return Reject(
+            "annotation", obj.source, bad.reason,
+            f"{obj.source}: box from ({x:g}, {y:g}) to ({x + w:g}, {y + h:g}) has no area "
+            f"inside the {width}x{height} image {record.path}; the image was written without "
+            "this object")
+
     def label_features(self, record: ImageRecord, info: ImageInfo):
         columns: dict[str, list] = {key: [] for key in self.object_kinds}
         extra_keys = list(self.extra_kinds)
         rejects: list[Reject] = []
         clipped = 0
-        orientation = self.fixes.applied_orientation(info) if self.fixes else 1
+        geometry = self.geometry(record, info)
         for obj in record.labels["objects"]:
             try:
-                box = normalize_box(obj.bbox, info.width, info.height)
+                box = normalize_box(obj.bbox, *geometry.frame)
+                extra = self.extra_values(obj, geometry)
             except InvalidBox as bad:
-                x, y, w, h = obj.bbox
-                rejects.append(Reject(
-                    "annotation", obj.source, bad.reason,
-                    f"{obj.source}: box from ({x:g}, {y:g}) to ({x + w:g}, {y + h:g}) has no "
-                    f"area inside the {info.width}x{info.height} image {record.path}; the image "
-                    "was written without this object",
-                ))
+                rejects.append(self.box_reject(obj, bad, record, geometry))
                 continue
             clipped += box.clipped
-            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax, orientation)
+            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax,
+                                                geometry.move)
             columns["image/object/bbox/xmin"].append(xmin)
             columns["image/object/bbox/xmax"].append(xmax)
             columns["image/object/bbox/ymin"].append(ymin)
             columns["image/object/bbox/ymax"].append(ymax)
             columns["image/object/class/label"].append(obj.label)
             columns["image/object/class/text"].append(obj.text)
-            for key, value in zip(extra_keys, obj.extra, strict=True):
+            for key, value in zip(extra_keys, extra, strict=True):
                 columns[key].append(value)
-        warning = warn_size_mismatch(record, info, record.labels)
+        warning = None if geometry.annotated_rotated else warn_size_mismatch(
+            record, info, record.labels)
         if warning:
             rejects.append(warning)
         counts = {OBJECTS_WRITTEN: len(columns["image/object/class/label"]),
