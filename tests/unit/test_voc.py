@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 from apache_beam.pvalue import TaggedOutput
@@ -18,6 +19,7 @@ from recordbeam.sources.voc import (
     VocOptions,
     VocXmlError,
     _build_record,
+    _ListVoc,
     _ParseAnnotations,
     parse_labelmap,
     parse_voc_xml,
@@ -242,3 +244,20 @@ def test_boxes_drawn_on_the_exif_rotated_image_are_not_rotated_again(tmp_path):
     assert [features[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] \
         == pytest.approx([0.2, 0.2, 0.6, 0.6])
     assert rejects == []
+
+
+def test_file_names_that_are_not_utf8_are_rejected_not_crashing_the_listing(tmp_path):
+    images = tmp_path / "JPEGImages"
+    images.mkdir()
+    (images / "good.jpg").write_bytes(b"x")
+    with open(os.path.join(os.fsencode(images), b"\xff.jpg"), "wb") as f:
+        f.write(b"x")
+    out = list(_ListVoc(VocOptions(str(tmp_path)), None).process(("images", "")))
+    keyed = [o for o in out if not isinstance(o, TaggedOutput)]
+    rejects = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "rejects"]
+    inputs = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "inputs"]
+    assert [key for key, _value in keyed] == ["good"]
+    assert [(r.reason, r.source.rsplit("/", 1)[-1]) for r in rejects] == [
+        ("invalid_file_name", "\\udcff.jpg")]
+    for meta in inputs:  # every path Beam encodes must be UTF-8
+        meta.path.encode("utf-8")

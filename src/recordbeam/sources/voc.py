@@ -28,6 +28,7 @@ from xml.etree.ElementTree import Element, ParseError
 
 import apache_beam as beam
 import defusedxml.ElementTree as safe_xml
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 from defusedxml import DefusedXmlException
@@ -35,6 +36,7 @@ from defusedxml import DefusedXmlException
 from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.coco import is_text, printable
 from recordbeam.sources.detection import DetectionEncoder, DetectionObject
 from recordbeam.sources.fingerprint import FileTermsFn
 
@@ -282,31 +284,36 @@ class _ListVoc(beam.DoFn):
         self._options = options
         self._skip = skip_prefix
 
-    def process(self, task: tuple[str, str]):
+    def process(self, task: tuple[str, Any]):
         kind, value = task
         # Every listed file also goes to the inputs fingerprint, from the one listing.
         if kind == "annotations":
             folder = self._options.annotations_dir
             for meta in self._listed(folder):
-                yield TaggedOutput("inputs", meta)
-                if meta.path.lower().endswith(".xml"):
+                yield TaggedOutput("inputs", _text_metadata(meta))
+                if not is_text(meta.path):
+                    yield TaggedOutput("rejects", _invalid_name(meta.path))
+                elif meta.path.lower().endswith(".xml"):
                     yield _stem(folder, meta.path), ("xml", meta.path)
                 else:
                     yield TaggedOutput("counts", ("voc_non_xml_files_skipped", 1))
         elif kind == "images":
             folder = self._options.image_folder
             for meta in self._listed(folder):
-                yield TaggedOutput("inputs", meta)
-                if meta.path.lower().endswith(IMAGE_SUFFIXES):
+                yield TaggedOutput("inputs", _text_metadata(meta))
+                if not is_text(meta.path):
+                    yield TaggedOutput("rejects", _invalid_name(meta.path))
+                elif meta.path.lower().endswith(IMAGE_SUFFIXES):
                     yield _stem(folder, meta.path), ("image", meta.path, meta.size_in_bytes)
                 else:
                     yield TaggedOutput("counts", ("voc_non_image_files_skipped", 1))
         elif kind == "split":
-            yield from self._split_ids(value)
+            split, path = value
+            yield from self._split_ids(split, path)
         else:  # the small inputs: every list of ImageSets/Main, the label map
             for pattern in voc_input_patterns(self._options)[2:]:
                 for meta in self._listed_pattern(pattern):
-                    yield TaggedOutput("inputs", meta)
+                    yield TaggedOutput("inputs", _text_metadata(meta))
 
     def _listed(self, folder: str):
         return self._listed_pattern(filesystems.everything_below(folder))
@@ -316,8 +323,7 @@ class _ListVoc(beam.DoFn):
             if not (self._skip and meta.path.startswith(self._skip)):
                 yield meta
 
-    def _split_ids(self, split: str):
-        path = split_lists(self._options)[split]
+    def _split_ids(self, split: str, path: str):
         with filesystems.open_read(path) as f:
             text = f.read().decode("utf-8-sig", "replace")
         for number, line in enumerate(text.splitlines(), 1):
@@ -331,6 +337,20 @@ def split_list_id(line: str) -> str:
     spaces (labelImg keeps file names as they are); only per-class lists, which are not
     read, add a flag column."""
     return line.strip()
+
+
+def _text_metadata(meta: FileMetadata) -> FileMetadata:
+    """Beam encodes paths as UTF-8: a name that is not UTF-8 travels escaped."""
+    if is_text(meta.path):
+        return meta
+    return FileMetadata(printable(meta.path), meta.size_in_bytes, meta.last_updated_in_seconds)
+
+
+def _invalid_name(path: str) -> Reject:
+    shown = printable(path)
+    return Reject("image", shown, "invalid_file_name", (
+        f"{shown}: the file name is not valid UTF-8 text, so it cannot be an id; rename the "
+        "file (and its XML or image) with a UTF-8 name"))
 
 
 class ParsedImage(NamedTuple):
@@ -509,12 +529,12 @@ class ReadVoc(beam.PTransform):
     def expand(self, pbegin):
         opts = self._options
         tasks = [("annotations", ""), ("images", ""), ("inputs", "")]
-        tasks += [("split", split) for split in self._split_lists]
+        tasks += [("split", (split, path)) for split, path in self._split_lists.items()]
         listed = (
             pbegin
             | "ListTasks" >> beam.Create(tasks)
             | "List" >> beam.ParDo(_ListVoc(opts, self._skip_prefix)).with_outputs(
-                "counts", "inputs", main="by_id")
+                "counts", "inputs", "rejects", main="by_id")
         )
         parsed = (
             listed.by_id
@@ -535,7 +555,7 @@ class ReadVoc(beam.PTransform):
         terms = listed.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
         metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
             lambda _, found, t: _metadata(found, t), AsSingleton(classes), AsSingleton(terms))
-        rejects = (parsed.rejects, built.rejects) | "VocRejects" >> beam.Flatten()
+        rejects = (listed.rejects, parsed.rejects, built.rejects) | "VocRejects" >> beam.Flatten()
         counts = (listed.counts, parsed.counts, built.counts) | "VocCounts" >> beam.Flatten()
         sizes = parsed.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
         return {"records": built.records, "rejects": rejects, "counts": counts,
