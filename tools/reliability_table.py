@@ -1,8 +1,9 @@
-"""The README's reliability table, produced from the reliability tests.
+"""The README's reliability table, produced from the tests that declare cases.
 
-Each test in ``tests/reliability`` declares what it proves with
-``@pytest.mark.case("<case>", "<what happens>")``. This script runs that suite, reads the
-per-test results its conftest writes (``RECORDBEAM_RELIABILITY_JSON``) and writes the
+Each test in ``tests/reliability`` (and each test elsewhere that proves a data-loss or
+misconfiguration case) declares what it proves with
+``@pytest.mark.case("<case>", "<what happens>")``. This script runs those tests, reads the
+per-test results ``tests/conftest.py`` writes (``RECORDBEAM_RELIABILITY_JSON``) and writes the
 table between ``<!-- reliability-table:start -->`` and ``<!-- reliability-table:end -->``
 in README.md.
 
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests" / "reliability"
+TESTS = ROOT / "tests"
+#: Where declared cases live: the reliability suite first, then cases proved elsewhere.
+CASE_FOLDERS = ("reliability", "integration", "interop", "unit")
 README = ROOT / "README.md"
 START = "<!-- reliability-table:start -->"
 END = "<!-- reliability-table:end -->"
@@ -54,9 +57,11 @@ def _is_case_marker(node: ast.AST) -> bool:
 
 
 def declared_cases(tests: Path = TESTS) -> list[Case]:
-    """Every ``case`` marker in ``tests/reliability/test_*.py``, in source order."""
+    """Every ``case`` marker in ``tests/<folder>/test_*.py``, folder by folder
+    (:data:`CASE_FOLDERS`), in source order."""
     cases = []
-    for path in sorted(tests.glob("test_*.py")):
+    paths = [p for folder in CASE_FOLDERS for p in sorted((tests / folder).glob("test_*.py"))]
+    for path in paths:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in tree.body:
             if not isinstance(node, ast.FunctionDef):
@@ -65,17 +70,20 @@ def declared_cases(tests: Path = TESTS) -> list[Case]:
                 for call in ast.walk(decorator):
                     if _is_case_marker(call):
                         name, outcome = (ast.literal_eval(a) for a in call.args[:2])
-                        cases.append(Case(name, outcome, f"{path.name}::{node.name}"))
+                        cases.append(Case(name, outcome,
+                                          f"{path.relative_to(tests).as_posix()}::{node.name}"))
     return cases
 
 
 def run_suite(tests: Path = TESTS) -> dict[str, dict]:
-    """Run the reliability tests; nodeid -> {"cases", "outcome", "seconds"}."""
+    """Run every test that declares a case; nodeid -> {"cases", "outcome", "seconds"}."""
+    node_ids = sorted({f"{tests / c.test.split('::')[0]}::{c.test.split('::')[1]}"
+                       for c in declared_cases(tests)})
     with tempfile.TemporaryDirectory() as folder:
         results = os.path.join(folder, "results.json")
         env = {**os.environ, RESULTS_ENV: results}
         subprocess.run(
-            [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider"],
+            [sys.executable, "-m", "pytest", *node_ids, "-q", "-p", "no:cacheprovider"],
             cwd=ROOT,
             env=env,
             check=False,

@@ -156,3 +156,8 @@ def _plain_message(error: BaseException) -> str:
 
 def _without_step(message: str) -> str:
     return _BEAM_STEP.sub("", message).strip()
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 shard``, ``2 shards``: a count with its noun in the number messages need."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"

@@ -119,7 +119,7 @@ def test_verify_flipped_byte_names_file_record_and_offset(converted, tmp_path, c
     problem = f"{damaged}: record {target} at byte {offset}"
     assert problem in both
     assert problem in captured.err
-    assert f"{damaged}: {len(records) - 1} records, 1 problem(s)" in captured.out
+    assert f"{damaged}: {len(records) - 1} records, 1 problem" in captured.out
 
 
 def test_verify_a_file_that_is_not_tfrecord_exits_one(coco_sample, capsys):
@@ -149,15 +149,15 @@ def test_index_writes_what_the_writer_writes(converted, tmp_path, capsys):
     assert f"{idx}: {len(records)} records" in capsys.readouterr().out
 
 
-def test_index_of_a_gzip_shard_counts_uncompressed_offsets(converted, tmp_path):
+def test_index_of_a_gzip_shard_is_refused(converted, tmp_path, capsys):
     records = converted.records()
     shard = tmp_path / "train-00000-of-00001.tfrecord.gz"
     with open(shard, "wb") as f, RecordWriter(f, Compression.GZIP) as writer:
         for r in records:
             writer.write(r)
-    assert cli.main(["index", str(shard)]) == 0
-    idx = tmp_path / "train-00000-of-00001.tfrecord.gz.idx"
-    assert idx.read_text(encoding="ascii") == _writer_index(records, Compression.GZIP)
+    assert cli.main(["index", str(shard)]) == 2
+    assert "is compressed" in capsys.readouterr().err
+    assert not (tmp_path / "train-00000-of-00001.tfrecord.gz.idx").exists()
 
 
 # ----------------------------------------------------------------- exit codes
@@ -251,6 +251,10 @@ def test_verify_numbers_records_after_a_skipped_corrupt_one(tmp_path, capsys):
     assert "1 records" in out
 
 
+@pytest.mark.case(
+    '`--shards` far above the example count',
+    'empty shards are named in the summary with advice',
+)
 def test_more_shards_than_examples_warns_in_the_summary(three_shards, tmp_path, capsys):
     # 200 shards for a few dozen examples: most are empty files, and the run says so.
     examples = len(three_shards.records())
@@ -264,7 +268,7 @@ def test_more_shards_than_examples_warns_in_the_summary(three_shards, tmp_path, 
     assert re.search(rf"^warning empty shards\s+{empty}$", captured.out, re.MULTILINE)
     assert (f"warning: split train: {empty} of 200 shards are empty ({examples} examples)"
             in captured.err)
-    assert "much smaller --shards" in captured.err
+    assert "a much smaller --shards, or a larger --shard-size" in captured.err
 
 
 def test_no_empty_shard_warning_when_every_shard_holds_examples(three_shards, tmp_path, capsys):

@@ -39,6 +39,10 @@ def _coco(sample, out, *extra: str) -> list[str]:
         (["--label-offset", "1"], "--label-offset", None),  # imagefolder's, not coco's
     ],
 )
+@pytest.mark.case(
+    'Misspelt or unknown option (`--compresion`, `--verify-decodes`, `-n 3`)',
+    'usage error (exit 2) naming it and the closest known option; nothing runs',
+)
 def test_unknown_option_is_a_usage_error_naming_it(coco_sample, tmp_path, capsys, extra, named,
                                                    suggested):
     out = tmp_path / "out"
@@ -73,6 +77,7 @@ def test_unknown_option_of_a_command_without_beam(tmp_path, capsys):
     assert "Beam" not in err
 
 
+@pytest.mark.case('Misspelt option to a `pipelines/*.py` script', 'usage error (exit 2) naming it')
 def test_a_typo_in_a_pipeline_script_is_refused(coco_sample, tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
@@ -99,6 +104,10 @@ def test_a_typo_in_a_pipeline_script_is_refused(coco_sample, tmp_path):
         ("--shard-size", "0"),
         ("--max-image-bytes", "0"),
     ],
+)
+@pytest.mark.case(
+    'Out-of-range value (`--max-pixels -1`, `--shards 0`...)',
+    'usage error (exit 2) naming the option',
 )
 def test_out_of_range_value_is_a_usage_error(coco_sample, tmp_path, capsys, option, value):
     with pytest.raises(SystemExit) as exited:  # argparse's own usage error

@@ -6,6 +6,7 @@ from __future__ import annotations
 from recordbeam.dataset import manifest
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources import coco
+from recordbeam.sources.coco_records import ObjectLabel, pack_annotations
 from recordbeam.write.sink import _encode_guarded
 
 
@@ -18,9 +19,10 @@ def test_repeated_ids_are_equal_in_value_and_type():
 
 
 def _record(objects: list[tuple]) -> ImageRecord:
+    packed = pack_annotations([ObjectLabel(*fields) for fields in objects])
     return ImageRecord(identity="7", path="/data/7.jpg", size=10,
                        labels={"source_id": "7", "filename": "7.jpg", "width": 4, "height": 3,
-                               "objects": coco.pack_objects(objects)})
+                               "objects": packed})
 
 
 class _FailingEncoder(coco.CocoEncoder):

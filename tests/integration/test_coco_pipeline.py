@@ -430,6 +430,10 @@ def test_compression(convert, tmp_path, converted, compression, suffix, decompre
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zlib"])
+@pytest.mark.case(
+    '`--index` with `--compression gzip`',
+    'refused (exit 2): offsets into a compressed shard are of no use',
+)
 def test_index_with_compression_is_refused_before_anything_runs(
         coco_sample, tmp_path, capsys, compression):
     # The offsets of a compressed shard's index would count decompressed bytes, which no

@@ -157,6 +157,10 @@ def test_cli_converts_class_folders(flat, tmp_path, capsys):
     )
 
 
+@pytest.mark.case(
+    '`.txt`/`.json`/`.xml` notes in class folders',
+    'skipped and counted, not rejected as images',
+)
 def test_note_files_beside_images_are_skipped_and_counted_not_rejected(tmp_path):
     root = tmp_path / "in"
     (root / "cat").mkdir(parents=True)

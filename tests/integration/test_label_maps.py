@@ -51,6 +51,10 @@ def test_val_with_the_same_categories_joins_the_folder(coco_sample, train_folder
     assert set(manifest["splits"]) == {"train", "val"}
 
 
+@pytest.mark.case(
+    'Second split whose category 1 has another name',
+    'refused (exit 1) naming the label and both names; the folder is untouched',
+)
 def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
         coco_sample, coco_json, train_folder, tmp_path, capsys):
     before = _snapshot(train_folder)
@@ -62,10 +66,14 @@ def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
     assert _coco(coco_sample, str(renamed), train_folder, "val") == cli.EXIT_DATA
     err = capsys.readouterr().err
     assert f"label {first['id']} is {first['name']!r} there but 'renamed' in this run" in err
-    assert "split(s) train" in err and "Traceback" not in err
+    assert "holds the split train," in err and "Traceback" not in err
     assert _snapshot(train_folder) == before
 
 
+@pytest.mark.case(
+    'Second split with `--contiguous-labels` into a folder written with category ids',
+    'refused (exit 1): the labels would mean other classes',
+)
 def test_contiguous_labels_against_category_ids_are_refused(coco_sample, train_folder, capsys):
     before = _snapshot(train_folder)
     code = _coco(coco_sample, coco_sample.annotations, train_folder, "val", "--contiguous-labels")
@@ -80,6 +88,10 @@ def test_rewriting_the_only_split_may_change_the_labels(
     assert code == 0, capsys.readouterr().err
 
 
+@pytest.mark.case(
+    'Second split of class folders missing a class',
+    'refused (exit 1): its labels would shift',
+)
 def test_class_folders_missing_a_class_are_refused(tmp_path, capsys):
     # val lacks the first class: sorted folder names would shift every label by one.
     sample = make_image_folder_sample(tmp_path / "train", include_bad=False)
@@ -96,6 +108,10 @@ def test_class_folders_missing_a_class_are_refused(tmp_path, capsys):
     assert _snapshot(out) == before
 
 
+@pytest.mark.case(
+    'Disagreeing label map that reaches the commit (launcher check skipped)',
+    'the commit refuses it; nothing is renamed into place',
+)
 def test_the_commit_refuses_a_disagreeing_map_when_the_launcher_did_not_check(tmp_path):
     out = tmp_path / "out"
 

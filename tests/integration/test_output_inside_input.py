@@ -45,6 +45,10 @@ def _same_inputs(first: dict, second: dict) -> None:
         assert again["counts"] == entry["counts"]
 
 
+@pytest.mark.case(
+    'Output folder inside the class-folder root',
+    'its shards are not listed as inputs (no `out` class); `--if-changed` sees the same inputs',
+)
 def test_imagefolder_output_inside_the_root(tmp_path, capsys):
     sample = make_image_folder_sample(tmp_path / "in", include_bad=False)
     out = tmp_path / "in" / "out"
@@ -55,6 +59,10 @@ def test_imagefolder_output_inside_the_root(tmp_path, capsys):
     assert second["splits"]["train"]["rejects"]["total"] == 0
 
 
+@pytest.mark.case(
+    'Output folder inside the COCO images folder',
+    'its shards are neither inputs nor unlisted files; the fingerprint is unchanged',
+)
 def test_coco_output_inside_the_images_folder(coco_sample, tmp_path, capsys):
     images = tmp_path / "images"
     shutil.copytree(coco_sample.images_dir, images, symlinks=True)
@@ -70,6 +78,10 @@ def test_coco_output_inside_the_images_folder(coco_sample, tmp_path, capsys):
     assert second["splits"]["train"]["input_files"] < files - shards  # our files not counted
 
 
+@pytest.mark.case(
+    "Output folder inside a manifest's folder",
+    'left out of the listing and fingerprint',
+)
 def test_manifest_output_inside_the_manifest_folder(tmp_path, capsys):
     sample = make_manifest_sample(tmp_path / "data", include_bad=False)
     out = tmp_path / "data" / "out"

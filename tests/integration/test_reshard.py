@@ -109,6 +109,10 @@ def _split_records(folder, split: str) -> list[bytes]:
             for r in open_records(p)]
 
 
+@pytest.mark.case(
+    '`reshard` of a folder holding train and val',
+    "each input split stays its own output split; train's shards equal a train-only reshard",
+)
 def test_each_split_of_the_inputs_stays_its_own_split(tmp_path, capsys):
     source = tmp_path / "source"
     train = _write_shards(source, "train", [6, 4], 0)
@@ -132,6 +136,10 @@ def test_each_split_of_the_inputs_stays_its_own_split(tmp_path, capsys):
         assert (out / name).read_bytes() == (alone / name).read_bytes()
 
 
+@pytest.mark.case(
+    '`reshard --split` over inputs of several splits',
+    'refused (exit 2) before anything is written: validation never leaks into training',
+)
 def test_split_option_over_several_input_splits_is_refused(tmp_path, capsys):
     source = tmp_path / "source"
     _write_shards(source, "train", [3], 0)

@@ -23,6 +23,10 @@ def _mean_shard_bytes(out) -> tuple[float, int]:
 
 
 @pytest.mark.parametrize("kind", ["imagefolder", "coco"])
+@pytest.mark.case(
+    '`--shard-size` with small images',
+    'shards within ±25% of the target (encoded size, not input bytes)',
+)
 def test_shards_of_small_images_are_near_the_shard_size(kind, tmp_path):
     if kind == "imagefolder":
         sample = make_image_folder_sample(tmp_path / "in", include_bad=False, per_class=40)

@@ -65,6 +65,10 @@ polygon = st.lists(st.tuples(coordinate, coordinate), min_size=3, max_size=9).ma
 @settings(max_examples=400, deadline=None)
 @given(polygons=st.lists(polygon, min_size=1, max_size=3), width=st.integers(1, 40),
        height=st.integers(1, 40))
+@pytest.mark.case(
+    'Polygon masks (random polygons, 3x3 shapes)',
+    'pixel for pixel what pycocotools draws (the COCO `area`)',
+)
 def test_random_polygons_equal_pycocotools(polygons, width, height):
     assert np.array_equal(segmentation_to_mask(polygons, width, height),
                           reference(polygons, width, height))

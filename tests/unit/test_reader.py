@@ -153,6 +153,10 @@ def add_split(root, name: str) -> None:
     (root / "manifest.json").write_text(json.dumps(manifest))
 
 
+@pytest.mark.case(
+    '`recordbeam.read(OUT)` on a folder of several splits',
+    'an error naming the splits; `split=` is required',
+)
 def test_split_may_be_left_out_only_when_there_is_one(tmp_path):
     make_folder(tmp_path)
     assert recordbeam.read(str(tmp_path)).split == "train"

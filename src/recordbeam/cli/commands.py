@@ -12,7 +12,7 @@ from typing import Any
 from recordbeam.cli.record_files import open_record_file, read_file_records, record_files
 from recordbeam.cli.show import example_json, example_text, parse_record
 from recordbeam.cli.verify import record_error_text, verify_listed
-from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError
+from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError, counted
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -43,14 +43,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         path = file.path
         clean, problems = verify_listed(file)
         total += clean
-        status = "ok" if not problems else f"{len(problems)} problem(s)"
+        status = "ok" if not problems else counted(len(problems), "problem")
         print(f"{path}: {clean} records, {status}")
         for problem in problems[: args.max_problems]:
             print(f"  {problem}")
         if problems:
             bad_files += 1
             first = first or problems[0]
-    print(f"total: {total} clean records" + (f", {bad_files} bad file(s)" if bad_files else ""))
+    print(f"total: {total} clean records" + (f", {counted(bad_files, 'bad file')}" if bad_files else ""))
     if first:
         print(f"first problem: {first}", file=sys.stderr)
         return EXIT_DATA
@@ -61,10 +61,18 @@ def cmd_index(args: argparse.Namespace) -> int:
     import io
 
     from recordbeam import filesystems
-    from recordbeam.tfrecord.framing import RecordError, compression_for_path
+    from recordbeam.tfrecord.framing import Compression, RecordError, compression_for_path
     from recordbeam.tfrecord.index import index_path_for, write_index
 
-    for file in record_files(args.paths):
+    files = list(record_files(args.paths))
+    compressed = [f.path for f in files if compression_for_path(f.path) is not Compression.NONE]
+    if compressed:
+        # Offsets into a compressed shard would count decompressed bytes: no reader (ours,
+        # DALI, the tfrecord package) can seek to them, as convert --index also refuses.
+        raise UsageError(f"{compressed[0]} is compressed: an index of it would be of no use, "
+                         "since a compressed shard cannot be entered in the middle. Index "
+                         "uncompressed shards (recordbeam reshard ... --compression none)")
+    for file in files:
         path = file.path
         out = io.StringIO()
         try:

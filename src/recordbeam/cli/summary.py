@@ -8,10 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-
-def _counted(n: int, noun: str) -> str:
-    """``1 shard``, ``2 shards``: the nouns here all take an s."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+from recordbeam.errors import counted
 
 
 def summary_table(result: Any, splits: Sequence[str]) -> str:
@@ -28,8 +25,8 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
         ("bytes", human_bytes(sum(e["bytes"] for _, e in entries))),
     ]
     for name, e in entries:
-        rows.append((f"  {name}", f"{_counted(e['examples'], 'example')} in "
-                                  f"{_counted(len(e['shards']), 'shard')}"))
+        rows.append((f"  {name}", f"{counted(e['examples'], 'example')} in "
+                                  f"{counted(len(e['shards']), 'shard')}"))
     rejects: Counter[str] = Counter()
     warnings: Counter[str] = Counter()
     counts: Counter[str] = Counter()

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, counted
 from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec, merge_spec_json
 
@@ -112,13 +112,14 @@ def empty_shards_warning(split: str, entry: Mapping[str, Any]) -> str | None:
         return None
     examples = entry.get("examples", 0)
     if not examples:
-        return (f"split {split}: no examples, so its {len(shards)} shard file(s) are empty; "
-                "check the inputs of this split")
+        files = "its shard file is" if len(shards) == 1 else f"its {len(shards)} shard files are"
+        return f"split {split}: no examples, so {files} empty; check the inputs of this split"
     # Examples fall into shards by hash, so even N shards for N examples leaves some
     # empty: the advice is "far fewer", not a number.
-    return (f"split {split}: {empty} of {len(shards)} shards are empty ({examples} examples), "
-            "so readers get empty files; pass a much smaller --shards, or leave --shards out "
-            "to size shards by --shard-size")
+    are = "is" if empty == 1 else "are"
+    return (f"split {split}: {empty} of {len(shards)} shards {are} empty "
+            f"({counted(examples, 'example')}), so readers get empty files; write fewer shards "
+            "(a much smaller --shards, or a larger --shard-size)")
 
 
 #: What every split of one folder must agree on: the name of each label value, and (for
@@ -172,7 +173,7 @@ def label_map_conflict(previous: Mapping[str, Any] | None, metadata: Mapping[str
     if len(differences) > 5:
         shown += f"; and {len(differences) - 5} more"
     return (
-        f"{output_dir} already holds the split(s) {', '.join(kept)}, whose labels disagree "
+        f"{output_dir} already holds the {'split' if len(kept) == 1 else 'splits'} {', '.join(kept)}, whose labels disagree "
         f"with this run's ({', '.join(sorted(owned))}): {shown}. Writing would give their "
         "examples other class names. Convert with the same categories (for class folders, "
         "the same --classes file; the same --contiguous-labels and --label-offset), write "

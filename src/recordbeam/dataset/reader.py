@@ -158,7 +158,7 @@ class SplitReader:
             unknown = sorted(set(features) - known)
             if unknown:
                 raise ReaderError(
-                    f"split {split!r} of {output_dir} has no feature(s) {unknown}; "
+                    f"split {split!r} of {output_dir} has no {'feature' if len(unknown) == 1 else 'features'} {unknown}; "
                     f"it has {sorted(known)}"
                 )
             shapes = [s for s in shapes if s.name in set(features)]

@@ -1,2 +1,35 @@
-"""One module per input kind, each a PTransform yielding ImageRecords (or
-serialized examples) for the writer."""
+"""One module per input kind: ``coco`` (COCO instances), ``imagefolder`` (class folders),
+``tabular`` (CSV / JSON Lines manifests); ``reshard`` reads finished TFRecord files.
+
+Every image source follows one small interface, which ``recordbeam.pipeline`` relies on:
+
+* ``Read<Kind>(options, skip_below=None)``: a ``beam.PTransform`` applied to the pipeline
+  (``p | ReadCoco(...)``). ``skip_below`` is the output folder, left out of the listing
+  (:mod:`.listing`) when it lies inside the input folder.
+* its ``expand`` returns a dict of PCollections:
+
+  - ``records``: :class:`~recordbeam.records.ImageRecord`, typed as such
+    (``.with_output_types(ImageRecord)``) so the writer's shuffle uses the compact coder of
+    :mod:`.record_coder`; ``identity`` fixes shard and order, ``labels`` is read by the
+    kind's encoder;
+  - ``rejects``: :class:`~recordbeam.records.Reject`, everything not written and why;
+  - ``counts``: ``(name, n)`` pairs summed into the manifest's counts (may be empty);
+  - ``metadata``: one dict with the ``task``, the label map or schema, and ``inputs``
+    (:func:`.fingerprint.inputs_entry` of the files read, via
+    :class:`.fingerprint.FileTermsFn`);
+  - optionally ``sizes``: ``(split, bytes)`` per record, when the source knows them
+    before its records are built (COCO), to plan shards earlier.
+
+* an encoder beside it (``CocoEncoder``, ``ClassificationEncoder``, ``TableEncoder``,
+  subclasses of :class:`~recordbeam.write.image_encoder.ImageExampleEncoder`) that turns
+  its records' ``labels`` into features;
+* sources that know their splits before running expose ``splits`` (and ``label_metadata``)
+  so a run can be checked against an existing output folder.
+
+Records handed between a source's own stages are named types with a compact coder too
+(:mod:`.coco_records`, ``tabular.BuiltRow``), never positional tuples. Splits decided by
+fractions share one salted hash (:mod:`.splits`).
+
+A new input format is one new module here (its options, ``Read<Kind>``, its encoder),
+plus the few lines in ``recordbeam.pipeline`` and the CLI that offer it.
+"""

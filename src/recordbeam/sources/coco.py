@@ -13,11 +13,10 @@ annotations by image id -> ``ImageRecord``s for the sink.
 from __future__ import annotations
 
 import gc
-import pickle
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import ijson
@@ -40,11 +39,30 @@ from recordbeam.records import (
     ImageRecord,
     Reject,
 )
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.coco_records import (
+    Annotation,
+    AnnotationBatch,
+    Category,
+    ImageEntry,
+    ImageNotLocated,
+    JoinKey,
+    JoinMessage,
+    ListedFile,
+    LocatedImage,
+    ObjectLabel,
+    pack_annotations,
+    unpack_annotations,
+    unpack_objects,
+)
+from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.listing import is_skipped, skipped_prefix
+from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
 
 SECTIONS = ("images", "annotations", "categories")
+#: The task of :class:`_ReadInputs` that lists the image files (the others read a section).
+LIST_TASK = "list"
 
 OBJECT_KINDS = {
     "image/object/bbox/xmin": "float",
@@ -231,11 +249,11 @@ class _ReadInputs(beam.DoFn):
     """One task of reading the inputs: stream one section of the annotation file (and
     check each item's required fields), or list the image files.
 
-    Image entries and listed files leave on one output keyed by file name, tagged
-    ``entry`` or ``file``, so the join by name groups them with no Flatten stage between.
-    Annotation batches ride the same output, keyed ``("annotations", image_id)``: the
-    join by name hands them on beside the files it located, so the join by image id reads
-    one stage's output. The local runner turns every Flatten of two stages' outputs into
+    Image entries and listed files leave on the main output keyed by file name
+    (:class:`ImageEntry`, :class:`ListedFile`), so the join by name groups them with no
+    Flatten stage between. Annotation batches ride the same output, keyed by image id
+    (``JoinKey(..., by_image_id=True)``): the join by name hands them on beside the files
+    it located, so the join by image id reads one stage's output. The local runner turns every Flatten of two stages' outputs into
     a stage of its own that only copies the data (0.5 s at 20k images, 1.2 s at 100k).
     """
 
@@ -243,11 +261,12 @@ class _ReadInputs(beam.DoFn):
         self._options = options
         self._skipped_prefix = skipped_prefix  # the output folder, when inside the images
 
-    def process(self, task):
-        kind, section = task
-        if kind == "list":
+    def process(self, task: str):
+        """``task``: :data:`LIST_TASK`, or the name of the section to read."""
+        if task == LIST_TASK:
             yield from self._list_files()
             return
+        section = task
         # The parser builds millions of small objects that stay alive a while (annotations
         # are buffered per image); Python's cycle collector would walk them again and again
         # though none of them forms a cycle. Paused while one section is read: 20-40% of
@@ -265,10 +284,10 @@ class _ReadInputs(beam.DoFn):
         opts = self._options
         skipped = self._skipped_prefix
         for meta in filesystems.list_files(opts.images_dir):
-            if skipped and meta.path.startswith(skipped):
+            if is_skipped(meta.path, skipped):
                 continue
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
-            yield TaggedOutput("by_name", (name, ("file", file)))
+            yield JoinKey(name), file
             yield TaggedOutput("inputs", _text_metadata(meta))
         for result in FileSystems.match([opts.annotations]):
             for meta in result.metadata_list:
@@ -276,7 +295,7 @@ class _ReadInputs(beam.DoFn):
 
     def _read_section(self, path: str, section: str, stop_early: bool = False):
         count = 0
-        buffered: dict[Any, list] = {}
+        buffered: dict[Any, list[Annotation]] = {}
         pending = 0
         include_masks = self._options.include_masks
         annotation_ids = _IdTally()
@@ -291,8 +310,9 @@ class _ReadInputs(beam.DoFn):
                 if isinstance(checked, Reject):
                     yield TaggedOutput("rejects", checked)
                     continue
-                count_id(checked[1][0])
-                buffered.setdefault(checked[0], []).append(checked[1])
+                image_id, annotation = checked
+                count_id(annotation.id)
+                buffered.setdefault(image_id, []).append(annotation)
                 pending += 1
                 if pending >= ANNOTATION_BUFFER:
                     yield from _flush_annotations(buffered)
@@ -320,6 +340,11 @@ class _ReadInputs(beam.DoFn):
                 )
 
 
+def _tasks_of_group(group: tuple[int, Iterable[str]]) -> Iterable[str]:
+    _worker_group, tasks = group
+    return tasks
+
+
 def _where(path: str, section: str, position: int) -> str:
     return f"{path}: {section}[{position}]"
 
@@ -331,13 +356,10 @@ def join_key(image_id: Any) -> str:
     return str(image_id)
 
 
-def _flush_annotations(buffered: dict[Any, list]):
-    # Pickled, because Beam's local runner keeps grouped values as Python objects: a
-    # blob per image costs a fraction of the memory of the nested tuples it holds. The
-    # image id rides along as the file spelled it, to compare its type with the image's.
+def _flush_annotations(buffered: dict[Any, list[Annotation]]):
     for image_id, batch in buffered.items():
-        yield TaggedOutput("by_name", (("annotations", join_key(image_id)),
-                                       ("annotations", pack_objects(batch), image_id)))
+        yield JoinKey(join_key(image_id), by_image_id=True), AnnotationBatch(
+            image_id, pack_annotations(batch))
     buffered.clear()
 
 
@@ -400,15 +422,6 @@ def _section_value_kind(path: str, section: str) -> str | None:
     return None
 
 
-def pack_objects(objects: list | tuple) -> bytes:
-    """Compact, picklable form of per-image object tuples (our own data only)."""
-    return pickle.dumps(tuple(objects), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def unpack_objects(blob: bytes) -> tuple:
-    return pickle.loads(blob)  # noqa: S301 - written by pack_objects in this pipeline
-
-
 def _bad_item(section: str, where: str, problem: str) -> Reject:
     kind = "image" if section == "images" else "annotation"
     return Reject(kind, where, "missing_field", f"{where} {problem}; fix the annotation file")
@@ -418,7 +431,7 @@ def _image_rejected(image_id: Any, reason: str):
     """Tells the join by id that the entry with this id was rejected before any file was
     looked for, so its annotations are rejected as ``image_rejected``, not as annotations
     of an unknown image. Rides the join by name like an annotation batch."""
-    return TaggedOutput("by_name", (("annotations", join_key(image_id)), ("rejected", reason)))
+    return JoinKey(join_key(image_id), by_image_id=True), ImageNotLocated(reason)
 
 
 def _check_image(item: dict, where: str, allow_outside_root: bool = False):
@@ -442,7 +455,7 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
     sizes = (width, height) if all(isinstance(v, int) for v in (width, height)) else (None, None)
     unsafe = filesystems.leaves_root(file_name)
     if unsafe and allow_outside_root:
-        yield TaggedOutput("outside", (image_id, file_name, *sizes))
+        yield TaggedOutput("outside", ImageEntry(image_id, file_name, *sizes))
         return
     if unsafe:
         yield TaggedOutput("rejects", Reject(
@@ -452,15 +465,15 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
         ))
         yield _image_rejected(image_id, "outside_root")
         return
-    yield TaggedOutput("by_name", (file_name, ("entry", (image_id, file_name, *sizes))))
+    yield JoinKey(file_name), ImageEntry(image_id, file_name, *sizes)
 
 
 _ANNOTATION_KEYS = ("id", "image_id", "category_id", "bbox")
 
 
 def _check_annotation(item: dict, path: str, position: int,
-                      include_masks: bool = False) -> Reject | tuple[Any, tuple]:
-    """``(image_id, (id, category_id, bbox, area, iscrowd[, segmentation]))``, or a reject.
+                      include_masks: bool = False) -> Reject | tuple[Any, Annotation]:
+    """``(image_id, annotation)``, or a reject.
 
     The segmentation (polygons or RLE, possibly large) is kept only with ``include_masks``.
     Runs once per annotation (860k in COCO train2017): plain floats take the short path.
@@ -487,10 +500,11 @@ def _check_annotation(item: dict, path: str, position: int,
         area = _as_float(area)
         if area is None:
             area = _box_area(bbox)
-    return image_id, (
+    return image_id, Annotation(
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
         area, 1 if item.get("iscrowd", 0) else 0,
-    ) + ((item.get("segmentation"),) if include_masks else ())
+        item.get("segmentation") if include_masks else None,
+    )
 
 
 def _box_area(bbox: Any) -> float:
@@ -500,39 +514,49 @@ def _box_area(bbox: Any) -> float:
         return 0.0
 
 
-def _check_category(item: dict, where: str) -> tuple[Any, str]:
+def _check_category(item: dict, where: str) -> Category:
     name = item.get("name")
     if not _is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
-    return item["id"], item["name"]
+    return Category(item["id"], item["name"])
 
 
-def label_map(categories: list[tuple[Any, str]], contiguous: bool) -> dict[Any, tuple[int, str]]:
-    """Category id -> (label written, name). Duplicate ids are a broken file."""
-    ids = [c[0] for c in categories]
+class CategoryLabel(NamedTuple):
+    """What a category is written as."""
+
+    label: int
+    name: str
+
+
+def label_map(categories: list[tuple[Any, str]], contiguous: bool) -> dict[Any, CategoryLabel]:
+    """Category id -> (label written, name), from ``(id, name)`` pairs such as
+    :class:`Category`. Duplicate ids are a broken file."""
+    pairs = [Category(*pair) for pair in categories]
+    ids = [c.id for c in pairs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1}, key=_id_order)
     if duplicates:
         raise CocoFormatError(f"category ids {duplicates} appear more than once; fix the annotation file")
-    ordered = sorted(categories, key=lambda c: _id_order(c[0]))
-    if not contiguous and not all(isinstance(c[0], int) for c in ordered):
+    ordered = sorted(pairs, key=lambda c: _id_order(c.id))
+    if not contiguous and not all(isinstance(c.id, int) for c in ordered):
         raise CocoFormatError("category ids must be integers (or use --contiguous-labels)")
-    if not contiguous and not all(-(2**63) <= c[0] < 2**63 for c in ordered):
+    if not contiguous and not all(-(2**63) <= c.id < 2**63 for c in ordered):
         raise CocoFormatError(
             "category ids must fit in a 64-bit integer, the label's type (or use "
             "--contiguous-labels)")
     return {
-        cid: ((rank + 1) if contiguous else cid, name) for rank, (cid, name) in enumerate(ordered)
+        cid: CategoryLabel((rank + 1) if contiguous else cid, name)
+        for rank, (cid, name) in enumerate(ordered)
     }
 
 
-def _file_key(images_dir: str, path: str, size: int) -> tuple[str, tuple[str, int]]:
+def _file_key(images_dir: str, path: str, size: int) -> tuple[str, ListedFile]:
     name = filesystems.relative_name(images_dir, path)
     if not is_text(name):
         # A name that is not UTF-8 on disk: Beam cannot encode it as a key, and no JSON
         # entry can name it (lone surrogates are rejected there). The NUL, which no real
         # file name holds, keeps the escaped form from meeting a genuine name.
-        return "\0" + printable(name), (printable(path), size)
-    return name, (path, size)
+        return "\0" + printable(name), ListedFile(printable(path), size)
+    return name, ListedFile(path, size)
 
 
 def _text_metadata(meta: FileMetadata) -> FileMetadata:
@@ -544,8 +568,8 @@ def _text_metadata(meta: FileMetadata) -> FileMetadata:
 
 class _JoinFiles(beam.DoFn):
     """file name -> (image entries from JSON, files on disk) -> the located file, keyed by
-    :func:`join_key` of the image id. Annotation batches (keyed ``("annotations", key)``)
-    pass through."""
+    :func:`join_key` of the image id. Messages keyed by image id (annotation batches,
+    entries rejected earlier) pass through."""
 
     def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
@@ -561,32 +585,34 @@ class _JoinFiles(beam.DoFn):
         if not self._allow_outside_root:
             self._root = filesystems.local_real_path(self._images_dir)
 
-    def process(self, element):
-        file_name, tagged = element
-        if type(file_name) is tuple:  # ("annotations", key): passed on to the join by id
-            for value in tagged:
-                yield file_name[1], value
+    def process(self, element: tuple[JoinKey, Iterable[JoinMessage]]):
+        key, messages = element
+        if key.by_image_id:  # passed on to the join by id
+            for message in messages:
+                yield key.text, message
             return
-        entries = [value for tag, value in tagged if tag == "entry"]
-        files = [value for tag, value in tagged if tag == "file"]
+        file_name = key.text
+        entries = [m for m in messages if type(m) is ImageEntry]
+        files = [m for m in messages if type(m) is ListedFile]
         if not entries:
             self._unlisted.inc()
             yield TaggedOutput("counts", ("unlisted_files", 1))
             return
         if len(entries) > 1:
-            for image_id, *_ in entries:
+            for entry in entries:
                 yield TaggedOutput("rejects", Reject(
-                    "image", f"{file_name} (image id {image_id})", "duplicate_file_name",
+                    "image", f"{file_name} (image id {entry.image_id})", "duplicate_file_name",
                     f"{len(entries)} image entries name the file {file_name!r}; each file must be "
                     "listed once. All of them were rejected.",
                 ))
-                yield join_key(image_id), ("rejected", "duplicate_file_name")
+                yield join_key(entry.image_id), ImageNotLocated("duplicate_file_name")
             return
-        image_id, name, width, height = entries[0]
+        entry = entries[0]
+        image_id, name = entry.image_id, entry.file_name
         if not files:
             yield from self._missing(image_id, name)
             return
-        path, size = files[0]
+        path, size = files[0].path, files[0].size
         target = filesystems.outside_root(self._root, path, self._real_folders) if self._root else None
         if target is not None:
             # Rejected before anything opens it: a link may point at any file the worker can read.
@@ -595,9 +621,10 @@ class _JoinFiles(beam.DoFn):
                 f"image id {image_id}: {name!r} is a symbolic link to {printable(target)!r}, "
                 "outside the images folder; pass --allow-outside-root to read it",
             ))
-            yield join_key(image_id), ("rejected", "outside_root")
+            yield join_key(image_id), ImageNotLocated("outside_root")
             return
-        yield join_key(image_id), ("file", name, path, size, width, height, image_id)
+        yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
+                                               entry.height)
 
     def _missing(self, image_id: Any, name: str):
         detail = f"image id {image_id} names {name!r}, which is not in the images folder"
@@ -610,7 +637,7 @@ class _JoinFiles(beam.DoFn):
             )
             yield TaggedOutput("counts", (MISSING_UNDER_FOLDER_NAME, 1))
         yield TaggedOutput("rejects", Reject("image", name, "missing", detail))
-        yield join_key(image_id), ("rejected", "missing")
+        yield join_key(image_id), ImageNotLocated("missing")
 
 
 #: Count of missing images whose ``file_name`` starts with the images folder's own name
@@ -618,10 +645,10 @@ class _JoinFiles(beam.DoFn):
 MISSING_UNDER_FOLDER_NAME = "missing_named_under_images_folder"
 
 
-def _planned_size(located: tuple[Any, tuple], split: str) -> list[tuple[str, int]]:
+def _planned_size(located: tuple[str, JoinMessage], split: str) -> list[tuple[str, int]]:
     """``(split, bytes)`` of a file that joined its image entry, for shard planning."""
-    _image_id, image = located
-    return [(split, image[3])] if image[0] == "file" else []
+    _key, message = located
+    return [(split, message.size)] if type(message) is LocatedImage else []
 
 
 class _LocateOutside(beam.DoFn):
@@ -631,8 +658,8 @@ class _LocateOutside(beam.DoFn):
     def __init__(self, images_dir: str) -> None:
         self._images_dir = images_dir
 
-    def process(self, entry):
-        image_id, name, width, height = entry
+    def process(self, entry: ImageEntry):
+        image_id, name = entry.image_id, entry.file_name
         path = name if _is_absolute(name) else filesystems.join(self._images_dir, name)
         size = filesystems.size_of(path)
         if size is None:
@@ -640,9 +667,10 @@ class _LocateOutside(beam.DoFn):
                 "image", path, "missing",
                 f"image id {image_id} names {name!r}, which does not exist",
             ))
-            yield join_key(image_id), ("rejected", "missing")
+            yield join_key(image_id), ImageNotLocated("missing")
             return
-        yield join_key(image_id), ("file", name, path, size, width, height, image_id)
+        yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
+                                               entry.height)
 
 
 def _kind_of_id(value: Any) -> str:
@@ -668,27 +696,28 @@ class _JoinAnnotations(beam.DoFn):
     def __init__(self, split: str, contiguous: bool) -> None:
         self._split = split
         self._contiguous = contiguous
-        self._labels: dict[Any, tuple[int, str]] | None = None
+        self._labels: dict[Any, CategoryLabel] | None = None
         self._duplicates: set[tuple[type, Any]] | None = None
 
     def process(self, element, categories, duplicate_annotation_ids):
         if self._labels is None:
             self._labels = label_map(list(categories), self._contiguous)
             self._duplicates = {(type(i), i) for i in duplicate_annotation_ids}
-        key, tagged = element
-        images = [value for value in tagged if value[0] != "annotations"]
+        key, messages = element
+        images = [m for m in messages if type(m) is not AnnotationBatch]
         annotations = sorted(
-            ((a, value[2]) for value in tagged if value[0] == "annotations"
-             for a in unpack_objects(value[1])),
-            key=lambda pair: (_id_order(pair[0][0]), _id_order(pair[1])),
+            ((a, m.image_id) for m in messages if type(m) is AnnotationBatch
+             for a in unpack_annotations(m.packed)),
+            key=lambda pair: (_id_order(pair[0].id), _id_order(pair[1])),
         )
-        if len(images) != 1 or images[0][0] != "file":
+        if len(images) != 1 or type(images[0]) is not LocatedImage:
             yield from self._image_not_written(key, images, annotations)
             return
-        _, name, path, size, width, height, image_id = images[0]
+        image = images[0]
         objects = []
-        for (ann_id, category_id, bbox, area, iscrowd, *segmentation), ann_image_id in annotations:
-            problem = self._problem(ann_id, ann_image_id, image_id, category_id)
+        for annotation, ann_image_id in annotations:
+            ann_id = annotation.id
+            problem = self._problem(ann_id, ann_image_id, image.image_id, annotation.category_id)
             if problem is not None:
                 reason, detail = problem
                 yield TaggedOutput("rejects", Reject(
@@ -696,12 +725,14 @@ class _JoinAnnotations(beam.DoFn):
                     f"{detail}; the image was written without this object",
                 ))
                 continue
-            label = self._labels[category_id]
-            objects.append((ann_id, label[0], label[1], bbox, area, iscrowd, *segmentation))
+            label = self._labels[annotation.category_id]
+            objects.append(ObjectLabel(ann_id, label.label, label.name, annotation.bbox,
+                                       annotation.area, annotation.iscrowd,
+                                       annotation.segmentation))
         yield ImageRecord(
-            identity=key, path=path, size=size, split=self._split,
-            labels={"source_id": key, "filename": name, "width": width,
-                    "height": height, "objects": pack_objects(objects)},
+            identity=key, path=image.path, size=image.size, split=self._split,
+            labels={"source_id": key, "filename": image.name, "width": image.width,
+                    "height": image.height, "objects": pack_annotations(objects)},
         )
 
     def _problem(self, ann_id: Any, ann_image_id: Any, image_id: Any,
@@ -722,16 +753,17 @@ class _JoinAnnotations(beam.DoFn):
                 "'categories'")
         return None
 
-    def _image_not_written(self, key: str, images: list[tuple], annotations: list[tuple]):
+    def _image_not_written(self, key: str, images: list[JoinMessage],
+                           annotations: list[tuple[Annotation, Any]]):
         """Rejects for an id that is no single located file: duplicates, rejected or unknown."""
-        files = [image for image in images if image[0] == "file"]
+        files = [image for image in images if type(image) is LocatedImage]
         if len(images) > 1:
-            ids = sorted({repr(image[6]) for image in files})
+            ids = sorted({repr(image.image_id) for image in files})
             same_text = f" ({' and '.join(ids)} are the same id as text, image/source_id)" \
                 if len(ids) > 1 else ""
             for image in files:
                 yield TaggedOutput("rejects", Reject(
-                    "image", image[1], "duplicate_image_id",
+                    "image", image.name, "duplicate_image_id",
                     f"{len(images)} image entries have id {key}{same_text}; ids must be unique. "
                     "All of them were rejected.",
                 ))
@@ -740,10 +772,11 @@ class _JoinAnnotations(beam.DoFn):
         elif len(images) > 1:
             reason, why = "image_rejected", f"was rejected ({len(images)} image entries have this id)"
         else:
-            image_reason = images[0][1]
+            image_reason = images[0].reason
             reason = lost_annotation_reason(image_reason)
             why = f"was rejected ({image_reason}; see its image's reject)"
-        for (ann_id, *_), ann_image_id in annotations:
+        for annotation, ann_image_id in annotations:
+            ann_id = annotation.id
             yield TaggedOutput("rejects", Reject(
                 "annotation", f"annotation {ann_id}", reason,
                 f"annotation {ann_id} belongs to image id {ann_image_id!r}, which {why}",
@@ -755,10 +788,10 @@ def _metadata(categories: list[tuple[Any, str]], contiguous: bool, terms: tuple[
     ordered = sorted(labels.items(), key=lambda kv: _id_order(kv[0]))
     return {
         "task": "detection",
-        "label_map": {str(label): name for _cid, (label, name) in ordered},
-        "category_ids": {str(cid): label for cid, (label, _name) in ordered},
-        "label_names": [name for _cid, (_label, name) in ordered],
-        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
+        "label_map": {str(written.label): written.name for _cid, written in ordered},
+        "category_ids": {str(cid): written.label for cid, written in ordered},
+        "label_names": [written.name for _cid, written in ordered],
+        "inputs": inputs_entry(terms),
     }
 
 
@@ -776,8 +809,7 @@ class ReadCoco(beam.PTransform):
     def __init__(self, options: CocoOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
-        self._skipped_prefix = (filesystems.prefix_below(options.images_dir, skip_below)
-                                if skip_below else None)
+        self._skipped_prefix = skipped_prefix(options.images_dir, skip_below)
 
     def expand(self, pbegin):
         opts = self._options
@@ -787,39 +819,43 @@ class ReadCoco(beam.PTransform):
         # them (Create's own shuffle uses random keys, and one run in three put the
         # annotations and images passes on one worker: 0.4 s more at 20k images, 2 s at
         # 100k); the local runner deals keys to its workers in turn.
-        tasks = [(0, ("section", "annotations")), (1, ("section", "images")),
-                 (1, ("section", "categories")), (1, ("list", None))]
+        tasks = [(0, "annotations"), (1, "images"), (1, "categories"), (1, LIST_TASK)]
+        # Main outputs carry their types, so their shuffles use the compact coders of
+        # coco_records (Beam types tagged outputs only from 2.72 on).
         inputs = (
             pbegin
-            | "InputTasks" >> beam.Create(tasks, reshuffle=False)
-            | "SpreadTasks" >> beam.GroupByKey()
-            | "Task" >> beam.FlatMap(lambda position_tasks: position_tasks[1])
-            | "ReadInputs" >> beam.ParDo(_ReadInputs(opts, self._skipped_prefix)).with_outputs(
-                "by_name", "categories", "rejects", "outside", "inputs",
-                "duplicate_annotation_ids")
+            | "InputTasks" >> beam.Create(tasks, reshuffle=False)  # (worker group, task)
+            | "SpreadTasks" >> beam.GroupByKey()  # (worker group, [task])
+            | "Task" >> beam.FlatMap(_tasks_of_group)  # task
+            | "ReadInputs" >> beam.ParDo(_ReadInputs(opts, self._skipped_prefix))
+            .with_output_types(tuple[JoinKey, JoinMessage])
+            .with_outputs("categories", "rejects", "outside", "inputs",
+                          "duplicate_annotation_ids", main="by_name")
         )
         images_dir = opts.images_dir
         joined = (
             inputs.by_name
-            | "JoinFilesByName" >> beam.GroupByKey()
-            | "MatchFiles" >> beam.ParDo(
-                _JoinFiles(images_dir, opts.allow_outside_root)
-            ).with_outputs("rejects", "counts", main="images")
+            | "JoinFilesByName" >> beam.GroupByKey()  # (JoinKey, [ImageEntry | ListedFile...])
+            | "MatchFiles" >> beam.ParDo(_JoinFiles(images_dir, opts.allow_outside_root))
+            .with_output_types(tuple[str, JoinMessage])  # (image id key, LocatedImage...)
+            .with_outputs("rejects", "counts", main="images")
         )
         located, rejects = joined.images, [inputs.rejects, joined.rejects]
         if opts.allow_outside_root:  # only then can entries name files outside the listing
-            outside = inputs.outside | "LocateOutside" >> beam.ParDo(
-                _LocateOutside(images_dir)).with_outputs("rejects", main="images")
+            outside = inputs.outside | "LocateOutside" >> beam.ParDo(  # ImageEntry
+                _LocateOutside(images_dir)).with_output_types(tuple[str, JoinMessage]
+            ).with_outputs("rejects", main="images")
             located = (located, outside.images) | "AllImageFiles" >> beam.Flatten()
             rejects.append(outside.rejects)
-        categories = inputs.categories
+        categories = inputs.categories  # Category
         records = (
             located
+            # (image id key, [LocatedImage | ImageNotLocated | AnnotationBatch])
             | "JoinAnnotationsById" >> beam.GroupByKey()
             | "BuildRecords" >> beam.ParDo(
                 _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories),
                 AsList(inputs.duplicate_annotation_ids),
-            ).with_outputs("rejects", main="records")
+            ).with_output_types(ImageRecord).with_outputs("rejects", main="records")
         )
         terms = inputs.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
         contiguous = opts.contiguous_labels
@@ -883,7 +919,7 @@ class CocoEncoder(ImageExampleEncoder):
             Reject("annotation", f"annotation {ann_id}", reason,
                    f"annotation {ann_id} belongs to image {record.path}, which was rejected "
                    f"({reject.reason}; see its image's reject)", reject.split)
-            for ann_id, *_ in unpack_objects(record.labels["objects"])
+            for ann_id in (o.annotation_id for o in unpack_objects(record.labels["objects"]))
         )
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
@@ -899,17 +935,16 @@ class CocoEncoder(ImageExampleEncoder):
             frame, move = displayed, 1  # annotated on the rotated image
         written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
         area_scale = (written[0] * written[1]) / (displayed[0] * displayed[1])
-        for ann_id, label, text, bbox, area, iscrowd, *segmentation in unpack_objects(
-                record.labels["objects"]):
+        for item in unpack_objects(record.labels["objects"]):
             try:
-                box = normalize_box(bbox, *frame)
+                box = normalize_box(item.bbox, *frame)
                 mask = None
                 if self.include_masks:
-                    pixels = segmentation_to_mask(segmentation[0] if segmentation else None, *frame)
+                    pixels = segmentation_to_mask(item.segmentation, *frame)
                     mask = mask_png(pixels, move, written)
             except (InvalidBox, InvalidMask) as bad:
                 rejects.append(Reject(
-                    "annotation", f"annotation {ann_id}", bad.reason,
+                    "annotation", f"annotation {item.annotation_id}", bad.reason,
                     f"{bad.detail} (image {record.path}); the image was written without this object",
                 ))
                 continue
@@ -919,10 +954,10 @@ class CocoEncoder(ImageExampleEncoder):
             columns["image/object/bbox/xmax"].append(xmax)
             columns["image/object/bbox/ymin"].append(ymin)
             columns["image/object/bbox/ymax"].append(ymax)
-            columns["image/object/class/label"].append(label)
-            columns["image/object/class/text"].append(text)
-            columns["image/object/is_crowd"].append(iscrowd)
-            columns["image/object/area"].append(area * area_scale)
+            columns["image/object/class/label"].append(item.label)
+            columns["image/object/class/text"].append(item.text)
+            columns["image/object/is_crowd"].append(item.iscrowd)
+            columns["image/object/area"].append(item.area * area_scale)
             if mask is not None:
                 columns["image/object/mask"].append(mask)
         warning = None if frame == displayed and swapped else warn_size_mismatch(

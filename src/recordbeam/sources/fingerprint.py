@@ -39,6 +39,13 @@ def fingerprint(total: int, count: int, settings: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def inputs_entry(terms: tuple[int, int]) -> dict[str, Any]:
+    """The ``inputs`` entry of a source's metadata (and so of the manifest): the file
+    count and the sum of terms of :class:`FileTermsFn`."""
+    total, count = terms
+    return {"files": count, "terms": f"{total:032x}"}
+
+
 class FileTermsFn(beam.CombineFn):
     """Combines ``FileMetadata`` into ``(sum of terms, file count)``."""
 

@@ -17,6 +17,7 @@ ImageNet convention that keeps 0 for background). Files are listed on workers wi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -27,17 +28,15 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.images.checks import ImageInfo
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.listing import ListFilesBelow, is_skipped, skipped_prefix
+from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.splits import split_share
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageExampleEncoder
-from recordbeam.write.planning import order_key
 
 #: Top-level folder names recognized as splits.
 SPLIT_FOLDERS = ("train", "val", "test")
-
-#: Salt of the hash that decides which images ``val_fraction`` moves to ``val``; not the
-#: shard-order salt, so the split does not correlate with shard positions.
-SPLIT_SALT = "recordbeam/split/v1"
 
 CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
 
@@ -92,7 +91,7 @@ def split_folders(root: str) -> tuple[str, ...]:
 
 def val_share(relative_path: str) -> float:
     """Where a file falls in [0, 1) for ``val_fraction`` (a salted hash of its path)."""
-    return order_key(relative_path, SPLIT_SALT) / 2.0**64
+    return split_share(relative_path)
 
 
 def read_classes_file(path: str) -> list[str]:
@@ -113,8 +112,19 @@ def read_classes_file(path: str) -> list[str]:
     return names
 
 
+class ClassifiedFile(NamedTuple):
+    """A listed image file and the split and class its folders give it (handed from
+    ``_Classify`` to ``_Label`` in one fused stage: it crosses no shuffle)."""
+
+    relative: str
+    path: str
+    size: int
+    split: str
+    class_name: str
+
+
 class _Classify(beam.DoFn):
-    """A listed file -> (relative path, path, size, split, class), or a reject."""
+    """A listed file -> :class:`ClassifiedFile`, or a reject."""
 
     def __init__(self, root: str, splits: tuple[str, ...], options: ImageFolderOptions) -> None:
         self._root = root
@@ -163,7 +173,7 @@ class _Classify(beam.DoFn):
             fraction = self._options.val_fraction
             if fraction is not None and val_share(relative) < fraction:
                 split = "val"
-        yield relative, meta.path, meta.size_in_bytes, split, class_name
+        yield ClassifiedFile(relative, meta.path, meta.size_in_bytes, split, class_name)
 
 
 class _Label(beam.DoFn):
@@ -171,30 +181,29 @@ class _Label(beam.DoFn):
         self._offset = offset
         self._labels: dict[str, int] | None = None
 
-    def process(self, element, classes):
+    def process(self, file: ClassifiedFile, classes):
         if self._labels is None:
             self._labels = {name: i + self._offset for i, name in enumerate(classes)}
-        relative, path, size, split, class_name = element
-        label = self._labels.get(class_name)
+        label = self._labels.get(file.class_name)
         if label is None:
             yield TaggedOutput(
                 "rejects",
                 Reject(
                     "image",
-                    path,
+                    file.path,
                     "unknown_class",
-                    f"class folder {class_name!r} is not in the classes file; add it there or "
-                    "remove the folder",
-                    split=split,
+                    f"class folder {file.class_name!r} is not in the classes file; add it "
+                    "there or remove the folder",
+                    split=file.split,
                 ),
             )
             return
         yield ImageRecord(
-            identity=relative,
-            path=path,
-            size=size,
-            split=split,
-            labels={"label": label, "text": class_name, "source_id": relative},
+            identity=file.relative,
+            path=file.path,
+            size=file.size,
+            split=file.split,
+            labels={"label": label, "text": file.class_name, "source_id": file.relative},
         )
 
 
@@ -206,7 +215,7 @@ def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
         "label_map": {str(i + offset): name for i, name in enumerate(classes)},
         "label_names": list(classes),
         "label_offset": offset,
-        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
+        "inputs": inputs_entry(terms),
     }
 
 
@@ -216,7 +225,7 @@ def _listed_class_names(root: str, split_folders: tuple[str, ...],
     holding files that ``_Classify`` keeps (not hidden, not notes, in a class folder)."""
     names: set[str] = set()
     for meta in filesystems.iter_match(filesystems.everything_below(root)):
-        if skipped_prefix and meta.path.startswith(skipped_prefix):
+        if is_skipped(meta.path, skipped_prefix):
             continue
         parts = filesystems.relative_name(root, meta.path).split("/")
         if any(p.startswith(".") for p in parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
@@ -246,7 +255,7 @@ class ReadImageFolder(beam.PTransform):
         super().__init__()
         self._options = options
         self._root = options.root.rstrip("/")
-        self._skipped_prefix = filesystems.prefix_below(self._root, skip_below) if skip_below else None
+        self._skipped_prefix = skipped_prefix(self._root, skip_below)
         self.split_folders = split_folders(self._root)
         if self.split_folders and options.val_fraction is not None:
             raise ImageFolderError(
@@ -273,10 +282,7 @@ class ReadImageFolder(beam.PTransform):
 
     def expand(self, pbegin):
         opts = self._options
-        files = pbegin | "ListImages" >> fileio.MatchFiles(filesystems.everything_below(self._root))
-        if self._skipped_prefix:
-            files = files | "SkipOutputFolder" >> beam.Filter(
-                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
+        files = pbegin | "ListImages" >> ListFilesBelow(self._root, self._skipped_prefix)
         classified = files | "Classify" >> beam.ParDo(
             _Classify(self._root, self.split_folders, opts)
         ).with_outputs("rejects", "counts", main="files")
@@ -291,7 +297,7 @@ class ReadImageFolder(beam.PTransform):
         else:
             classes = (
                 classified.files
-                | "ClassNames" >> beam.Map(lambda f: f[4])
+                | "ClassNames" >> beam.Map(lambda file: file.class_name)
                 | "DistinctClasses" >> beam.Distinct()
                 | "SortClasses"
                 >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
@@ -299,7 +305,7 @@ class ReadImageFolder(beam.PTransform):
             )
         records = classified.files | "Label" >> beam.ParDo(
             _Label(opts.label_offset), AsSingleton(classes, default_value=[])
-        ).with_outputs("rejects", main="records")
+        ).with_output_types(ImageRecord).with_outputs("rejects", main="records")
         terms = (
             tuple(listed)
             | "AllInputs" >> beam.Flatten()

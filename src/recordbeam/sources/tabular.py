@@ -37,9 +37,9 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -49,10 +49,12 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.listing import ListFilesBelow, skipped_prefix
+from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.splits import split_share
 from recordbeam.write.encoder import Encoded
 from recordbeam.write.image_encoder import IMAGE_KINDS, ImageExampleEncoder
-from recordbeam.write.planning import order_key
 
 TYPES = ("int64", "float", "bytes", "image", "int64_list", "float_list", "bytes_list")
 _ALIASES = {
@@ -76,7 +78,6 @@ FEATURE_KIND = {
 }
 _IMAGE_NAME = re.compile(r"[^\n]*\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
 _INT = re.compile(r"[+-]?\d+")
-SPLIT_SALT = "recordbeam/split/v1"
 #: Distinct values allowed in a split column: more means it is not a split column.
 MAX_SPLITS = 64
 
@@ -454,7 +455,7 @@ def manifest_dir(path: str) -> str:
 
 def split_by_fraction(key: str, fractions: Sequence[tuple[str, float]]) -> str:
     """The split ``key`` falls in, by a salted hash and cumulative fractions."""
-    share = order_key(key, SPLIT_SALT) / 2.0**64
+    share = split_share(key)
     total = 0.0
     for name, fraction in fractions:
         total += fraction
@@ -532,8 +533,41 @@ class _SizeImages(beam.DoFn):
             yield line, (path, size)
 
 
+class BuiltRow(NamedTuple):
+    """A manifest row with its images located: what becomes one example, or one step of
+    a sequence (then it crosses the shuffle that groups rows, see :class:`BuiltRowCoder`).
+
+    ``images`` holds ``(column, path, size)`` per image column; ``row`` the other columns.
+    """
+
+    split: str
+    line: int
+    row: dict[str, Any]
+    images: tuple[tuple[str, str, int], ...]
+
+
+_PRIMITIVES = beam.coders.FastPrimitivesCoder()
+
+
+class BuiltRowCoder(beam.coders.Coder):
+    """A :class:`BuiltRow` as its four fields, without the pickled class a NamedTuple
+    costs under Beam's default coder."""
+
+    def encode(self, value: BuiltRow) -> bytes:
+        return _PRIMITIVES.encode(tuple(value))
+
+    def decode(self, encoded: bytes) -> BuiltRow:
+        return BuiltRow(*_PRIMITIVES.decode(encoded))
+
+    def to_type_hint(self) -> type:
+        return BuiltRow
+
+
+beam.coders.registry.register_coder(BuiltRow, BuiltRowCoder)
+
+
 class _BuildRows(beam.DoFn):
-    """line -> (typed row, image sizes) -> row record ``(key, split, line, row, images)``."""
+    """line -> (typed row, image sizes) -> :class:`BuiltRow`."""
 
     def __init__(self, options: TableOptions, schema: Schema) -> None:
         self._options = options
@@ -564,7 +598,8 @@ class _BuildRows(beam.DoFn):
                 )
                 return
             images.append((column, path, size))
-        yield self._split(row, images[0][1]), line, row, tuple(images)
+        _column, first_path, _size = images[0]
+        yield BuiltRow(self._split(row, first_path), line, row, tuple(images))
 
     def _split(self, row: dict, first_image: str) -> str:
         opts = self._options
@@ -577,16 +612,24 @@ class _BuildRows(beam.DoFn):
         return opts.split
 
 
+def _image_refs(typed_row: tuple[int, dict[str, Any]],
+                image_columns: Sequence[str]) -> list[tuple[str, int]]:
+    """``(path, line)`` of each image a typed row names."""
+    line, values = typed_row
+    return [(values[column], line) for column in image_columns]
+
+
 def _relative(manifest: str, path: str) -> str:
     base = manifest_dir(manifest).rstrip("/") + "/"
     return path[len(base) :] if path.startswith(base) else path
 
 
-def _row_record(built: tuple, options: TableOptions) -> ImageRecord:
+def _row_record(built: BuiltRow, options: TableOptions) -> ImageRecord:
     split, line, row, images = built
     if options.split_column:
         row = {k: v for k, v in row.items() if k != options.split_column}
-    first = _relative(options.manifest, images[0][1])
+    _column, first_path, _size = images[0]
+    first = _relative(options.manifest, first_path)
     canonical = json.dumps(
         [[c, _relative(options.manifest, p)] for c, p, _ in images] + [row],
         sort_keys=True,
@@ -594,8 +637,8 @@ def _row_record(built: tuple, options: TableOptions) -> ImageRecord:
     )
     return ImageRecord(
         identity=f"{first}\0{canonical}",
-        path=images[0][1],
-        size=sum(s for *_, s in images),
+        path=first_path,
+        size=sum(size for _column, _path, size in images),
         split=split,
         labels={"row": row, "images": images, "line": line},
     )
@@ -610,12 +653,13 @@ def varying_columns(rows: Sequence[dict]) -> set[str]:
 
 
 def _group_record(
-    element: tuple, varying: Sequence[str], options: TableOptions, schema: Schema
+    element: tuple[str, Iterable[BuiltRow]], varying: Sequence[str], options: TableOptions,
+    schema: Schema,
 ) -> ImageRecord:
     key, members = element
-    members = sorted(members, key=lambda m: m[1])  # manifest order
-    rows = [m[2] for m in members]
-    splits = sorted({m[0] for m in members})
+    members = sorted(members, key=lambda m: m.line)  # manifest order
+    rows = [m.row for m in members]
+    splits = sorted({m.split for m in members})
     split = splits[0]
     if options.split_fractions:
         split = split_by_fraction(f"group:{key}", options.split_fractions)
@@ -631,17 +675,18 @@ def _group_record(
     ]
     context = {c: rows[0].get(c) for c in context_columns}
     steps = {c: [r.get(c) for r in rows] for c in list_columns}
-    images = tuple(m[3] for m in members)
+    images = tuple(m.images for m in members)
+    _column, first_path, _size = images[0][0]
     return ImageRecord(
         identity=f"group:{key}",
-        path=images[0][0][1],
-        size=sum(s for step in images for *_, s in step),
+        path=first_path,
+        size=sum(size for step in images for _column, _path, size in step),
         split=split,
         labels={
             "context": context,
             "steps": steps,
             "images": images,
-            "lines": [m[1] for m in members],
+            "lines": [m.line for m in members],
             "mixed_splits": splits if len(splits) > 1 else [],
         },
     )
@@ -655,7 +700,7 @@ class _VaryingFn(beam.CombineFn):
 
     def add_input(self, acc, element):
         _key, members = element
-        return acc | varying_columns([m[2] for m in members])
+        return acc | varying_columns([m.row for m in members])
 
     def merge_accumulators(self, accumulators):
         out = set()
@@ -680,8 +725,7 @@ class ReadTable(beam.PTransform):
                  skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
-        self._skipped_prefix = (filesystems.prefix_below(manifest_dir(options.manifest), skip_below)
-                                if skip_below else None)
+        self._skipped_prefix = skipped_prefix(manifest_dir(options.manifest), skip_below)
         self.schema = schema or infer_schema(options)
         if options.split_column:
             self.splits: tuple[str, ...] = self.schema.splits or (options.split,)
@@ -698,16 +742,9 @@ class ReadTable(beam.PTransform):
             | "ReadRows" >> beam.ParDo(_ReadRows(opts, schema)).with_outputs("rejects", main="rows")
         )
         image_columns = schema.image_columns
-        refs = read.rows | "ImageRefs" >> beam.FlatMap(
-            lambda lr: [(lr[1][c], lr[0]) for c in image_columns]
-        )
+        refs = read.rows | "ImageRefs" >> beam.FlatMap(_image_refs, image_columns)  # (path, line)
         base = manifest_dir(opts.manifest).rstrip("/")
-        listing = pbegin | "ListFolder" >> fileio.MatchFiles(
-            filesystems.everything_below(base), empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
-        )
-        if self._skipped_prefix:
-            listing = listing | "SkipOutputFolder" >> beam.Filter(
-                lambda meta, prefix: not meta.path.startswith(prefix), self._skipped_prefix)
+        listing = pbegin | "ListFolder" >> ListFilesBelow(base, self._skipped_prefix)
         files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, m.size_in_bytes))
         sizes = (
             {"refs": refs, "files": files}
@@ -718,21 +755,24 @@ class ReadTable(beam.PTransform):
             {"rows": read.rows, "sizes": sizes}
             | "JoinRows" >> beam.CoGroupByKey()
             | "BuildRows"
-            >> beam.ParDo(_BuildRows(opts, schema)).with_outputs("rejects", main="rows")
+            >> beam.ParDo(_BuildRows(opts, schema)).with_output_types(BuiltRow)
+            .with_outputs("rejects", main="rows")
         )
         if opts.group_by:
             group = opts.group_by
             grouped = (
                 built.rows
-                | "KeyByGroup" >> beam.Map(lambda b: (json.dumps(b[2][group]), b))
-                | "GroupRows" >> beam.GroupByKey()
+                | "KeyByGroup" >> beam.Map(lambda built: (json.dumps(built.row[group]), built))
+                .with_output_types(tuple[str, BuiltRow])
+                | "GroupRows" >> beam.GroupByKey()  # (group value as JSON, [BuiltRow])
             )
             varying = grouped | "VaryingColumns" >> beam.CombineGlobally(_VaryingFn())
             records = grouped | "BuildGroups" >> beam.Map(
                 lambda g, v: _group_record(g, v, opts, schema), AsSingleton(varying)
-            )
+            ).with_output_types(ImageRecord)
         else:
-            records = built.rows | "BuildRecords" >> beam.Map(_row_record, opts)
+            records = built.rows | "BuildRecords" >> beam.Map(
+                _row_record, opts).with_output_types(ImageRecord)
         manifest_file = pbegin | "ManifestFile" >> fileio.MatchFiles(opts.manifest)
         terms = (
             (listing, manifest_file)
@@ -744,7 +784,7 @@ class ReadTable(beam.PTransform):
             lambda t: {
                 "task": "sequence" if schema_json["group_by"] else "table",
                 "schema": schema_json,
-                "inputs": {"files": t[1], "terms": f"{t[0]:032x}"},
+                "inputs": inputs_entry(t),
             }
         )
         rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()

@@ -1,0 +1,230 @@
+"""What the COCO stages hand each other, and the compact coder they cross shuffles with.
+
+The join by file name groups, under a :class:`JoinKey`, the image entries of the JSON
+(:class:`ImageEntry`) with the files of the listing (:class:`ListedFile`); annotation
+batches (:class:`AnnotationBatch`) and entries rejected before any file was looked for
+(:class:`ImageNotLocated`) ride the same join keyed by image id, and pass on to the join
+by image id, where they meet the :class:`LocatedImage` the first join found.
+
+Every message is one byte of kind and its fields, no field names and no pickled class
+(text as UTF-8 with ``surrogatepass``, so an odd name survives to its reject):
+a shuffle holds millions of them. Annotations travel packed (:func:`pack_annotations`),
+one blob per image: Beam's local runner keeps grouped values as Python objects, and a
+blob costs a fraction of the memory of the nested tuples it holds.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
+
+
+class Annotation(NamedTuple):
+    """One checked item of ``annotations``, as read from the file (a batch holds those
+    of one image). ``segmentation`` is kept only when masks are written."""
+
+    id: Any
+    category_id: Any
+    bbox: Any
+    area: float
+    iscrowd: int
+    segmentation: Any = None
+
+
+class ObjectLabel(NamedTuple):
+    """One object of an ``ImageRecord``: an annotation with its category resolved."""
+
+    annotation_id: Any
+    label: int
+    text: str
+    bbox: Any
+    area: float
+    iscrowd: int
+    segmentation: Any = None
+
+
+class Category(NamedTuple):
+    """One item of ``categories``."""
+
+    id: Any
+    name: str
+
+
+def pack_annotations(objects: Iterable[Annotation | ObjectLabel]) -> bytes:
+    """Compact, picklable form of one image's annotations or objects (our own data only).
+
+    Each is pickled as a plain tuple, without its trailing ``segmentation`` when there is
+    none: as compact as before these had names."""
+    plain = tuple(tuple(o) if o.segmentation is not None else tuple(o)[:-1] for o in objects)
+    return pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_annotations(blob: bytes) -> tuple[Annotation, ...]:
+    """The annotations of :func:`pack_annotations`."""
+    return tuple(Annotation(*fields) for fields in _unpickle(blob))
+
+
+def unpack_objects(blob: bytes) -> tuple[ObjectLabel, ...]:
+    """The objects of an ``ImageRecord``'s ``labels["objects"]``."""
+    return tuple(ObjectLabel(*fields) for fields in _unpickle(blob))
+
+
+def _unpickle(blob: bytes) -> tuple[tuple, ...]:
+    return pickle.loads(blob)  # noqa: S301 - written by pack_annotations in this pipeline
+
+
+@dataclass(frozen=True, slots=True)
+class JoinKey:
+    """Key of the join by file name: a file name, or (``by_image_id``) the
+    :func:`~recordbeam.sources.coco.join_key` of a message for the join by image id."""
+
+    text: str
+    by_image_id: bool = False
+
+
+class JoinMessage:
+    """What the COCO joins group: one of the message types below."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedFile(JoinMessage):
+    """An image file found by the listing."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImageEntry(JoinMessage):
+    """An item of ``images`` that passed its checks; sizes are None unless integers."""
+
+    image_id: Any
+    file_name: str
+    width: int | None
+    height: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationBatch(JoinMessage):
+    """Annotations of one image (:func:`pack_annotations`); the id as the file spelled
+    it, to compare its type with the image's."""
+
+    image_id: Any
+    packed: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ImageNotLocated(JoinMessage):
+    """The entry with this id was rejected before or while its file was looked for
+    (``reason`` is its reject's), so its annotations are lost with it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LocatedImage(JoinMessage):
+    """An image entry joined with its file: what the join by image id needs of it."""
+
+    image_id: Any
+    name: str
+    path: str
+    size: int
+    width: int | None
+    height: int | None
+
+
+# --- coders ----------------------------------------------------------------------------
+
+_ANY = beam.coders.FastPrimitivesCoder().get_impl()  # ids, sizes: int, str or None
+
+
+class JoinKeyCoder(beam.coders.Coder):
+    """A :class:`JoinKey` as one byte (by image id or not) and its UTF-8 text."""
+
+    def encode(self, value: JoinKey) -> bytes:
+        return (b"\1" if value.by_image_id else b"\0") + value.text.encode("utf-8", "surrogatepass")
+
+    def decode(self, encoded: bytes) -> JoinKey:
+        return JoinKey(encoded[1:].decode("utf-8", "surrogatepass"), encoded[:1] == b"\1")
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self) -> type:
+        return JoinKey
+
+
+#: Kind byte of each message, in the order of the fields written after it.
+_KINDS: dict[type, int] = {ListedFile: 0, ImageEntry: 1, AnnotationBatch: 2,
+                           ImageNotLocated: 3, LocatedImage: 4}
+_TYPES = {kind: message_type for message_type, kind in _KINDS.items()}
+
+
+class JoinMessageCoder(beam.coders.Coder):
+    """A :class:`JoinMessage`: its kind byte, then its fields in order (text and bytes
+    length-prefixed, sizes as varints, ids and image sizes as Beam's primitive values)."""
+
+    def encode(self, value: JoinMessage) -> bytes:
+        out = create_OutputStream()
+        out.write_byte(_KINDS[type(value)])
+        if type(value) is ListedFile:
+            _write_text(out, value.path)
+            out.write_var_int64(value.size)
+        elif type(value) is ImageEntry:
+            _ANY.encode_to_stream(value.image_id, out, True)
+            _write_text(out, value.file_name)
+            _ANY.encode_to_stream(value.width, out, True)
+            _ANY.encode_to_stream(value.height, out, True)
+        elif type(value) is AnnotationBatch:
+            _ANY.encode_to_stream(value.image_id, out, True)
+            out.write(value.packed, True)
+        elif type(value) is ImageNotLocated:
+            _write_text(out, value.reason)
+        else:
+            _ANY.encode_to_stream(value.image_id, out, True)
+            _write_text(out, value.name)
+            _write_text(out, value.path)
+            out.write_var_int64(value.size)
+            _ANY.encode_to_stream(value.width, out, True)
+            _ANY.encode_to_stream(value.height, out, True)
+        return out.get()
+
+    def decode(self, encoded: bytes) -> JoinMessage:
+        stream = create_InputStream(encoded)
+        message_type = _TYPES[stream.read_byte()]
+        if message_type is ListedFile:
+            return ListedFile(_read_text(stream), stream.read_var_int64())
+        if message_type is ImageEntry:
+            return ImageEntry(_ANY.decode_from_stream(stream, True), _read_text(stream),
+                              _ANY.decode_from_stream(stream, True),
+                              _ANY.decode_from_stream(stream, True))
+        if message_type is AnnotationBatch:
+            return AnnotationBatch(_ANY.decode_from_stream(stream, True), stream.read_all(True))
+        if message_type is ImageNotLocated:
+            return ImageNotLocated(_read_text(stream))
+        return LocatedImage(_ANY.decode_from_stream(stream, True), _read_text(stream),
+                            _read_text(stream), stream.read_var_int64(),
+                            _ANY.decode_from_stream(stream, True),
+                            _ANY.decode_from_stream(stream, True))
+
+    def to_type_hint(self) -> type:
+        return JoinMessage
+
+
+def _write_text(out: Any, text: str) -> None:
+    out.write(text.encode("utf-8", "surrogatepass"), True)
+
+
+def _read_text(stream: Any) -> str:
+    return stream.read_all(True).decode("utf-8", "surrogatepass")
+
+
+beam.coders.registry.register_coder(JoinKey, JoinKeyCoder)
+beam.coders.registry.register_coder(JoinMessage, JoinMessageCoder)

@@ -1,0 +1,49 @@
+"""Reliability cases, wherever their tests live.
+
+``@pytest.mark.case("Truncated JPEG", "reject `truncated`, run succeeds")`` on a test (or
+on a ``pytest.param``) names a row of the README's reliability table. Every test in
+``tests/reliability`` declares one (its conftest checks); tests elsewhere that prove a
+data-loss or misconfiguration case declare one too. When the environment variable
+``RECORDBEAM_RELIABILITY_JSON`` names a file, every declared case's result is written there
+at the end of the session; ``tools/reliability_table.py`` turns that file into the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+RESULTS_ENV = "RECORDBEAM_RELIABILITY_JSON"
+
+
+_results: dict[str, dict] = {}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "case(name, outcome): a reliability case this test proves, for the README table"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    cases = [tuple(m.args) for m in item.iter_markers("case")]
+    if not cases:
+        return
+    entry = _results.setdefault(item.nodeid, {"cases": cases, "outcome": "passed", "seconds": 0.0})
+    entry["seconds"] += report.duration
+    if report.failed:
+        entry["outcome"] = "failed"
+    elif report.skipped and entry["outcome"] == "passed":
+        entry["outcome"] = "skipped"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get(RESULTS_ENV)
+    if path and _results:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(_results, f, indent=1, sort_keys=True)
