@@ -1,20 +1,21 @@
 """What detection sources share: the object record and the encoder of its features.
 
-A detection source (VOC today; COCO once its per-object records are named types) turns
-each annotated object into a :class:`DetectionObject` and lets :class:`DetectionEncoder`
-write the features Model Garden's and the Object Detection API's decoders read:
+A detection source turns each annotated object into a :class:`DetectionObject` (VOC) or
+an object of its own with ``bbox``, ``label`` and ``text`` (COCO's ``ObjectLabel``, with
+the hooks of :class:`DetectionEncoder` overridden) and lets :class:`DetectionEncoder` write the features Model Garden's and the Object Detection API's decoders read:
 ``image/object/bbox/{xmin,xmax,ymin,ymax}`` (normalized corners), ``class/label`` and
 ``class/text``, plus the per-object features a format adds (``extra_kinds``: VOC's
-``difficult``, ``truncated`` and ``view``).
+``difficult``, ``truncated`` and ``view``; COCO's ``is_crowd``, ``area`` and masks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from recordbeam.images.boxes import InvalidBox, normalize_box
 from recordbeam.images.checks import ImageInfo
+from recordbeam.images.masks import InvalidMask
 from recordbeam.images.transcode import orient_box, scaled_size
 from recordbeam.records import OBJECTS_WRITTEN, ImageRecord, Reject
 from recordbeam.tfrecord.example import encode_example
@@ -55,12 +56,14 @@ class Geometry(NamedTuple):
     Attributes:
         frame: ``(width, height)`` the boxes are normalized against.
         move: the EXIF orientation the normalized boxes are moved by (1: not moved).
-        written: ``(width, height)`` of the pixels written.
+        displayed: ``(width, height)`` of the image as shown (EXIF applied when written so).
+        written: ``(width, height)`` of the pixels written (after ``max_side``).
         annotated_rotated: the annotation's size is the EXIF-rotated one (no size warning).
     """
 
     frame: tuple[int, int]
     move: int
+    displayed: tuple[int, int]
     written: tuple[int, int]
     annotated_rotated: bool
 
@@ -84,28 +87,44 @@ class DetectionEncoder(ImageExampleEncoder):
         self.object_kinds = {**BOX_KINDS, **self.extra_kinds}
         self.list_features = frozenset(self.object_kinds)
 
+    def objects(self, record: ImageRecord) -> Sequence[Any]:
+        """The objects of ``record``, as the source stored them (a format that packs them
+        for the shuffle unpacks them here)."""
+        return record.labels["objects"]
+
+    def object_source(self, obj: Any) -> str:
+        """Where ``obj`` was read, for its rejects."""
+        return obj.source
+
+    def size_kinds(self) -> Mapping[str, str]:
+        """The per-object features counted by :meth:`label_size` (those whose size does not
+        depend on the pixels)."""
+        return self.object_kinds
+
     def label_size(self, record: ImageRecord | None) -> int:
         """The object features' keys, and per object what four corners, a label, a
-        10-letter class name and the extra features (0 or a short word) take."""
+        10-letter class name and the other features (0.5, 90 or a 10-letter word) take."""
         measured = getattr(self, "_object_bytes", None)
         if measured is None:
-            empty = {key: [] for key in self.object_kinds}
+            kinds = self.size_kinds()
+            empty = {key: [] for key in kinds}
             one = {key: [0.5] if kind == "float" else [90] if kind == "int64" else ["n" * 10]
-                   for key, kind in self.object_kinds.items()}
-            keys = len(encode_example(empty, self.object_kinds))
-            measured = self._object_bytes = (keys, len(encode_example(one, self.object_kinds)) - keys)
+                   for key, kind in kinds.items()}
+            keys = len(encode_example(empty, kinds))
+            measured = self._object_bytes = (keys, len(encode_example(one, kinds)) - keys)
         keys, per_object = measured
-        objects = self.TYPICAL_OBJECTS if record is None else len(record.labels["objects"])
+        objects = self.TYPICAL_OBJECTS if record is None else len(self.objects(record))
         return keys + objects * per_object
 
     def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
         """The objects of an image rejected while writing, as annotation rejects."""
         reason = "image_missing" if reject.reason == "missing" else "image_rejected"
+        sources = (self.object_source(obj) for obj in self.objects(record))
         return tuple(
-            Reject("annotation", obj.source, reason,
-                   f"{obj.source} belongs to image {record.path}, which was rejected "
+            Reject("annotation", source, reason,
+                   f"{source} belongs to image {record.path}, which was rejected "
                    f"({reject.reason}; see its image's reject)", reject.split)
-            for obj in record.labels["objects"]
+            for source in sources
         )
 
     def geometry(self, record: ImageRecord, info: ImageInfo) -> Geometry:
@@ -121,16 +140,16 @@ class DetectionEncoder(ImageExampleEncoder):
         if swapped and (record.labels.get("width"), record.labels.get("height")) == displayed:
             frame, move = displayed, 1  # annotated on the rotated image
         written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
-        return Geometry(frame, move, written, frame == displayed and swapped)
+        return Geometry(frame, move, displayed, written, frame == displayed and swapped)
 
-    def extra_values(self, obj: DetectionObject, geometry: Geometry) -> tuple[Any, ...]:
+    def extra_values(self, obj: Any, geometry: Geometry) -> tuple[Any, ...]:
         """The values of ``extra_kinds`` written for ``obj`` (its ``extra`` as it is; a
         format whose extras depend on the written pixels, as an area, overrides this)."""
         return obj.extra
 
-    def box_reject(self, obj: DetectionObject, bad: InvalidBox, record: ImageRecord,
-                   geometry: Geometry) -> Reject:
-        """The reject of an object whose box cannot be written."""
+    def object_reject(self, obj: Any, bad: InvalidBox | InvalidMask, record: ImageRecord,
+                      geometry: Geometry) -> Reject:
+        """The reject of an object whose box (or mask) cannot be written."""
         x, y, w, h = obj.bbox
         width, height = geometry.frame
         return Reject(
@@ -145,12 +164,12 @@ class DetectionEncoder(ImageExampleEncoder):
         rejects: list[Reject] = []
         clipped = 0
         geometry = self.geometry(record, info)
-        for obj in record.labels["objects"]:
+        for obj in self.objects(record):
             try:
                 box = normalize_box(obj.bbox, *geometry.frame)
                 extra = self.extra_values(obj, geometry)
-            except InvalidBox as bad:
-                rejects.append(self.box_reject(obj, bad, record, geometry))
+            except (InvalidBox, InvalidMask) as bad:
+                rejects.append(self.object_reject(obj, bad, record, geometry))
                 continue
             clipped += box.clipped
             xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax,
@@ -168,5 +187,9 @@ class DetectionEncoder(ImageExampleEncoder):
         if warning:
             rejects.append(warning)
         counts = {OBJECTS_WRITTEN: len(columns["image/object/class/label"]),
-                  "boxes_clipped": clipped}
+                  "boxes_clipped": clipped, **self.object_counts(columns)}
         return columns, dict(self.object_kinds), rejects, counts
+
+    def object_counts(self, columns: Mapping[str, list]) -> dict[str, int]:
+        """Counts a format adds for the objects written (``columns``: the features)."""
+        return {}
