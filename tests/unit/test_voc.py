@@ -13,9 +13,13 @@ from recordbeam.images.checks import inspect_image
 from recordbeam.records import ImageRecord
 from recordbeam.sources.detection import DetectionObject
 from recordbeam.sources.voc import (
+    AnnotationFile,
+    ImageFile,
     ParsedImage,
+    SplitEntry,
     VocEncoder,
     VocError,
+    VocMessageCoder,
     VocOptions,
     VocXmlError,
     _build_record,
@@ -128,6 +132,23 @@ def test_split_lists_skip_class_lists_and_trainval_beside_train_and_val(tmp_path
     assert list(split_lists(VocOptions(str(tmp_path)))) == ["train", "trainval"]
 
 
+def test_join_messages_and_records_survive_their_coders():
+    from recordbeam.sources.record_coder import ImageRecordCoder
+
+    coder = VocMessageCoder()
+    for message in (AnnotationFile("A/\udcff.xml"), ImageFile("J/a b.JPG", 12345),
+                    SplitEntry("train", "ImageSets/Main/train.txt:7")):
+        assert coder.decode(coder.encode(message)) == message
+    xml = voc_xml(voc_object("traffic light", (1, 2, 30, 40), difficult=1, pose="Left"))
+    objects = parse_voc_xml(xml.encode(), "A/a.xml").objects
+    image = ParsedImage("a", "val", "J/a.jpg", 10, "a.jpg", 64, 48, objects, "A/a.xml")
+    [record] = [o for o in _build_record(image, ["traffic light"]) if isinstance(o, ImageRecord)]
+    decoded = ImageRecordCoder().decode(ImageRecordCoder().encode(record))
+    assert VocEncoder().objects(decoded) == VocEncoder().objects(record) == (
+        DetectionObject("A/a.xml: object[0]", 1, "traffic light", (1.0, 2.0, 29.0, 38.0),
+                        (1, 0, "Left")),)
+
+
 def _join(tmp_path, tagged, has_split_lists=True):
     """Run the join by id on one image id; returns (parsed images, rejects, counts)."""
     options = VocOptions(str(tmp_path))
@@ -141,7 +162,7 @@ def _join(tmp_path, tagged, has_split_lists=True):
 def test_xml_without_image_rejects_the_image_naming_the_xml(tmp_path):
     xml = tmp_path / "a.xml"
     xml.write_text(voc_xml(voc_object("dog", (1, 2, 30, 40))))
-    parsed, rejects, _ = _join(tmp_path, [("xml", str(xml)), ("split", "train", "train.txt:1")])
+    parsed, rejects, _ = _join(tmp_path, [AnnotationFile(str(xml)), SplitEntry("train", "train.txt:1")])
     assert parsed == []
     assert [(r.kind, r.source, r.reason, r.split) for r in rejects] == [
         ("image", str(xml), "missing", "train")]
@@ -150,22 +171,22 @@ def test_xml_without_image_rejects_the_image_naming_the_xml(tmp_path):
 
 def test_image_without_xml_is_kept_without_objects_and_warned(tmp_path):
     image = str(tmp_path / "a.JPG")  # upper-case extension: still the image of id "a"
-    parsed, rejects, _ = _join(tmp_path, [("image", image, 10), ("split", "val", "val.txt:3")])
+    parsed, rejects, _ = _join(tmp_path, [ImageFile(image, 10), SplitEntry("val", "val.txt:3")])
     assert [(p.image_id, p.split, p.path, p.objects) for p in parsed] == [("a", "val", image, ())]
     assert [(r.kind, r.reason, r.source) for r in rejects] == [
         ("warning", "no_annotation_file", image)]
 
 
 def test_image_in_no_split_list_is_counted_not_written(tmp_path):
-    parsed, rejects, counts = _join(tmp_path, [("image", str(tmp_path / "a.jpg"), 10)])
+    parsed, rejects, counts = _join(tmp_path, [ImageFile(str(tmp_path / "a.jpg"), 10)])
     assert (parsed, rejects, counts) == ([], [], [("voc_images_in_no_split_list", 1)])
 
 
 def test_xml_filename_picks_among_images_of_one_id(tmp_path):
     xml = tmp_path / "a.xml"
     xml.write_text(voc_xml("", filename="a.png"))
-    tagged = [("xml", str(xml)), ("image", str(tmp_path / "a.jpg"), 1),
-              ("image", str(tmp_path / "a.png"), 2)]
+    tagged = [AnnotationFile(str(xml)), ImageFile(str(tmp_path / "a.jpg"), 1),
+              ImageFile(str(tmp_path / "a.png"), 2)]
     parsed, rejects, _ = _join(tmp_path, tagged, has_split_lists=False)
     assert [(p.path, p.split) for p in parsed] == [(str(tmp_path / "a.png"), "train")]
     assert rejects == []
@@ -179,7 +200,7 @@ def test_unknown_class_is_rejected_other_objects_labelled_from_one():
     rejects = [o.value for o in out if isinstance(o, TaggedOutput)]
     [record] = [o for o in out if not isinstance(o, TaggedOutput)]
     assert [(r.source, r.reason) for r in rejects] == [("A/a.xml: object[1]", "unknown_category")]
-    assert record.labels["objects"] == (
+    assert VocEncoder().objects(record) == (
         DetectionObject("A/a.xml: object[0]", 2, "dog", (1.0, 2.0, 29.0, 38.0),
                         (0, 0, "Unspecified")),)
 

@@ -88,9 +88,10 @@ class DetectionEncoder(ImageExampleEncoder):
         self.list_features = frozenset(self.object_kinds)
 
     def objects(self, record: ImageRecord) -> Sequence[Any]:
-        """The objects of ``record``, as the source stored them (a format that packs them
-        for the shuffle unpacks them here)."""
-        return record.labels["objects"]
+        """The objects of ``record``: :class:`DetectionObject`s from the plain tuples of
+        their fields the source stored (a format that packs them otherwise unpacks them
+        here)."""
+        return tuple(DetectionObject(*fields) for fields in record.labels["objects"])
 
     def object_source(self, obj: Any) -> str:
         """Where ``obj`` was read, for its rejects."""

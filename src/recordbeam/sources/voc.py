@@ -28,6 +28,7 @@ from xml.etree.ElementTree import Element, ParseError
 
 import apache_beam as beam
 import defusedxml.ElementTree as safe_xml
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
@@ -37,8 +38,9 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco import is_text, printable
-from recordbeam.sources.detection import DetectionEncoder, DetectionObject
+from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 
 #: The per-object features the OD API's Pascal converter writes beside the boxes.
 VOC_OBJECT_KINDS = {
@@ -269,6 +271,71 @@ def _whole(text: str | None) -> int | None:
 # --- the pipeline ---------------------------------------------------------------------
 
 
+class VocMessage:
+    """What the join by image id groups: one of the three listings' findings below."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationFile(VocMessage):
+    """An XML of ``Annotations/``."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFile(VocMessage):
+    """An image of the images folder, with its listed size."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SplitEntry(VocMessage):
+    """A line of a split list: the split, and ``<list>.txt:<line>`` for rejects."""
+
+    split: str
+    where: str
+
+
+class VocMessageCoder(beam.coders.Coder):
+    """A :class:`VocMessage` as a kind byte and its fields (text length-prefixed as UTF-8
+    with ``surrogatepass``, the size a varint): the join holds one per file."""
+
+    def encode(self, value: VocMessage) -> bytes:
+        out = create_OutputStream()
+        if type(value) is AnnotationFile:
+            out.write_byte(0)
+            out.write(value.path.encode("utf-8", "surrogatepass"), True)
+        elif type(value) is ImageFile:
+            out.write_byte(1)
+            out.write(value.path.encode("utf-8", "surrogatepass"), True)
+            out.write_var_int64(value.size)
+        else:
+            out.write_byte(2)
+            out.write(value.split.encode("utf-8", "surrogatepass"), True)
+            out.write(value.where.encode("utf-8", "surrogatepass"), True)
+        return out.get()
+
+    def decode(self, encoded: bytes) -> VocMessage:
+        stream = create_InputStream(encoded)
+        kind = stream.read_byte()
+        first = stream.read_all(True).decode("utf-8", "surrogatepass")
+        if kind == 0:
+            return AnnotationFile(first)
+        if kind == 1:
+            return ImageFile(first, stream.read_var_int64())
+        return SplitEntry(first, stream.read_all(True).decode("utf-8", "surrogatepass"))
+
+    def to_type_hint(self) -> type:
+        return VocMessage
+
+
+beam.coders.registry.register_coder(VocMessage, VocMessageCoder)
+
+
 def _stem(folder: str, path: str) -> str:
     """The id of a file: its path below ``folder`` without the extension (VOC ids may
     hold folders, as ``2008/000123``)."""
@@ -294,7 +361,7 @@ class _ListVoc(beam.DoFn):
                 if not is_text(meta.path):
                     yield TaggedOutput("rejects", _invalid_name(meta.path))
                 elif meta.path.lower().endswith(".xml"):
-                    yield _stem(folder, meta.path), ("xml", meta.path)
+                    yield _stem(folder, meta.path), AnnotationFile(meta.path)
                 else:
                     yield TaggedOutput("counts", ("voc_non_xml_files_skipped", 1))
         elif kind == "images":
@@ -304,7 +371,7 @@ class _ListVoc(beam.DoFn):
                 if not is_text(meta.path):
                     yield TaggedOutput("rejects", _invalid_name(meta.path))
                 elif meta.path.lower().endswith(IMAGE_SUFFIXES):
-                    yield _stem(folder, meta.path), ("image", meta.path, meta.size_in_bytes)
+                    yield _stem(folder, meta.path), ImageFile(meta.path, meta.size_in_bytes)
                 else:
                     yield TaggedOutput("counts", ("voc_non_image_files_skipped", 1))
         elif kind == "split":
@@ -329,7 +396,7 @@ class _ListVoc(beam.DoFn):
         for number, line in enumerate(text.splitlines(), 1):
             image_id = split_list_id(line)
             if image_id:
-                yield image_id, ("split", split, f"{path}:{number}")
+                yield image_id, SplitEntry(split, f"{path}:{number}")
 
 
 def split_list_id(line: str) -> str:
@@ -376,10 +443,10 @@ class _ParseAnnotations(beam.DoFn):
         self._has_split_lists = has_split_lists
 
     def process(self, element):
-        image_id, tagged = element
-        xmls = sorted(value[1] for value in tagged if value[0] == "xml")
-        images = sorted((value[1], value[2]) for value in tagged if value[0] == "image")
-        listed = sorted({(value[1], value[2]) for value in tagged if value[0] == "split"})
+        image_id, messages = element
+        xmls = sorted(m.path for m in messages if type(m) is AnnotationFile)
+        images = sorted((m.path, m.size) for m in messages if type(m) is ImageFile)
+        listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
         splits = sorted({split for split, _where in listed})
         if self._has_split_lists and not splits:
             yield TaggedOutput("counts", ("voc_images_in_no_split_list", 1))
@@ -480,7 +547,8 @@ def _build_record(parsed: ParsedImage, classes: list[str]) -> Iterator[Any]:
                 f"{source}: class {obj.name!r} is not in labelmap.txt; add it there, or fix the "
                 "name. The image was written without this object", parsed.split))
             continue
-        objects.append(DetectionObject(
+        # Plain tuples (DetectionObject's fields): the record coder writes them compactly.
+        objects.append((
             source, label, obj.name,
             (obj.xmin, obj.ymin, obj.xmax - obj.xmin, obj.ymax - obj.ymin),
             (obj.difficult, obj.truncated, obj.pose)))
@@ -533,12 +601,13 @@ class ReadVoc(beam.PTransform):
         listed = (
             pbegin
             | "ListTasks" >> beam.Create(tasks)
-            | "List" >> beam.ParDo(_ListVoc(opts, self._skip_prefix)).with_outputs(
-                "counts", "inputs", "rejects", main="by_id")
+            | "List" >> beam.ParDo(_ListVoc(opts, self._skip_prefix))
+            .with_output_types(tuple[str, VocMessage])  # (image id, its file or list line)
+            .with_outputs("counts", "inputs", "rejects", main="by_id")
         )
         parsed = (
             listed.by_id
-            | "JoinById" >> beam.GroupByKey()  # (image id, [xml | image | split entry])
+            | "JoinById" >> beam.GroupByKey()  # (image id, [VocMessage])
             | "ParseXml" >> beam.ParDo(_ParseAnnotations(opts, bool(self._split_lists)))
             .with_outputs("rejects", "counts", main="parsed")
         )
@@ -551,7 +620,8 @@ class ReadVoc(beam.PTransform):
                 | "SortedClasses" >> beam.CombineGlobally(_NameSet())
             )
         built = parsed.parsed | "BuildRecords" >> beam.FlatMap(
-            _build_record, AsSingleton(classes)).with_outputs("rejects", "counts", main="records")
+            _build_record, AsSingleton(classes)).with_output_types(ImageRecord).with_outputs(
+                "rejects", "counts", main="records")
         terms = listed.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
         metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
             lambda _, found, t: _metadata(found, t), AsSingleton(classes), AsSingleton(terms))
