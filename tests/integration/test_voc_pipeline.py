@@ -102,6 +102,8 @@ def test_voc_folder_converts_with_every_reject_named(voc_root, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["label_map"] == {"1": "dog", "2": "traffic light", "3": "cat"}
     assert manifest["splits"]["train"]["counts"]["boxes_clipped"] == 1
+    assert manifest["splits"]["train"]["counts"]["images_without_objects"] == 1  # c
+    assert manifest["splits"]["val"]["counts"]["images_without_objects"] == 1  # g: yak rejected
     assert (out / "labels.txt").read_text().split("\n")[:3] == ["dog", "traffic light", "cat"]
 
 

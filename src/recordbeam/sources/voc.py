@@ -552,8 +552,6 @@ def _build_record(parsed: ParsedImage, classes: list[str]) -> Iterator[Any]:
             source, label, obj.name,
             (obj.xmin, obj.ymin, obj.xmax - obj.xmin, obj.ymax - obj.ymin),
             (obj.difficult, obj.truncated, obj.pose)))
-    if not parsed.objects:
-        yield TaggedOutput("counts", ("images_without_objects", 1))
     yield ImageRecord(
         identity=parsed.image_id, path=parsed.path, size=parsed.size, split=parsed.split,
         labels={"source_id": parsed.image_id, "filename": parsed.filename,
@@ -638,3 +636,8 @@ class VocEncoder(DetectionEncoder):
 
     def __init__(self, checks=None, split: str = "train", fixes=None) -> None:
         super().__init__(checks, split, fixes, extra_kinds=VOC_OBJECT_KINDS)
+
+    def object_counts(self, columns) -> dict[str, int]:
+        """Images written with no object (no XML, no ``<object>``, or every object
+        rejected), counted as they are written."""
+        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
