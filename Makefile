@@ -14,7 +14,7 @@ $(VENV)/.runtime: pyproject.toml setup.py
 	touch $@
 
 $(VENV)/.test: $(VENV)/.runtime
-	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report]'
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report,formats-test]'
 	# The PyTorch dataset test: the CPU build (this exact version is the CPU wheel on
 	# our machines; a bare `torch` would pull several GB of CUDA packages).
 	$(PY) -m pip install $(PIP_FLAGS) torch==2.13.0

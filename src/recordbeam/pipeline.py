@@ -37,6 +37,7 @@ from recordbeam.sources.imagefolder import (
     ReadImageFolder,
 )
 from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
+from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
@@ -243,6 +244,31 @@ def table_to_tfrecord(
     encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
     return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
                        table_settings(table, shards, checks, fixes), read.splits)
+
+
+def voc_settings(voc: VocOptions, shards: ShardOptions, checks: ImageChecks,
+                 fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("voc", voc, shards, checks, fixes)
+
+
+def voc_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, voc: VocOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the Pascal VOC conversion to ``p`` (every split ``ImageSets/Main`` lists);
+    returns the sink.
+
+    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
+    whose label map disagrees with ``labelmap.txt`` (without one, the classes are known
+    only once the annotations are read, and the commit checks them).
+    """
+    read = ReadVoc(voc, skip_below=output_dir)
+    output_folder.check_labels_agree(
+        output_dir, read.splits,
+        lambda: label_metadata(read.classes) if read.classes is not None else None)
+    encoder = VocEncoder(checks, read.splits[0], fixes)
+    return _write_read(p, "ReadVoc", read, output_dir, encoder, shards,
+                       voc_settings(voc, shards, checks, fixes), read.splits)
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

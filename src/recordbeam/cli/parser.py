@@ -14,6 +14,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_coco,
     cmd_convert_imagefolder,
     cmd_convert_manifest,
+    cmd_convert_voc,
     cmd_demo,
     cmd_reshard,
 )
@@ -298,6 +299,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(p)
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_manifest)
+
+    p = kind_parser("voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
+                   "ImageSets/Main/<split>.txt and labelmap.txt")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="folder of the images (default: ROOT/JPEGImages)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of objects is rejected "
+                   "(unknown class, invalid or degenerate box...; objects of rejected images "
+                   "count as image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_voc)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

@@ -1,4 +1,4 @@
-"""The commands that run a pipeline: ``convert coco|imagefolder|manifest``, ``reshard``
+"""The commands that run a pipeline: ``convert coco|imagefolder|manifest|voc``, ``reshard``
 and ``demo``. Each checks its inputs before Beam starts, builds the library's options
 from the arguments, runs, and prints what the run did."""
 
@@ -204,6 +204,31 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
     return _run_conversion(
         lambda p: table_to_tfrecord(p, args.output, table, shards, checks, fixes),
         args, beam_args, read.splits)
+
+
+def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.pipeline import voc_settings, voc_to_tfrecord
+    from recordbeam.sources.voc import ReadVoc, VocOptions, voc_input_patterns
+
+    voc = VocOptions(args.input, args.images, args.split)
+    if not filesystems.has_files(voc.annotations_dir):
+        raise UsageError(f"{voc.annotations_dir}: no such folder, or it holds no files; --input "
+                         "takes a Pascal VOC folder holding Annotations/ and JPEGImages/")
+    if not filesystems.has_files(voc.image_folder):
+        raise UsageError(f"{voc.image_folder}: no such folder, or it holds no files (pass "
+                         "--images if the images are elsewhere)")
+    splits = ReadVoc(voc).splits  # lists ImageSets/Main, reads labelmap.txt
+    if args.split != "train" and args.split not in splits:
+        raise UsageError(f"--split {args.split} would be ignored: {voc.split_lists_dir} lists "
+                         f"the splits ({', '.join(splits)}); drop --split")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = voc_settings(voc, shards, checks, fixes)
+    if _up_to_date(args, splits, voc_input_patterns(voc), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: voc_to_tfrecord(p, args.output, voc, shards, checks, fixes),
+        args, beam_args, splits)
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

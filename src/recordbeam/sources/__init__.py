@@ -1,5 +1,7 @@
-"""One module per input kind: ``coco`` (COCO instances), ``imagefolder`` (class folders),
-``tabular`` (CSV / JSON Lines manifests); ``reshard`` reads finished TFRecord files.
+"""One module per input kind: ``coco`` (COCO instances), ``voc`` (Pascal VOC),
+``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests); ``reshard``
+reads finished TFRecord files. Detection sources share ``detection`` (the object record
+and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend).
 
 Every image source follows one small interface, which ``recordbeam.pipeline`` relies on:
 
@@ -20,7 +22,7 @@ Every image source follows one small interface, which ``recordbeam.pipeline`` re
   - optionally ``sizes``: ``(split, bytes)`` per record, when the source knows them
     before its records are built (COCO), to plan shards earlier.
 
-* an encoder beside it (``CocoEncoder``, ``ClassificationEncoder``, ``TableEncoder``,
+* an encoder beside it (``CocoEncoder``, ``VocEncoder``, ``ClassificationEncoder``, ``TableEncoder``,
   subclasses of :class:`~recordbeam.write.image_encoder.ImageExampleEncoder`) that turns
   its records' ``labels`` into features;
 * sources that know their splits before running expose ``splits`` (and ``label_metadata``)

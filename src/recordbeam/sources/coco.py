@@ -28,14 +28,11 @@ from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError
-from recordbeam.images.boxes import InvalidBox, normalize_box
-from recordbeam.images.checks import ImageInfo
+from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
-from recordbeam.images.transcode import orient_box, scaled_size
 from recordbeam.records import (
     COUNTER_NAMESPACE,
     LOST_WITH_IMAGE,
-    OBJECTS_WRITTEN,
     ImageRecord,
     Reject,
 )
@@ -54,11 +51,10 @@ from recordbeam.sources.coco_records import (
     unpack_annotations,
     unpack_objects,
 )
+from recordbeam.sources.detection import DetectionEncoder, Geometry
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
 from recordbeam.sources.listing import is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
-from recordbeam.tfrecord.example import encode_example
-from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
 
 SECTIONS = ("images", "annotations", "categories")
 #: The task of :class:`_ReadInputs` that lists the image files (the others read a section).
@@ -869,17 +865,14 @@ class ReadCoco(beam.PTransform):
                 "metadata": metadata, "sizes": planned}
 
 
-class CocoEncoder(ImageExampleEncoder):
+class CocoEncoder(DetectionEncoder):
     """Adds the detection features Model Garden's and the OD API's decoders read.
 
     With image fixes (``recordbeam.images.transcode.ImageFixes``): boxes are normalized, so a
     ``max_side`` resize leaves them valid (``area`` is scaled to the written pixels). With
-    ``apply_exif`` the boxes move with the pixels. COCO's annotations are in the
-    coordinates of the image the annotation tool showed; which one that was is read from
-    the annotation's ``width``/``height``: equal to the stored pixel size (COCO's own
-    files, tools that ignore EXIF) means stored coordinates, so the boxes are rotated with
-    the pixels; equal to the rotated size (tools that applied EXIF) means they already are
-    in the displayed coordinates and are only normalized against that size.
+    ``apply_exif`` the boxes move with the pixels, unless the annotation's ``width`` /
+    ``height`` say the tool showed the rotated image (see
+    :meth:`~recordbeam.sources.detection.DetectionEncoder.geometry`).
 
     ``include_masks`` adds ``image/object/mask``: one 0/1 PNG per written object, of the
     written image's size, aligned with the other object features.
@@ -891,80 +884,39 @@ class CocoEncoder(ImageExampleEncoder):
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  include_masks: bool = False) -> None:
-        super().__init__(checks, split, fixes)
+        extra = {"image/object/is_crowd": "int64", "image/object/area": "float"}
+        if include_masks:
+            extra["image/object/mask"] = "bytes"
+        super().__init__(checks, split, fixes, extra_kinds=extra)
         self.include_masks = include_masks
         self.list_features = OBJECT_FEATURES
 
-    def label_size(self, record: ImageRecord | None) -> int:
-        """The object features: their keys, and per object four box corners, area,
-        label, crowd flag and a class name (masks, whose size depends on the pixels,
-        are not counted)."""
-        measured = getattr(self, "_object_bytes", None)
-        if measured is None:
-            empty = {key: [] for key in OBJECT_KINDS}
-            one = {**empty, **{key: [0.5] for key in OBJECT_KINDS if OBJECT_KINDS[key] == "float"},
-                   "image/object/class/label": [90], "image/object/is_crowd": [0],
-                   "image/object/class/text": ["n" * 10]}
-            keys = len(encode_example(empty, OBJECT_KINDS))
-            measured = self._object_bytes = (keys, len(encode_example(one, OBJECT_KINDS)) - keys)
-        keys, per_object = measured
-        objects = (self.TYPICAL_OBJECTS if record is None
-                   else len(unpack_objects(record.labels["objects"])))
-        return keys + objects * per_object
+    def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:
+        return unpack_objects(record.labels["objects"])
 
-    def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
-        """The objects of an image rejected while writing, as annotation rejects."""
-        reason = lost_annotation_reason(reject.reason)
-        return tuple(
-            Reject("annotation", f"annotation {ann_id}", reason,
-                   f"annotation {ann_id} belongs to image {record.path}, which was rejected "
-                   f"({reject.reason}; see its image's reject)", reject.split)
-            for ann_id in (o.annotation_id for o in unpack_objects(record.labels["objects"]))
+    def object_source(self, obj: ObjectLabel) -> str:
+        return f"annotation {obj.annotation_id}"
+
+    def size_kinds(self) -> dict[str, str]:
+        """Masks, whose size depends on the pixels, are not counted."""
+        return OBJECT_KINDS
+
+    def extra_values(self, obj: ObjectLabel, geometry: Geometry) -> tuple:
+        """``is_crowd``, ``area`` scaled to the written pixels and, with masks, the mask
+        (raises ``InvalidMask``)."""
+        written, displayed = geometry.written, geometry.displayed
+        area = obj.area * ((written[0] * written[1]) / (displayed[0] * displayed[1]))
+        if not self.include_masks:
+            return obj.iscrowd, area
+        pixels = segmentation_to_mask(obj.segmentation, *geometry.frame)
+        return obj.iscrowd, area, mask_png(pixels, geometry.move, written)
+
+    def object_reject(self, obj: ObjectLabel, bad: InvalidBox | InvalidMask,
+                      record: ImageRecord, geometry: Geometry) -> Reject:
+        return Reject(
+            "annotation", f"annotation {obj.annotation_id}", bad.reason,
+            f"{bad.detail} (image {record.path}); the image was written without this object",
         )
 
-    def label_features(self, record: ImageRecord, info: ImageInfo):
-        kinds = {**OBJECT_KINDS, **({"image/object/mask": "bytes"} if self.include_masks else {})}
-        columns: dict[str, list] = {key: [] for key in kinds}
-        rejects: list[Reject] = []
-        clipped = 0
-        orientation = self.fixes.applied_orientation(info) if self.fixes else 1
-        swapped = orientation in (5, 6, 7, 8)
-        displayed = (info.height, info.width) if swapped else (info.width, info.height)
-        frame, move = (info.width, info.height), orientation
-        if swapped and (record.labels.get("width"), record.labels.get("height")) == displayed:
-            frame, move = displayed, 1  # annotated on the rotated image
-        written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
-        area_scale = (written[0] * written[1]) / (displayed[0] * displayed[1])
-        for item in unpack_objects(record.labels["objects"]):
-            try:
-                box = normalize_box(item.bbox, *frame)
-                mask = None
-                if self.include_masks:
-                    pixels = segmentation_to_mask(item.segmentation, *frame)
-                    mask = mask_png(pixels, move, written)
-            except (InvalidBox, InvalidMask) as bad:
-                rejects.append(Reject(
-                    "annotation", f"annotation {item.annotation_id}", bad.reason,
-                    f"{bad.detail} (image {record.path}); the image was written without this object",
-                ))
-                continue
-            clipped += box.clipped
-            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax, move)
-            columns["image/object/bbox/xmin"].append(xmin)
-            columns["image/object/bbox/xmax"].append(xmax)
-            columns["image/object/bbox/ymin"].append(ymin)
-            columns["image/object/bbox/ymax"].append(ymax)
-            columns["image/object/class/label"].append(item.label)
-            columns["image/object/class/text"].append(item.text)
-            columns["image/object/is_crowd"].append(item.iscrowd)
-            columns["image/object/area"].append(item.area * area_scale)
-            if mask is not None:
-                columns["image/object/mask"].append(mask)
-        warning = None if frame == displayed and swapped else warn_size_mismatch(
-            record, info, record.labels)
-        if warning:
-            rejects.append(warning)
-        counts = {OBJECTS_WRITTEN: len(columns["image/object/area"]), "boxes_clipped": clipped}
-        if self.include_masks:
-            counts["masks_written"] = len(columns["image/object/mask"])
-        return columns, kinds, rejects, counts
+    def object_counts(self, columns: dict[str, list]) -> dict[str, int]:
+        return {"masks_written": len(columns["image/object/mask"])} if self.include_masks else {}

@@ -1,0 +1,196 @@
+"""What detection sources share: the object record and the encoder of its features.
+
+A detection source turns each annotated object into a :class:`DetectionObject` (VOC) or
+an object of its own with ``bbox``, ``label`` and ``text`` (COCO's ``ObjectLabel``, with
+the hooks of :class:`DetectionEncoder` overridden) and lets :class:`DetectionEncoder` write the features Model Garden's and the Object Detection API's decoders read:
+``image/object/bbox/{xmin,xmax,ymin,ymax}`` (normalized corners), ``class/label`` and
+``class/text``, plus the per-object features a format adds (``extra_kinds``: VOC's
+``difficult``, ``truncated`` and ``view``; COCO's ``is_crowd``, ``area`` and masks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from recordbeam.images.boxes import InvalidBox, normalize_box
+from recordbeam.images.checks import ImageInfo
+from recordbeam.images.masks import InvalidMask
+from recordbeam.images.transcode import orient_box, scaled_size
+from recordbeam.records import OBJECTS_WRITTEN, ImageRecord, Reject
+from recordbeam.tfrecord.example import encode_example
+from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
+
+#: The features every detection source writes, one value per object.
+BOX_KINDS = {
+    "image/object/bbox/xmin": "float",
+    "image/object/bbox/xmax": "float",
+    "image/object/bbox/ymin": "float",
+    "image/object/bbox/ymax": "float",
+    "image/object/class/label": "int64",
+    "image/object/class/text": "bytes",
+}
+
+
+class DetectionObject(NamedTuple):
+    """One annotated object, ready to encode.
+
+    Attributes:
+        source: where it was read, for rejects (``Annotations/x.xml: object[2]``).
+        label: the class label written.
+        text: the class name written.
+        bbox: ``(x, y, width, height)`` in pixels of the annotated image, as COCO's.
+        extra: values of the encoder's ``extra_kinds`` features, in their order.
+    """
+
+    source: str
+    label: int
+    text: str
+    bbox: tuple[float, float, float, float]
+    extra: tuple[Any, ...] = ()
+
+
+class Geometry(NamedTuple):
+    """Where an image's boxes live and where they go.
+
+    Attributes:
+        frame: ``(width, height)`` the boxes are normalized against.
+        move: the EXIF orientation the normalized boxes are moved by (1: not moved).
+        displayed: ``(width, height)`` of the image as shown (EXIF applied when written so).
+        written: ``(width, height)`` of the pixels written (after ``max_side``).
+        annotated_rotated: the annotation's size is the EXIF-rotated one (no size warning).
+    """
+
+    frame: tuple[int, int]
+    move: int
+    displayed: tuple[int, int]
+    written: tuple[int, int]
+    annotated_rotated: bool
+
+
+class DetectionEncoder(ImageExampleEncoder):
+    """Writes an image and its :class:`DetectionObject` list (``labels["objects"]``).
+
+    Boxes are clipped to the image (counted as ``boxes_clipped``) and normalized by the
+    image header's size; a box with no area inside the image is rejected with its
+    object's ``source``. ``extra_kinds`` (feature -> kind) names the per-object features
+    a format adds beside the boxes; each object's ``extra`` holds their values in order.
+    """
+
+    #: Objects assumed per image when planning shards before the annotations are read.
+    TYPICAL_OBJECTS = 3
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 extra_kinds: Mapping[str, str] | None = None) -> None:
+        super().__init__(checks, split, fixes)
+        self.extra_kinds = dict(extra_kinds or {})
+        self.object_kinds = {**BOX_KINDS, **self.extra_kinds}
+        self.list_features = frozenset(self.object_kinds)
+
+    def objects(self, record: ImageRecord) -> Sequence[Any]:
+        """The objects of ``record``: :class:`DetectionObject`s from the plain tuples of
+        their fields the source stored (a format that packs them otherwise unpacks them
+        here)."""
+        return tuple(DetectionObject(*fields) for fields in record.labels["objects"])
+
+    def object_source(self, obj: Any) -> str:
+        """Where ``obj`` was read, for its rejects."""
+        return obj.source
+
+    def size_kinds(self) -> Mapping[str, str]:
+        """The per-object features counted by :meth:`label_size` (those whose size does not
+        depend on the pixels)."""
+        return self.object_kinds
+
+    def label_size(self, record: ImageRecord | None) -> int:
+        """The object features' keys, and per object what four corners, a label, a
+        10-letter class name and the other features (0.5, 90 or a 10-letter word) take."""
+        measured = getattr(self, "_object_bytes", None)
+        if measured is None:
+            kinds = self.size_kinds()
+            empty = {key: [] for key in kinds}
+            one = {key: [0.5] if kind == "float" else [90] if kind == "int64" else ["n" * 10]
+                   for key, kind in kinds.items()}
+            keys = len(encode_example(empty, kinds))
+            measured = self._object_bytes = (keys, len(encode_example(one, kinds)) - keys)
+        keys, per_object = measured
+        objects = self.TYPICAL_OBJECTS if record is None else len(self.objects(record))
+        return keys + objects * per_object
+
+    def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
+        """The objects of an image rejected while writing, as annotation rejects."""
+        reason = "image_missing" if reject.reason == "missing" else "image_rejected"
+        sources = (self.object_source(obj) for obj in self.objects(record))
+        return tuple(
+            Reject("annotation", source, reason,
+                   f"{source} belongs to image {record.path}, which was rejected "
+                   f"({reject.reason}; see its image's reject)", reject.split)
+            for source in sources
+        )
+
+    def geometry(self, record: ImageRecord, info: ImageInfo) -> Geometry:
+        """Which pixels the boxes were drawn on, and how they move when written (see
+        :class:`Geometry`). An annotation size equal to the EXIF-rotated size (tools that
+        apply EXIF) means the boxes already are in displayed coordinates, so they are only
+        normalized against that size; otherwise they are in stored pixels and move with
+        them (``--apply-exif``)."""
+        orientation = self.fixes.applied_orientation(info) if self.fixes else 1
+        swapped = orientation in (5, 6, 7, 8)
+        displayed = (info.height, info.width) if swapped else (info.width, info.height)
+        frame, move = (info.width, info.height), orientation
+        if swapped and (record.labels.get("width"), record.labels.get("height")) == displayed:
+            frame, move = displayed, 1  # annotated on the rotated image
+        written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
+        return Geometry(frame, move, displayed, written, frame == displayed and swapped)
+
+    def extra_values(self, obj: Any, geometry: Geometry) -> tuple[Any, ...]:
+        """The values of ``extra_kinds`` written for ``obj`` (its ``extra`` as it is; a
+        format whose extras depend on the written pixels, as an area, overrides this)."""
+        return obj.extra
+
+    def object_reject(self, obj: Any, bad: InvalidBox | InvalidMask, record: ImageRecord,
+                      geometry: Geometry) -> Reject:
+        """The reject of an object whose box (or mask) cannot be written."""
+        x, y, w, h = obj.bbox
+        width, height = geometry.frame
+        return Reject(
+            "annotation", obj.source, bad.reason,
+            f"{obj.source}: box from ({x:g}, {y:g}) to ({x + w:g}, {y + h:g}) has no area "
+            f"inside the {width}x{height} image {record.path}; the image was written without "
+            "this object")
+
+    def label_features(self, record: ImageRecord, info: ImageInfo):
+        columns: dict[str, list] = {key: [] for key in self.object_kinds}
+        extra_keys = list(self.extra_kinds)
+        rejects: list[Reject] = []
+        clipped = 0
+        geometry = self.geometry(record, info)
+        for obj in self.objects(record):
+            try:
+                box = normalize_box(obj.bbox, *geometry.frame)
+                extra = self.extra_values(obj, geometry)
+            except (InvalidBox, InvalidMask) as bad:
+                rejects.append(self.object_reject(obj, bad, record, geometry))
+                continue
+            clipped += box.clipped
+            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax,
+                                                geometry.move)
+            columns["image/object/bbox/xmin"].append(xmin)
+            columns["image/object/bbox/xmax"].append(xmax)
+            columns["image/object/bbox/ymin"].append(ymin)
+            columns["image/object/bbox/ymax"].append(ymax)
+            columns["image/object/class/label"].append(obj.label)
+            columns["image/object/class/text"].append(obj.text)
+            for key, value in zip(extra_keys, extra, strict=True):
+                columns[key].append(value)
+        warning = None if geometry.annotated_rotated else warn_size_mismatch(
+            record, info, record.labels)
+        if warning:
+            rejects.append(warning)
+        counts = {OBJECTS_WRITTEN: len(columns["image/object/class/label"]),
+                  "boxes_clipped": clipped, **self.object_counts(columns)}
+        return columns, dict(self.object_kinds), rejects, counts
+
+    def object_counts(self, columns: Mapping[str, list]) -> dict[str, int]:
+        """Counts a format adds for the objects written (``columns``: the features)."""
+        return {}

@@ -1,0 +1,146 @@
+"""`recordbeam convert voc` end to end on a small hand-written VOC folder with the messy
+cases real exports have."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from PIL import Image
+
+from recordbeam.cli import main as cli
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def _xml(filename: str, objects: list[tuple], width: int = 80, height: int = 40) -> str:
+    body = "".join(
+        f"<object><name>{name}</name><pose>Frontal</pose><truncated>{truncated}</truncated>"
+        f"<difficult>{difficult}</difficult><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin>"
+        f"<xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object>"
+        for name, (x0, y0, x1, y1), difficult, truncated in objects)
+    return (f"<annotation><filename>{filename}</filename><size><width>{width}</width>"
+            f"<height>{height}</height><depth>3</depth></size>{body}</annotation>")
+
+
+@pytest.fixture(scope="module")
+def voc_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("voc")
+    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        (root / folder).mkdir(parents=True)
+
+    def image(name):
+        Image.new("RGB", (80, 40), (90, 20, 200)).save(root / "JPEGImages" / name, format="JPEG")
+
+    def annotation(stem, text, crlf_bom=False):
+        data = text.replace("><", ">\r\n<").encode() if crlf_bom else text.encode()
+        (root / "Annotations" / f"{stem}.xml").write_bytes(
+            (b"\xef\xbb\xbf" + data) if crlf_bom else data)
+
+    image("a.jpg")
+    annotation("a", _xml("a.jpg", [("dog", (8, 4, 40, 20), 1, 0),
+                                  ("traffic light", (60, 10, 100, 30), 0, 1)]))
+    image("b.JPG")
+    annotation("b", _xml("b.JPG", [("cat", (4, 4, 4, 9), 0, 0), ("dog", (0, 0, 80, 40), 0, 0)]),
+               crlf_bom=True)
+    image("c.jpg")  # no XML: written with no objects
+    annotation("d", _xml("d.jpg", [("dog", (1, 1, 5, 5), 0, 0)]))  # no image
+    image("e.jpg")
+    annotation("e", "<annotation><filename>e.jpg</filename")  # malformed
+    image("f.jpg")
+    annotation("f", '<!DOCTYPE annotation [<!ENTITY x "dog">]>'
+               + _xml("f.jpg", [("&x;", (1, 1, 5, 5), 0, 0)]))  # refused
+    image("g.jpg")
+    annotation("g", _xml("g.jpg", [("yak", (1, 1, 5, 5), 0, 0)]))  # not in labelmap
+    (root / "ImageSets/Main/train.txt").write_bytes(b"a\r\nb\r\nc\r\nd\r\ne\r\nf\r\n")
+    (root / "ImageSets/Main/val.txt").write_text("g\nmissing\n")
+    (root / "labelmap.txt").write_text(
+        "# label:color_rgb:parts:actions\nbackground:0,0,0::\ndog:1,2,3::\ntraffic light:4,5,6::\n"
+        "cat:7,8,9::\n")
+    return root
+
+
+def _examples(output, split):
+    names = sorted(n for n in os.listdir(output) if n.startswith(f"{split}-"))
+    return {e["image/source_id"][0].decode(): e
+            for n in names for r in open_records(os.path.join(output, n))
+            for e in [decode_example(r, {"image/object/class/label": "int64",
+                                         "image/object/bbox/xmin": "float"})]}
+
+
+def test_voc_folder_converts_with_every_reject_named(voc_root, tmp_path):
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(voc_root), "--output", str(out),
+                     "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+                     "--quiet", *IN_MEMORY])
+    assert code == 0
+    train, val = _examples(out, "train"), _examples(out, "val")
+    assert set(train) == {"a", "b", "c"} and set(val) == {"g"}
+    a = train["a"]
+    assert a["image/object/class/text"].tolist() == [b"dog", b"traffic light"]
+    assert a["image/object/class/label"].tolist() == [1, 2]
+    assert a["image/object/bbox/xmin"].tolist() == pytest.approx([0.1, 0.75])
+    assert a["image/object/bbox/xmax"].tolist() == pytest.approx([0.5, 1.0])  # clipped
+    assert a["image/object/bbox/ymin"].tolist() == pytest.approx([0.1, 0.25])
+    assert a["image/object/difficult"].tolist() == [1, 0]
+    assert a["image/object/truncated"].tolist() == [0, 1]
+    assert a["image/object/view"].tolist() == [b"Frontal", b"Frontal"]
+    assert train["b"]["image/object/class/label"].tolist() == [1]
+    assert train["c"]["image/object/class/label"].tolist() == []
+    assert val["g"]["image/object/class/label"].tolist() == []
+    rejects = {(r["reason"], os.path.basename(r["source"].split(":")[0]))
+               for r in map(json.loads, (out / "rejects.jsonl").read_text().splitlines())}
+    assert rejects == {
+        ("degenerate_bbox", "b.xml"), ("no_annotation_file", "c.jpg"), ("missing", "d.xml"),
+        ("malformed_xml", "e.xml"), ("unsafe_xml", "f.xml"), ("unknown_category", "g.xml"),
+        ("missing", "val.txt"),
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "traffic light", "3": "cat"}
+    assert manifest["splits"]["train"]["counts"]["boxes_clipped"] == 1
+    assert manifest["splits"]["train"]["counts"]["images_without_objects"] == 1  # c
+    assert manifest["splits"]["val"]["counts"]["images_without_objects"] == 1  # g: yak rejected
+    assert (out / "labels.txt").read_text().split("\n")[:3] == ["dog", "traffic light", "cat"]
+
+
+def test_without_labelmap_classes_are_the_sorted_names_found(voc_root, tmp_path):
+    root = tmp_path / "voc"
+    for folder in ("Annotations", "JPEGImages"):
+        (root / folder).mkdir(parents=True)
+        for name in ("a.jpg", "b.JPG", "g.jpg") if folder == "JPEGImages" else ("a.xml", "b.xml", "g.xml"):
+            (root / folder / name).write_bytes((voc_root / folder / name).read_bytes())
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out),
+                     "--split", "val", "--max-annotation-reject-fraction", "1", "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "traffic light", "3": "yak"}
+    assert _examples(out, "val")["g"]["image/object/class/text"].tolist() == [b"yak"]
+
+
+def test_split_option_beside_split_lists_is_refused(voc_root, tmp_path):
+    code = cli.main(["convert", "voc", "--input", str(voc_root), "--output",
+                     str(tmp_path / "out"), "--split", "holdout", "--quiet", *IN_MEMORY])
+    assert code == 2
+
+
+def test_if_changed_skips_a_rerun_until_an_xml_changes(voc_root, tmp_path, capsys):
+    args = ["convert", "voc", "--input", str(voc_root), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+            "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    xml = voc_root / "Annotations" / "c.xml"
+    xml.write_text(_xml("c.jpg", [("cat", (1, 1, 9, 9), 0, 0)]))
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        xml.unlink()
