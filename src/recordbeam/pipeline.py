@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from recordbeam import __version__, filesystems
-from recordbeam.dataset import layout as output_folder
+from recordbeam.dataset import layout
 from recordbeam.errors import RecordbeamError, UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.local.internals import submitted_job_id
@@ -116,7 +116,7 @@ def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
                   settings: Mapping[str, Any]) -> bool:
     """True when ``output_dir`` holds a finished ``split`` made from these very inputs
     (names, sizes, modification times) and settings (options, recordbeam version)."""
-    manifest = output_folder.read_manifest(output_dir)
+    manifest = layout.read_manifest(output_dir)
     recorded = (manifest or {}).get("splits", {}).get(split, {}).get("inputs_fingerprint")
     return recorded is not None and recorded == current_fingerprint(
         patterns, settings, skip_below=output_dir)
@@ -171,7 +171,7 @@ def coco_to_tfrecord(
     Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
     whose label map disagrees with the annotation file's categories.
     """
-    output_folder.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
+    layout.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
     encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
@@ -213,7 +213,7 @@ def imagefolder_to_tfrecord(
     whose classes disagree with these.
     """
     read = ReadImageFolder(folder, skip_below=output_dir)
-    output_folder.check_labels_agree(output_dir, read.splits, read.label_metadata)
+    layout.check_labels_agree(output_dir, read.splits, read.label_metadata)
     encoder = ClassificationEncoder(checks, read.splits[0], fixes)
     return _write_read(p, "ReadImageFolder", read, output_dir, encoder, shards,
                        imagefolder_settings(folder, shards, checks, fixes), read.splits)
@@ -240,7 +240,7 @@ def table_to_tfrecord(
     (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a disagreement.
     """
     read = ReadTable(table, skip_below=output_dir)
-    output_folder.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
+    layout.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
     encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
     return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
                        table_settings(table, shards, checks, fixes), read.splits)
@@ -263,7 +263,7 @@ def voc_to_tfrecord(
     only once the annotations are read, and the commit checks them).
     """
     read = ReadVoc(voc, skip_below=output_dir)
-    output_folder.check_labels_agree(
+    layout.check_labels_agree(
         output_dir, read.splits,
         lambda: label_metadata(read.classes) if read.classes is not None else None)
     encoder = VocEncoder(checks, read.splits[0], fixes)
@@ -315,7 +315,7 @@ def run(
     """
     options = options or pipeline_options(beam_args)
     check_run_options(options, detach=detach)
-    output_folder.check_writable(output_dir, overwrite=overwrite)
+    layout.check_writable(output_dir, overwrite=overwrite)
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     sink = build(p)
@@ -325,7 +325,7 @@ def run(
         submitted = _run_remotely(p, options, detach)
         if submitted is not None:
             return submitted
-    manifest = output_folder.read_manifest(output_dir)
+    manifest = layout.read_manifest(output_dir)
     if manifest is None:
         raise RecordbeamError(f"the run ended but {output_dir} has no manifest.json, so nothing "
                               "was committed; see the runner's log of the job")
@@ -351,7 +351,7 @@ def _after_interruption(output_dir: str, temp_dir: str) -> str:
     """What a local run interrupted by Ctrl-C leaves in ``output_dir``. Before its commit
     began: nothing, and its temp folder is removed. During the commit: a folder without
     a manifest, which the next run into it completes or replaces."""
-    if filesystems.exists(filesystems.join(temp_dir, output_folder.COMMIT_PLAN)):
+    if filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN)):
         return (f"the commit to {output_dir} had begun: it holds no manifest.json until a run "
                 "into it finishes; rerun the command")
     with suppress(Exception):  # best effort: a later run removes leftover temp folders too

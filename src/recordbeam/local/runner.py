@@ -38,15 +38,14 @@ from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
 from recordbeam.errors import UsageError, unknown_arguments_error
-from recordbeam.local import internals as runner_internals
-from recordbeam.local import standby
+from recordbeam.local import internals, standby
 from recordbeam.local.feed import feeding_in_pieces
 from recordbeam.local.shuffle import spilling_shuffles
 from recordbeam.local.standby import LOCAL_RUNNER
 
 try:
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
-except ImportError:  # runner_internals.why_unusable() says so, and runs are Beam's own
+except ImportError:  # internals.why_unusable() says so, and runs are Beam's own
     worker_handlers = None
 
 _LOG = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ class LocalRunner(FnApiRunner):
     """
 
     def run_pipeline(self, pipeline, options):
-        why_not = runner_internals.why_unusable()
+        why_not = internals.why_unusable()
         if why_not is not None:
             _LOG.warning("%s; this run uses Beam's plain FnApiRunner: the same output, but "
                          "shuffles stay in memory and workers start as Beam starts them.",

@@ -23,7 +23,7 @@ from typing import Any
 import apache_beam as beam
 
 from recordbeam import filesystems
-from recordbeam.dataset import layout as output_folder
+from recordbeam.dataset import layout
 from recordbeam.dataset.manifest import split_of_shard_file
 from recordbeam.errors import UsageError
 from recordbeam.tfrecord.feature_spec import is_list_feature
@@ -150,7 +150,7 @@ def input_splits(paths: Sequence[str], split: str | None = None,
             (writing them as one would merge e.g. validation into training).
     """
     named = {p: split_of_shard_file(_name(p)) for p in paths
-             if output_folder.is_shard_file(_name(p))}
+             if layout.is_shard_file(_name(p))}
     if split is None:
         return {p: named.get(p, default) for p in paths}
     found = sorted(set(named.values()))
@@ -172,7 +172,7 @@ def _source_manifest(paths: Sequence[str]) -> dict[str, Any]:
     folders = {_parent(p) for p in paths}
     if len(folders) != 1:
         return {}
-    return output_folder.read_manifest(folders.pop()) or {}
+    return layout.read_manifest(folders.pop()) or {}
 
 
 def carried_metadata(paths: Sequence[str]) -> dict[str, Any]:
@@ -196,7 +196,7 @@ def check_not_in_place(paths: Sequence[str], output_dir: str) -> None:
     out = output_dir.rstrip("/")
     inside = [p for p in paths if _parent(p).rstrip("/") == out]
     if inside:
-        raise output_folder.OutputFolderError(
+        raise layout.OutputFolderError(
             f"{inside[0]} is in the output folder {output_dir}; reshard into a new folder and "
             "move it over the old one afterwards"
         )
@@ -216,7 +216,7 @@ def reshard(
     splits = input_splits(options.inputs, options.split)
     written = sorted(set(splits.values()))
     carried = carried_metadata(options.inputs)
-    output_folder.check_labels_agree(output_dir, written, lambda: carried)
+    layout.check_labels_agree(output_dir, written, lambda: carried)
     metadata = {
         **carried,
         "settings": {

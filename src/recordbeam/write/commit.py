@@ -24,8 +24,7 @@ from typing import Any
 import apache_beam as beam
 
 from recordbeam import __version__, filesystems
-from recordbeam.dataset import layout, manifest, names
-from recordbeam.dataset import tfds as tfds_metadata
+from recordbeam.dataset import layout, manifest, names, tfds
 from recordbeam.errors import DataError
 from recordbeam.records import LOST_WITH_IMAGE, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec
@@ -174,7 +173,7 @@ class _Finalize(beam.DoFn):
             filesystems.write_bytes(filesystems.join(self._temp_dir, names.PREVIOUS_MANIFEST),
                                     json.dumps(previous).encode())
         placed = sorted(new_names | set(staged) | {names.MANIFEST}
-                        | set(tfds_metadata.files_for(final)))
+                        | set(tfds.files_for(final)))
         filesystems.write_bytes(filesystems.join(self._temp_dir, names.COMMIT_PLAN),
                                 json.dumps({"files": placed}).encode())
         if names.MANIFEST in files:
@@ -314,10 +313,10 @@ def _example(rejects: Sequence[Reject], split: str, kind: str) -> str:
 def _write_tfds_files(output_dir: str, manifest: Mapping[str, Any]) -> list[str]:
     """Write the TFDS files for ``manifest`` into ``output_dir`` and remove stale ones
     (none for compressed shards, which TFDS cannot read); returns the names written."""
-    files = tfds_metadata.files_for(manifest)
+    files = tfds.files_for(manifest)
     stale = [
         name for name in layout.existing_files(output_dir)
-        if "/" not in name and tfds_metadata.is_tfds_file(name) and name not in files
+        if "/" not in name and tfds.is_tfds_file(name) and name not in files
     ]
     _delete_logged(output_dir, stale, "stale TFDS files")
     for name, data in sorted(files.items()):
