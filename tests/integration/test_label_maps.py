@@ -9,6 +9,7 @@ import os
 
 import apache_beam as beam
 import pytest
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.manifest import LabelMapMismatch
@@ -116,7 +117,7 @@ def test_the_commit_refuses_a_disagreeing_map_when_the_launcher_did_not_check(tm
     out = tmp_path / "out"
 
     def write(split: str, names: dict[str, str]) -> None:
-        with beam.Pipeline(runner="FnApiRunner") as p:
+        with beam.Pipeline(runner=FnApiRunner()) as p:  # Beam 2.60 knows it by class only
             metadata = p | f"Meta{split}" >> beam.Create([{"label_map": names}])
             _ = (p | f"Examples{split}" >> beam.Create([encode_example({"x": [1]})])
                  | WriteShards(str(out), ExampleEncoder(split), options=ShardOptions(num_shards=1),
