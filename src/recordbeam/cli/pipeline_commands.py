@@ -14,7 +14,7 @@ from typing import Any
 from recordbeam.cli.commands import cmd_inspect
 from recordbeam.cli.record_files import expand_paths
 from recordbeam.cli.summary import print_summary, submitted_text
-from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError
+from recordbeam.errors import EXIT_OK, UsageError
 
 
 def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -173,12 +173,7 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
 
 def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import table_input_patterns, table_settings, table_to_tfrecord
-    from recordbeam.sources.tabular import (
-        ReadTable,
-        TableError,
-        TableOptions,
-        parse_split_fractions,
-    )
+    from recordbeam.sources.tabular import ReadTable, TableOptions, parse_split_fractions
 
     _require_file(args.manifest, "--manifest", "file", "a .csv or .jsonl file with one row per example")
     if args.schema:
@@ -187,16 +182,13 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
     fractions = parse_split_fractions(args.split) if "=" in args.split else ()
     if fractions:
         args.split = fractions[0][0]
-    try:
-        table = TableOptions(
-            args.manifest, args.split, args.schema,
-            tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
-            args.split_column, fractions, args.group_by, args.allow_outside_root,
-        )
-        read = ReadTable(table)  # streams the manifest once to learn the column types
-    except TableError as error:
-        print(f"recordbeam: {error}", file=sys.stderr)
-        return EXIT_DATA
+    # A TableError (a row whose type disagrees) is a DataError: main reports it, exit 1.
+    table = TableOptions(
+        args.manifest, args.split, args.schema,
+        tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
+        args.split_column, fractions, args.group_by, args.allow_outside_root,
+    )
+    read = ReadTable(table)  # streams the manifest once to learn the column types
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     settings = table_settings(table, shards, checks, fixes)
     if _up_to_date(args, read.splits, table_input_patterns(table), settings):
