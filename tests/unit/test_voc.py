@@ -11,20 +11,23 @@ from PIL import Image
 
 from recordbeam.images.checks import inspect_image
 from recordbeam.records import ImageRecord
-from recordbeam.sources.detection import DetectionObject
-from recordbeam.sources.voc import (
+from recordbeam.sources.annotated_files import (
     AnnotationFile,
+    AnnotationFileError,
     ImageFile,
+    JoinMessageCoder,
     ParsedImage,
     SplitEntry,
+    _JoinAndParse,
+    _List,
+    build_record,
+)
+from recordbeam.sources.detection import DetectionObject
+from recordbeam.sources.voc import (
     VocEncoder,
     VocError,
-    VocMessageCoder,
+    VocFormat,
     VocOptions,
-    VocXmlError,
-    _build_record,
-    _ListVoc,
-    _ParseAnnotations,
     parse_labelmap,
     parse_voc_xml,
     split_list_id,
@@ -51,9 +54,8 @@ def test_objects_flags_and_size_are_read():
                   + voc_object("cat", (5.5, 6, 7, 8), truncated=1))
     parsed = parse_voc_xml(xml.encode(), "Annotations/a.xml")
     assert (parsed.filename, parsed.width, parsed.height) == ("a.jpg", 64, 48)
-    assert [(o.name, o.xmin, o.ymin, o.xmax, o.ymax, o.difficult, o.truncated, o.pose)
-            for o in parsed.objects] == [
-        ("dog", 1, 2, 30, 40, 1, 0, "Frontal"), ("cat", 5.5, 6, 7, 8, 0, 1, "Unspecified")]
+    assert [(o.name, o.bbox, o.extra) for o in parsed.objects] == [
+        ("dog", (1, 2, 29, 38), (1, 0, "Frontal")), ("cat", (5.5, 6, 1.5, 2), (0, 1, "Unspecified"))]
     assert parsed.rejects == ()
 
 
@@ -70,7 +72,7 @@ def test_windows_line_endings_bom_and_class_names_with_spaces():
 ])
 def test_doctype_with_entities_is_refused_not_expanded(doctype):
     xml = doctype + voc_xml(voc_object("&who;", (1, 2, 30, 40)))
-    with pytest.raises(VocXmlError) as refused:
+    with pytest.raises(AnnotationFileError) as refused:
         parse_voc_xml(xml.encode(), "Annotations/a.xml")
     assert refused.value.reason == "unsafe_xml"
     assert "Annotations/a.xml" in refused.value.detail
@@ -82,7 +84,7 @@ def test_doctype_with_entities_is_refused_not_expanded(doctype):
     (b"<labelme><shape/></labelme>", "<labelme>"),
 ])
 def test_malformed_xml_names_the_file(data, where):
-    with pytest.raises(VocXmlError) as bad:
+    with pytest.raises(AnnotationFileError) as bad:
         parse_voc_xml(data, "Annotations/a.xml")
     assert bad.value.reason == "malformed_xml"
     assert bad.value.detail.startswith("Annotations/a.xml: ") and where in bad.value.detail
@@ -135,14 +137,14 @@ def test_split_lists_skip_class_lists_and_trainval_beside_train_and_val(tmp_path
 def test_join_messages_and_records_survive_their_coders():
     from recordbeam.sources.record_coder import ImageRecordCoder
 
-    coder = VocMessageCoder()
+    coder = JoinMessageCoder()
     for message in (AnnotationFile("A/\udcff.xml"), ImageFile("J/a b.JPG", 12345),
                     SplitEntry("train", "ImageSets/Main/train.txt:7")):
         assert coder.decode(coder.encode(message)) == message
     xml = voc_xml(voc_object("traffic light", (1, 2, 30, 40), difficult=1, pose="Left"))
     objects = parse_voc_xml(xml.encode(), "A/a.xml").objects
     image = ParsedImage("a", "val", "J/a.jpg", 10, "a.jpg", 64, 48, objects, "A/a.xml")
-    [record] = [o for o in _build_record(image, ["traffic light"]) if isinstance(o, ImageRecord)]
+    [record] = [o for o in build_record(image, ["traffic light"], "labelmap.txt") if isinstance(o, ImageRecord)]
     decoded = ImageRecordCoder().decode(ImageRecordCoder().encode(record))
     assert VocEncoder().objects(decoded) == VocEncoder().objects(record) == (
         DetectionObject("A/a.xml: object[0]", 1, "traffic light", (1.0, 2.0, 29.0, 38.0),
@@ -152,7 +154,8 @@ def test_join_messages_and_records_survive_their_coders():
 def _join(tmp_path, tagged, has_split_lists=True):
     """Run the join by id on one image id; returns (parsed images, rejects, counts)."""
     options = VocOptions(str(tmp_path))
-    out = list(_ParseAnnotations(options, has_split_lists).process(("a", tagged)))
+    fmt = VocFormat(options, {}, None)
+    out = list(_JoinAndParse(fmt, has_split_lists).process(("a", tagged)))
     parsed = [o for o in out if not isinstance(o, TaggedOutput)]
     rejects = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "rejects"]
     counts = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "counts"]
@@ -196,7 +199,7 @@ def test_unknown_class_is_rejected_other_objects_labelled_from_one():
     xml = voc_xml(voc_object("dog", (1, 2, 30, 40)) + voc_object("yak", (1, 2, 3, 4)))
     objects = parse_voc_xml(xml.encode(), "A/a.xml").objects
     image = ParsedImage("a", "train", "J/a.jpg", 10, "a.jpg", 64, 48, objects, "A/a.xml")
-    out = list(_build_record(image, ["cat", "dog"]))
+    out = list(build_record(image, ["cat", "dog"], "labelmap.txt"))
     rejects = [o.value for o in out if isinstance(o, TaggedOutput)]
     [record] = [o for o in out if not isinstance(o, TaggedOutput)]
     assert [(r.source, r.reason) for r in rejects] == [("A/a.xml: object[1]", "unknown_category")]
@@ -273,7 +276,9 @@ def test_file_names_that_are_not_utf8_are_rejected_not_crashing_the_listing(tmp_
     (images / "good.jpg").write_bytes(b"x")
     with open(os.path.join(os.fsencode(images), b"\xff.jpg"), "wb") as f:
         f.write(b"x")
-    out = list(_ListVoc(VocOptions(str(tmp_path)), None).process(("images", "")))
+    fmt = VocFormat(VocOptions(str(tmp_path)), {}, None)
+    [_annotations, image_listing] = fmt.listings()
+    out = list(_List(fmt, None).process(image_listing))
     keyed = [o for o in out if not isinstance(o, TaggedOutput)]
     rejects = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "rejects"]
     inputs = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "inputs"]

@@ -1,7 +1,10 @@
 """One module per input kind: ``coco`` (COCO instances), ``voc`` (Pascal VOC),
 ``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests); ``reshard``
 reads finished TFRecord files. Detection sources share ``detection`` (the object record
-and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend).
+and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one
+annotation file per image (VOC, YOLO, labelme, KITTI) share ``annotated_files``: they
+describe their folders and parse one file, and ``ReadAnnotatedImages`` lists, joins, parses
+on workers and turns class names into labels.
 
 Every image source follows one small interface, which ``recordbeam.pipeline`` relies on:
 

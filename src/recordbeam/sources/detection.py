@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from recordbeam.images.boxes import InvalidBox, normalize_box
 from recordbeam.images.checks import ImageInfo
-from recordbeam.images.masks import InvalidMask
+from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
 from recordbeam.images.transcode import orient_box, scaled_size
 from recordbeam.records import OBJECTS_WRITTEN, ImageRecord, Reject
 from recordbeam.tfrecord.example import encode_example
@@ -39,8 +39,14 @@ class DetectionObject(NamedTuple):
         source: where it was read, for rejects (``Annotations/x.xml: object[2]``).
         label: the class label written.
         text: the class name written.
-        bbox: ``(x, y, width, height)`` in pixels of the annotated image, as COCO's.
+        bbox: ``(x, y, width, height)`` in pixels of the annotated image, as COCO's
+            (in fractions of the image's width and height when ``normalized``).
         extra: values of the encoder's ``extra_kinds`` features, in their order.
+        segmentation: the object's outline for ``include_masks``, as COCO writes it
+            (polygons ``[[x1, y1, x2, y2, ...], ...]`` or an RLE dict), in the same units as
+            ``bbox``; None: the box is the mask.
+        normalized: ``bbox`` and polygons are fractions of the image (YOLO), multiplied by
+            the size read from the image header.
     """
 
     source: str
@@ -48,6 +54,19 @@ class DetectionObject(NamedTuple):
     text: str
     bbox: tuple[float, float, float, float]
     extra: tuple[Any, ...] = ()
+    segmentation: Any = None
+    normalized: bool = False
+
+
+def object_fields(obj: DetectionObject) -> tuple:
+    """``obj`` as the plain tuple an :class:`ImageRecord` carries (the record coder writes
+    tuples of primitives compactly); the defaults at the end are left out, so formats
+    without masks or normalized boxes store what they always stored."""
+    fields = tuple(obj)
+    while len(fields) > 4 and fields[-1] == DetectionObject._field_defaults[
+            DetectionObject._fields[len(fields) - 1]]:
+        fields = fields[:-1]
+    return fields
 
 
 class Geometry(NamedTuple):
@@ -81,9 +100,13 @@ class DetectionEncoder(ImageExampleEncoder):
     TYPICAL_OBJECTS = 3
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
-                 extra_kinds: Mapping[str, str] | None = None) -> None:
+                 extra_kinds: Mapping[str, str] | None = None,
+                 include_masks: bool = False) -> None:
         super().__init__(checks, split, fixes)
         self.extra_kinds = dict(extra_kinds or {})
+        self.include_masks = include_masks
+        if include_masks:
+            self.extra_kinds["image/object/mask"] = "bytes"
         self.object_kinds = {**BOX_KINDS, **self.extra_kinds}
         self.list_features = frozenset(self.object_kinds)
 
@@ -99,8 +122,9 @@ class DetectionEncoder(ImageExampleEncoder):
 
     def size_kinds(self) -> Mapping[str, str]:
         """The per-object features counted by :meth:`label_size` (those whose size does not
-        depend on the pixels)."""
-        return self.object_kinds
+        depend on the pixels: not masks)."""
+        return {key: kind for key, kind in self.object_kinds.items()
+                if key != "image/object/mask"}
 
     def label_size(self, record: ImageRecord | None) -> int:
         """The object features' keys, and per object what four corners, a label, a
@@ -143,15 +167,44 @@ class DetectionEncoder(ImageExampleEncoder):
         written = scaled_size(*displayed, self.fixes.max_side if self.fixes else None)
         return Geometry(frame, move, displayed, written, frame == displayed and swapped)
 
+    def pixel_box(self, obj: Any, geometry: Geometry) -> tuple[float, float, float, float]:
+        """``obj``'s box in pixels of ``geometry.frame`` (normalized boxes scaled up)."""
+        if not getattr(obj, "normalized", False):
+            return obj.bbox
+        width, height = geometry.frame
+        x, y, w, h = obj.bbox
+        return (x * width, y * height, w * width, h * height)
+
     def extra_values(self, obj: Any, geometry: Geometry) -> tuple[Any, ...]:
-        """The values of ``extra_kinds`` written for ``obj`` (its ``extra`` as it is; a
-        format whose extras depend on the written pixels, as an area, overrides this)."""
-        return obj.extra
+        """The values of ``extra_kinds`` written for ``obj``: its ``extra`` as it is, then
+        with ``include_masks`` its mask (a format whose extras depend on the written
+        pixels, as an area, overrides this)."""
+        if not self.include_masks:
+            return obj.extra
+        return (*obj.extra, self.object_mask(obj, geometry))
+
+    def object_mask(self, obj: Any, geometry: Geometry) -> bytes:
+        """The PNG mask of ``obj`` at the written size: its segmentation, or its box when
+        it has none (raises ``InvalidMask``)."""
+        width, height = geometry.frame
+        segmentation = obj.segmentation
+        if segmentation is None:
+            x, y, w, h = self.pixel_box(obj, geometry)
+            segmentation = [[x, y, x + w, y, x + w, y + h, x, y + h]]
+        elif obj.normalized and isinstance(segmentation, list):
+            segmentation = [[value * (width if i % 2 == 0 else height)
+                             for i, value in enumerate(polygon)] for polygon in segmentation]
+        pixels = segmentation_to_mask(segmentation, width, height)
+        return mask_png(pixels, geometry.move, geometry.written)
 
     def object_reject(self, obj: Any, bad: InvalidBox | InvalidMask, record: ImageRecord,
                       geometry: Geometry) -> Reject:
         """The reject of an object whose box (or mask) cannot be written."""
-        x, y, w, h = obj.bbox
+        if isinstance(bad, InvalidMask):
+            return Reject("annotation", obj.source, bad.reason,
+                          f"{obj.source}: {bad.detail} (image {record.path}); the image was "
+                          "written without this object")
+        x, y, w, h = self.pixel_box(obj, geometry)
         width, height = geometry.frame
         return Reject(
             "annotation", obj.source, bad.reason,
@@ -163,16 +216,17 @@ class DetectionEncoder(ImageExampleEncoder):
         columns: dict[str, list] = {key: [] for key in self.object_kinds}
         extra_keys = list(self.extra_kinds)
         rejects: list[Reject] = []
-        clipped = 0
+        clipped = masks_from_boxes = 0
         geometry = self.geometry(record, info)
         for obj in self.objects(record):
             try:
-                box = normalize_box(obj.bbox, *geometry.frame)
+                box = normalize_box(self.pixel_box(obj, geometry), *geometry.frame)
                 extra = self.extra_values(obj, geometry)
             except (InvalidBox, InvalidMask) as bad:
                 rejects.append(self.object_reject(obj, bad, record, geometry))
                 continue
             clipped += box.clipped
+            masks_from_boxes += self.include_masks and getattr(obj, "segmentation", 0) is None
             xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax,
                                                 geometry.move)
             columns["image/object/bbox/xmin"].append(xmin)
@@ -189,6 +243,9 @@ class DetectionEncoder(ImageExampleEncoder):
             rejects.append(warning)
         counts = {OBJECTS_WRITTEN: len(columns["image/object/class/label"]),
                   "boxes_clipped": clipped, **self.object_counts(columns)}
+        if self.include_masks and type(self).extra_values is DetectionEncoder.extra_values:
+            counts["masks_written"] = len(columns["image/object/mask"])
+            counts["masks_from_boxes"] = masks_from_boxes
         return columns, dict(self.object_kinds), rejects, counts
 
     def object_counts(self, columns: Mapping[str, list]) -> dict[str, int]:

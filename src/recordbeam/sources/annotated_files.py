@@ -1,0 +1,526 @@
+"""Formats with one annotation file per image (VOC, YOLO, labelme, KITTI): listing, the join
+of each image with its annotation file, the parse on workers, and class names to labels.
+
+A format describes itself with an :class:`AnnotationFormat`: which folders to list
+(:class:`Listing`), which split lists name the images of each split (:class:`SplitList`),
+and how to parse one annotation file (``parse``, run on the worker that joins it with its
+image: one small read per image). :class:`ReadAnnotatedImages` does the rest the same way
+for every format:
+
+* the listings run on workers, each file keyed by its id: its path below the listed
+  folder without the extension (``2008/000123``), so ``labels/a.txt`` meets ``images/a.jpg``;
+* the join by id rejects what cannot pair (an annotation without image, two images of one
+  id, a split list naming neither), keeps an image without annotation file (no objects,
+  warned), and parses the annotation;
+* class names become labels 1..K from the format's class list, or from the sorted names
+  found (a combine over the parsed objects, never a launcher pass); an unknown class is an
+  annotation reject naming its file and element.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.coco import is_text, printable
+from recordbeam.sources.detection import DetectionObject, object_fields
+from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+
+#: File name endings taken as images (compared in lower case).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+# --- what a format declares -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One folder to list on a worker.
+
+    Attributes:
+        folder: listed with everything below it.
+        annotation_suffixes: endings (lower case) of the annotation files found here.
+        images: whether image files found here are the dataset's images.
+        split: the split of every file here (``images/val/``); None: decided by split lists
+            or the run's ``--split``.
+        scope: joined into the ids of the files here, so files of two folders with the same
+            relative names (``images/train/a.jpg``, ``images/val/a.jpg``) never pair across.
+        skipped: the counter of files here that are neither (``voc_non_xml_files_skipped``).
+    """
+
+    folder: str
+    annotation_suffixes: tuple[str, ...] = ()
+    images: bool = False
+    split: str | None = None
+    scope: str = ""
+    skipped: str = "other_files_skipped"
+
+
+@dataclass(frozen=True)
+class SplitList:
+    """A text file naming the images of one split, one per line.
+
+    Attributes:
+        split: the split.
+        path: the file.
+        image_id: turns one line into the id of its image (``None``: the line names none);
+            a module-level function, so it travels to workers.
+    """
+
+    split: str
+    path: str
+    image_id: Callable[[str], str | None]
+
+
+class NamedObject(NamedTuple):
+    """An object as a format's parser reads it, before its class name becomes a label.
+
+    Attributes:
+        source: where it was read, for rejects (``Annotations/a.xml: object[2]``, ``a.txt:3``).
+        name: its class name.
+        bbox: ``(x, y, width, height)`` in pixels (fractions of the image when ``normalized``).
+        extra: the values of the format's per-object features, in the encoder's order.
+        segmentation: COCO-style polygons or RLE, for ``--include-masks``; None: none.
+        normalized: ``bbox`` and polygons are fractions of the image's size.
+    """
+
+    source: str
+    name: str
+    bbox: tuple[float, float, float, float]
+    extra: tuple[Any, ...] = ()
+    segmentation: Any = None
+    normalized: bool = False
+
+
+class ParsedAnnotation(NamedTuple):
+    """What one annotation file says about its image."""
+
+    filename: str | None  # the image file it names, if it names one
+    width: int | None
+    height: int | None
+    objects: tuple[NamedObject, ...]
+    rejects: tuple[Reject, ...] = ()  # parts that cannot be used, with their element
+    counts: tuple[tuple[str, int], ...] = ()  # what was skipped on purpose, counted
+
+
+class AnnotationFileError(Exception):
+    """An annotation file that cannot be used at all; ``reason`` is the reject code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class AnnotationFormat:
+    """What :class:`ReadAnnotatedImages` needs to know about a format; subclass it.
+
+    Attributes:
+        name: the format's name, the prefix of its counters (``voc_non_xml_files_skipped``).
+        classes: the class names in label order (labels 1..K), or None to take the sorted
+            names found in the annotations.
+        class_list: where ``classes`` come from, named in unknown-class rejects.
+        default_split: the split of images no split list or split folder places.
+        image_folder: named in messages about missing images.
+    """
+
+    name = "annotations"
+    classes: list[str] | None = None
+    class_list = "the class list"
+    default_split = "train"
+    image_folder = "the images folder"
+
+    def listings(self) -> list[Listing]:
+        raise NotImplementedError
+
+    def split_lists(self) -> list[SplitList]:
+        """The split lists (none by default)."""
+        return []
+
+    def small_inputs(self) -> list[str]:
+        """Patterns of the other files a run reads (label maps, split lists), for the
+        inputs fingerprint."""
+        return []
+
+    def parse(self, data: bytes, path: str) -> ParsedAnnotation:
+        """Parse one annotation file; raises :class:`AnnotationFileError` for one that
+        cannot be used at all."""
+        raise NotImplementedError
+
+    def expected_annotation(self, image_id: str) -> str:
+        """How the annotation file of ``image_id`` would be named, for messages."""
+        return f"an annotation file for {image_id!r}"
+
+
+# --- the listings -------------------------------------------------------------------------
+
+
+class JoinMessage:
+    """What the join by image id groups: one file or split-list line found by a listing."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationFile(JoinMessage):
+    path: str
+    split: str = ""  # the listing's split, "" when it has none
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFile(JoinMessage):
+    path: str
+    size: int
+    split: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SplitEntry(JoinMessage):
+    """A line of a split list: the split, and ``<list>:<line>`` for rejects."""
+
+    split: str
+    where: str
+
+
+def _write_text(out, text: str) -> None:
+    out.write(text.encode("utf-8", "surrogatepass"), True)
+
+
+def _read_text(stream) -> str:
+    return stream.read_all(True).decode("utf-8", "surrogatepass")
+
+
+class JoinMessageCoder(beam.coders.Coder):
+    """A :class:`JoinMessage` as a kind byte and its fields (text length-prefixed,
+    ``surrogatepass``; the size a varint): the join holds one per file."""
+
+    def encode(self, value: JoinMessage) -> bytes:
+        out = create_OutputStream()
+        if type(value) is AnnotationFile:
+            out.write_byte(0)
+            _write_text(out, value.path)
+            _write_text(out, value.split)
+        elif type(value) is ImageFile:
+            out.write_byte(1)
+            _write_text(out, value.path)
+            out.write_var_int64(value.size)
+            _write_text(out, value.split)
+        else:
+            out.write_byte(2)
+            _write_text(out, value.split)
+            _write_text(out, value.where)
+        return out.get()
+
+    def decode(self, encoded: bytes) -> JoinMessage:
+        stream = create_InputStream(encoded)
+        kind = stream.read_byte()
+        if kind == 0:
+            return AnnotationFile(_read_text(stream), _read_text(stream))
+        if kind == 1:
+            return ImageFile(_read_text(stream), stream.read_var_int64(), _read_text(stream))
+        return SplitEntry(_read_text(stream), _read_text(stream))
+
+    def to_type_hint(self) -> type:
+        return JoinMessage
+
+
+beam.coders.registry.register_coder(JoinMessage, JoinMessageCoder)
+
+
+def file_id(folder: str, path: str, scope: str = "") -> str:
+    """The id of a file: its path below ``folder`` without the extension, after ``scope``."""
+    stem = posixpath.splitext(filesystems.relative_name(folder, path))[0]
+    return f"{scope}/{stem}" if scope else stem
+
+
+def text_metadata(meta: FileMetadata) -> FileMetadata:
+    """Beam encodes paths as UTF-8: a name that is not UTF-8 travels escaped."""
+    if is_text(meta.path):
+        return meta
+    return FileMetadata(printable(meta.path), meta.size_in_bytes, meta.last_updated_in_seconds)
+
+
+def invalid_name(path: str) -> Reject:
+    shown = printable(path)
+    return Reject("image", shown, "invalid_file_name", (
+        f"{shown}: the file name is not valid UTF-8 text, so it cannot be an id; rename the "
+        "file (and its annotation or image) with a UTF-8 name"))
+
+
+class _List(beam.DoFn):
+    """One listing task: a :class:`Listing`, a :class:`SplitList`, or the small inputs;
+    files keyed by image id for the join, and every file read to the fingerprint."""
+
+    def __init__(self, fmt: AnnotationFormat, skip_prefix: str | None) -> None:
+        self._format = fmt
+        self._skip = skip_prefix
+
+    def process(self, task: Listing | SplitList | str):
+        if isinstance(task, Listing):
+            yield from self._list_folder(task)
+        elif isinstance(task, SplitList):
+            yield from self._split_ids(task)
+        else:
+            for meta in self._listed(task):
+                yield TaggedOutput("inputs", text_metadata(meta))
+
+    def _list_folder(self, listing: Listing):
+        split = listing.split or ""
+        for meta in self._listed(filesystems.everything_below(listing.folder)):
+            yield TaggedOutput("inputs", text_metadata(meta))
+            lower = meta.path.lower()
+            is_annotation = bool(listing.annotation_suffixes) and lower.endswith(
+                listing.annotation_suffixes)
+            is_image = listing.images and lower.endswith(IMAGE_SUFFIXES)
+            if not is_text(meta.path):
+                yield TaggedOutput("rejects", invalid_name(meta.path))
+            elif not (is_annotation or is_image):
+                yield TaggedOutput("counts", (listing.skipped, 1))
+            elif is_annotation:
+                yield (file_id(listing.folder, meta.path, listing.scope),
+                       AnnotationFile(meta.path, split))
+            else:
+                yield (file_id(listing.folder, meta.path, listing.scope),
+                       ImageFile(meta.path, meta.size_in_bytes, split))
+
+    def _listed(self, pattern: str):
+        for meta in filesystems.iter_match(pattern):
+            if not (self._skip and meta.path.startswith(self._skip)):
+                yield meta
+
+    def _split_ids(self, split_list: SplitList):
+        with filesystems.open_read(split_list.path) as f:
+            text = f.read().decode("utf-8-sig", "replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            image_id = split_list.image_id(line)
+            if image_id:
+                yield image_id, SplitEntry(split_list.split, f"{split_list.path}:{number}")
+
+
+# --- the join and the parse -----------------------------------------------------------
+
+
+class ParsedImage(NamedTuple):
+    """An image joined with its parsed annotation, before class names become labels."""
+
+    image_id: str
+    split: str
+    path: str
+    size: int
+    filename: str
+    width: int | None
+    height: int | None
+    objects: tuple[NamedObject, ...]
+    annotation: str | None  # the annotation file's path
+
+
+class _JoinAndParse(beam.DoFn):
+    """image id -> (its annotation file, image files, split entries) -> a
+    :class:`ParsedImage` per split it belongs to, reading and parsing the annotation here,
+    on the worker."""
+
+    def __init__(self, fmt: AnnotationFormat, has_split_lists: bool) -> None:
+        self._format = fmt
+        self._has_split_lists = has_split_lists
+
+    def process(self, element):
+        image_id, messages = element
+        fmt = self._format
+        annotations = sorted({(m.path, m.split) for m in messages if type(m) is AnnotationFile})
+        images = sorted({(m.path, m.size, m.split) for m in messages if type(m) is ImageFile})
+        listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
+        splits = sorted({split for split, _where in listed})
+        if self._has_split_lists and not splits:
+            yield TaggedOutput("counts", (f"{fmt.name}_images_in_no_split_list", 1))
+            return
+        folder_splits = sorted({m[-1] for m in (*annotations, *images) if m[-1]})
+        splits = splits or folder_splits or [fmt.default_split]
+        if not annotations and not images:
+            for split, where in listed:
+                yield TaggedOutput("rejects", Reject(
+                    "image", where, "missing",
+                    f"{where} lists {image_id!r}, but there is no "
+                    f"{fmt.expected_annotation(image_id)} and no image named {image_id}.* in "
+                    f"{fmt.image_folder}", split))
+            return
+        if len(annotations) > 1:
+            paths = [path for path, _split in annotations]
+            yield TaggedOutput("rejects", Reject(
+                "image", paths[0], "duplicate_file_name",
+                f"{len(paths)} annotation files have the id {image_id!r} ({', '.join(paths)}); "
+                "keep one. None of them was read."))
+            return
+        annotation_path = annotations[0][0] if annotations else None
+        annotation = None
+        if annotation_path is not None:
+            try:
+                annotation = fmt.parse(filesystems.read_bytes(annotation_path), annotation_path)
+            except AnnotationFileError as bad:
+                for split in splits:
+                    yield TaggedOutput("rejects", Reject(
+                        "image", annotation_path, bad.reason, bad.detail, split))
+                return
+        image = self._choose_image(image_id, annotation_path, annotation,
+                                   [(path, size) for path, size, _split in images])
+        if isinstance(image, Reject):
+            for split in splits:
+                yield TaggedOutput("rejects", replace(image, split=split))
+            return
+        path, size = image
+        if annotation is None:
+            for split in splits:
+                yield TaggedOutput("rejects", Reject(
+                    "warning", path, "no_annotation_file",
+                    f"no {fmt.expected_annotation(image_id)} for this image; written with no "
+                    "objects (add the annotation file, or remove the image if it should not "
+                    "be in the dataset)", split))
+            annotation = ParsedAnnotation(None, None, None, ())
+        for name, n in annotation.counts:
+            yield TaggedOutput("counts", (name, n * len(splits)))
+        for split in splits:
+            for reject in annotation.rejects:
+                yield TaggedOutput("rejects", replace(reject, split=split))
+            yield ParsedImage(image_id, split, path, size, posixpath.basename(path),
+                              annotation.width, annotation.height, annotation.objects,
+                              annotation_path)
+
+    def _choose_image(self, image_id: str, annotation_path: str | None,
+                      annotation: ParsedAnnotation | None,
+                      images: list[tuple[str, int]]) -> tuple[str, int] | Reject:
+        named = annotation.filename if annotation else None
+        if named is not None:
+            matching = [image for image in images if posixpath.basename(image[0]) == named]
+            if len(matching) == 1:
+                return matching[0]
+        if len(images) == 1:
+            return images[0]
+        if not images:
+            wanted = repr(named) if named else f"{image_id}.*"
+            return Reject("image", annotation_path or image_id, "missing", (
+                f"{annotation_path} has no image: no {wanted} in "
+                f"{self._format.image_folder} (pass --images if the images are elsewhere)"))
+        names = ", ".join(posixpath.basename(path) for path, _size in images)
+        return Reject("image", images[0][0], "duplicate_file_name", (
+            f"{len(images)} images have the id {image_id!r} ({names}) and "
+            f"{annotation_path or 'no annotation file'} names none of them; keep one"))
+
+
+class SortedNames(beam.CombineFn):
+    """The sorted class names found in the annotations (when no class list is given)."""
+
+    def create_accumulator(self) -> set[str]:
+        return set()
+
+    def add_input(self, accumulator: set[str], names: Iterable[str]) -> set[str]:
+        accumulator.update(names)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[set[str]]) -> set[str]:
+        merged: set[str] = set()
+        for accumulator in accumulators:
+            merged |= accumulator
+        return merged
+
+    def extract_output(self, accumulator: set[str]) -> list[str]:
+        return sorted(accumulator)
+
+
+def build_record(parsed: ParsedImage, classes: Sequence[str],
+                 class_list: str = "the class list") -> Iterator[Any]:
+    """ParsedImage -> ImageRecord whose objects carry labels 1..K; unknown classes are
+    annotation rejects naming ``class_list``."""
+    labels = {name: label for label, name in enumerate(classes, 1)}
+    objects = []
+    for obj in parsed.objects:
+        label = labels.get(obj.name)
+        if label is None:
+            yield TaggedOutput("rejects", Reject(
+                "annotation", obj.source, "unknown_category",
+                f"{obj.source}: class {obj.name!r} is not in {class_list}; add it there, or "
+                "fix the name. The image was written without this object", parsed.split))
+            continue
+        objects.append(object_fields(DetectionObject(
+            obj.source, label, obj.name, obj.bbox, obj.extra, obj.segmentation,
+            obj.normalized)))
+    yield ImageRecord(
+        identity=parsed.image_id, path=parsed.path, size=parsed.size, split=parsed.split,
+        labels={"source_id": parsed.image_id, "filename": parsed.filename,
+                "width": parsed.width, "height": parsed.height, "objects": tuple(objects)})
+
+
+def label_metadata(classes: Sequence[str]) -> dict[str, Any]:
+    """The ``label_map`` a run writes for these classes (labels 1..K, 0 left for background)."""
+    return {"label_map": {str(label): name for label, name in enumerate(classes, 1)}}
+
+
+def detection_metadata(classes: Sequence[str], terms: tuple[int, int]) -> dict[str, Any]:
+    """A detection source's ``metadata``: task, label map and the inputs' fingerprint."""
+    return {
+        "task": "detection",
+        **label_metadata(classes),
+        "label_names": list(classes),
+        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
+    }
+
+
+class ReadAnnotatedImages(beam.PTransform):
+    """Read a format with one annotation file per image into ``ImageRecord``s for a
+    :class:`~recordbeam.sources.detection.DetectionEncoder`.
+
+    Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`):
+    ``records``, ``rejects``, ``counts``, ``metadata`` and ``sizes``. ``skip_prefix``
+    (the output folder's path, when it lies inside the input) is left out of the listings.
+    """
+
+    def __init__(self, fmt: AnnotationFormat, skip_prefix: str | None = None) -> None:
+        super().__init__()
+        self._format = fmt
+        self._skip_prefix = skip_prefix
+
+    def expand(self, pbegin):
+        fmt = self._format
+        split_lists = fmt.split_lists()
+        tasks: list[Any] = [*fmt.listings(), *split_lists, *fmt.small_inputs()]
+        listed = (
+            pbegin
+            | "ListTasks" >> beam.Create(tasks)
+            | "List" >> beam.ParDo(_List(fmt, self._skip_prefix))
+            .with_output_types(tuple[str, JoinMessage])  # (image id, its file or list line)
+            .with_outputs("counts", "inputs", "rejects", main="by_id")
+        )
+        parsed = (
+            listed.by_id
+            | "JoinById" >> beam.GroupByKey()  # (image id, [JoinMessage])
+            | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists)))
+            .with_outputs("rejects", "counts", main="parsed")
+        )
+        if fmt.classes is not None:
+            classes = pbegin | "ClassList" >> beam.Create([fmt.classes])
+        else:
+            classes = (
+                parsed.parsed
+                | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
+                | "SortedClasses" >> beam.CombineGlobally(SortedNames())
+            )
+        built = parsed.parsed | "BuildRecords" >> beam.FlatMap(
+            build_record, AsSingleton(classes), fmt.class_list,
+        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
+        terms = listed.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
+        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+            lambda _, found, t: detection_metadata(found, t),
+            AsSingleton(classes), AsSingleton(terms))
+        rejects = (listed.rejects, parsed.rejects, built.rejects) | "Rejects" >> beam.Flatten()
+        counts = (listed.counts, parsed.counts, built.counts) | "Counts" >> beam.Flatten()
+        sizes = parsed.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
+        return {"records": built.records, "rejects": rejects, "counts": counts,
+                "metadata": metadata, "sizes": sizes}
