@@ -63,10 +63,13 @@ def object_fields(obj: DetectionObject) -> tuple:
     tuples of primitives compactly); the defaults at the end are left out, so formats
     without masks or normalized boxes store what they always stored."""
     fields = tuple(obj)
-    while len(fields) > 4 and fields[-1] == DetectionObject._field_defaults[
-            DetectionObject._fields[len(fields) - 1]]:
+    while len(fields) > 4 and fields[-1] == _DEFAULTS[len(fields) - 5]:
         fields = fields[:-1]
     return fields
+
+
+#: The defaults of :class:`DetectionObject`'s last fields (``extra`` onwards).
+_DEFAULTS = ((), None, False)
 
 
 class Geometry(NamedTuple):
