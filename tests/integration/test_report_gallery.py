@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from recordbeam.cli import main as cli
-from recordbeam.dataset.gallery import THUMBNAIL_SIDE, class_colour
+from recordbeam.dataset.gallery import THUMBNAIL_SIDE, class_colour, draw_example
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.dataset.report import write_report
 from recordbeam.tfrecord.example import encode_example
@@ -217,6 +217,27 @@ def test_keypoints_that_do_not_match_the_manifest_names_are_reported_not_drawn(t
     metadata = {"keypoints": {"1": {"names": ["a", "b", "c"], "skeleton": []}}}
     html = section(report(write_folder(tmp_path / "out", [example], metadata), tmp_path), "Gallery")
     assert "keypoints not drawn: 2 values, but the manifest&#x27;s names give 3" in html
+
+
+def test_records_that_cannot_be_drawn_are_noted_under_the_picture_not_a_crash():
+    base = {
+        "image/object/bbox/xmin": np.array([np.nan, -5e30, 0.1], np.float32),
+        "image/object/bbox/ymin": np.array([0.1, 0.1, 0.1], np.float32),
+        "image/object/bbox/xmax": np.array([0.5, 1e30, 0.9], np.float32),
+        "image/object/bbox/ymax": np.array([0.5, 0.5, 0.9], np.float32),
+        "image/object/class/label": np.array([1, 2, 3]),
+        "image/object/mask": np.array([b"not a png", encoded(np.ones((10, 10), np.uint8))], object),
+    }
+    good = draw_example({**base, "image/encoded": np.array(encoded(solid(50, 30)), object)})
+    assert good.data_uri.startswith("data:image/jpeg;base64,")
+    assert good.notes == (
+        "mask 0 not drawn: it does not decode as an image",
+        "mask 1 is 10x10, the image 50x30 (drawn stretched)",
+        "box 0 not drawn: its corners are not finite numbers",
+        "box 1 reaches outside the image (corners not in [0, 1])",
+    )
+    broken = draw_example({**base, "image/encoded": np.array(b"garbage", object)})
+    assert broken.data_uri == "" and broken.notes == ("image/encoded does not decode as an image",)
 
 
 def test_classification_label_goes_under_the_image(tmp_path):

@@ -151,7 +151,8 @@ def _thumbnail_size(width: int, height: int) -> tuple[int, int]:
 def _decode_thumbnail(data: bytes) -> tuple[Image.Image, tuple[int, int]]:
     """The picture scaled to thumbnail size, and the stored image's ``(width, height)``."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        # Size is bounded by the reads before; Pillow's advice on palettes is not for the user.
+        warnings.simplefilter("ignore")
         image = Image.open(io.BytesIO(data))
         full = image.size
         size = _thumbnail_size(*full)
@@ -181,7 +182,7 @@ def _draw_masks(
                 mask_size = mask_image.size
                 mask = np.asarray(mask_image.convert("L")) > 0
         except (OSError, ValueError, SyntaxError):
-            notes.append(f"mask {number} not drawn: not a PNG or JPEG image")
+            notes.append(f"mask {number} not drawn: it does not decode as an image")
             continue
         if mask_size != full:
             notes.append(
@@ -197,11 +198,19 @@ def _draw_masks(
 
 def _draw_boxes(
     picture: Image.Image, boxes: np.ndarray, labels: Sequence[int], texts: Sequence[str]
-) -> None:
+) -> list[str]:
     draw = ImageDraw.Draw(picture)
     font = _font()
     width, height = picture.size
-    for number, (xmin, ymin, xmax, ymax) in enumerate(boxes):
+    notes = []
+    for number, box in enumerate(boxes):
+        if not np.isfinite(box).all():
+            notes.append(f"box {number} not drawn: its corners are not finite numbers")
+            continue
+        if (box < 0).any() or (box > 1).any():
+            notes.append(f"box {number} reaches outside the image (corners not in [0, 1])")
+        # Far-off corners would overflow Pillow's integer coordinates; the edge shows them.
+        xmin, ymin, xmax, ymax = np.clip(box, -0.01, 1.01)
         label = int(labels[number]) if number < len(labels) else 0
         x0, x1 = sorted((round(float(xmin) * width), round(float(xmax) * width)))
         y0, y1 = sorted((round(float(ymin) * height), round(float(ymax) * height)))
@@ -216,6 +225,7 @@ def _draw_boxes(
             x = x0 + BOX_WIDTH if y != y0 - text_height else x0
             draw.rectangle((x, y, x + right - left + 3, y + text_height - 1), fill=(0, 0, 0))
             draw.text((x + 2 - left, y + 1 - top), text, fill=(255, 255, 255), font=font)
+    return notes
 
 
 def _keypoint_groups(
@@ -261,7 +271,9 @@ def _draw_keypoints(
     for label, start, count in groups:
         colour = class_colour(label)
         points = [
-            (float(xs[i]) * width, float(ys[i]) * height) if int(visibility[i]) > 0 else None
+            (float(np.clip(xs[i], -0.01, 1.01)) * width, float(np.clip(ys[i], -0.01, 1.01)) * height)
+            if int(visibility[i]) > 0 and np.isfinite(xs[i]) and np.isfinite(ys[i])
+            else None
             for i in range(start, start + count)
         ]
         for pair in keypoints[str(label)].get("skeleton", []):
@@ -323,7 +335,7 @@ def draw_example(
             texts = [_text(v) for v in _values(example, "image/object/class/text")]
             if not any(texts):
                 texts = [name_of(v) for v in labels]
-            _draw_boxes(picture, boxes, labels, texts)
+            notes += _draw_boxes(picture, boxes, labels, texts)
     if _KEYPOINT_X in example and len(_values(example, _KEYPOINT_X)):
         notes += _draw_keypoints(picture, example, labels, keypoints or {})
     return Thumbnail(_data_uri(picture), title, tuple(lines), tuple(notes))
