@@ -246,7 +246,10 @@ def test_classification_label_goes_under_the_image(tmp_path):
                 for i in range(4)]
     html = section(report(write_folder(tmp_path / "out", examples), tmp_path), "Gallery")
     assert html.count("class: cat") == 2 and html.count("class: dog") == 2
-    assert all(t.shape == (40, 50, 3) for t in thumbnails(html))  # small images stay as they are
+    # Small images are enlarged by a whole factor, at most 4 (50x40 -> 200x160), no labels drawn.
+    shown = thumbnails(html)
+    assert [t.shape for t in shown] == [(160, 200, 3)] * 4
+    assert all(near(t, t[80, 100], 12).all() for t in shown)
 
 
 def noisy_photo(seed: int, width: int = 1024, height: int = 768) -> np.ndarray:

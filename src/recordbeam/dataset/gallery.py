@@ -11,8 +11,8 @@ Which examples: per split, the ``N`` whose salted SHA-256 of their identity (the
 none is written) is smallest, ties broken by position. A reshard or a rerun of the same
 inputs shows the same examples, and a sample by hash spreads over every shard.
 
-Pictures are JPEG thumbnails (longest side :data:`THUMBNAIL_SIDE`) embedded as ``data:``
-URIs, so the page stays one file. Image pixels are drawn as stored (EXIF orientation is
+Pictures are JPEG thumbnails (longest side :data:`THUMBNAIL_SIDE`; small images enlarged
+by a whole factor up to :data:`MAX_ENLARGE`) embedded as ``data:`` URIs, so the page stays one file. Image pixels are drawn as stored (EXIF orientation is
 not applied), because that is what a trainer's ``decode_jpeg`` sees.
 
 The strip of rejected images shows image rejects from ``rejects.jsonl`` whose file still
@@ -50,6 +50,7 @@ __all__ = [
 DEFAULT_GALLERY = 24
 THUMBNAIL_SIDE = 320
 JPEG_QUALITY = 80
+MAX_ENLARGE = 4
 BOX_WIDTH = 2
 MASK_OPACITY = 0.45
 #: A reject's file larger than this is not read for the strip (it may not be an image at all).
@@ -144,8 +145,14 @@ def _values(example: Mapping[str, np.ndarray], name: str) -> np.ndarray:
 
 
 def _thumbnail_size(width: int, height: int) -> tuple[int, int]:
-    scale = min(1.0, THUMBNAIL_SIDE / max(width, height))
-    return max(1, round(width * scale)), max(1, round(height * scale))
+    longest = max(width, height)
+    if longest > THUMBNAIL_SIDE:
+        scale = THUMBNAIL_SIDE / longest
+        return max(1, round(width * scale)), max(1, round(height * scale))
+    # Small images are enlarged by a whole factor (pixels stay sharp squares), so their
+    # boxes and class texts can be told apart.
+    factor = max(1, min(MAX_ENLARGE, THUMBNAIL_SIDE // longest))
+    return width * factor, height * factor
 
 
 def _decode_thumbnail(data: bytes) -> tuple[Image.Image, tuple[int, int]]:
@@ -157,7 +164,10 @@ def _decode_thumbnail(data: bytes) -> tuple[Image.Image, tuple[int, int]]:
         full = image.size
         size = _thumbnail_size(*full)
         image.draft("RGB", size)  # JPEG: decode at a reduced scale, much faster
-        picture = image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+        smaller = size[0] < full[0]
+        picture = image.convert("RGB").resize(
+            size, Image.Resampling.LANCZOS if smaller else Image.Resampling.NEAREST
+        )
     return picture, full
 
 
