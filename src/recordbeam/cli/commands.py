@@ -110,7 +110,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from recordbeam.dataset.report import write_report
 
     _finished_manifest(args.output_dir)
-    html_path, charts = write_report(args.output_dir, args.html, max_examples=args.max_examples)
+    html_path, charts = write_report(
+        args.output_dir, args.html, max_examples=args.max_examples, gallery=args.gallery
+    )
     note = "" if charts else " (tables only: install recordbeam[report] for charts)"
     print(f"report: {html_path}{note}")
     return EXIT_OK

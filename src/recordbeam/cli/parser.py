@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-examples", type=_POSITIVE, default=None, metavar="N",
                    help="read at most this many examples per split for the histograms "
                    "(default: all)")
+    p.add_argument("--gallery", type=_NON_NEGATIVE, default=24, metavar="N",
+                   help="draw N examples per split from the records (boxes, masks, keypoints, "
+                   "captions) and up to N rejected images; 0 turns the gallery off (default: 24)")
     p.set_defaults(handler=cmd_report)
 
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",

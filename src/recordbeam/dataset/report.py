@@ -4,13 +4,16 @@ Numbers come from the manifest (examples per split and shard, rejects by reason)
 from one pass over the records (classes, boxes per image, box sizes, image sizes and
 formats). Charts are drawn with matplotlib, an optional extra (``recordbeam[report]``),
 as inline SVG, so the page is one self-contained file without scripts; without
-matplotlib the page has the same tables and no charts.
+matplotlib the page has the same tables and no charts. The same pass picks each split's
+gallery (:mod:`recordbeam.dataset.gallery`: examples drawn from the records as inline
+JPEG thumbnails), and a strip shows rejected images that still decode.
 """
 
 from __future__ import annotations
 
 import html
 import io
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from recordbeam.dataset.gallery import (
+    DEFAULT_GALLERY,
+    GallerySample,
+    RejectStrip,
+    Thumbnail,
+    draw_example,
+    rejected_images,
+)
+from recordbeam.dataset.names import REJECTS
 from recordbeam.dataset.reader import SplitReader, read, read_manifest
 from recordbeam.dataset.schema import label_features
 from recordbeam.dataset.tfds import class_names
@@ -44,6 +56,7 @@ class SplitStats:
     image_widths: list = field(default_factory=list)
     image_heights: list = field(default_factory=list)
     formats: Counter = field(default_factory=Counter)
+    gallery: list = field(default_factory=list)  # the examples the gallery draws
 
 
 def _text(value: Any) -> str:
@@ -51,14 +64,19 @@ def _text(value: Any) -> str:
     return item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
 
 
-def collect_stats(reader: SplitReader, max_examples: int | None = None) -> SplitStats:
-    """One streaming pass over (at most ``max_examples`` of) a split's records."""
+def collect_stats(
+    reader: SplitReader, max_examples: int | None = None, gallery: int = 0
+) -> SplitStats:
+    """One streaming pass over (at most ``max_examples`` of) a split's records; keeps the
+    ``gallery`` examples of smallest salted identity hash among those read."""
     stats = SplitStats()
+    sample = GallerySample(gallery)
     labels = label_features(list(reader.shapes.values()))
     has_boxes = all(name in reader.shapes for name in _BOX)
     for example in reader:
         if max_examples is not None and stats.examples_read >= max_examples:
             break
+        sample.offer(example, stats.examples_read)
         stats.examples_read += 1
         for name in labels:
             stats.classes.update(int(v) for v in np.atleast_1d(example[name]))
@@ -77,6 +95,7 @@ def collect_stats(reader: SplitReader, max_examples: int | None = None) -> Split
             if width and height:
                 stats.box_widths.extend(((xmax - xmin) * width).tolist())
                 stats.box_heights.extend(((ymax - ymin) * height).tolist())
+    stats.gallery = sample.examples()
     return stats
 
 
@@ -89,6 +108,8 @@ def _pyplot() -> Any | None:
     except ImportError:
         return None
     matplotlib.use("Agg")  # no display; must precede importing pyplot
+    # Same page bytes for the same folder: SVG element ids from a fixed salt, no date.
+    matplotlib.rcParams["svg.hashsalt"] = "recordbeam-report"
     import matplotlib.pyplot as plt
 
     return plt
@@ -96,7 +117,7 @@ def _pyplot() -> Any | None:
 
 def _svg(plt: Any, fig: Any) -> str:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg") :]  # drop the XML prolog; the SVG sits inside HTML
@@ -180,6 +201,11 @@ th { background: #f3f3f3; }
 .grid > div { flex: 1 1 480px; }
 .chart svg { max-width: 100%; height: auto; }
 .note { color: #777; font-size: .9em; }
+.gallery { display: flex; flex-wrap: wrap; gap: .8em; align-items: flex-start; }
+.gallery figure { margin: 0; max-width: 320px; font-size: .82em; }
+.gallery img { display: block; max-width: 100%; border: 1px solid #ddd; }
+.gallery figcaption { overflow-wrap: anywhere; margin-top: .2em; }
+.gallery .problem { color: #b00; }
 """
 
 
@@ -202,6 +228,53 @@ def _section(title: str, table: str, chart: str | None) -> str:
     return f"<h3>{html.escape(title)}</h3><div class='grid'><div>{table}</div><div>{chart_html}</div></div>"
 
 
+def _figure(thumbnail: Thumbnail, extra: Sequence[str] = ()) -> str:
+    picture = (
+        f'<img src="{thumbnail.data_uri}" alt="{html.escape(thumbnail.title)}">'
+        if thumbnail.data_uri
+        else ""
+    )
+    lines = [f"<b>{html.escape(thumbnail.title)}</b>"] if thumbnail.title else []
+    lines += [html.escape(line) for line in (*extra, *thumbnail.lines)]
+    lines += [f"<span class='problem'>{html.escape(note)}</span>" for note in thumbnail.notes]
+    return f"<figure>{picture}<figcaption>{'<br>'.join(lines)}</figcaption></figure>"
+
+
+def _gallery_html(
+    stats: SplitStats, examples: int, names: list[str] | None, keypoints: Mapping[str, Any]
+) -> str:
+    if not stats.gallery:
+        return ""
+    figures = "".join(_figure(draw_example(e, names, keypoints)) for e in stats.gallery)
+    among = (
+        f"the {stats.examples_read:,} read" if stats.examples_read < examples else f"{examples:,}"
+    )
+    return (
+        f"<h3>Gallery</h3><p class='note'>{len(stats.gallery):,} of {among} examples, drawn "
+        "from the written records (the same ones on every run: smallest salted hash of each "
+        f"image's identity).</p><div class='gallery'>{figures}</div>"
+    )
+
+
+def _rejects_html(strip: RejectStrip) -> str:
+    if not strip.image_rejects:
+        return ""
+    figures = "".join(
+        _figure(thumbnail, [f"split: {split}"] if split else []) for thumbnail, split in strip.shown
+    )
+    missing = []
+    if strip.not_decodable:
+        missing.append(f"{strip.not_decodable:,} skipped: the file is missing or does not decode")
+    if strip.not_tried:
+        missing.append(f"{strip.not_tried:,} not tried (raise --gallery to see more)")
+    note = f"{len(strip.shown):,} of {strip.image_rejects:,} rejected images shown"
+    note += ("; " + "; ".join(missing)) if missing else ""
+    return (
+        f"<h2>Rejected images</h2><p class='note'>{html.escape(note)}.</p>"
+        f"<div class='gallery'>{figures}</div>"
+    )
+
+
 def _percentiles(values: Sequence[float]) -> list[Any]:
     if not values:
         return ["-"] * 4
@@ -210,7 +283,12 @@ def _percentiles(values: Sequence[float]) -> list[Any]:
 
 
 def _split_html(
-    name: str, entry: Mapping[str, Any], stats: SplitStats, names: list[str] | None, plt: Any | None
+    name: str,
+    entry: Mapping[str, Any],
+    stats: SplitStats,
+    names: list[str] | None,
+    plt: Any | None,
+    keypoints: Mapping[str, Any],
 ) -> str:
     parts = [f"<h2>Split {html.escape(name)}</h2>"]
     shard_rows = [(s["file"], s["examples"], s["bytes"]) for s in entry["shards"]]
@@ -311,6 +389,7 @@ def _split_html(
                 else None,
             )
         )
+    parts.append(_gallery_html(stats, entry["examples"], names, keypoints))
     return "\n".join(parts)
 
 
@@ -320,8 +399,10 @@ def render_report(
     stats: Mapping[str, SplitStats],
     *,
     charts: bool = True,
+    rejected: RejectStrip | None = None,
 ) -> str:
-    """The HTML page for a manifest and the stats of its splits."""
+    """The HTML page for a manifest, the stats of its splits (with their gallery examples)
+    and the strip of rejected images."""
     plt = _pyplot() if charts else None
     names = class_names(manifest)
     splits = manifest.get("splits", {})
@@ -345,9 +426,13 @@ def render_report(
     body = "\n".join(
         overview
         + [
-            _split_html(name, splits[name], stats.get(name, SplitStats()), names, plt)
+            _split_html(
+                name, splits[name], stats.get(name, SplitStats()), names, plt,
+                manifest.get("keypoints") or {},
+            )
             for name in sorted(splits)
         ]
+        + ([_rejects_html(rejected)] if rejected else [])
     )
     title = f"recordbeam report: {output_dir}"
     return (
@@ -357,21 +442,45 @@ def render_report(
     )
 
 
+def _rejects_lines(output_dir: str) -> list[str]:
+    if "://" in output_dir:
+        from recordbeam import filesystems  # Beam, only for remote folders
+
+        path = filesystems.join(output_dir, REJECTS)
+        if not filesystems.exists(path):
+            return []
+        return filesystems.read_bytes(path).decode("utf-8", "replace").splitlines()
+    path = os.path.join(output_dir, REJECTS)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
+
 def write_report(
-    output_dir: str, html_path: str, *, max_examples: int | None = None, charts: bool = True
+    output_dir: str,
+    html_path: str,
+    *,
+    max_examples: int | None = None,
+    charts: bool = True,
+    gallery: int = DEFAULT_GALLERY,
 ) -> tuple[str, bool]:
     """Read the folder, write the page to ``html_path`` (a local file).
+
+    ``gallery`` examples per split are drawn (0: no gallery, and no strip of rejected
+    images); with ``max_examples`` they are chosen among the examples read.
 
     Returns:
         ``(html_path, charts_drawn)``; charts are missing when matplotlib is not installed.
     """
     manifest = read_manifest(output_dir)
     stats = {
-        name: collect_stats(read(output_dir, name), max_examples)
+        name: collect_stats(read(output_dir, name), max_examples, gallery)
         for name in sorted(manifest.get("splits", {}))
         if manifest["splits"][name]["examples"]
     }
-    page = render_report(output_dir, manifest, stats, charts=charts)
+    rejected = rejected_images(_rejects_lines(output_dir), gallery) if gallery else None
+    page = render_report(output_dir, manifest, stats, charts=charts, rejected=rejected)
     with open(html_path, "w", encoding="utf-8") as f:
         f.write(page)
     return html_path, charts and _pyplot() is not None
