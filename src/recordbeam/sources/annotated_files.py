@@ -132,6 +132,9 @@ class AnnotationFormat:
         class_list: where ``classes`` come from, named in unknown-class rejects.
         default_split: the split of images no split list or split folder places.
         image_folder: named in messages about missing images.
+        unlabeled_splits: splits the format ships without annotations (KITTI's
+            ``testing/``): their images are written with no objects and counted as
+            ``<name>_unlabeled_images``, not warned about one by one.
     """
 
     name = "annotations"
@@ -139,6 +142,7 @@ class AnnotationFormat:
     class_list = "the class list"
     default_split = "train"
     image_folder = "the images folder"
+    unlabeled_splits: frozenset[str] = frozenset()
 
     def listings(self) -> list[Listing]:
         raise NotImplementedError
@@ -379,6 +383,9 @@ class _JoinAndParse(beam.DoFn):
         path, size = image
         if annotation is None:
             for split in splits:
+                if split in fmt.unlabeled_splits:
+                    yield TaggedOutput("counts", (f"{fmt.name}_unlabeled_images", 1))
+                    continue
                 yield TaggedOutput("rejects", Reject(
                     "warning", path, "no_annotation_file",
                     f"no {fmt.expected_annotation(image_id)} for this image; written with no "
