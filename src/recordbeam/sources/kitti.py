@@ -237,12 +237,17 @@ def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
         return None
     values = [_number(field) for field in fields]
     bad = [field for field, value in zip(fields, values, strict=True) if value is None]
-    occluded = values[1]
-    if bad or occluded != int(occluded):
-        shown = ", ".join(repr(field) for field in bad) or repr(fields[1])
+    if bad:
         return Reject("annotation", where, "malformed_line", (
-            f"{where} ({name!r}): {shown} is not a finite number (occluded must be a whole "
-            "number); the image was written without this object; fix the line"))
+            f"{where} ({name!r}): {', '.join(repr(field) for field in bad)} "
+            f"{'is not a finite number' if len(bad) == 1 else 'are not finite numbers'}; "
+            "the image was written without this object; fix the line"))
+    occluded = values[1]
+    if occluded != int(occluded):
+        return Reject("annotation", where, "malformed_line", (
+            f"{where} ({name!r}): occluded is {fields[1]!r}, not a whole number (0 fully "
+            "visible, 1 partly occluded, 2 largely occluded, 3 unknown); the image was "
+            "written without this object; fix the line"))
     truncated, _occluded, alpha, left, top, right, bottom = values[:7]
     height, width, length, x, y, z, rotation_y = values[7:NUMBERS]
     if right <= left or bottom <= top:
@@ -281,9 +286,8 @@ class KittiFormat(AnnotationFormat):
         self._shown = {split.name: split.shown for split in splits}
         self.default_split = splits[0].name if splits else options.split
         self.unlabeled_splits = frozenset(s.name for s in splits if s.labels is None)
-        self.image_folder = (f"{options.images_root}/<split>/{IMAGE_FOLDER}"
-                             if any(s.shown for s in splits)
-                             else f"{options.images_root}/{IMAGE_FOLDER}")
+        self.image_folder = (splits[0].images if len(splits) == 1
+                             else f"{options.images_root}/<split>/{IMAGE_FOLDER}")
 
     def listings(self) -> list[Listing]:
         listings = []
