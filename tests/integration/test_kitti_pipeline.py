@@ -169,3 +169,21 @@ def test_flat_root_is_one_split_named_by_split_option(kitti_root, tmp_path):
                      "--split", "val", "--quiet", *IN_MEMORY]) == 0
     [example] = _examples(out, "val").values()
     assert example["image/object/class/text"].tolist() == [b"Car", b"Person_sitting"]
+
+
+def test_if_changed_skips_a_rerun_until_a_label_file_changes(kitti_root, tmp_path, capsys):
+    (kitti_root / "notes.txt").write_text("not an input: never read, never fingerprinted")
+    args = ["convert", "kitti", "--input", str(kitti_root), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+            "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    label = kitti_root / "training/label_2/000004.txt"
+    label.write_text("Tram 0 0 0 1 1 9 9 1 1 1 1 1 1 1")
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        label.write_bytes(b"")

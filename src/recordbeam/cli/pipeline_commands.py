@@ -240,7 +240,7 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
     names = tuple(s.name for s in splits)
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     settings = kitti_settings(kitti, shards, checks, fixes)
-    if _up_to_date(args, names, kitti_input_patterns(kitti), settings):
+    if _up_to_date(args, names, kitti_input_patterns(splits), settings):
         return EXIT_OK
     return _run_conversion(
         lambda p: kitti_to_tfrecord(p, args.output, kitti, shards, checks, fixes),

@@ -153,11 +153,14 @@ def find_splits(options: KittiOptions) -> list[KittiSplit]:
     return splits
 
 
-def kitti_input_patterns(options: KittiOptions) -> list[str]:
-    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
-    patterns = [filesystems.everything_below(options.labels_root)]
-    if options.images_root != options.labels_root:
-        patterns.append(filesystems.everything_below(options.images_root))
+def kitti_input_patterns(splits: list[KittiSplit]) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``): the
+    folders the workers list, and nothing else of ROOT."""
+    patterns = []
+    for split in splits:
+        if split.labels is not None:
+            patterns.append(filesystems.everything_below(split.labels))
+        patterns.append(filesystems.everything_below(split.images))
     return patterns
 
 
