@@ -162,18 +162,19 @@ def test_image_without_label_file_is_warned_naming_the_label_file(tmp_path):
     assert "no training/label_2/000001.txt" in rejects[0].detail
 
 
-def test_label_file_without_image_is_an_image_reject_naming_it(tmp_path):
-    training = KittiSplit("training", str(tmp_path / "training/image_2"),
-                          str(tmp_path / "training/label_2"), "training/")
+def test_label_file_without_image_is_an_image_reject_naming_its_split_folder(tmp_path):
+    training, testing = (
+        KittiSplit(name, str(tmp_path / name / "image_2"), str(tmp_path / name / "label_2"),
+                   f"{name}/") for name in ("training", "testing"))
     label = tmp_path / "training/label_2/000002.txt"
     _touch(label, CAR.encode())
-    parsed, rejects, _ = _join(tmp_path, training, "training/000002",
-                               [AnnotationFile(str(label), "training")])
-    assert parsed == []
+    fmt = KittiFormat(KittiOptions(str(tmp_path)), [testing, training])
+    out = list(_JoinAndParse(fmt, False).process(
+        ("training/000002", [AnnotationFile(str(label), "training")])))
+    rejects = [o.value for o in out if isinstance(o, TaggedOutput) and o.tag == "rejects"]
     assert [(r.kind, r.source, r.reason, r.split) for r in rejects] == [
         ("image", str(label), "missing", "training")]
-    assert f"{tmp_path}/<split>/image_2" not in rejects[0].detail  # one split: its folder
-    assert "000002.*" in rejects[0].detail
+    assert f"no 000002.* in {tmp_path}/training/image_2 " in rejects[0].detail
 
 
 def _jpeg(width: int, height: int) -> bytes:

@@ -165,6 +165,11 @@ class AnnotationFormat:
         """How the annotation file of ``image_id`` would be named, for messages."""
         return f"an annotation file for {image_id!r}"
 
+    def expected_image(self, image_id: str) -> str:
+        """Where the image of ``image_id`` was looked for, for messages (a format whose ids
+        carry a scope names the scope's folder)."""
+        return f"{image_id}.* in {self.image_folder}"
+
 
 # --- the listings -------------------------------------------------------------------------
 
@@ -412,10 +417,11 @@ class _JoinAndParse(beam.DoFn):
         if len(images) == 1:
             return images[0]
         if not images:
-            wanted = repr(named) if named else f"{image_id}.*"
+            wanted = (f"{named!r} in {self._format.image_folder}" if named
+                      else self._format.expected_image(image_id))
             return Reject("image", annotation_path or image_id, "missing", (
-                f"{annotation_path} has no image: no {wanted} in "
-                f"{self._format.image_folder} (pass --images if the images are elsewhere)"))
+                f"{annotation_path} has no image: no {wanted} (pass --images if the images "
+                "are elsewhere)"))
         names = ", ".join(posixpath.basename(path) for path, _size in images)
         return Reject("image", images[0][0], "duplicate_file_name", (
             f"{len(images)} images have the id {image_id!r} ({names}) and "

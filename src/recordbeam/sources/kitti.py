@@ -287,6 +287,7 @@ class KittiFormat(AnnotationFormat):
     def __init__(self, options: KittiOptions, splits: list[KittiSplit]) -> None:
         self._splits = splits
         self._shown = {split.name: split.shown for split in splits}
+        self._images = {split.name: split.images for split in splits}
         self.default_split = splits[0].name if splits else options.split
         self.unlabeled_splits = frozenset(s.name for s in splits if s.labels is None)
         self.image_folder = (splits[0].images if len(splits) == 1
@@ -309,6 +310,10 @@ class KittiFormat(AnnotationFormat):
     def expected_annotation(self, image_id: str) -> str:
         split, _, stem = image_id.partition("/")
         return f"{self._shown.get(split, '')}{LABEL_FOLDER}/{stem}.txt"
+
+    def expected_image(self, image_id: str) -> str:
+        split, _, stem = image_id.partition("/")
+        return f"{stem}.* in {self._images.get(split, self.image_folder)}"
 
 
 class ReadKitti(beam.PTransform):
