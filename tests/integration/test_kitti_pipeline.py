@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
@@ -187,3 +189,16 @@ def test_if_changed_skips_a_rerun_until_a_label_file_changes(kitti_root, tmp_pat
         assert "is up to date" not in capsys.readouterr().out
     finally:
         label.write_bytes(b"")
+
+
+def test_pipeline_script_runs_the_same_conversion(kitti_root, tmp_path):
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines",
+                          "kitti_to_tfrecord.py")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, script, "--input", str(kitti_root), "--output", str(out),
+         "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1", "--quiet",
+         *IN_MEMORY], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert set(_examples(out, "training")) == {
+        "training/000000", "training/000001", "training/000002", "training/000004"}
