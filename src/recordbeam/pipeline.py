@@ -36,6 +36,7 @@ from recordbeam.sources.imagefolder import (
     ImageFolderOptions,
     ReadImageFolder,
 )
+from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
 from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.write.image_encoder import ImageChecks
@@ -269,6 +270,26 @@ def voc_to_tfrecord(
     encoder = VocEncoder(checks, read.splits[0], fixes)
     return _write_read(p, "ReadVoc", read, output_dir, encoder, shards,
                        voc_settings(voc, shards, checks, fixes), read.splits)
+
+
+def kitti_settings(kitti: KittiOptions, shards: ShardOptions, checks: ImageChecks,
+                   fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("kitti", kitti, shards, checks, fixes)
+
+
+def kitti_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, kitti: KittiOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the KITTI conversion to ``p`` (every split folder holding ``image_2/`` or
+    ``label_2/``); returns the sink. The classes are the types found, known only once the
+    labels are read: the commit checks them against other splits already in
+    ``output_dir``."""
+    read = ReadKitti(kitti, skip_below=output_dir)
+    layout.check_labels_agree(output_dir, read.splits, lambda: None)
+    encoder = KittiEncoder(checks, read.splits[0], fixes)
+    return _write_read(p, "ReadKitti", read, output_dir, encoder, shards,
+                       kitti_settings(kitti, shards, checks, fixes), read.splits)
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

@@ -13,6 +13,7 @@ from recordbeam.cli.commands import cmd_index, cmd_inspect, cmd_report, cmd_sche
 from recordbeam.cli.pipeline_commands import (
     cmd_convert_coco,
     cmd_convert_imagefolder,
+    cmd_convert_kitti,
     cmd_convert_manifest,
     cmd_convert_voc,
     cmd_demo,
@@ -318,6 +319,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(p)
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_voc)
+
+    p = kind_parser("kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
+                   "(training/, testing/ ...) is a split named as its folder; or image_2/ "
+                   "and label_2/ themselves, one split named by --split")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="folder holding <split>/image_2/ (default: ROOT)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of objects is rejected "
+                   "(malformed line, degenerate box...; objects of rejected images count as "
+                   "image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_kitti)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

@@ -1,4 +1,4 @@
-"""The commands that run a pipeline: ``convert coco|imagefolder|manifest|voc``, ``reshard``
+"""The commands that run a pipeline: ``convert coco|imagefolder|manifest|voc|kitti``, ``reshard``
 and ``demo``. Each checks its inputs before Beam starts, builds the library's options
 from the arguments, runs, and prints what the run did."""
 
@@ -221,6 +221,30 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     return _run_conversion(
         lambda p: voc_to_tfrecord(p, args.output, voc, shards, checks, fixes),
         args, beam_args, splits)
+
+
+def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import kitti_settings, kitti_to_tfrecord
+    from recordbeam.sources.kitti import KittiOptions, ReadKitti, kitti_input_patterns
+
+    kitti = KittiOptions(args.input, args.images, args.split)
+    splits = ReadKitti(kitti).split_folders  # lists the split folders
+    if not splits:
+        raise UsageError(f"{kitti.images_root}: no <split>/image_2/ or <split>/label_2/ folder "
+                         "with files; --input takes a KITTI folder such as the one holding "
+                         "training/image_2/ and training/label_2/ (--images if the images "
+                         "are elsewhere)")
+    if args.split != "train" and [s.name for s in splits] != [args.split]:
+        raise UsageError(f"--split {args.split} would be ignored: the split folders name the "
+                         f"splits ({', '.join(s.name for s in splits)}); drop --split")
+    names = tuple(s.name for s in splits)
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = kitti_settings(kitti, shards, checks, fixes)
+    if _up_to_date(args, names, kitti_input_patterns(splits), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: kitti_to_tfrecord(p, args.output, kitti, shards, checks, fixes),
+        args, beam_args, names)
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

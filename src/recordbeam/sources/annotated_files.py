@@ -132,6 +132,9 @@ class AnnotationFormat:
         class_list: where ``classes`` come from, named in unknown-class rejects.
         default_split: the split of images no split list or split folder places.
         image_folder: named in messages about missing images.
+        unlabeled_splits: splits the format ships without annotations (KITTI's
+            ``testing/``): their images are written with no objects and counted as
+            ``<name>_unlabeled_images``, not warned about one by one.
     """
 
     name = "annotations"
@@ -139,6 +142,7 @@ class AnnotationFormat:
     class_list = "the class list"
     default_split = "train"
     image_folder = "the images folder"
+    unlabeled_splits: frozenset[str] = frozenset()
 
     def listings(self) -> list[Listing]:
         raise NotImplementedError
@@ -160,6 +164,11 @@ class AnnotationFormat:
     def expected_annotation(self, image_id: str) -> str:
         """How the annotation file of ``image_id`` would be named, for messages."""
         return f"an annotation file for {image_id!r}"
+
+    def expected_image(self, image_id: str) -> str:
+        """Where the image of ``image_id`` was looked for, for messages (a format whose ids
+        carry a scope names the scope's folder)."""
+        return f"{image_id}.* in {self.image_folder}"
 
 
 # --- the listings -------------------------------------------------------------------------
@@ -379,6 +388,9 @@ class _JoinAndParse(beam.DoFn):
         path, size = image
         if annotation is None:
             for split in splits:
+                if split in fmt.unlabeled_splits:
+                    yield TaggedOutput("counts", (f"{fmt.name}_unlabeled_images", 1))
+                    continue
                 yield TaggedOutput("rejects", Reject(
                     "warning", path, "no_annotation_file",
                     f"no {fmt.expected_annotation(image_id)} for this image; written with no "
@@ -405,10 +417,11 @@ class _JoinAndParse(beam.DoFn):
         if len(images) == 1:
             return images[0]
         if not images:
-            wanted = repr(named) if named else f"{image_id}.*"
+            wanted = (f"{named!r} in {self._format.image_folder}" if named
+                      else self._format.expected_image(image_id))
             return Reject("image", annotation_path or image_id, "missing", (
-                f"{annotation_path} has no image: no {wanted} in "
-                f"{self._format.image_folder} (pass --images if the images are elsewhere)"))
+                f"{annotation_path} has no image: no {wanted} (pass --images if the images "
+                "are elsewhere)"))
         names = ", ".join(posixpath.basename(path) for path, _size in images)
         return Reject("image", images[0][0], "duplicate_file_name", (
             f"{len(images)} images have the id {image_id!r} ({names}) and "
