@@ -202,3 +202,14 @@ def test_pipeline_script_runs_the_same_conversion(kitti_root, tmp_path):
     assert done.returncode == 0, done.stderr
     assert set(_examples(out, "training")) == {
         "training/000000", "training/000001", "training/000002", "training/000004"}
+
+
+def test_images_without_any_label_folder_are_refused_not_written_bare(tmp_path, capsys):
+    folder = tmp_path / "in" / "testing" / "image_2"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(folder / "000000.png")
+    code = cli.main(["convert", "kitti", "--input", str(tmp_path / "in"), "--output",
+                     str(tmp_path / "out"), "--quiet", *IN_MEMORY])
+    assert code == 2
+    assert "no label_2/ folder" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -234,6 +234,11 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
                          "with files; --input takes a KITTI folder such as the one holding "
                          "training/image_2/ and training/label_2/ (--images if the images "
                          "are elsewhere)")
+    if all(split.labels is None for split in splits):
+        raise UsageError(f"{kitti.labels_root}: no label_2/ folder beside "
+                         f"{', '.join(split.images for split in splits)}, so every image would "
+                         "be written without objects; --input takes the KITTI folder holding "
+                         "<split>/label_2/ (to write unlabeled images, use convert imagefolder)")
     if args.split != "train" and [s.name for s in splits] != [args.split]:
         raise UsageError(f"--split {args.split} would be ignored: the split folders name the "
                          f"splits ({', '.join(s.name for s in splits)}); drop --split")
