@@ -210,3 +210,16 @@ def test_cvat_rle_outside_the_image_or_not_numbers_is_refused():
 def test_points_parse():
     assert parse_points("1.5,2;3,4") == [1.5, 2, 3, 4]
     assert parse_points("1,2;3") is None and parse_points("1,nan") is None
+
+
+def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
+    images, rejects, _counts = _stream(
+        '<image name="a.jpg" width="6" height="4">'
+        '<mask label="dog" rle="0, 1" left="0" top="0" width="1" height="1" group_id="5"/>'
+        '<polygon label="dog" points="3,2;5,2;5,4;3,4" group_id="5"/>'
+        "</image>", masks=True)
+    assert rejects == []
+    [obj] = images[0][1].objects
+    assert obj.bbox == (0, 0, 5, 4)  # around both outlines
+    pixels = rle_to_mask(obj.segmentation)
+    assert pixels[0, 0] == 1 and pixels[3, 4] == 1 and pixels[0, 4] == 0
