@@ -150,3 +150,21 @@ def test_split_option_against_declared_subsets_is_refused(cvat_root, tmp_path, c
                      str(tmp_path / "o"), "--split", "val", "--quiet", *IN_MEMORY])
     assert code == 2
     assert "--split val would be ignored" in capsys.readouterr().err
+
+
+def test_if_changed_skips_a_rerun_until_the_xml_changes(cvat_root, tmp_path, capsys):
+    args = ["convert", "cvat", "--input", str(cvat_root), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+            "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    xml = cvat_root / "annotations.xml"
+    before = xml.read_bytes()
+    xml.write_bytes(before.replace(b'occluded="1"', b'occluded="0"'))
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        xml.write_bytes(before)
