@@ -9,11 +9,14 @@ environment cannot install); without it this test is skipped.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import warnings
 
+import numpy as np
 import pytest
+from PIL import Image
 
 dm = pytest.importorskip(
     "datumaro", reason="datumaro is not installed (pip install -e '.[formats-test]')")
@@ -84,5 +87,13 @@ def test_datumaro_cvat_export_converts_to_the_coco_truth(exported, tmp_path):
             assert got[1:] == pytest.approx(want[1:], abs=1.0), image["file_name"]
             checked += 1
         assert len(example["image/object/mask"]) == len(expected)
+        for png, x0, y0, x1, y1 in zip(
+                example["image/object/mask"], example["image/object/bbox/xmin"],
+                example["image/object/bbox/ymin"], example["image/object/bbox/xmax"],
+                example["image/object/bbox/ymax"], strict=True):
+            # COCO's polygons are the boxes' outlines: each mask fills its own box.
+            rows, columns = np.nonzero(np.array(Image.open(io.BytesIO(png))))
+            assert (columns.min(), rows.min(), columns.max() + 1, rows.max() + 1) == (
+                pytest.approx((x0 * width, y0 * height, x1 * width, y1 * height), abs=1.5))
         assert list(example["image/object/occluded"]) == [0] * len(expected)
     assert checked == len(truth["annotations"]) > 0
