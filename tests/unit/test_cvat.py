@@ -223,3 +223,18 @@ def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
     assert obj.bbox == (0, 0, 5, 4)  # around both outlines
     pixels = rle_to_mask(obj.segmentation)
     assert pixels[0, 0] == 1 and pixels[3, 4] == 1 and pixels[0, 4] == 0
+
+
+def test_cvat_image_crosses_the_join_as_it_was():
+    from recordbeam.sources.cvat import CvatImageCoder
+
+    images, _rejects, _counts = _stream(
+        '<image name="a.jpg" width="6" height="4">'
+        '<polygon label="dog" points="3,2;5,2;5,4" occluded="1"/>'
+        '<mask label="dog" rle="0, 1" left="0" top="0" width="1" height="1"/></image>',
+        masks=True)
+    image = images[0][1]
+    coder = CvatImageCoder()
+    assert coder.decode(coder.encode(image)) == image
+    odd = image._replace(xml="odd-\udcff.xml")  # a file name that is not UTF-8
+    assert coder.decode(coder.encode(odd)) == odd

@@ -27,6 +27,7 @@ that of its pixels). Shapes sharing a non-zero ``group_id`` are one object: box 
 from __future__ import annotations
 
 import math
+import pickle
 import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,
     ImageFile,
-    JoinMessage,  # noqa: F401 - registers the coder of ImageFile
+    JoinMessage,
     NamedObject,
     ParsedImage,
     SortedNames,
@@ -219,6 +220,37 @@ class CvatImage(NamedTuple):
     height: int | None
     objects: tuple[NamedObject, ...]
     xml: str
+
+
+class CvatImageCoder(beam.coders.Coder):
+    """A :class:`CvatImage` as Beam's primitive values (its objects as plain tuples), the
+    join holds one per ``<image>``; pickled only when a path is not UTF-8 text."""
+
+    _primitives = beam.coders.FastPrimitivesCoder()
+
+    def encode(self, value: CvatImage) -> bytes:
+        fields = (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
+        try:
+            return b"\0" + self._primitives.encode(fields)
+        except UnicodeEncodeError:  # a file name that is not UTF-8 (surrogate escapes)
+            return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> CvatImage:
+        if encoded[:1] == b"\1":
+            fields = pickle.loads(encoded[1:])  # noqa: S301 - written by encode, in this pipeline
+        else:
+            fields = self._primitives.decode(encoded[1:])
+        *head, objects, xml = fields
+        return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
+
+    def is_deterministic(self) -> bool:
+        return False  # a value, never a key
+
+    def to_type_hint(self) -> type:
+        return CvatImage
+
+
+beam.coders.registry.register_coder(CvatImage, CvatImageCoder)
 
 
 class ParsedShapes(NamedTuple):
@@ -630,12 +662,14 @@ class ReadCvat(beam.PTransform):
             pbegin
             | "XmlFiles" >> beam.Create(list(self._plan.files))
             | "StreamXml" >> beam.ParDo(_StreamXml(options, splits))
+            .with_output_types(tuple[str, CvatImage])
             .with_outputs("rejects", "counts", "inputs", main="elements")
         )  # (image name, CvatImage)
         listed = (
             pbegin
             | "ImageFolder" >> beam.Create([options.image_folder])
             | "ListImages" >> beam.ParDo(_ListImages(splits, self._skip_prefix))
+            .with_output_types(tuple[str, JoinMessage])
             .with_outputs("rejects", "counts", "inputs", main="files")
         )  # (image name, ImageFile)
         paired = (
