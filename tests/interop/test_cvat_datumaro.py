@@ -97,3 +97,30 @@ def test_datumaro_cvat_export_converts_to_the_coco_truth(exported, tmp_path):
                 pytest.approx((x0 * width, y0 * height, x1 * width, y1 * height), abs=1.5))
         assert list(example["image/object/occluded"]) == [0] * len(expected)
     assert checked == len(truth["annotations"]) > 0
+
+
+def test_datumaro_cvat_mask_decodes_to_its_pixels(tmp_path):
+    from datumaro.components.annotation import AnnotationType, LabelCategories, Mask
+    from datumaro.components.dataset_base import DatasetItem
+    from datumaro.components.media import Image as DmImage
+
+    pixels = np.zeros((12, 20), dtype=np.uint8)
+    pixels[2:5, 3:9] = 1
+    pixels[7, 15:18] = 1  # a second part: the runs cross rows
+    item = DatasetItem(id="m", media=DmImage.from_numpy(np.full((12, 20, 3), 90, np.uint8)),
+                       annotations=[Mask(image=pixels, label=0)])
+    dataset = Dataset.from_iterable(
+        [item], categories={AnnotationType.label: LabelCategories.from_iterable(["blob"])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset.export(str(tmp_path / "cvat"), "cvat", save_media=True)
+    out = tmp_path / "out"
+    code = cli.main(["convert", "cvat", "--input", str(tmp_path / "cvat"), "--output",
+                     str(out), "--include-masks", "--quiet", *IN_MEMORY])
+    assert code == 0
+    [name] = [n for n in os.listdir(out) if n.endswith(".tfrecord")]
+    [example] = [decode_example(r, KINDS) for r in open_records(str(out / name))]
+    [png] = example["image/object/mask"]
+    assert np.array(Image.open(io.BytesIO(png))).tolist() == pixels.tolist()
+    assert list(example["image/object/bbox/xmin"]) == pytest.approx([3 / 20])
+    assert list(example["image/object/bbox/ymax"]) == pytest.approx([8 / 12])
