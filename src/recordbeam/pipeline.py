@@ -30,6 +30,7 @@ from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
+from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.sources.imagefolder import (
     ClassificationEncoder,
@@ -290,6 +291,31 @@ def kitti_to_tfrecord(
     encoder = KittiEncoder(checks, read.splits[0], fixes)
     return _write_read(p, "ReadKitti", read, output_dir, encoder, shards,
                        kitti_settings(kitti, shards, checks, fixes), read.splits)
+
+
+def cvat_settings(cvat: CvatOptions, shards: ShardOptions, checks: ImageChecks,
+                  fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("cvat", cvat, shards, checks, fixes)
+
+
+def cvat_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the CVAT for images 1.1 conversion to ``p`` (every subset its XMLs declare);
+    returns the sink.
+
+    Reads the head (``<meta>``) of each XML here, on the launcher; raises ``CvatError``
+    for an unusable XML and ``LabelMapMismatch`` before any work when ``output_dir`` holds
+    other splits whose label map disagrees with the labels of ``<meta>``.
+    """
+    read = ReadCvat(cvat, skip_below=output_dir)
+    layout.check_labels_agree(
+        output_dir, read.splits,
+        lambda: label_metadata(read.classes) if read.classes is not None else None)
+    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks)
+    return _write_read(p, "ReadCvat", read, output_dir, encoder, shards,
+                       cvat_settings(cvat, shards, checks, fixes), read.splits)
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

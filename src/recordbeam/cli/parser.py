@@ -12,6 +12,7 @@ from recordbeam import __version__
 from recordbeam.cli.commands import cmd_index, cmd_inspect, cmd_report, cmd_schema, cmd_verify
 from recordbeam.cli.pipeline_commands import (
     cmd_convert_coco,
+    cmd_convert_cvat,
     cmd_convert_imagefolder,
     cmd_convert_kitti,
     cmd_convert_manifest,
@@ -336,6 +337,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(p)
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_kitti)
+
+    p = kind_parser("cvat", "CVAT for images 1.1 XML: annotations.xml (or <subset>.xml), images/")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
+                   "images/ (or images/<subset>/)")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="folder of the images (default: ROOT/images)")
+    p.add_argument("--include-masks", action="store_true",
+                   help="write image/object/mask: one 0/1 PNG per object from its polygon or "
+                   "CVAT mask, or its box when it has neither (default: off)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of objects is rejected "
+                   "(unknown label, invalid box, malformed points or rle...; objects of "
+                   "rejected images count as image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_cvat)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

@@ -1,4 +1,5 @@
-"""The commands that run a pipeline: ``convert coco|imagefolder|manifest|voc|kitti``, ``reshard``
+"""The commands that run a pipeline: ``convert coco|voc|yolo|labelme|cvat|kitti|openimages|box-csv|
+imagefolder|manifest``, ``reshard``
 and ``demo``. Each checks its inputs before Beam starts, builds the library's options
 from the arguments, runs, and prints what the run did."""
 
@@ -250,6 +251,31 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
     return _run_conversion(
         lambda p: kitti_to_tfrecord(p, args.output, kitti, shards, checks, fixes),
         args, beam_args, names)
+
+
+def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.pipeline import cvat_settings, cvat_to_tfrecord
+    from recordbeam.sources.cvat import CvatOptions, cvat_input_patterns, plan, xml_files
+
+    cvat = CvatOptions(args.input, args.images, args.split, args.include_masks)
+    if not xml_files(cvat):
+        raise UsageError(f"{cvat.xml_pattern} matches no file; --input takes the CVAT export "
+                         "folder holding annotations.xml (or <subset>.xml files) and images/")
+    if not filesystems.has_files(cvat.image_folder):
+        raise UsageError(f"{cvat.image_folder}: no such folder, or it holds no files (pass "
+                         "--images if the images are elsewhere)")
+    splits = plan(cvat).splits  # reads each XML's <meta>, up to its first <image>
+    if args.split != "train" and args.split not in splits:
+        raise UsageError(f"--split {args.split} would be ignored: the XMLs name the subsets "
+                         f"({', '.join(splits)}); drop --split")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = cvat_settings(cvat, shards, checks, fixes)
+    if _up_to_date(args, splits, cvat_input_patterns(cvat), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: cvat_to_tfrecord(p, args.output, cvat, shards, checks, fixes),
+        args, beam_args, splits)
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

@@ -1,4 +1,4 @@
-"""One module per input kind: ``coco`` (COCO instances), ``voc`` (Pascal VOC),
+"""One module per input kind: ``coco`` (COCO instances), ``voc`` (Pascal VOC), ``cvat`` (CVAT XML),
 ``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests); ``reshard``
 reads finished TFRecord files. Detection sources share ``detection`` (the object record
 and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one

@@ -1,0 +1,170 @@
+"""`recordbeam convert cvat` end to end on a hand-written CVAT project export with the
+messy cases real exports have."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recordbeam.cli import main as cli
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+KINDS = {"image/object/class/label": "int64", "image/object/bbox/xmin": "float",
+         "image/object/bbox/xmax": "float", "image/object/bbox/ymin": "float",
+         "image/object/bbox/ymax": "float", "image/object/class/text": "bytes",
+         "image/object/occluded": "int64", "image/object/mask": "bytes"}
+
+ANNOTATIONS = """<?xml version="1.0" encoding="utf-8"?>
+<annotations>
+  <version>1.1</version>
+  <meta>
+    <project>
+      <name>p</name>
+      <labels>
+        <label><name>dog</name><type>any</type></label>
+        <label><name>traffic light</name><type>any</type></label>
+        <label><name>cat</name><type>any</type></label>
+      </labels>
+      <subsets>Train
+Validation</subsets>
+    </project>
+  </meta>
+  <image id="0" name="a.jpg" subset="Train" width="80" height="40">
+    <box label="dog" occluded="1" xtl="8" ytl="4" xbr="40" ybr="20" z_order="0"/>
+    <polygon label="traffic light" occluded="0" points="60,10;70,10;70,30;60,30" group_id="3"/>
+    <box label="traffic light" occluded="0" xtl="60" ytl="10" xbr="70" ybr="30" group_id="3"/>
+    <polyline label="dog" points="1,1;5,5"/>
+  </image>
+  <image id="1" name="B.JPG" subset="Train" width="80" height="40">
+    <mask label="cat" occluded="0" rle="2, 2, 2, 2" left="10" top="10" width="4" height="2"/>
+    <box label="yak" xtl="1" ytl="1" xbr="5" ybr="5"/>
+    <box label="dog" xtl="5" ytl="5" xbr="5" ybr="9"/>
+  </image>
+  <image id="2" name="missing.jpg" subset="Train" width="80" height="40">
+    <box label="dog" xtl="1" ytl="1" xbr="5" ybr="5"/>
+  </image>
+  <image id="3" name="a.jpg" subset="Validation" width="80" height="40">
+    <box label="cat" xtl="0" ytl="0" xbr="80" ybr="40"/>
+  </image>
+</annotations>
+"""
+
+
+@pytest.fixture(scope="module")
+def cvat_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cvat")
+    for folder in ("images/Train", "images/Validation"):
+        (root / folder).mkdir(parents=True)
+
+    def image(name, colour):
+        Image.new("RGB", (80, 40), colour).save(root / "images" / name, format="JPEG")
+
+    image("Train/a.jpg", (90, 20, 200))
+    image("Train/B.JPG", (20, 90, 200))
+    image("Validation/a.jpg", (200, 20, 90))
+    image("Validation/unannotated.jpg", (9, 9, 9))  # no element: written with no objects
+    (root / "images" / "Train" / "notes.txt").write_text("not an image")
+    data = ANNOTATIONS.replace("\n", "\r\n").encode()
+    (root / "annotations.xml").write_bytes(b"\xef\xbb\xbf" + data)
+    return root
+
+
+def _examples(output, split):
+    names = sorted(n for n in os.listdir(output) if n.startswith(f"{split}-"))
+    return {e["image/source_id"][0].decode(): e
+            for n in names for r in open_records(os.path.join(output, n))
+            for e in [decode_example(r, KINDS)]}
+
+
+@pytest.fixture(scope="module")
+def converted(cvat_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "out"
+    code = cli.main(["convert", "cvat", "--input", str(cvat_root), "--output", str(out),
+                     "--include-masks", "--max-reject-fraction", "1",
+                     "--max-annotation-reject-fraction", "1", "--quiet", *IN_MEMORY])
+    assert code == 0
+    return out
+
+
+def test_subsets_become_splits_with_boxes_groups_and_occluded(converted):
+    train = _examples(converted, "Train")
+    assert set(train) == {"a.jpg", "B.JPG"}
+    a = train["a.jpg"]
+    assert [t.decode() for t in a["image/object/class/text"]] == ["dog", "traffic light"]
+    assert list(a["image/object/class/label"]) == [1, 2]  # <meta>'s order
+    assert list(a["image/object/occluded"]) == [1, 0]
+    assert list(a["image/object/bbox/xmin"]) == pytest.approx([8 / 80, 60 / 80])
+    assert list(a["image/object/bbox/ymax"]) == pytest.approx([20 / 40, 30 / 40])
+    masks = [np.array(Image.open(io.BytesIO(m))) for m in a["image/object/mask"]]
+    assert masks[1][10:30, 60:70].min() == 1 and masks[1].sum() < 300  # from the polygon
+    b = train["B.JPG"]
+    assert [t.decode() for t in b["image/object/class/text"]] == ["cat"]
+    assert list(b["image/object/bbox/xmin"]) == pytest.approx([12 / 80])  # its pixels' box
+    mask = np.array(Image.open(io.BytesIO(b["image/object/mask"][0])))
+    assert np.argwhere(mask).tolist() == [[10, 12], [10, 13], [11, 12], [11, 13]]
+    validation = _examples(converted, "Validation")
+    assert set(validation) == {"a.jpg", "unannotated.jpg"}
+    assert list(validation["unannotated.jpg"]["image/object/class/label"]) == []
+    assert [t.decode() for t in validation["a.jpg"]["image/object/class/text"]] == ["cat"]
+
+
+def test_every_problem_is_a_reject_with_its_element(converted, cvat_root):
+    rejects = [json.loads(line) for line in
+               (converted / "rejects.jsonl").read_text().splitlines()]
+    found = sorted((r["reason"], r["source"].replace(str(cvat_root), "ROOT"), r["split"])
+                   for r in rejects)
+    assert found == [
+        ("degenerate_bbox", "ROOT/annotations.xml: <image name='B.JPG'> <box>[1]", "Train"),
+        ("missing", "ROOT/annotations.xml: <image name='missing.jpg'>", "Train"),
+        ("no_annotation_element", "ROOT/images/Validation/unannotated.jpg", "Validation"),
+        ("unknown_category", "ROOT/annotations.xml: <image name='B.JPG'> <box>[0]", "Train"),
+    ]
+    manifest = json.loads((converted / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "traffic light", "3": "cat"}
+    counts = manifest["splits"]["Train"]["counts"]
+    assert counts["cvat_polyline_skipped"] == 1
+    assert counts["cvat_non_image_files_skipped"] == 1
+
+
+def test_second_run_writes_the_same_bytes(converted, cvat_root, tmp_path):
+    again = tmp_path / "again"
+    code = cli.main(["convert", "cvat", "--input", str(cvat_root), "--output", str(again),
+                     "--include-masks", "--max-reject-fraction", "1",
+                     "--max-annotation-reject-fraction", "1", "--quiet", *IN_MEMORY])
+    assert code == 0
+    for name in sorted(os.listdir(converted)):
+        if name.endswith(".tfrecord"):
+            assert (again / name).read_bytes() == (converted / name).read_bytes(), name
+
+
+def test_split_option_against_declared_subsets_is_refused(cvat_root, tmp_path, capsys):
+    code = cli.main(["convert", "cvat", "--input", str(cvat_root), "--output",
+                     str(tmp_path / "o"), "--split", "val", "--quiet", *IN_MEMORY])
+    assert code == 2
+    assert "--split val would be ignored" in capsys.readouterr().err
+
+
+def test_if_changed_skips_a_rerun_until_the_xml_changes(cvat_root, tmp_path, capsys):
+    args = ["convert", "cvat", "--input", str(cvat_root), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+            "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    xml = cvat_root / "annotations.xml"
+    before = xml.read_bytes()
+    xml.write_bytes(before.replace(b'occluded="1"', b'occluded="0"'))
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        xml.write_bytes(before)

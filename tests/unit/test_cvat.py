@@ -1,0 +1,240 @@
+"""CVAT for images 1.1 XML: the head the launcher reads, the stream a worker reads, the
+shapes and CVAT's mask RLE."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from apache_beam.pvalue import TaggedOutput
+
+from recordbeam.images.masks import rle_to_mask
+from recordbeam.sources.cvat import (
+    CvatError,
+    CvatImage,
+    CvatOptions,
+    decode_cvat_rle,
+    mask_to_coco_rle,
+    parse_points,
+    plan,
+    read_meta,
+    stream_images,
+)
+
+META = ("<annotations><version>1.1</version><meta><task><name>t</name><subset>{subset}</subset>"
+        "<labels><label><name>traffic light</name></label><label><name>dog</name></label>"
+        "<label><name>eye</name><parent>dog</parent></label></labels></task></meta>")
+
+
+def _stream(body: str, subset: str | None = None, splits=("train",), masks=False,
+            path="a/annotations.xml"):
+    data = io.BytesIO(("\ufeff" + META.format(subset="") + body + "</annotations>").encode())
+    images, rejects, counts = [], [], {}
+    for out in stream_images(path, data, subset, splits, "train", masks):
+        if isinstance(out, TaggedOutput):
+            if out.tag == "rejects":
+                rejects.append(out.value)
+            else:
+                counts[out.value[0]] = counts.get(out.value[0], 0) + out.value[1]
+        else:
+            images.append(out)
+    return images, rejects, counts
+
+
+def test_meta_labels_in_order_with_spaces_bom_and_without_sublabels(tmp_path):
+    path = tmp_path / "annotations.xml"
+    # Only the head is read: what follows the first <image> may even be broken.
+    path.write_bytes(b"\xef\xbb\xbf" + META.format(subset="Train").encode()
+                     + b'<image name="a.jpg"><box label=')
+    meta = read_meta(str(path))
+    assert meta.labels == ("traffic light", "dog")
+    assert meta.subsets == ("Train",)
+
+
+def test_project_meta_subsets_become_splits(tmp_path):
+    (tmp_path / "annotations.xml").write_text(
+        "<annotations><meta><project><labels><label><name>cat</name></label></labels>"
+        "<subsets>Train\nValidation</subsets></project></meta></annotations>")
+    (tmp_path / "images").mkdir()
+    planned = plan(CvatOptions(str(tmp_path)))
+    assert planned.splits == ("Train", "Validation")
+    assert planned.classes == ["cat"]
+
+
+def test_datumaro_subset_files_are_splits_and_must_agree_on_labels(tmp_path):
+    (tmp_path / "val.xml").write_text(META.format(subset="") + "</annotations>")
+    (tmp_path / "train.xml").write_text(META.format(subset="") + "</annotations>")
+    planned = plan(CvatOptions(str(tmp_path)))
+    assert planned.splits == ("train", "val")
+    assert planned.classes == ["traffic light", "dog"]
+    (tmp_path / "test.xml").write_text(
+        "<annotations><meta><task><labels><label><name>cat</name></label></labels></task>"
+        "</meta></annotations>")
+    with pytest.raises(CvatError, match=r"train.xml declares the labels .*, but .*test.xml declares"):
+        plan(CvatOptions(str(tmp_path)))
+
+
+@pytest.mark.parametrize("head, expected", [
+    ('<!DOCTYPE annotations [<!ENTITY x "dog">]><annotations/>', "declares entities"),
+    ('<?xml version="1.0"?><!DOCTYPE annotations [<!ENTITY s SYSTEM "file:///etc/hostname">]>'
+     "<annotations>&s;</annotations>", "declares entities"),
+    ("<annotations><meta>", "not well-formed XML at line 1"),
+    ("<annotation><filename>a.jpg</filename></annotation>", "not <annotations>"),
+])
+def test_unusable_xml_is_refused_with_its_file(tmp_path, head, expected):
+    path = tmp_path / "annotations.xml"
+    path.write_text(head)
+    with pytest.raises(CvatError, match=expected) as refused:
+        read_meta(str(path))
+    assert str(path) in str(refused.value)
+
+
+def test_shapes_become_objects_and_groups_merge():
+    images, rejects, counts = _stream(
+        '<image id="0" name="sub/A.JPG" width="20" height="10">'
+        '<box label="dog" xtl="1" ytl="2" xbr="5" ybr="6" occluded="1" z_order="0"/>'
+        '<polygon label="traffic light" points="10,1;14,1;14,5" occluded="0" group_id="7"/>'
+        '<box label="traffic light" xtl="9.5" ytl="0.5" xbr="14.5" ybr="5.5" group_id="7"/>'
+        '<polyline label="dog" points="1,1;2,2"/><points label="dog" points="1,1"/>'
+        '<tag label="dog"/><skeleton label="dog"/>'
+        "</image>", masks=True)
+    assert rejects == []
+    [image] = images
+    name, parsed = image
+    assert name == "sub/A.JPG" and isinstance(parsed, CvatImage)
+    assert (parsed.split, parsed.width, parsed.height) == ("train", 20, 10)
+    dog, light = parsed.objects
+    assert (dog.name, dog.bbox, dog.extra, dog.segmentation) == ("dog", (1, 2, 4, 4), (1,), None)
+    # The group: box from its <box>, mask from its polygon.
+    assert light.name == "traffic light" and light.bbox == (9.5, 0.5, 5, 5)
+    assert light.segmentation == [[10, 1, 14, 1, 14, 5]] and light.extra == (0,)
+    assert counts == {"cvat_polyline_skipped": 1, "cvat_points_skipped": 1,
+                      "cvat_tag_skipped": 1, "cvat_skeleton_skipped": 1,
+                      "cvat_grouped_shapes_merged": 1}
+
+
+def test_polygons_are_kept_only_for_masks():
+    images, _rejects, _counts = _stream(
+        '<image name="a.jpg" width="20" height="10">'
+        '<polygon label="dog" points="10,1;14,1;14,5"/></image>', masks=False)
+    [obj] = images[0][1].objects
+    assert obj.bbox == (10, 1, 4, 4) and obj.segmentation is None
+
+
+def test_broken_shapes_are_rejected_with_file_and_element():
+    _images, rejects, _counts = _stream(
+        '<image name="a.jpg" width="20" height="10">'
+        '<box label="dog" xtl="5" ytl="2" xbr="5" ybr="6"/>'
+        '<box label="dog" xtl="x" ytl="2" xbr="5" ybr="6"/>'
+        '<polygon label="dog" points="1,1;2"/>'
+        '<polygon label="dog" points="1,1;2,2"/>'
+        '<mask label="dog" rle="1, 2" left="0" top="0" width="2" height="2"/>'
+        '<mask label="dog" rle="4" left="0" top="0" width="2" height="2"/>'
+        '<box xtl="1" ytl="2" xbr="5" ybr="6"/>'
+        '<box label="dog" xtl="1" ytl="1" xbr="3" ybr="3" group_id="2"/>'
+        '<polygon label="cat" points="1,1;3,1;3,3" group_id="2"/>'
+        "</image>")
+    found = [(r.source, r.reason) for r in rejects]
+    where = "a/annotations.xml: <image name='a.jpg'>"
+    assert found == [
+        (f"{where} <box>[0]", "degenerate_bbox"), (f"{where} <box>[1]", "invalid_bbox"),
+        (f"{where} <polygon>[0]", "malformed_points"),
+        (f"{where} <polygon>[1]", "malformed_points"),
+        (f"{where} <mask>[0]", "malformed_rle"), (f"{where} <mask>[1]", "degenerate_bbox"),
+        (f"{where} <box>[2]", "missing_field"),
+        (f"{where} group_id=2", "group_label_conflict"),
+    ]
+    assert all(r.split == "train" and "Traceback" not in r.detail for r in rejects)
+    assert "cover 3 pixels but the mask is 2x2 = 4" in rejects[4].detail
+
+
+def test_image_without_name_or_in_undeclared_subset_is_rejected():
+    images, rejects, _counts = _stream(
+        '<image id="3" width="4" height="4"/><image name="b.jpg" subset="Test"/>'
+        '<image name="c.jpg" subset="train"/>')
+    assert [name for name, _image in images] == ["c.jpg"]
+    assert [(r.source, r.reason) for r in rejects] == [
+        ("a/annotations.xml: <image>[0]", "missing_field"),
+        ("a/annotations.xml: <image name='b.jpg'>", "undeclared_subset")]
+
+
+def test_the_file_name_fixes_the_subset_and_tracks_are_counted():
+    images, _rejects, counts = _stream(
+        '<track id="0" label="dog"><box frame="0" xtl="1" ytl="1" xbr="2" ybr="2"/></track>'
+        '<image name="a.jpg" subset="other"/>', subset="val", splits=("train", "val"))
+    assert images[0][1].split == "val"
+    assert counts == {"cvat_tracks_skipped": 1}
+
+
+def test_rotated_box_is_enclosed():
+    images, _rejects, counts = _stream(
+        '<image name="a.jpg" width="20" height="20">'
+        '<box label="dog" xtl="4" ytl="8" xbr="12" ybr="10" rotation="90"/></image>')
+    x, y, w, h = images[0][1].objects[0].bbox
+    assert (x, y, w, h) == pytest.approx((7, 5, 2, 8))
+    assert counts == {"cvat_rotated_boxes_enclosed": 1}
+
+
+def test_cvat_rle_decodes_to_the_hand_built_mask():
+    # A 3x2 box at (2, 1) of a 6x4 image, rows "0 1 1" and "1 1 0": runs 1, 4, 1 as
+    # CVAT writes them, starting with 0s.
+    mask = decode_cvat_rle("1, 4, 1", 2, 1, 3, 2, 6, 4)
+    expected = np.zeros((4, 6), dtype=np.uint8)
+    expected[1, 3:5] = 1
+    expected[2, 2:4] = 1
+    assert mask.tolist() == expected.tolist()
+    rle = mask_to_coco_rle(mask)
+    assert rle["size"] == [4, 6]
+    assert rle_to_mask(rle).tolist() == expected.tolist()  # COCO's column-major runs
+
+
+def test_mask_element_gives_its_pixel_box_and_coco_rle():
+    images, rejects, _counts = _stream(
+        '<image name="a.jpg" width="6" height="4">'
+        '<mask label="dog" rle="1, 4, 1" left="2" top="1" width="3" height="2" occluded="1"/>'
+        "</image>", masks=True)
+    assert rejects == []
+    [obj] = images[0][1].objects
+    assert obj.bbox == (2, 1, 3, 2) and obj.extra == (1,)
+    assert rle_to_mask(obj.segmentation)[1:3, 2:5].tolist() == [[0, 1, 1], [1, 1, 0]]
+
+
+def test_cvat_rle_outside_the_image_or_not_numbers_is_refused():
+    with pytest.raises(ValueError, match="outside the 6x4 image"):
+        decode_cvat_rle("0, 6", 4, 0, 3, 2, 6, 4)
+    with pytest.raises(ValueError, match="not a number"):
+        decode_cvat_rle("1, a", 0, 0, 1, 1, 6, 4)
+
+
+def test_points_parse():
+    assert parse_points("1.5,2;3,4") == [1.5, 2, 3, 4]
+    assert parse_points("1,2;3") is None and parse_points("1,nan") is None
+
+
+def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
+    images, rejects, _counts = _stream(
+        '<image name="a.jpg" width="6" height="4">'
+        '<mask label="dog" rle="0, 1" left="0" top="0" width="1" height="1" group_id="5"/>'
+        '<polygon label="dog" points="3,2;5,2;5,4;3,4" group_id="5"/>'
+        "</image>", masks=True)
+    assert rejects == []
+    [obj] = images[0][1].objects
+    assert obj.bbox == (0, 0, 5, 4)  # around both outlines
+    pixels = rle_to_mask(obj.segmentation)
+    assert pixels[0, 0] == 1 and pixels[3, 4] == 1 and pixels[0, 4] == 0
+
+
+def test_cvat_image_crosses_the_join_as_it_was():
+    from recordbeam.sources.cvat import CvatImageCoder
+
+    images, _rejects, _counts = _stream(
+        '<image name="a.jpg" width="6" height="4">'
+        '<polygon label="dog" points="3,2;5,2;5,4" occluded="1"/>'
+        '<mask label="dog" rle="0, 1" left="0" top="0" width="1" height="1"/></image>',
+        masks=True)
+    image = images[0][1]
+    coder = CvatImageCoder()
+    assert coder.decode(coder.encode(image)) == image
+    odd = image._replace(xml="odd-\udcff.xml")  # a file name that is not UTF-8
+    assert coder.decode(coder.encode(odd)) == odd
