@@ -237,7 +237,7 @@ def test_json_without_image_uses_embedded_data_else_is_rejected(tmp_path):
                                  ("c", "c.json", "c.jpg", True, len(_png()))]
     assert [(r.kind, r.reason, r.source.rsplit("/", 1)[1]) for r in rejects] == [
         ("image", "missing", "b.json")]
-    assert "'b.jpg'" in rejects[0].detail
+    assert "'b.jpg'" in rejects[0].detail and "no imageData" in rejects[0].detail
 
 
 def test_two_jsons_naming_one_image_are_both_rejected(tmp_path):
@@ -317,3 +317,21 @@ def test_classes_file_skips_labelmes_reserved_names(tmp_path):
     classes.write_text("__ignore__\n_background_\n")
     with pytest.raises(LabelmeError, match="lists no classes"):
         read_classes(LabelmeOptions(str(tmp_path), classes_file=str(classes)))
+
+
+def test_broken_image_data_is_still_said_when_the_image_is_missing(tmp_path):
+    box = [shape("dog", [[1, 2], [30, 40]], "rectangle")]
+    parsed, rejects = _join(tmp_path, {"d.json": labelme_json(box, "d.jpg", image_data="%%")}, [])
+    assert parsed == []
+    assert sorted((r.kind, r.reason) for r in rejects) == [
+        ("image", "missing"), ("warning", "invalid_image_data")]
+
+
+def test_parsed_annotations_survive_the_join_coder_even_with_non_utf8_text():
+    parsed = parse(labelme_json([shape("caf\udce9", [[1, 2], [3, 4], [1, 9]]),
+                                 shape("dog", [[1, 2], [3, 4]], "rectangle"),
+                                 shape("eye", [[1, 1]], "point")], image_data="%%"))
+    coder = JoinMessageCoder()
+    for message in (ParsedAnnotationFile("R/\udcff.json", "val", parsed),
+                    ParsedAnnotationFile("R/a.json", "", failure=("malformed_json", "R/a.json: x"))):
+        assert coder.decode(coder.encode(message)) == message

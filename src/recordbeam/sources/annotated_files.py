@@ -151,6 +151,8 @@ class AnnotationFormat:
     class_list = "the class list"
     default_split = "train"
     image_folder = "the images folder"
+    #: Said after an annotation's missing image (what else was looked at, what to do).
+    missing_image_hint = "pass --images if the images are elsewhere"
     #: The annotation names its image by a path of its own (labelme's ``imagePath``), so it
     #: joins the image it names (``ParsedAnnotation.image_id``), not the image of its own id:
     #: annotations are then spread over workers and parsed before the join, not after.
@@ -455,8 +457,11 @@ class _JoinAndParse(beam.DoFn):
         if embedded:  # no image file: the one inside the annotation file is written
             image = (annotation_path, annotation.embedded_image_size)
         if isinstance(image, Reject):
+            # The objects go with the image; warnings about the file itself still hold.
+            warnings = [r for r in annotation.rejects if r.kind == "warning"] if annotation else []
             for split in splits:
-                yield TaggedOutput("rejects", replace(image, split=split))
+                for reject in (image, *warnings):
+                    yield TaggedOutput("rejects", replace(reject, split=split))
             return
         path, size = image
         if annotation is None:
@@ -490,7 +495,7 @@ class _JoinAndParse(beam.DoFn):
             wanted = repr(named) if named else f"{image_id}.*"
             return Reject("image", annotation_path or image_id, "missing", (
                 f"{annotation_path} has no image: no {wanted} in "
-                f"{self._format.image_folder} (pass --images if the images are elsewhere)"))
+                f"{self._format.image_folder} ({self._format.missing_image_hint})"))
         names = ", ".join(posixpath.basename(path) for path, _size in images)
         return Reject("image", images[0][0], "duplicate_file_name", (
             f"{len(images)} images have the id {image_id!r} ({names}) and "

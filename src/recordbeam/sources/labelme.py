@@ -338,6 +338,8 @@ class LabelmeFormat(AnnotationFormat):
     name = "labelme"
     class_list = "the --classes file"
     names_its_image = True
+    missing_image_hint = ("and the JSON embeds no imageData; pass --images if the images "
+                          "are elsewhere")
 
     def __init__(self, options: LabelmeOptions, classes: list[str] | None) -> None:
         self._options = options
