@@ -335,3 +335,14 @@ def test_parsed_annotations_survive_the_join_coder_even_with_non_utf8_text():
     for message in (ParsedAnnotationFile("R/\udcff.json", "val", parsed),
                     ParsedAnnotationFile("R/a.json", "", failure=("malformed_json", "R/a.json: x"))):
         assert coder.decode(coder.encode(message)) == message
+
+
+def test_outlines_are_dropped_without_masks_boxes_unchanged():
+    document = labelme_json([shape("cat", [[10, 10], [20, 12], [15, 30]], group_id=1),
+                             shape("cat", [[0, 0], [5, 5]], "rectangle", group_id=1)])
+    with_outlines = parse(document)
+    without = parse_labelme_json(json.dumps(document).encode(), "R/a.json", "a.json",
+                                 outlines=False)
+    assert [o.segmentation for o in without.objects] == [None]
+    assert [o.bbox for o in without.objects] == [o.bbox for o in with_outlines.objects] == [
+        (0, 0, 20, 30)]

@@ -119,7 +119,7 @@ def labelme_input_patterns(options: LabelmeOptions) -> list[str]:
 
 
 def parse_labelme_json(data: bytes, path: str, relative_path: str,
-                       images_apart: bool = False) -> ParsedAnnotation:
+                       images_apart: bool = False, outlines: bool = True) -> ParsedAnnotation:
     """Parse one labelme JSON; raises :class:`AnnotationFileError` for a file that is not
     one, or names no image.
 
@@ -130,6 +130,8 @@ def parse_labelme_json(data: bytes, path: str, relative_path: str,
             image ``imagePath`` names is found.
         images_apart: the images lie below ``--images`` as the JSONs below ROOT (only the
             file name of ``imagePath`` counts), not where ``imagePath`` points.
+        outlines: keep the objects' polygons (for masks); without masks they would only
+            weigh on the shuffle.
     """
     try:
         document = json.loads(data.decode("utf-8-sig"))
@@ -150,6 +152,8 @@ def parse_labelme_json(data: bytes, path: str, relative_path: str,
             "relative to the JSON there, as labelme does"))
     image_path = image_path.strip().replace("\\", "/")  # saved on Windows
     objects, rejects, counts = _objects(document["shapes"], path)
+    if not outlines:
+        objects = tuple(NamedObject(obj.source, obj.name, obj.bbox, obj.extra) for obj in objects)
     embedded_size, warning = _embedded_image_size(document.get("imageData"), path)
     return ParsedAnnotation(
         posixpath.basename(image_path), _whole(document.get("imageWidth")),
@@ -361,7 +365,8 @@ class LabelmeFormat(AnnotationFormat):
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         relative = filesystems.relative_name(self._options.root, path)
-        return parse_labelme_json(data, path, relative, self._options.images_dir is not None)
+        return parse_labelme_json(data, path, relative, self._options.images_dir is not None,
+                                  outlines=self._options.include_masks)
 
     def expected_annotation(self, image_id: str) -> str:
         return f"labelme JSON naming {image_id!r}"
