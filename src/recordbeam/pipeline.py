@@ -38,6 +38,7 @@ from recordbeam.sources.imagefolder import (
     ReadImageFolder,
 )
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
+from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.write.image_encoder import ImageChecks
@@ -316,6 +317,30 @@ def cvat_to_tfrecord(
     encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks)
     return _write_read(p, "ReadCvat", read, output_dir, encoder, shards,
                        cvat_settings(cvat, shards, checks, fixes), read.splits)
+
+
+def labelme_settings(labelme: LabelmeOptions, shards: ShardOptions, checks: ImageChecks,
+                     fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("labelme", labelme, shards, checks, fixes)
+
+
+def labelme_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, labelme: LabelmeOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the labelme conversion to ``p`` (one split, ``labelme.split``); returns the sink.
+
+    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
+    whose label map disagrees with ``--classes`` (without it, the classes are known only
+    once the JSONs are read, and the commit checks them).
+    """
+    read = ReadLabelme(labelme, skip_below=output_dir)
+    layout.check_labels_agree(
+        output_dir, read.splits,
+        lambda: label_metadata(read.classes) if read.classes is not None else None)
+    encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
+    return _write_read(p, "ReadLabelme", read, output_dir, encoder, shards,
+                       labelme_settings(labelme, shards, checks, fixes), read.splits)
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

@@ -15,6 +15,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_cvat,
     cmd_convert_imagefolder,
     cmd_convert_kitti,
+    cmd_convert_labelme,
     cmd_convert_manifest,
     cmd_convert_voc,
     cmd_demo,
@@ -356,6 +357,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(p)
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_cvat)
+
+    p = kind_parser("labelme", "folder of labelme JSONs, one per image")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the folder of labelme JSONs (any depth); each JSON's imagePath, "
+                   "relative to it, names its image")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="folder of the images, laid out as the JSONs below ROOT (default: "
+                   "where each imagePath points)")
+    p.add_argument("--classes", default=None, metavar="FILE",
+                   help="file with one class name per line, in label order, labels 1..K; "
+                   "labelme's __ignore__ and _background_ lines are skipped (default: the "
+                   "labels found, sorted)")
+    p.add_argument("--include-masks", action="store_true",
+                   help="write image/object/mask: one 0/1 PNG per object from its polygons "
+                   "and circles (a rectangle's mask is its box) (default: off)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of objects is rejected "
+                   "(unknown class, invalid or degenerate shape...; objects of rejected images "
+                   "count as image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_labelme)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

@@ -278,6 +278,31 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         args, beam_args, splits)
 
 
+def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
+    from recordbeam.sources.labelme import LabelmeOptions, labelme_input_patterns, read_classes
+
+    if not filesystems.has_files(args.input):
+        raise UsageError(f"{args.input}: no such folder, or it holds no files; --input takes "
+                         "the folder labelme saved its JSONs into")
+    if args.images and not filesystems.has_files(args.images):
+        raise UsageError(f"{args.images}: no such folder, or it holds no files (check --images)")
+    if args.classes:
+        _require_file(args.classes, "--classes", "classes file",
+                      "a text file with one class name per line")
+    labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
+                             args.include_masks)
+    read_classes(labelme)  # a broken classes file is said before Beam starts
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = labelme_settings(labelme, shards, checks, fixes)
+    if _up_to_date(args, [args.split], labelme_input_patterns(labelme), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: labelme_to_tfrecord(p, args.output, labelme, shards, checks, fixes),
+        args, beam_args, [args.split])
+
+
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.testing.samples import make_coco_sample
 

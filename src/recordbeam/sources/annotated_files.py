@@ -19,6 +19,7 @@ for every format:
 
 from __future__ import annotations
 
+import pickle
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +39,10 @@ from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - reg
 
 #: File name endings taken as images (compared in lower case).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+#: The label of a record whose ``path`` is its annotation file, holding the image inside
+#: (labelme's ``imageData``): the format's encoder reads the image from there.
+IMAGE_IN_ANNOTATION = "image_in_annotation"
 
 
 # --- what a format declares -------------------------------------------------------------
@@ -111,6 +116,13 @@ class ParsedAnnotation(NamedTuple):
     objects: tuple[NamedObject, ...]
     rejects: tuple[Reject, ...] = ()  # parts that cannot be used, with their element
     counts: tuple[tuple[str, int], ...] = ()  # what was skipped on purpose, counted
+    # The bytes of an image embedded in the annotation file (labelme's imageData), when it
+    # holds one: used when no image file pairs with it (the writer then reads the image
+    # from the annotation file, see ``ImageExampleEncoder.embedded_image``).
+    embedded_image_size: int | None = None
+    # With ``names_its_image``: the id (as the image listing gives it) of the image it names;
+    # None: its own id (it names none that can be listed).
+    image_id: str | None = None
 
 
 class AnnotationFileError(Exception):
@@ -143,6 +155,12 @@ class AnnotationFormat:
     default_split = "train"
     image_folder = "the images folder"
     unlabeled_splits: frozenset[str] = frozenset()
+    #: Said after an annotation's missing image (what else was looked at, what to do).
+    missing_image_hint = "pass --images if the images are elsewhere"
+    #: The annotation names its image by a path of its own (labelme's ``imagePath``), so it
+    #: joins the image it names (``ParsedAnnotation.image_id``), not the image of its own id:
+    #: annotations are then spread over workers and parsed before the join, not after.
+    names_its_image = False
 
     def listings(self) -> list[Listing]:
         raise NotImplementedError
@@ -194,6 +212,24 @@ class ImageFile(JoinMessage):
 
 
 @dataclass(frozen=True, slots=True)
+class ParsedAnnotationFile(JoinMessage):
+    """An annotation file parsed before the join (``names_its_image``): what it says, or
+    why it cannot be used (``failure``: the reject reason and detail)."""
+
+    path: str
+    split: str = ""
+    annotation: ParsedAnnotation | None = None
+    failure: tuple[str, str] | None = None
+
+    def parsed(self) -> ParsedAnnotation:
+        """The annotation; raises :class:`AnnotationFileError` for one that failed."""
+        if self.failure is not None:
+            raise AnnotationFileError(*self.failure)
+        assert self.annotation is not None
+        return self.annotation
+
+
+@dataclass(frozen=True, slots=True)
 class SplitEntry(JoinMessage):
     """A line of a split list: the split, and ``<list>:<line>`` for rejects."""
 
@@ -224,10 +260,15 @@ class JoinMessageCoder(beam.coders.Coder):
             _write_text(out, value.path)
             out.write_var_int64(value.size)
             _write_text(out, value.split)
-        else:
+        elif type(value) is SplitEntry:
             out.write_byte(2)
             _write_text(out, value.split)
             _write_text(out, value.where)
+        else:
+            out.write_byte(3)
+            _write_text(out, value.path)
+            _write_text(out, value.split)
+            out.write(_parsed_annotation_bytes(value.annotation, value.failure), True)
         return out.get()
 
     def decode(self, encoded: bytes) -> JoinMessage:
@@ -237,13 +278,45 @@ class JoinMessageCoder(beam.coders.Coder):
             return AnnotationFile(_read_text(stream), _read_text(stream))
         if kind == 1:
             return ImageFile(_read_text(stream), stream.read_var_int64(), _read_text(stream))
-        return SplitEntry(_read_text(stream), _read_text(stream))
+        if kind == 2:
+            return SplitEntry(_read_text(stream), _read_text(stream))
+        path, split = _read_text(stream), _read_text(stream)
+        return ParsedAnnotationFile(path, split, *_parsed_annotation_of(stream.read_all(True)))
 
     def to_type_hint(self) -> type:
         return JoinMessage
 
 
 beam.coders.registry.register_coder(JoinMessage, JoinMessageCoder)
+
+_PRIMITIVES = beam.coders.FastPrimitivesCoder()
+
+
+def _parsed_annotation_bytes(annotation: ParsedAnnotation | None,
+                             failure: tuple[str, str] | None) -> bytes:
+    """A parsed annotation (or its failure) as Beam primitives: plain tuples of its fields;
+    pickled when some text is not UTF-8 (Beam's coder writes text strictly)."""
+    plain = (failure, None if annotation is None else (
+        *annotation[:3], tuple(tuple(obj) for obj in annotation.objects),
+        tuple((r.kind, r.source, r.reason, r.detail, r.split) for r in annotation.rejects),
+        *annotation[5:]))
+    try:
+        return b"\0" + _PRIMITIVES.encode(plain)
+    except UnicodeEncodeError:
+        return b"\1" + pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _parsed_annotation_of(data: bytes) -> tuple[ParsedAnnotation | None, tuple[str, str] | None]:
+    plain = (_PRIMITIVES.decode(data[1:]) if data[:1] == b"\0"
+             else pickle.loads(data[1:]))  # noqa: S301 - written by this pipeline's coder
+    failure, fields = plain
+    if fields is None:
+        return None, tuple(failure)
+    filename, width, height, objects, rejects, counts, *rest = fields
+    return ParsedAnnotation(
+        filename, width, height, tuple(NamedObject(*obj) for obj in objects),
+        tuple(Reject(*reject) for reject in rejects),
+        tuple(tuple(count) for count in counts), *rest), None
 
 
 def file_id(folder: str, path: str, scope: str = "") -> str:
@@ -331,6 +404,7 @@ class ParsedImage(NamedTuple):
     height: int | None
     objects: tuple[NamedObject, ...]
     annotation: str | None  # the annotation file's path
+    embedded: bool = False  # ``path`` is the annotation file, whose embedded image is written
 
 
 class _JoinAndParse(beam.DoFn):
@@ -345,7 +419,9 @@ class _JoinAndParse(beam.DoFn):
     def process(self, element):
         image_id, messages = element
         fmt = self._format
-        annotations = sorted({(m.path, m.split) for m in messages if type(m) is AnnotationFile})
+        annotations = sorted({(m.path, m.split) for m in messages
+                              if type(m) in (AnnotationFile, ParsedAnnotationFile)})
+        parsed_before = {m.path: m for m in messages if type(m) is ParsedAnnotationFile}
         images = sorted({(m.path, m.size, m.split) for m in messages if type(m) is ImageFile})
         listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
         splits = sorted({split for split, _where in listed})
@@ -364,16 +440,20 @@ class _JoinAndParse(beam.DoFn):
             return
         if len(annotations) > 1:
             paths = [path for path, _split in annotations]
+            shared = (f"name the image {image_id!r}" if fmt.names_its_image
+                      else f"have the id {image_id!r}")
             yield TaggedOutput("rejects", Reject(
                 "image", paths[0], "duplicate_file_name",
-                f"{len(paths)} annotation files have the id {image_id!r} ({', '.join(paths)}); "
-                "keep one. None of them was read."))
+                f"{len(paths)} annotation files {shared} ({', '.join(paths)}); keep one. "
+                f"None of them was {'used' if fmt.names_its_image else 'read'}."))
             return
         annotation_path = annotations[0][0] if annotations else None
         annotation = None
         if annotation_path is not None:
             try:
-                annotation = fmt.parse(filesystems.read_bytes(annotation_path), annotation_path)
+                before = parsed_before.get(annotation_path)
+                annotation = before.parsed() if before is not None else fmt.parse(
+                    filesystems.read_bytes(annotation_path), annotation_path)
             except AnnotationFileError as bad:
                 for split in splits:
                     yield TaggedOutput("rejects", Reject(
@@ -381,9 +461,16 @@ class _JoinAndParse(beam.DoFn):
                 return
         image = self._choose_image(image_id, annotation_path, annotation,
                                    [(path, size) for path, size, _split in images])
+        embedded = (not images and annotation is not None
+                    and annotation.embedded_image_size is not None)
+        if embedded:  # no image file: the one inside the annotation file is written
+            image = (annotation_path, annotation.embedded_image_size)
         if isinstance(image, Reject):
+            # The objects go with the image; warnings about the file itself still hold.
+            warnings = [r for r in annotation.rejects if r.kind == "warning"] if annotation else []
             for split in splits:
-                yield TaggedOutput("rejects", replace(image, split=split))
+                for reject in (image, *warnings):
+                    yield TaggedOutput("rejects", replace(reject, split=split))
             return
         path, size = image
         if annotation is None:
@@ -402,9 +489,9 @@ class _JoinAndParse(beam.DoFn):
         for split in splits:
             for reject in annotation.rejects:
                 yield TaggedOutput("rejects", replace(reject, split=split))
-            yield ParsedImage(image_id, split, path, size, posixpath.basename(path),
-                              annotation.width, annotation.height, annotation.objects,
-                              annotation_path)
+            filename = posixpath.basename(annotation.filename if embedded else path)
+            yield ParsedImage(image_id, split, path, size, filename, annotation.width,
+                              annotation.height, annotation.objects, annotation_path, embedded)
 
     def _choose_image(self, image_id: str, annotation_path: str | None,
                       annotation: ParsedAnnotation | None,
@@ -420,12 +507,35 @@ class _JoinAndParse(beam.DoFn):
             wanted = (f"{named!r} in {self._format.image_folder}" if named
                       else self._format.expected_image(image_id))
             return Reject("image", annotation_path or image_id, "missing", (
-                f"{annotation_path} has no image: no {wanted} (pass --images if the images "
-                "are elsewhere)"))
+                f"{annotation_path} has no image: no {wanted} "
+                f"({self._format.missing_image_hint})"))
         names = ", ".join(posixpath.basename(path) for path, _size in images)
         return Reject("image", images[0][0], "duplicate_file_name", (
             f"{len(images)} images have the id {image_id!r} ({names}) and "
             f"{annotation_path or 'no annotation file'} names none of them; keep one"))
+
+
+class _ParseNamingImage(beam.DoFn):
+    """(own id, annotation file) -> (id of the image it names, the parsed annotation),
+    for formats whose annotations name their image; other messages pass unchanged. An
+    annotation that cannot be parsed, or names no usable image, keeps its own id."""
+
+    def __init__(self, fmt: AnnotationFormat) -> None:
+        self._format = fmt
+
+    def process(self, element):
+        own_id, message = element
+        if type(message) is not AnnotationFile:
+            yield element
+            return
+        try:
+            annotation = self._format.parse(filesystems.read_bytes(message.path), message.path)
+        except AnnotationFileError as bad:
+            yield own_id, ParsedAnnotationFile(message.path, message.split,
+                                               failure=(bad.reason, bad.detail))
+            return
+        yield (annotation.image_id or own_id,
+               ParsedAnnotationFile(message.path, message.split, annotation))
 
 
 class SortedNames(beam.CombineFn):
@@ -465,10 +575,12 @@ def build_record(parsed: ParsedImage, classes: Sequence[str],
         objects.append(object_fields(DetectionObject(
             obj.source, label, obj.name, obj.bbox, obj.extra, obj.segmentation,
             obj.normalized)))
-    yield ImageRecord(
-        identity=parsed.image_id, path=parsed.path, size=parsed.size, split=parsed.split,
-        labels={"source_id": parsed.image_id, "filename": parsed.filename,
-                "width": parsed.width, "height": parsed.height, "objects": tuple(objects)})
+    labels = {"source_id": parsed.image_id, "filename": parsed.filename,
+              "width": parsed.width, "height": parsed.height, "objects": tuple(objects)}
+    if parsed.embedded:  # only then: every other record keeps the labels it always had
+        labels[IMAGE_IN_ANNOTATION] = True
+    yield ImageRecord(identity=parsed.image_id, path=parsed.path, size=parsed.size,
+                      split=parsed.split, labels=labels)
 
 
 def label_metadata(classes: Sequence[str]) -> dict[str, Any]:
@@ -511,8 +623,16 @@ class ReadAnnotatedImages(beam.PTransform):
             .with_output_types(tuple[str, JoinMessage])  # (image id, its file or list line)
             .with_outputs("counts", "inputs", "rejects", main="by_id")
         )
+        by_id = listed.by_id
+        if fmt.names_its_image:
+            by_id = (
+                by_id
+                | "SpreadAnnotations" >> beam.Reshuffle()  # the listing is one task's output
+                | "ParseBeforeJoin" >> beam.ParDo(_ParseNamingImage(fmt))
+                .with_output_types(tuple[str, JoinMessage])  # (named image's id, message)
+            )
         parsed = (
-            listed.by_id
+            by_id
             | "JoinById" >> beam.GroupByKey()  # (image id, [JoinMessage])
             | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists)))
             .with_outputs("rejects", "counts", main="parsed")

@@ -111,8 +111,14 @@ class ImageExampleEncoder(ExampleEncoder):
         """Features from the record's labels: ``(features, kinds, rejects, counts)``."""
         return {}, {}, [], {}
 
+    def embedded_image(self, record: ImageRecord) -> bytes | Reject | None:
+        """The image's bytes when ``record.path`` is not the image but a file holding it
+        (labelme's ``imageData``), or a ``Reject`` when they cannot be had from there;
+        None (every record of the other formats): read ``record.path`` itself."""
+        return None
+
     def read_image(
-        self, path: str, size: int, name: str
+        self, path: str, size: int, name: str, data: bytes | None = None
     ) -> tuple[dict[str, Any], ImageInfo, dict[str, int]] | Reject:
         """Read, check and fix one image file.
 
@@ -120,6 +126,8 @@ class ImageExampleEncoder(ExampleEncoder):
             path: the file on any Beam filesystem.
             size: its size from the listing (checked against ``max_bytes`` before reading).
             name: its file name, for fixes that look at it (a PNG named ``.jpg``).
+            data: the image's bytes when already in hand (:meth:`embedded_image`); None:
+                read from ``path``.
 
         Returns:
             ``(fields, info, counts)``: ``fields`` holds ``encoded``, ``format``, ``height``,
@@ -137,7 +145,7 @@ class ImageExampleEncoder(ExampleEncoder):
                 "raise --max-image-bytes if it really is an image",
             )
         try:
-            data = filesystems.read_bytes(path)
+            data = filesystems.read_bytes(path) if data is None else data
         except Exception as error:  # noqa: BLE001 - each filesystem raises its own types
             if not filesystems.exists(path):
                 return reject("missing", "the file disappeared after it was listed; rerun when the input is stable")
@@ -175,7 +183,9 @@ class ImageExampleEncoder(ExampleEncoder):
 
     def encode(self, record: ImageRecord) -> Encoded:
         name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
-        loaded = self.read_image(record.path, record.size, name)
+        embedded = self.embedded_image(record)
+        loaded = embedded if isinstance(embedded, Reject) else self.read_image(
+            record.path, record.size, name, embedded)
         if isinstance(loaded, Reject):
             return Encoded(rejects=(loaded, *self.lost_with(record, loaded)))
         fields, info, image_counts = loaded

@@ -1,0 +1,20 @@
+"""labelme folder -> sharded TFRecords, on any Beam runner.
+
+Local (FnApiRunner, one worker per core):
+    python pipelines/labelme_to_tfrecord.py --input labelme_folder --output OUT
+
+Dataflow (see the README for every option):
+    python pipelines/labelme_to_tfrecord.py --input gs://B/labelme --output gs://B/labelme-tfrecord \
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+        --setup_file ./setup.py
+
+Our options are those of ``recordbeam convert labelme``; every other option goes to Beam,
+and one that Beam does not define either is refused (exit 2), never ignored.
+"""
+
+import sys
+
+from recordbeam.cli.main import console
+
+if __name__ == "__main__":
+    console(["convert", "labelme", *sys.argv[1:]])

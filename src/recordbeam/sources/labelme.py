@@ -1,0 +1,429 @@
+"""labelme input: one labelme JSON per image, the image usually beside it.
+
+ROOT is the folder labelme saved into (any depth below it)::
+
+    ROOT/<name>.json         {"version", "shapes": [...], "imagePath", "imageData",
+                              "imageHeight", "imageWidth"}
+    ROOT/<name>.jpg          the image, where ``imagePath`` (relative to the JSON) points:
+                             beside it, or elsewhere below ROOT (``../images/<name>.jpg``)
+
+Each JSON is read and parsed on a worker, before the join: it joins the image its
+``imagePath`` names, not the file with its own name. With ``--images DIR`` the images are
+looked for below DIR, laid out as the JSONs are below ROOT (``ROOT/sub/a.json`` naming
+``a.jpg`` is joined with ``DIR/sub/a.jpg``). When no image file is there but the JSON
+embeds the image (``imageData``, base64), the embedded bytes are written (counted
+``labelme_embedded_images_used``): the writer reads them from the JSON, so no image bytes
+cross the shuffle.
+
+Shapes: ``rectangle`` (two opposite corners, any order), ``polygon`` (its bounds; with
+``--include-masks`` its mask) and ``circle`` (centre and a point on the rim; its mask a
+64-sided polygon) are objects. ``point``, ``points``, ``line`` and ``linestrip`` mark no
+area: they are counted (``labelme_<type>_shapes_skipped``) and skipped. Shapes sharing a
+non-null ``group_id`` are one object: the union of their boxes and of their masks.
+Coordinates are pixels of the image (0-based, continuous), normalized by the header's size.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import (
+    IMAGE_IN_ANNOTATION,
+    AnnotationFileError,
+    AnnotationFormat,
+    Listing,
+    NamedObject,
+    ParsedAnnotation,
+    ReadAnnotatedImages,
+)
+from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.imagefolder import read_classes_file
+
+#: Shape types that mark no area: counted and skipped.
+SKIPPED_SHAPES = ("point", "points", "line", "linestrip")
+
+#: Names labelme's own ``labels.txt`` lists first (``labelme2voc.py``); not classes.
+RESERVED_CLASS_NAMES = ("__ignore__", "_background_")
+
+#: Sides of the polygon a circle's mask is drawn as.
+CIRCLE_SIDES = 64
+
+
+class LabelmeError(DataError, ValueError):
+    """The labelme folder or the classes file cannot be used as given."""
+
+
+@dataclass(frozen=True)
+class LabelmeOptions:
+    """What to read.
+
+    Attributes:
+        root: the folder of labelme JSONs (any Beam filesystem).
+        images_dir: where the images are, laid out as the JSONs below ``root``; None: where
+            each JSON's ``imagePath`` points.
+        split: the split of every image.
+        classes_file: one class name per line, in label order (labels 1..K); None: the
+            sorted names found.
+        include_masks: write ``image/object/mask`` (polygons, circles; rectangles' boxes).
+    """
+
+    root: str
+    images_dir: str | None = None
+    split: str = "train"
+    classes_file: str | None = None
+    include_masks: bool = False
+
+    @property
+    def image_folder(self) -> str:
+        return self.images_dir or self.root
+
+
+def read_classes(options: LabelmeOptions) -> list[str] | None:
+    """The classes of ``--classes`` in label order (labelme's ``__ignore__`` and
+    ``_background_`` lines left out), or None without one."""
+    if options.classes_file is None:
+        return None
+    try:
+        names = [name for name in read_classes_file(options.classes_file)
+                 if name not in RESERVED_CLASS_NAMES]
+    except UnicodeDecodeError:
+        raise LabelmeError(f"{options.classes_file} is not UTF-8 text; save it as UTF-8") from None
+    if not names:
+        raise LabelmeError(f"{options.classes_file} lists no classes besides "
+                           f"{' and '.join(RESERVED_CLASS_NAMES)}; write one class per line")
+    return names
+
+
+def labelme_input_patterns(options: LabelmeOptions) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``): the
+    JSON folder, the images folder when apart, the classes file."""
+    patterns = [filesystems.everything_below(options.root)]
+    if options.images_dir:
+        patterns.append(filesystems.everything_below(options.images_dir))
+    return patterns + ([options.classes_file] if options.classes_file else [])
+
+
+# --- one JSON -------------------------------------------------------------------------
+
+
+def parse_labelme_json(data: bytes, path: str, relative_path: str,
+                       images_apart: bool = False, outlines: bool = True) -> ParsedAnnotation:
+    """Parse one labelme JSON; raises :class:`AnnotationFileError` for a file that is not
+    one, or names no image.
+
+    Args:
+        data: the file's bytes (UTF-8, a BOM allowed).
+        path: the file, for messages.
+        relative_path: its path below ROOT (``sub/a.json``), from which the id of the
+            image ``imagePath`` names is found.
+        images_apart: the images lie below ``--images`` as the JSONs below ROOT (only the
+            file name of ``imagePath`` counts), not where ``imagePath`` points.
+        outlines: keep the objects' polygons (for masks); without masks they would only
+            weigh on the shuffle.
+    """
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise AnnotationFileError("malformed_json", (
+            f"{path}: not UTF-8 text; labelme writes UTF-8 JSON, re-save the file")) from None
+    except ValueError as error:
+        raise AnnotationFileError("malformed_json", (
+            f"{path}: not valid JSON ({error}); fix or re-save the file in labelme")) from None
+    if not isinstance(document, dict) or not isinstance(document.get("shapes"), list):
+        raise AnnotationFileError("malformed_json", (
+            f"{path}: not a labelme annotation (a JSON object with a \"shapes\" list); "
+            "remove it from ROOT or fix it"))
+    image_path = document.get("imagePath")
+    if not isinstance(image_path, str) or not image_path.strip():
+        raise AnnotationFileError("missing_field", (
+            f"{path}: no imagePath, so its image is unknown; write the image's path "
+            "relative to the JSON there, as labelme does"))
+    image_path = image_path.strip().replace("\\", "/")  # saved on Windows
+    objects, rejects, counts = _objects(document["shapes"], path)
+    if not outlines:
+        objects = tuple(NamedObject(obj.source, obj.name, obj.bbox, obj.extra) for obj in objects)
+    embedded_size, warning = _embedded_image_size(document.get("imageData"), path)
+    return ParsedAnnotation(
+        posixpath.basename(image_path), _whole(document.get("imageWidth")),
+        _whole(document.get("imageHeight")), objects, (*rejects, *warning),
+        tuple(sorted(counts.items())), embedded_size,
+        named_image_id(relative_path, image_path, images_apart))
+
+
+def named_image_id(relative_path: str, image_path: str, images_apart: bool) -> str | None:
+    """The id of the image a JSON at ``relative_path`` (below ROOT) names by ``image_path``:
+    its path below the images folder without extension, or None when it leads outside
+    ROOT or is absolute (then the JSON keeps its own id: an image beside it of the same
+    name is still found)."""
+    folder = posixpath.dirname(relative_path)
+    if images_apart:
+        image_path = posixpath.basename(image_path)
+    elif image_path.startswith("/") or (len(image_path) > 1 and image_path[1] == ":"):
+        return None
+    joined = posixpath.normpath(posixpath.join(folder, image_path))
+    if joined == ".." or joined.startswith("../"):
+        return None
+    return posixpath.splitext(joined)[0]
+
+
+def _embedded_image_size(image_data: Any, path: str) -> tuple[int | None, tuple[Reject, ...]]:
+    """The decoded size of ``imageData`` (None when absent), checked here so that a broken
+    one is said once, as a warning: it only matters when the image file is missing."""
+    if image_data is None or image_data == "":
+        return None, ()
+    try:
+        if not isinstance(image_data, str):
+            raise ValueError
+        return len(base64.b64decode(image_data, validate=True)), ()
+    except (ValueError, binascii.Error):
+        return None, (Reject("warning", path, "invalid_image_data", (
+            f"{path}: imageData is not base64 text, so it cannot stand in for a missing "
+            "image file; re-save the JSON in labelme, or set imageData to null")),)
+
+
+class _Piece:
+    """One usable shape: its label, corners and outline (None: a rectangle, its box)."""
+
+    __slots__ = ("index", "label", "corners", "outline")
+
+    def __init__(self, index: int, label: str, corners: tuple[float, float, float, float],
+                 outline: list[float] | None) -> None:
+        self.index, self.label, self.corners, self.outline = index, label, corners, outline
+
+
+def _objects(shapes: list, path: str) -> tuple[tuple[NamedObject, ...], list[Reject], dict]:
+    """The objects of a shapes list: single shapes, and groups merged (by ``group_id``)."""
+    rejects: list[Reject] = []
+    counts: dict[str, int] = {}
+    groups: dict[str, list[_Piece]] = {}
+    order: list[str] = []
+    for index, shape in enumerate(shapes):
+        piece = _piece(shape, index, path)
+        if isinstance(piece, Reject):
+            rejects.append(piece)
+            continue
+        if isinstance(piece, str):
+            counts[piece] = counts.get(piece, 0) + 1
+            continue
+        group_id = shape.get("group_id")
+        key = f"shape {index}" if group_id is None else json.dumps(group_id, sort_keys=True)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(piece)
+    objects = []
+    for key in order:
+        merged = _merge(groups[key], path)
+        (rejects if isinstance(merged, Reject) else objects).append(merged)
+    return tuple(objects), rejects, counts
+
+
+def shape_source(path: str, indices: Sequence[int]) -> str:
+    return f"{path}: shapes[{', '.join(map(str, indices))}]"
+
+
+def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
+    """A shape as a piece of an object, a reject, or the counter of a skipped shape."""
+    where = shape_source(path, [index])
+    if not isinstance(shape, dict):
+        return Reject("annotation", where, "invalid_shape",
+                      f"{where} is not a JSON object; the image was written without it")
+    label = shape.get("label")
+    label = label.strip() if isinstance(label, str) else ""
+    if not label:
+        return Reject("annotation", where, "missing_field",
+                      f"{where} has no label; the image was written without this shape")
+    kind = shape.get("shape_type") or "polygon"  # labelme before 3.x wrote polygons only
+    if kind in SKIPPED_SHAPES:
+        return f"labelme_{kind}_shapes_skipped"
+    points = _points(shape.get("points"))
+    needed = {"rectangle": "exactly 2 points (opposite corners)",
+              "circle": "exactly 2 points (the centre, then a point on the rim)",
+              "polygon": "at least 3 points"}.get(kind)
+    if needed is None:
+        return Reject("annotation", where, "unsupported_shape", (
+            f"{where} ({label!r}) is a {kind!r} shape; only rectangle, polygon and circle "
+            "become objects (point and line shapes are counted and skipped). The image was "
+            "written without this shape"))
+    count_ok = points is not None and (
+        len(points) >= 3 if kind == "polygon" else len(points) == 2)
+    if not count_ok:
+        got = "points that are not [x, y] numbers" if points is None else f"{len(points)} points"
+        return Reject("annotation", where, "invalid_shape", (
+            f"{where} ({label!r}): a {kind} needs {needed}, it has {got}; the image was "
+            "written without this shape"))
+    outline: list[float] | None
+    if kind == "rectangle":
+        (x0, y0), (x1, y1) = points
+        corners, outline = (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)), None
+    elif kind == "circle":
+        (cx, cy), (px, py) = points
+        radius = math.hypot(px - cx, py - cy)
+        corners = (cx - radius, cy - radius, cx + radius, cy + radius)
+        outline = [value for step in range(CIRCLE_SIDES)
+                   for value in (cx + radius * math.cos(2 * math.pi * step / CIRCLE_SIDES),
+                                 cy + radius * math.sin(2 * math.pi * step / CIRCLE_SIDES))]
+    else:
+        xs, ys = [x for x, _y in points], [y for _x, y in points]
+        corners = (min(xs), min(ys), max(xs), max(ys))
+        outline = [value for point in points for value in point]
+    xmin, ymin, xmax, ymax = corners
+    if xmax <= xmin or ymax <= ymin:
+        return Reject("annotation", where, "degenerate_bbox", (
+            f"{where} ({label!r}, {kind}): its box from ({xmin:g}, {ymin:g}) to "
+            f"({xmax:g}, {ymax:g}) has no area; the image was written without this shape"))
+    return _Piece(index, label, corners, outline)
+
+
+def _points(value: Any) -> list[tuple[float, float]] | None:
+    if not isinstance(value, list):
+        return None
+    points = []
+    for point in value:
+        if (not isinstance(point, list) or len(point) != 2
+                or not all(_is_number(v) and math.isfinite(v) for v in point)):
+            return None
+        points.append((float(point[0]), float(point[1])))
+    return points
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
+    """The pieces of one group as one object: the union of boxes and outlines."""
+    where = shape_source(path, [piece.index for piece in pieces])
+    labels = sorted({piece.label for piece in pieces})
+    if len(labels) > 1:
+        return Reject("annotation", where, "group_label_conflict", (
+            f"{where} share a group_id but are labelled {' and '.join(map(repr, labels))}; "
+            "the shapes of one group are one object of one class: fix the label or the "
+            "group_id. The image was written without this object"))
+    xmin = min(piece.corners[0] for piece in pieces)
+    ymin = min(piece.corners[1] for piece in pieces)
+    xmax = max(piece.corners[2] for piece in pieces)
+    ymax = max(piece.corners[3] for piece in pieces)
+    segmentation = None  # a lone rectangle: its mask is its box
+    if len(pieces) > 1 or pieces[0].outline is not None:
+        segmentation = [piece.outline if piece.outline is not None else _rectangle(piece)
+                        for piece in pieces]
+    return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
+                       segmentation=segmentation)
+
+
+def _rectangle(piece: _Piece) -> list[float]:
+    x0, y0, x1, y1 = piece.corners
+    return [x0, y0, x1, y0, x1, y1, x0, y1]
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+# --- the pipeline -----------------------------------------------------------------------
+
+
+class LabelmeFormat(AnnotationFormat):
+    """labelme for :class:`~recordbeam.sources.annotated_files.ReadAnnotatedImages`."""
+
+    name = "labelme"
+    class_list = "the --classes file"
+    names_its_image = True
+    missing_image_hint = ("and the JSON embeds no imageData; pass --images if the images "
+                          "are elsewhere")
+
+    def __init__(self, options: LabelmeOptions, classes: list[str] | None) -> None:
+        self._options = options
+        self.classes = classes
+        self.default_split = options.split
+        self.image_folder = options.image_folder
+
+    def listings(self) -> list[Listing]:
+        root, images = self._options.root, self._options.images_dir
+        if images is None:
+            return [Listing(root, annotation_suffixes=(".json",), images=True,
+                            skipped="labelme_other_files_skipped")]
+        return [Listing(root, annotation_suffixes=(".json",),
+                        skipped="labelme_other_files_skipped"),
+                Listing(images, images=True, skipped="labelme_non_image_files_skipped")]
+
+    def small_inputs(self) -> list[str]:
+        return labelme_input_patterns(self._options)[1 + bool(self._options.images_dir):]
+
+    def parse(self, data: bytes, path: str) -> ParsedAnnotation:
+        relative = filesystems.relative_name(self._options.root, path)
+        return parse_labelme_json(data, path, relative, self._options.images_dir is not None,
+                                  outlines=self._options.include_masks)
+
+    def expected_annotation(self, image_id: str) -> str:
+        return f"labelme JSON naming {image_id!r}"
+
+
+class ReadLabelme(beam.PTransform):
+    """Read a folder of labelme JSONs into ``ImageRecord``s for :class:`LabelmeEncoder`.
+
+    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
+    ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
+    ``sizes``. ``splits`` is the one split it writes; ``classes`` those of ``--classes``
+    (None: the sorted names found, known once the JSONs are read).
+
+    ``skip_below``, the output folder when it lies inside an input folder, is left out.
+    """
+
+    def __init__(self, options: LabelmeOptions, skip_below: str | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
+                             if skip_below else None)
+        self.splits = (options.split,)
+        self.classes = read_classes(options)
+
+    def expand(self, pbegin):
+        fmt = LabelmeFormat(self._options, self.classes)
+        return pbegin | ReadAnnotatedImages(fmt, self._skip_prefix)
+
+
+class LabelmeEncoder(DetectionEncoder):
+    """The detection features (and masks with ``include_masks``) of labelme objects; an
+    image missing beside its JSON is read from the JSON's ``imageData``."""
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 include_masks: bool = False) -> None:
+        super().__init__(checks, split, fixes, include_masks=include_masks)
+
+    def embedded_image(self, record: ImageRecord) -> bytes | Reject | None:
+        if not record.labels.get(IMAGE_IN_ANNOTATION):
+            return None
+        if record.size > self.checks.max_bytes:
+            return None  # read_image rejects it by its size, without reading the JSON
+        try:
+            document = json.loads(filesystems.read_bytes(record.path).decode("utf-8-sig"))
+            return base64.b64decode(document["imageData"], validate=True)
+        except Exception:  # noqa: BLE001 - the file changed after it was parsed, any way
+            return Reject("image", record.path, "missing", (
+                "the image file is missing and the imageData embedded in this JSON could no "
+                "longer be read (the file changed during the run); rerun when it is stable"))
+
+    def label_features(self, record: ImageRecord, info):
+        features, kinds, rejects, counts = super().label_features(record, info)
+        if record.labels.get(IMAGE_IN_ANNOTATION):
+            counts["labelme_embedded_images_used"] = 1
+        return features, kinds, rejects, counts
+
+    def object_counts(self, columns) -> dict[str, int]:
+        """Images written with no object (no JSON, no shapes, or every shape skipped or
+        rejected), counted as they are written."""
+        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}

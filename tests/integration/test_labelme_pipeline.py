@@ -1,0 +1,167 @@
+"""`recordbeam convert labelme` end to end on a small hand-written labelme folder with the
+messy cases real folders have (JSONs written from labelme's published shape)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recordbeam.cli import main as cli
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def _shape(label, points, shape_type="rectangle", group_id=None):
+    return {"label": label, "points": points, "group_id": group_id, "description": "",
+            "shape_type": shape_type, "flags": {}}
+
+
+def _json(shapes, image_path, width=80, height=40, image_data=None) -> dict:
+    return {"version": "5.4.1", "flags": {}, "shapes": shapes, "imagePath": image_path,
+            "imageData": image_data, "imageHeight": height, "imageWidth": width}
+
+
+def _image_bytes(fmt="JPEG", size=(80, 40)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (90, 20, 200)).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+EMBEDDED_PNG = _image_bytes("PNG")
+
+
+@pytest.fixture(scope="module")
+def labelme_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("labelme")
+    (root / "ann").mkdir()
+    (root / "images").mkdir()
+
+    def write(relative, document, crlf_bom=False):
+        text = json.dumps(document, indent=2)
+        data = (b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode()) if crlf_bom else text.encode()
+        (root / relative).write_bytes(data)
+
+    (root / "a.jpg").write_bytes(_image_bytes())
+    write("a.json", _json([
+        _shape("dog", [[40, 20], [8, 4]]),
+        _shape("traffic light", [[60, 10], [100, 10], [100, 30], [60, 30]], "polygon"),
+        _shape("person", [[0, 0], [10, 0], [10, 10]], "polygon", group_id=1),
+        _shape("person", [[20, 20], [30, 30]], group_id=1),
+    ], "a.jpg"))
+    (root / "images" / "b.JPG").write_bytes(_image_bytes())
+    write("ann/b.json", _json([_shape("dog", [[0, 0], [80, 40]])], "..\\images\\b.JPG"),
+          crlf_bom=True)
+    (root / "images" / "c.jpg").write_bytes(_image_bytes())  # no JSON: no objects, warned
+    write("d.json", _json([_shape("dog", [[1, 1], [5, 5]])], "d.jpg"))  # no image, no data
+    write("e.json", _json([_shape("dog", [[8, 4], [40, 20]])], "e.png",
+                          image_data=base64.b64encode(EMBEDDED_PNG).decode()))
+    (root / "f.jpg").write_bytes(_image_bytes())
+    (root / "f.json").write_text('{"shapes": [')  # malformed
+    (root / "g.jpg").write_bytes(_image_bytes())
+    write("g.json", _json([_shape("eye", [[1, 1]], "point"), _shape("eye", [[2, 2]], "point"),
+                           _shape("dog", [[5, 1], [5, 9]])], "g.jpg", width=100))
+    (root / "h.jpg").write_bytes(_image_bytes())
+    write("h.json", _json([_shape("dog", [[1, 1], [5, 5]], group_id=3),
+                           _shape("cat", [[6, 6], [9, 9]], group_id=3)], "h.jpg"))
+    (root / "notes.txt").write_text("not a dataset file")
+    return root
+
+
+def _examples(output, split="train"):
+    names = sorted(n for n in os.listdir(output) if n.startswith(f"{split}-"))
+    return {e["image/source_id"][0].decode(): e
+            for n in names for r in open_records(os.path.join(output, n))
+            for e in [decode_example(r, {"image/object/class/label": "int64",
+                                         "image/object/bbox/xmin": "float"})]}
+
+
+def _convert(root, out, *extra):
+    return cli.main(["convert", "labelme", "--input", str(root), "--output", str(out),
+                     "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+                     "--quiet", *extra, *IN_MEMORY])
+
+
+def test_labelme_folder_converts_with_every_reject_named(labelme_root, tmp_path):
+    out = tmp_path / "out"
+    assert _convert(labelme_root, out) == 0
+    examples = _examples(out)
+    assert set(examples) == {"a", "images/b", "images/c", "e", "g", "h"}
+    a = examples["a"]
+    assert a["image/object/class/text"].tolist() == [b"dog", b"traffic light", b"person"]
+    assert a["image/object/class/label"].tolist() == [1, 3, 2]  # sorted names found
+    assert a["image/object/bbox/xmin"].tolist() == pytest.approx([0.1, 0.75, 0.0])
+    assert a["image/object/bbox/xmax"].tolist() == pytest.approx([0.5, 1.0, 0.375])  # clipped
+    assert a["image/object/bbox/ymin"].tolist() == pytest.approx([0.1, 0.25, 0.0])
+    assert a["image/object/bbox/ymax"].tolist() == pytest.approx([0.5, 0.75, 0.75])
+    b = examples["images/b"]
+    assert b["image/filename"].tolist() == [b"b.JPG"]
+    assert b["image/object/bbox/xmax"].tolist() == pytest.approx([1.0])
+    assert examples["images/c"]["image/object/class/label"].tolist() == []
+    e = examples["e"]
+    assert e["image/encoded"][0] == EMBEDDED_PNG
+    assert (e["image/filename"][0], e["image/format"][0]) == (b"e.png", b"png")
+    assert e["image/object/bbox/xmin"].tolist() == pytest.approx([0.1])
+    assert examples["h"]["image/object/class/label"].tolist() == []
+    rejects = {(r["kind"], r["reason"], os.path.basename(r["source"]))
+               for r in map(json.loads, (out / "rejects.jsonl").read_text().splitlines())}
+    assert rejects == {
+        ("warning", "no_annotation_file", "c.jpg"),
+        ("image", "missing", "d.json"),
+        ("image", "malformed_json", "f.json"),
+        ("annotation", "degenerate_bbox", "g.json: shapes[2]"),
+        ("warning", "size_mismatch", "g.jpg"),
+        ("annotation", "group_label_conflict", "h.json: shapes[0, 1]"),
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "person", "3": "traffic light"}
+    counts = manifest["splits"]["train"]["counts"]
+    assert counts["labelme_embedded_images_used"] == 1
+    assert counts["labelme_point_shapes_skipped"] == 2
+    assert counts["labelme_other_files_skipped"] == 1  # notes.txt
+    assert counts["images_without_objects"] == 3  # c, g, h
+
+
+def test_classes_file_and_masks(labelme_root, tmp_path):
+    classes = tmp_path / "labels.txt"
+    classes.write_text("__ignore__\n_background_\nperson\ndog\ntraffic light\n")
+    out = tmp_path / "out"
+    assert _convert(labelme_root, out, "--classes", str(classes), "--include-masks") == 0
+    a = _examples(out)["a"]
+    assert a["image/object/class/label"].tolist() == [2, 3, 1]
+    masks = [np.array(Image.open(io.BytesIO(m))) for m in a["image/object/mask"]]
+    dog, light, person = masks
+    assert dog[10, 20] and not dog[30, 60]
+    assert light[20, 70] and not light[20, 50]
+    assert person[2, 8] and person[25, 25] and not person[15, 15]  # union of the group
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "person", "2": "dog", "3": "traffic light"}
+    assert manifest["splits"]["train"]["counts"]["masks_from_boxes"] >= 1
+
+
+def test_images_option_and_if_changed(labelme_root, tmp_path, capsys):
+    root, pictures = tmp_path / "json", tmp_path / "pictures"
+    root.mkdir()
+    pictures.mkdir()
+    (root / "a.json").write_bytes((labelme_root / "a.json").read_bytes())
+    (pictures / "a.jpg").write_bytes((labelme_root / "a.jpg").read_bytes())
+    args = ["--images", str(pictures), "--split", "val", "--if-changed"]
+    assert _convert(root, tmp_path / "out", *args) == 0
+    assert _examples(tmp_path / "out", "val")["a"]["image/object/class/label"].tolist() == [
+        1, 3, 2]
+    capsys.readouterr()
+    assert _convert(root, tmp_path / "out", *args) == 0
+    assert "is up to date" in capsys.readouterr().out
+
+
+def test_folder_without_files_is_a_usage_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert _convert(tmp_path / "empty", tmp_path / "out") == 2
