@@ -1,0 +1,618 @@
+"""Does a finished output folder fit a named trainer or loader? The rules of ``recordbeam
+check OUT --for CONSUMER``, without Beam (local folders) and without TensorFlow.
+
+Each consumer is a list of rules. A *record rule* looks at one Example and says what is
+wrong with it, if anything; a *folder rule* looks at the folder's files (compression,
+index files, metadata). The checker streams every shard once, record by record (constant
+memory, however large the folder), feeding each record to every record rule and each
+shard's ``(offset, framed length)`` to the index rules. A rule keeps its first few
+violations, each naming the shard, the record number and what is wrong, and counts the
+rest.
+
+Where the rules come from (read in their sources, written here in our own words):
+
+- ``model-garden``: ``official/vision/dataloaders/tf_example_decoder.py`` (tensorflow/models)
+  parses ``image/encoded`` and ``image/source_id`` as required scalars, boxes, labels,
+  areas and crowd flags as variable-length lists of fixed dtypes, and for instance
+  segmentation ``image/object/mask`` as PNGs stacked into one ``[N, H, W]`` tensor; its
+  detection parsers then turn ``source_id`` into an int64 with ``tf.strings.to_number``.
+- ``od-api``: the Object Detection API's decoder reads the same keys (plus
+  ``image/object/class/text``) and its configs need a ``label_map.pbtxt`` whose ids start
+  at 1 (0 is the background).
+- ``efficientdet``: google/automl's ``efficientdet/dataloader.py`` turns ``source_id`` into a
+  float32 number (an empty one first becomes ``-1``), so it must be a decimal integer small
+  enough for float32 to hold exactly, or COCO evaluation matches the wrong images.
+- ``tfds``: ``tfds.builder_from_directory`` reads ``dataset_info.json`` and
+  ``features.json``; their shard lengths must be the shards' real record counts.
+- ``dali``: DALI's TFRecord reader needs uncompressed shards and an index per shard in the
+  format of its ``tfrecord2idx`` (``<offset> <framed length>`` per line), which is the
+  format of our ``.idx`` files, so DALI reads them as they are when they match the shard.
+- ``torch``: the ``tfrecord`` package (``TFRecordDataset`` / ``MultiTFRecordDataset``) reads
+  uncompressed or gzip shards (not zlib) and needs the index to split a shard between
+  workers; its ``description`` gives one type per key, so every record must store a key
+  with the type the manifest lists. recordbeam's own torch dataset reads any folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from recordbeam.dataset import tfds
+from recordbeam.errors import UsageError, counted
+from recordbeam.tfrecord.framing import Compression, compression_for_path, read_records_with_offsets
+from recordbeam.tfrecord.index import index_path_for
+
+__all__ = [
+    "CONSUMERS",
+    "DEFAULT_MAX_SHOWN",
+    "CheckResult",
+    "RuleResult",
+    "check_folder",
+    "label_map_pbtxt",
+]
+
+DEFAULT_MAX_SHOWN = 5
+#: Integers up to 2**24 are exact in float32; EfficientDet's dataloader reads source_id as one.
+FLOAT32_EXACT_INTEGERS = 2**24
+_MANIFEST = "manifest.json"
+_MASK = "image/object/mask"
+_BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin",
+             "image/object/bbox/xmax", "image/object/bbox/ymax")
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_MANIFEST_KINDS = {"string": "bytes", "int64": "int64", "float32": "float"}
+
+
+# ---------------------------------------------------------------- one record's features
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Example as the rules see it: where it is, and ``name -> (kind, values)``
+    (kind None for a feature written without a kind, how an empty list is stored)."""
+
+    shard: str
+    number: int
+    features: Mapping[str, tuple[str | None, Sequence[Any]]]
+
+    def values(self, name: str) -> Sequence[Any]:
+        return self.features.get(name, (None, ()))[1]
+
+
+def _parse_record(shard: str, number: int, data: bytes) -> Record | str:
+    # protobuf and numpy load here, not when the command line is parsed (the parser
+    # names the consumers from this module).
+    from recordbeam.tfrecord.example import Example, feature_kind
+
+    try:
+        feature_map = Example.FromString(data).features.feature
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError differs between backends
+        return f"the record ({len(data)} bytes) is not a serialized tf.train.Example"
+    features = {}
+    for name, feature in feature_map.items():
+        kind = feature_kind(feature)
+        values = () if kind is None else getattr(feature, f"{kind}_list").value
+        features[name] = (kind, values)
+    return Record(shard, number, features)
+
+
+# ---------------------------------------------------------------- record rules
+
+RecordCheck = Callable[[Record], "str | None"]
+
+
+def _keys_rule(required: Mapping[str, str], optional: Mapping[str, str],
+               scalars: Sequence[str]) -> RecordCheck:
+    """Keys the decoder parses: ``required`` must be there, every key must have the dtype the
+    decoder declares (another dtype fails ``tf.io.parse_single_example``) and a fixed-length
+    scalar must hold exactly one value."""
+
+    def check(record: Record) -> str | None:
+        for name in required:
+            if name not in record.features:
+                return f"{name} is missing; the decoder parses it as a required feature"
+        for name, kind in {**required, **optional}.items():
+            found, values = record.features.get(name, (None, ()))
+            if found is not None and found != kind:
+                return f"{name} is stored as {found}, the decoder parses it as {kind}"
+            if name in scalars and name in record.features and len(values) != 1:
+                return f"{name} holds {len(values)} values; the decoder parses exactly one"
+        return None
+
+    return check
+
+
+def _object_lists(record: Record) -> str | None:
+    lengths = {name: len(record.values(name)) for name in (*_BOX_KEYS, "image/object/class/label")}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{name.rsplit('/', 2)[-2]}/{name.rsplit('/', 1)[-1]}={n}"
+                           for name, n in lengths.items())
+        return f"the object lists differ in length ({listed}); each object needs one of each"
+    objects = lengths["image/object/class/label"]
+    for name in ("image/object/area", "image/object/is_crowd"):
+        n = len(record.values(name))
+        if n not in (0, objects):
+            return f"{name} holds {n} values for {objects} objects (the decoder takes 0 or one per object)"
+    return None
+
+
+def _boxes_normalized(record: Record) -> str | None:
+    xmin, ymin, xmax, ymax = (record.values(name) for name in _BOX_KEYS)
+    for i, box in enumerate(zip(xmin, ymin, xmax, ymax, strict=False)):
+        if not all(0.0 <= v <= 1.0 for v in box) or box[0] > box[2] or box[1] > box[3]:
+            shown = ", ".join(f"{v:.4g}" for v in box)
+            return (f"object {i}: box (xmin, ymin, xmax, ymax) = ({shown}) is not normalized "
+                    "to [0, 1] with min <= max; the trainer scales boxes by the image size")
+    return None
+
+
+def _labels_from_one(record: Record) -> str | None:
+    for i, label in enumerate(record.values("image/object/class/label")):
+        if label < 1:
+            return (f"object {i}: label {label}; labels start at 1 (0 is the background class), "
+                    "convert with --contiguous-labels or relabel")
+    return None
+
+
+def _image_size(record: Record) -> str | None:
+    from recordbeam.images.checks import ImageRejected, inspect_image
+
+    encoded = record.values("image/encoded")
+    if len(encoded) != 1:
+        return None  # the keys rule says so
+    try:
+        info = inspect_image(encoded[0], max_pixels=None)
+    except ImageRejected as rejected:
+        return f"image/encoded is not a whole JPEG or PNG ({rejected.reason}): {rejected.detail}"
+    height, width = record.values("image/height"), record.values("image/width")
+    if len(height) != 1 or len(width) != 1:
+        return "image/height and image/width must hold one value each (masks and areas are scaled by them)"
+    if (height[0], width[0]) != (info.height, info.width):
+        return (f"image/height x image/width is {height[0]}x{width[0]} but the encoded image is "
+                f"{info.height}x{info.width}")
+    return None
+
+
+def _png_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) from a PNG's IHDR chunk, without decoding; None when not a PNG."""
+    if len(data) < 24 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
+
+
+def _masks_match_image(record: Record) -> str | None:
+    masks = record.values(_MASK)
+    objects = len(record.values("image/object/class/label"))
+    if len(masks) != objects:
+        return f"{_MASK} holds {len(masks)} masks for {objects} objects; each object needs one"
+    height, width = record.values("image/height"), record.values("image/width")
+    if len(height) != 1 or len(width) != 1:
+        return None  # the image-size rule says so
+    for i, mask in enumerate(masks):
+        size = _png_size(mask)
+        if size is None:
+            return f"object {i}: the mask is not a PNG; the decoder reads masks with decode_png"
+        if size != (height[0], width[0]):
+            return (f"object {i}: the mask is {size[0]}x{size[1]} but the image is "
+                    f"{height[0]}x{width[0]}; masks are stacked at the image's size")
+    return None
+
+
+def _numeric_source_id(*, empty_allowed: bool, float32: bool) -> RecordCheck:
+    def check(record: Record) -> str | None:
+        values = record.values("image/source_id")
+        if not values:
+            return None if empty_allowed else "image/source_id is missing"
+        text = values[0].decode("utf-8", "replace")
+        if not text and empty_allowed:
+            return None
+        if not (text.isascii() and text.isdigit()):
+            return (f"image/source_id is {text!r}, not a decimal integer; the trainer converts "
+                    "it with tf.strings.to_number (write numeric ids, e.g. COCO's image ids)")
+        if float32 and int(text) > FLOAT32_EXACT_INTEGERS:
+            return (f"image/source_id {text} is above 2**24, which float32 (how the dataloader "
+                    "reads it) cannot hold exactly; evaluation would match the wrong image")
+        return None
+
+    return check
+
+
+def _kinds_match_manifest(manifest: Mapping[str, Any]) -> RecordCheck:
+    expected = {name: _MANIFEST_KINDS.get(spec.get("dtype"))
+                for name, spec in manifest.get("features", {}).items()}
+
+    def check(record: Record) -> str | None:
+        for name, (kind, _values) in sorted(record.features.items()):
+            want = expected.get(name)
+            if name not in expected:
+                return f"{name} is not in the manifest's features; a typed description would miss it"
+            if kind is not None and want is not None and kind != want:
+                return f"{name} is stored as {kind}, the manifest lists it as {want}"
+        return None
+
+    return check
+
+
+def _labels_in_map(manifest: Mapping[str, Any]) -> RecordCheck:
+    names = {int(k): v for k, v in (manifest.get("label_map") or {}).items()
+             if str(k).lstrip("-").isdigit()}
+
+    def check(record: Record) -> str | None:
+        texts = record.values("image/object/class/text")
+        for i, label in enumerate(record.values("image/object/class/label")):
+            if label not in names:
+                return f"object {i}: label {label} is not in the manifest's label map"
+            if i < len(texts) and texts[i].decode("utf-8", "replace") != names[label]:
+                return (f"object {i}: class/text {texts[i].decode('utf-8', 'replace')!r} is not "
+                        f"the label map's name {names[label]!r} for label {label}")
+        return None
+
+    return check
+
+
+# ---------------------------------------------------------------- rules and results
+
+
+@dataclass
+class RuleResult:
+    """What one rule found: ``shown`` violations in full, ``more`` counted only."""
+
+    name: str
+    meaning: str
+    checked: int = 0
+    shown: list[str] = field(default_factory=list)
+    more: int = 0
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.shown
+
+    def fail(self, message: str, max_shown: int) -> None:
+        if len(self.shown) < max_shown:
+            self.shown.append(message)
+        else:
+            self.more += 1
+
+
+@dataclass
+class CheckResult:
+    consumer: str
+    rules: list[RuleResult]
+    records: int
+    stopped_early: bool
+
+    @property
+    def ok(self) -> bool:
+        return all(rule.ok for rule in self.rules)
+
+
+@dataclass
+class _RecordRule:
+    result: RuleResult
+    check: RecordCheck
+
+
+@dataclass
+class _Shard:
+    path: str
+    name: str
+    listed: int
+
+
+# ---------------------------------------------------------------- consumers
+
+_DETECTION_KINDS = {
+    "image/height": "int64", "image/width": "int64",
+    "image/object/bbox/xmin": "float", "image/object/bbox/xmax": "float",
+    "image/object/bbox/ymin": "float", "image/object/bbox/ymax": "float",
+    "image/object/class/label": "int64", "image/object/area": "float",
+    "image/object/is_crowd": "int64", _MASK: "bytes",
+}
+_SCALARS = ("image/encoded", "image/source_id", "image/height", "image/width", "image/format",
+            "image/filename", "image/key/sha256")
+
+CONSUMERS: dict[str, str] = {
+    "model-garden": "TensorFlow Model Garden's TfExampleDecoder (detection, instance segmentation)",
+    "od-api": "the TensorFlow Object Detection API (its decoder and a label_map.pbtxt)",
+    "efficientdet": "google/automl EfficientDet's dataloader",
+    "tfds": "tfds.builder_from_directory (TFDS metadata files)",
+    "dali": "NVIDIA DALI's TFRecord reader (uncompressed shards with index files)",
+    "torch": "the tfrecord package's TFRecordDataset and recordbeam's torch dataset",
+}
+
+
+def _has_masks(manifest: Mapping[str, Any]) -> bool:
+    return _MASK in manifest.get("features", {})
+
+
+def _detection_rules(consumer: str, manifest: Mapping[str, Any]) -> list[tuple[str, str, RecordCheck]]:
+    """(rule name, what it means, check) for the three detection trainers."""
+    required = {"image/encoded": "bytes"}
+    optional = dict(_DETECTION_KINDS)
+    if consumer == "model-garden":
+        required["image/source_id"] = "bytes"
+    else:
+        optional["image/source_id"] = "bytes"
+    if consumer == "od-api":
+        optional.update({"image/format": "bytes", "image/filename": "bytes",
+                         "image/key/sha256": "bytes", "image/object/class/text": "bytes"})
+    rules: list[tuple[str, str, RecordCheck]] = [
+        ("keys", "the decoder's keys are present with its dtypes",
+         _keys_rule(required, optional, _SCALARS)),
+        ("objects", "box, label, area and crowd lists agree in length", _object_lists),
+        ("boxes", "boxes are normalized to [0, 1] with min <= max", _boxes_normalized),
+        ("labels", "object labels are 1 or more (0 is the background)", _labels_from_one),
+        ("image-size", "image/height and image/width are the encoded image's size", _image_size),
+    ]
+    if consumer == "model-garden":
+        rules.append(("source-id", "image/source_id is a decimal integer (to_number int64)",
+                      _numeric_source_id(empty_allowed=False, float32=False)))
+    if consumer == "efficientdet":
+        rules.append(("source-id", "image/source_id is empty or a decimal integer float32 holds exactly",
+                      _numeric_source_id(empty_allowed=True, float32=True)))
+    if consumer == "od-api":
+        rules.append(("label-map", "labels and class/text are those of the manifest's label map",
+                      _labels_in_map(manifest)))
+    if consumer in ("model-garden", "od-api") and _has_masks(manifest):
+        rules.append(("masks", "one PNG mask per object, of the image's height and width",
+                      _masks_match_image))
+    return rules
+
+
+def _record_rules(consumer: str, manifest: Mapping[str, Any]) -> list[tuple[str, str, RecordCheck]]:
+    if consumer in ("model-garden", "od-api", "efficientdet"):
+        return _detection_rules(consumer, manifest)
+    if consumer == "torch":
+        return [("kinds", "every record stores each key with the manifest's type",
+                 _kinds_match_manifest(manifest))]
+    return []
+
+
+# ---------------------------------------------------------------- the folder
+
+
+def _join(folder: str, name: str) -> str:
+    return folder.rstrip("/") + "/" + name if "://" in folder else os.path.join(folder, name)
+
+
+def _open(path: str) -> BinaryIO:
+    if "://" in path:
+        from recordbeam import filesystems  # Beam, only for remote folders
+
+        return filesystems.open_read(path)
+    return open(path, "rb")
+
+
+def _exists(path: str) -> bool:
+    if "://" in path:
+        from recordbeam import filesystems
+
+        return filesystems.exists(path)
+    return os.path.exists(path)
+
+
+def _read_manifest(folder: str) -> dict[str, Any]:
+    path = _join(folder, _MANIFEST)
+    if not _exists(path):
+        raise UsageError(f"{folder}: no {_MANIFEST}; point check at a finished recordbeam output folder")
+    with _open(path) as f:
+        return json.loads(f.read())
+
+
+def _shards(folder: str, manifest: Mapping[str, Any]) -> list[_Shard]:
+    return [_Shard(_join(folder, s["file"]), s["file"], int(s["examples"]))
+            for _split, entry in sorted(manifest.get("splits", {}).items())
+            for s in entry.get("shards", [])]
+
+
+def _index_lines(path: str) -> Iterator[tuple[int, str]]:
+    with _open(path) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield number, line.decode("ascii", "replace").strip()
+
+
+class _IndexFollower:
+    """Compares a shard's records, as they are read, with its ``.idx`` lines, one at a time."""
+
+    def __init__(self, shard: _Shard, result: RuleResult, max_shown: int) -> None:
+        self.shard, self.result, self.max_shown = shard, result, max_shown
+        self.lines = _index_lines(index_path_for(shard.path))
+        self.broken = False
+
+    def record(self, number: int, offset: int, framed: int) -> None:
+        if self.broken:
+            return
+        line = next(self.lines, None)
+        where = f"{self.shard.name}.idx"
+        if line is None:
+            self._fail(f"{where}: ends before record {number} of the shard; re-create it "
+                       f"with recordbeam index {self.shard.name}")
+            return
+        expected = f"{offset} {framed}"
+        if " ".join(line[1].split()) != expected:
+            self._fail(f"{where} line {line[0]}: {line[1]!r}, but record {number} is at "
+                       f"offset {offset} with {framed} bytes ({expected!r}); re-create it with "
+                       f"recordbeam index {self.shard.name}")
+
+    def finish(self, complete: bool) -> None:
+        if complete and not self.broken:
+            extra = sum(1 for _ in self.lines)
+            if extra:
+                self._fail(f"{self.shard.name}.idx: {counted(extra, 'line')} more than the "
+                           f"shard has records; re-create it with recordbeam index {self.shard.name}")
+
+    def _fail(self, message: str) -> None:
+        self.broken = True  # one violation per index: later lines are off by the same cause
+        self.result.fail(message, self.max_shown)
+
+
+def _compression_rule(shards: list[_Shard], allowed: Sequence[Compression], why: str,
+                      max_shown: int) -> RuleResult:
+    names = "uncompressed" if len(allowed) == 1 else " or ".join(c.name.lower() for c in allowed)
+    result = RuleResult("compression", f"shards are {names}", checked=len(shards))
+    for shard in shards:
+        compression = compression_for_path(shard.name)
+        if compression not in allowed:
+            result.fail(f"{shard.name}: {compression.name.lower()} compressed; {why} (recordbeam "
+                        "reshard OUT/*.tfrecord* NEW --compression none --index)", max_shown)
+    return result
+
+
+def _tfds_files_rule(folder: str, manifest: Mapping[str, Any], max_shown: int) -> RuleResult:
+    expected = tfds.files_for(manifest)
+    result = RuleResult("metadata", "dataset_info.json and features.json are there and match "
+                        "the manifest", checked=len(expected))
+    if not expected:
+        result.fail("TFDS cannot read this folder (compressed shards or no features), so "
+                    "recordbeam wrote no TFDS metadata; reshard with --compression none", max_shown)
+        return result
+    for name, content in sorted(expected.items()):
+        path = _join(folder, name)
+        if not _exists(path):
+            result.fail(f"{name} is missing; TFDS needs it (convert again, or reshard into a new folder)",
+                        max_shown)
+            continue
+        with _open(path) as f:
+            found = f.read()
+        if found != content:
+            result.fail(f"{name} does not match manifest.json (edited, or from another run); "
+                        "convert again into this folder to rewrite it", max_shown)
+    return result
+
+
+def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
+                 max_shown: int = DEFAULT_MAX_SHOWN) -> CheckResult:
+    """Check a finished output folder against ``consumer``'s rules (a key of
+    :data:`CONSUMERS`), reading its shards once, record by record.
+
+    Args:
+        folder: the folder holding ``manifest.json`` (local, or any Beam filesystem).
+        consumer: which consumer's rules.
+        max_records: stop after this many records in all (None: read every record); rules
+            that need whole shards (counts, index ends) then skip the shards not read to
+            their end, and the result says it stopped early.
+        max_shown: violations kept in full per rule; the rest are counted.
+
+    Raises:
+        UsageError: an unknown consumer, or no manifest in ``folder``.
+    """
+    if consumer not in CONSUMERS:
+        raise UsageError(f"unknown consumer {consumer!r}; choose one of {', '.join(CONSUMERS)}")
+    manifest = _read_manifest(folder)
+    shards = _shards(folder, manifest)
+    folder_rules: list[RuleResult] = []
+    if consumer == "dali":
+        folder_rules.append(_compression_rule(
+            shards, [Compression.NONE], "DALI's reader takes uncompressed shards only", max_shown))
+    if consumer == "torch":
+        folder_rules.append(_compression_rule(
+            shards, [Compression.NONE, Compression.GZIP],
+            "the tfrecord package reads uncompressed and gzip shards, not zlib", max_shown))
+    if consumer == "tfds":
+        folder_rules.append(_tfds_files_rule(folder, manifest, max_shown))
+    record_rules = [_RecordRule(RuleResult(name, meaning), check)
+                    for name, meaning, check in _record_rules(consumer, manifest)]
+    parse_rule = RuleResult("examples", "every record is a tf.train.Example")
+    counts = RuleResult("counts", "each shard holds the records the manifest (and TFDS's "
+                        "shardLengths) list")
+    index_rule = (RuleResult("index", "each shard has a .idx that matches its records")
+                  if consumer in ("dali", "torch") else None)
+    records, stopped = 0, False
+    for shard in shards:
+        if max_records is not None and records >= max_records:
+            stopped = True
+            break
+        follower = None
+        if index_rule is not None:
+            index_rule.checked += 1
+            if compression_for_path(shard.name) is not Compression.NONE:
+                index_rule.fail(f"{shard.name}: compressed, so no reader can seek to its "
+                                "records by an index", max_shown)
+            elif not _exists(index_path_for(shard.path)):
+                index_rule.fail(f"{shard.name}: no {shard.name}.idx beside it; write one with "
+                                f"recordbeam index {shard.name} (or convert with --index)", max_shown)
+            else:
+                follower = _IndexFollower(shard, index_rule, max_shown)
+        number, complete = -1, True
+        with _open(shard.path) as f:
+            for offset, framed, data in read_records_with_offsets(f, path=shard.path):
+                if max_records is not None and records >= max_records:
+                    complete, stopped = False, True
+                    break
+                number += 1
+                records += 1
+                if follower is not None:
+                    follower.record(number, offset, framed)
+                _check_record(shard.name, number, data, parse_rule, record_rules, max_shown)
+        if follower is not None:
+            follower.finish(complete)
+        if complete:
+            counts.checked += 1
+            if number + 1 != shard.listed:
+                counts.fail(f"{shard.name}: {counted(number + 1, 'record')}, the manifest lists "
+                            f"{shard.listed}; the shard was changed after the run", max_shown)
+    rules = [*folder_rules, parse_rule, counts, *([index_rule] if index_rule else []),
+             *(rule.result for rule in record_rules)]
+    if consumer in ("model-garden", "od-api") and not _has_masks(manifest):
+        note = RuleResult("masks", "one PNG mask per object, of the image's height and width")
+        note.note = "not applicable: the folder has no image/object/mask (detection only)"
+        rules.append(note)
+    return CheckResult(consumer, rules, records, stopped)
+
+
+def _check_record(shard: str, number: int, data: bytes, parse_rule: RuleResult,
+                  record_rules: list[_RecordRule], max_shown: int) -> None:
+    parse_rule.checked += 1
+    record = _parse_record(shard, number, data)
+    if isinstance(record, str):
+        parse_rule.fail(f"{shard} record {number}: {record}", max_shown)
+        return
+    for rule in record_rules:
+        rule.result.checked += 1
+        problem = rule.check(record)
+        if problem:
+            rule.result.fail(f"{shard} record {number}: {problem}", max_shown)
+
+
+# ---------------------------------------------------------------- the label map file
+
+
+def label_map_pbtxt(manifest: Mapping[str, Any]) -> str:
+    """The Object Detection API's ``label_map.pbtxt`` for the manifest's label map.
+
+    Raises:
+        UsageError: the manifest has no label map, or one whose ids are not whole numbers of
+            1 or more (the API reserves 0 for the background).
+    """
+    label_map = manifest.get("label_map") or {}
+    if not label_map:
+        raise UsageError("the manifest has no label map (a folder without class labels); "
+                         "there is nothing to write into label_map.pbtxt")
+    items = []
+    for key, name in label_map.items():
+        text = str(key)
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+            raise UsageError(f"label {text!r} ({name}) is not a whole number of 1 or more; the "
+                             "Object Detection API reserves 0 for the background. Convert with "
+                             "--contiguous-labels to number the classes from 1")
+        items.append((int(text), str(name)))
+    lines = []
+    for label, name in sorted(items):
+        quoted = json.dumps(name, ensure_ascii=False)  # a double-quoted string pbtxt reads
+        lines.append(f"item {{\n  id: {label}\n  name: {quoted}\n  display_name: {quoted}\n}}\n")
+    return "".join(lines)
+
+
+def summary_line(rule: RuleResult) -> str:
+    """One line per rule for the command's output."""
+    if rule.note:
+        return f"  {rule.name}: {rule.note}"
+    if rule.ok:
+        return f"  {rule.name}: ok ({rule.meaning}; {rule.checked} checked)"
+    failed = len(rule.shown) + rule.more
+    return f"  {rule.name}: FAILED, {counted(failed, 'violation')} ({rule.meaning})"
