@@ -127,7 +127,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                           max_shown=args.max_problems)
     if args.write_label_map is not None:
         filesystems.write_bytes(args.write_label_map,
-                                label_map_pbtxt(_finished_manifest(args.output_dir)).encode("utf-8"))
+                                label_map_pbtxt(result.manifest).encode("utf-8"))
     read = counted(result.records, "record")
     stopped = " (stopped there: --max-records; shards not read to their end are not counted)" \
         if result.stopped_early else ""

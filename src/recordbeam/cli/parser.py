@@ -17,7 +17,6 @@ from recordbeam.cli.commands import (
     cmd_schema,
     cmd_verify,
 )
-from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
 from recordbeam.cli.pipeline_commands import (
     cmd_convert_coco,
     cmd_convert_imagefolder,
@@ -26,6 +25,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_demo,
     cmd_reshard,
 )
+from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
 
 
 def _whole_number(minimum: int, meaning: str) -> Callable[[str], int]:

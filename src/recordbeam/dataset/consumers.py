@@ -53,6 +53,7 @@ __all__ = [
     "RuleResult",
     "check_folder",
     "label_map_pbtxt",
+    "summary_line",
 ]
 
 DEFAULT_MAX_SHOWN = 5
@@ -284,6 +285,7 @@ class CheckResult:
     rules: list[RuleResult]
     records: int
     stopped_early: bool
+    manifest: dict[str, Any]
 
     @property
     def ok(self) -> bool:
@@ -485,6 +487,26 @@ def _tfds_files_rule(folder: str, manifest: Mapping[str, Any], max_shown: int) -
     return result
 
 
+def _index_follower(shard: _Shard, rule: RuleResult | None, required: bool,
+                    max_shown: int) -> _IndexFollower | None:
+    if rule is None:
+        return None
+    present = _exists(index_path_for(shard.path))
+    compressed = compression_for_path(shard.name) is not Compression.NONE
+    if not required and not present:
+        return None
+    rule.checked += 1
+    if compressed:
+        rule.fail(f"{shard.name}: compressed, so no reader can seek to its records by an "
+                  "index (offsets count uncompressed bytes)", max_shown)
+    elif not present:
+        rule.fail(f"{shard.name}: no {shard.name}.idx beside it; write one with "
+                  f"recordbeam index {shard.name} (or convert with --index)", max_shown)
+    else:
+        return _IndexFollower(shard, rule, max_shown)
+    return None
+
+
 def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
                  max_shown: int = DEFAULT_MAX_SHOWN) -> CheckResult:
     """Check a finished output folder against ``consumer``'s rules (a key of
@@ -520,24 +542,19 @@ def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
     parse_rule = RuleResult("examples", "every record is a tf.train.Example")
     counts = RuleResult("counts", "each shard holds the records the manifest (and TFDS's "
                         "shardLengths) list")
-    index_rule = (RuleResult("index", "each shard has a .idx that matches its records")
-                  if consumer in ("dali", "torch") else None)
+    # DALI cannot read a shard without its index; the tfrecord package reads one whole
+    # without it, but follows a stale one to wrong offsets: there only present ones must match.
+    index_required = consumer == "dali"
+    index_rule = None
+    if consumer in ("dali", "torch"):
+        index_rule = RuleResult("index", "each shard has a .idx that matches its records"
+                                if index_required else "every .idx present matches its shard")
     records, stopped = 0, False
     for shard in shards:
         if max_records is not None and records >= max_records:
             stopped = True
             break
-        follower = None
-        if index_rule is not None:
-            index_rule.checked += 1
-            if compression_for_path(shard.name) is not Compression.NONE:
-                index_rule.fail(f"{shard.name}: compressed, so no reader can seek to its "
-                                "records by an index", max_shown)
-            elif not _exists(index_path_for(shard.path)):
-                index_rule.fail(f"{shard.name}: no {shard.name}.idx beside it; write one with "
-                                f"recordbeam index {shard.name} (or convert with --index)", max_shown)
-            else:
-                follower = _IndexFollower(shard, index_rule, max_shown)
+        follower = _index_follower(shard, index_rule, index_required, max_shown)
         number, complete = -1, True
         with _open(shard.path) as f:
             for offset, framed, data in read_records_with_offsets(f, path=shard.path):
@@ -562,7 +579,7 @@ def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
         note = RuleResult("masks", "one PNG mask per object, of the image's height and width")
         note.note = "not applicable: the folder has no image/object/mask (detection only)"
         rules.append(note)
-    return CheckResult(consumer, rules, records, stopped)
+    return CheckResult(consumer, rules, records, stopped, manifest)
 
 
 def _check_record(shard: str, number: int, data: bytes, parse_rule: RuleResult,
