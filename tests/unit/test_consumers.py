@@ -232,3 +232,17 @@ def test_torch_needs_every_record_to_store_keys_with_the_manifest_type(tmp_path)
     problems = failed(check_folder(odd, "torch"))
     assert problems == {"kinds": ["train-00000-of-00001.tfrecord record 1: image/height is stored "
                                   "as float, the manifest lists it as int64"]}
+
+
+def test_torch_refuses_an_empty_feature_written_without_a_type(tmp_path):
+    folder = write_folder(tmp_path / "f", [[detection_example(0)]])
+    shard = os.path.join(folder, "train-00000-of-00001.tfrecord")
+    example = detection_example(0)
+    with open(shard, "wb") as f, RecordWriter(f) as writer:
+        writer.write(encode_example({**example, "image/object/area": []},
+                                    {k: v for k, v in KINDS.items() if k != "image/object/area"}))
+    os.remove(shard + ".idx")
+    problems = failed(check_folder(folder, "torch"))
+    assert list(problems) == ["kinds"]
+    assert problems["kinds"][0].startswith("train-00000-of-00001.tfrecord record 0: "
+                                           "image/object/area is an empty value stored without a type")

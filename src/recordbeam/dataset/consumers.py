@@ -30,7 +30,8 @@ Where the rules come from (read in their sources, written here in our own words)
 - ``torch``: the ``tfrecord`` package (``TFRecordDataset`` / ``MultiTFRecordDataset``) reads
   uncompressed or gzip shards (not zlib) and needs the index to split a shard between
   workers; its ``description`` gives one type per key, so every record must store a key
-  with the type the manifest lists. recordbeam's own torch dataset reads any folder.
+  with the type the manifest lists, and it takes a feature's type from its first value
+  list, so it fails on an empty feature written without one. recordbeam's own torch dataset reads any folder.
 """
 
 from __future__ import annotations
@@ -230,7 +231,11 @@ def _kinds_match_manifest(manifest: Mapping[str, Any]) -> RecordCheck:
             want = expected.get(name)
             if name not in expected:
                 return f"{name} is not in the manifest's features; a typed description would miss it"
-            if kind is not None and want is not None and kind != want:
+            if kind is None:
+                return (f"{name} is an empty value stored without a type, which the tfrecord "
+                        "package cannot read (it takes a feature's type from its first value "
+                        "list); write empty lists with their kind (encode_example's kinds=)")
+            if want is not None and kind != want:
                 return f"{name} is stored as {kind}, the manifest lists it as {want}"
         return None
 
@@ -369,7 +374,7 @@ def _record_rules(consumer: str, manifest: Mapping[str, Any]) -> list[tuple[str,
     if consumer in ("model-garden", "od-api", "efficientdet"):
         return _detection_rules(consumer, manifest)
     if consumer == "torch":
-        return [("kinds", "every record stores each key with the manifest's type",
+        return [("kinds", "every record stores each key typed, with the manifest's type",
                  _kinds_match_manifest(manifest))]
     return []
 
