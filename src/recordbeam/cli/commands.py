@@ -1,5 +1,5 @@
 """The commands that read record files or a finished output folder: ``inspect``,
-``verify``, ``index``, ``schema`` and ``report``. Each takes the parsed arguments and
+``verify``, ``index``, ``schema``, ``report`` and ``check``. Each takes the parsed arguments and
 returns the command's exit code."""
 
 from __future__ import annotations
