@@ -246,3 +246,19 @@ def test_torch_refuses_an_empty_feature_written_without_a_type(tmp_path):
     assert list(problems) == ["kinds"]
     assert problems["kinds"][0].startswith("train-00000-of-00001.tfrecord record 0: "
                                            "image/object/area is an empty value stored without a type")
+
+
+def test_a_damaged_or_missing_shard_is_a_violation_and_the_other_shards_are_still_read(good):
+    first = os.path.join(good, "train-00000-of-00002.tfrecord")
+    data = bytearray(open(first, "rb").read())
+    data[-3] ^= 0xFF  # the last record's data CRC
+    open(first, "wb").write(bytes(data))
+    result = check_folder(good, "model-garden")
+    problems = failed(result)
+    assert list(problems) == ["examples"]
+    assert problems["examples"][0].startswith("train-00000-of-00002.tfrecord record 1 at byte offset ")
+    assert result.records == 2  # record 0 of the first shard, then the second shard
+    os.remove(os.path.join(good, "train-00001-of-00002.tfrecord"))
+    problems = failed(check_folder(good, "model-garden"))
+    assert problems["counts"] == ["train-00001-of-00002.tfrecord: listed in the manifest but cannot "
+                                  "be read (No such file or directory); the folder is incomplete"]

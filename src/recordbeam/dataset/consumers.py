@@ -44,7 +44,12 @@ from typing import Any, BinaryIO
 
 from recordbeam.dataset import tfds
 from recordbeam.errors import UsageError, counted
-from recordbeam.tfrecord.framing import Compression, compression_for_path, read_records_with_offsets
+from recordbeam.tfrecord.framing import (
+    Compression,
+    RecordError,
+    compression_for_path,
+    read_records_with_offsets,
+)
 from recordbeam.tfrecord.index import index_path_for
 
 __all__ = [
@@ -544,7 +549,7 @@ def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
         folder_rules.append(_tfds_files_rule(folder, manifest, max_shown))
     record_rules = [_RecordRule(RuleResult(name, meaning), check)
                     for name, meaning, check in _record_rules(consumer, manifest)]
-    parse_rule = RuleResult("examples", "every record is a tf.train.Example")
+    parse_rule = RuleResult("examples", "every record is intact and a tf.train.Example")
     counts = RuleResult("counts", "each shard holds the records the manifest (and TFDS's "
                         "shardLengths) list")
     # DALI cannot read a shard without its index; the tfrecord package reads one whole
@@ -554,37 +559,65 @@ def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
     if consumer in ("dali", "torch"):
         index_rule = RuleResult("index", "each shard has a .idx that matches its records"
                                 if index_required else "every .idx present matches its shard")
-    records, stopped = 0, False
+    reader = _ShardReader(parse_rule, counts, record_rules, max_records, max_shown)
     for shard in shards:
-        if max_records is not None and records >= max_records:
-            stopped = True
+        if not reader.budget_left():
+            reader.stopped = True
             break
-        follower = _index_follower(shard, index_rule, index_required, max_shown)
-        number, complete = -1, True
-        with _open(shard.path) as f:
-            for offset, framed, data in read_records_with_offsets(f, path=shard.path):
-                if max_records is not None and records >= max_records:
-                    complete, stopped = False, True
-                    break
-                number += 1
-                records += 1
-                if follower is not None:
-                    follower.record(number, offset, framed)
-                _check_record(shard.name, number, data, parse_rule, record_rules, max_shown)
-        if follower is not None:
-            follower.finish(complete)
-        if complete:
-            counts.checked += 1
-            if number + 1 != shard.listed:
-                counts.fail(f"{shard.name}: {counted(number + 1, 'record')}, the manifest lists "
-                            f"{shard.listed}; the shard was changed after the run", max_shown)
+        reader.read(shard, _index_follower(shard, index_rule, index_required, max_shown))
     rules = [*folder_rules, parse_rule, counts, *([index_rule] if index_rule else []),
              *(rule.result for rule in record_rules)]
     if consumer in ("model-garden", "od-api") and not _has_masks(manifest):
         note = RuleResult("masks", "one PNG mask per object, of the image's height and width")
         note.note = "not applicable: the folder has no image/object/mask (detection only)"
         rules.append(note)
-    return CheckResult(consumer, rules, records, stopped, manifest)
+    return CheckResult(consumer, rules, reader.records, reader.stopped, manifest)
+
+
+class _ShardReader:
+    """Reads shards one after the other, record by record, feeding every rule, until the
+    record budget (``max_records``) is spent."""
+
+    def __init__(self, parse_rule: RuleResult, counts: RuleResult, record_rules: list[_RecordRule],
+                 max_records: int | None, max_shown: int) -> None:
+        self.parse_rule, self.counts, self.record_rules = parse_rule, counts, record_rules
+        self.max_records, self.max_shown = max_records, max_shown
+        self.records, self.stopped = 0, False
+
+    def budget_left(self) -> bool:
+        return self.max_records is None or self.records < self.max_records
+
+    def read(self, shard: _Shard, follower: _IndexFollower | None) -> None:
+        number, complete = -1, True
+        try:
+            with _open(shard.path) as f:
+                for offset, framed, data in read_records_with_offsets(f, path=shard.path):
+                    if not self.budget_left():
+                        complete, self.stopped = False, True
+                        break
+                    number += 1
+                    self.records += 1
+                    if follower is not None:
+                        follower.record(number, offset, framed)
+                    _check_record(shard.name, number, data, self.parse_rule, self.record_rules,
+                                  self.max_shown)
+        except RecordError as error:  # the rest of a damaged shard cannot be trusted
+            problem = error.problem.removeprefix(f"{error.path}: ")  # named as the shard below
+            self.parse_rule.fail(f"{shard.name} {problem}; `recordbeam verify` lists every "
+                                 "damaged record: re-create the shard", self.max_shown)
+            return
+        except OSError as error:
+            self.counts.fail(f"{shard.name}: listed in the manifest but cannot be read "
+                             f"({error.strerror or error}); the folder is incomplete", self.max_shown)
+            return
+        if follower is not None:
+            follower.finish(complete)
+        if complete:
+            self.counts.checked += 1
+            if number + 1 != shard.listed:
+                self.counts.fail(f"{shard.name}: {counted(number + 1, 'record')}, the manifest "
+                                 f"lists {shard.listed}; the shard was changed after the run",
+                                 self.max_shown)
 
 
 def _check_record(shard: str, number: int, data: bytes, parse_rule: RuleResult,
