@@ -262,3 +262,14 @@ def test_a_damaged_or_missing_shard_is_a_violation_and_the_other_shards_are_stil
     problems = failed(check_folder(good, "model-garden"))
     assert problems["counts"] == ["train-00001-of-00002.tfrecord: listed in the manifest but cannot "
                                   "be read (No such file or directory); the folder is incomplete"]
+
+
+def test_image_size_must_be_the_encoded_image_size_when_written(tmp_path):
+    wrong = detection_example(1)
+    wrong["image/height"] = 7
+    unsized = {k: v for k, v in detection_example(2).items()
+               if k not in ("image/height", "image/width", "image/object/mask")}
+    folder = write_folder(tmp_path / "f", [[detection_example(0), wrong, unsized]])
+    problems = failed(check_folder(folder, "efficientdet"))
+    assert problems == {"image-size": ["train-00000-of-00001.tfrecord record 1: image/height x "
+                                       "image/width is 7x8 but the encoded image is 6x8"]}
