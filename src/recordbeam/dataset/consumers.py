@@ -279,15 +279,17 @@ class _IndexFollower:
         self.result.fail(message, self.max_shown)
 
 
-def _compression_rule(shards: list[_Shard], allowed: Sequence[Compression], why: str,
-                      max_shown: int) -> RuleResult:
-    names = "uncompressed" if len(allowed) == 1 else " or ".join(c.name.lower() for c in allowed)
+def _compression_rule(folder: str, shards: list[_Shard], allowed: Sequence[Compression],
+                      why: str, max_shown: int) -> RuleResult:
+    names = " or ".join("uncompressed" if c is Compression.NONE else c.name.lower() for c in allowed)
     result = RuleResult("compression", f"shards are {names}", checked=len(shards))
     for shard in shards:
         compression = compression_for_path(shard.name)
         if compression not in allowed:
-            result.fail(f"{shard.name}: {compression.name.lower()} compressed; {why} (recordbeam "
-                        "reshard OUT/*.tfrecord* NEW --compression none --index)", max_shown)
+            pattern = f"{folder.rstrip('/')}/*{shard.name[shard.name.rindex('.tfrecord'):]}"
+            result.fail(f"{shard.name}: {compression.name.lower()} compressed; {why}. Rewrite "
+                        f"them: recordbeam reshard '{pattern}' NEW_FOLDER --compression none "
+                        "--index", max_shown)
     return result
 
 
@@ -356,10 +358,11 @@ def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
     folder_rules: list[RuleResult] = []
     if consumer == "dali":
         folder_rules.append(_compression_rule(
-            shards, [Compression.NONE], "DALI's reader takes uncompressed shards only", max_shown))
+            folder, shards, [Compression.NONE], "DALI's reader takes uncompressed shards only",
+            max_shown))
     if consumer == "torch":
         folder_rules.append(_compression_rule(
-            shards, [Compression.NONE, Compression.GZIP],
+            folder, shards, [Compression.NONE, Compression.GZIP],
             "the tfrecord package reads uncompressed and gzip shards, not zlib", max_shown))
     if consumer == "tfds":
         folder_rules.append(_tfds_files_rule(folder, manifest, max_shown))
