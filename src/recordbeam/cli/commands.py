@@ -1,5 +1,5 @@
 """The commands that read record files or a finished output folder: ``inspect``,
-``verify``, ``index``, ``schema`` and ``report``. Each takes the parsed arguments and
+``verify``, ``index``, ``schema``, ``report`` and ``check``. Each takes the parsed arguments and
 returns the command's exit code."""
 
 from __future__ import annotations
@@ -115,4 +115,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     note = "" if charts else " (tables only: install recordbeam[report] for charts)"
     print(f"report: {html_path}{note}")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from recordbeam import filesystems
+    from recordbeam.dataset.consumers import CONSUMERS, check_folder, label_map_pbtxt, summary_line
+
+    if args.write_label_map is not None and args.consumer != "od-api":
+        raise UsageError("--write-label-map writes the Object Detection API's label map; "
+                         "use it with --for od-api")
+    result = check_folder(args.output_dir, args.consumer, max_records=args.max_records,
+                          max_shown=args.max_problems)
+    if args.write_label_map is not None:
+        filesystems.write_bytes(args.write_label_map,
+                                label_map_pbtxt(result.manifest).encode("utf-8"))
+    read = counted(result.records, "record")
+    stopped = " (stopped there: --max-records; shards not read to their end are not counted)" \
+        if result.stopped_early else ""
+    print(f"{args.output_dir} for {args.consumer} ({CONSUMERS[args.consumer]}): {read} read{stopped}")
+    for rule in result.rules:
+        print(summary_line(rule))
+        for violation in rule.shown:
+            print(f"    {violation}")
+        if rule.more:
+            print(f"    and {rule.more} more")
+    if args.write_label_map is not None:
+        print(f"label map: {args.write_label_map}")
+    failed = [rule.name for rule in result.rules if not rule.ok]
+    if failed:
+        print(f"recordbeam: {args.output_dir} does not fit {args.consumer}: "
+              f"{counted(len(failed), 'rule')} failed ({', '.join(failed)})", file=sys.stderr)
+        return EXIT_DATA
     return EXIT_OK

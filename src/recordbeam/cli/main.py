@@ -2,7 +2,7 @@
 
 Exit codes:
     0  success (``verify``: every record is clean)
-    1  the data has problems: ``verify`` found a corrupt record, or a conversion failed
+    1  the data has problems: ``verify`` found a corrupt record, ``check`` a broken rule, or a conversion failed
        on its inputs (malformed annotations, too many rejects)
     2  usage: bad arguments, missing input paths, an output folder holding foreign files
     3  the run failed for another reason (I/O error such as a full disk, runner failure)

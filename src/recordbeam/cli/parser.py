@@ -9,7 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from recordbeam import __version__
-from recordbeam.cli.commands import cmd_index, cmd_inspect, cmd_report, cmd_schema, cmd_verify
+from recordbeam.cli.commands import (
+    cmd_check,
+    cmd_index,
+    cmd_inspect,
+    cmd_report,
+    cmd_schema,
+    cmd_verify,
+)
 from recordbeam.cli.pipeline_commands import (
     cmd_convert_coco,
     cmd_convert_cvat,
@@ -21,6 +28,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_demo,
     cmd_reshard,
 )
+from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
 
 
 def _whole_number(minimum: int, meaning: str) -> Callable[[str], int]:
@@ -212,6 +220,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw N examples per split from the records (boxes, masks, keypoints, "
                    "captions) and up to N rejected images; 0 turns the gallery off (default: 24)")
     p.set_defaults(handler=cmd_report)
+
+    p = command("check", help="check that a finished output folder fits a trainer or loader",
+                description="Check a finished output folder against the rules of a consumer: "
+                + "; ".join(f"{name}: {what}" for name, what in CONSUMER_CHOICES.items())
+                + ". Exit 1 when a rule fails.")
+    p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
+    p.add_argument("--for", dest="consumer", required=True, choices=list(CONSUMER_CHOICES),
+                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES))
+    p.add_argument("--max-records", type=_POSITIVE, default=None, metavar="N",
+                   help="read at most N records in all (default: every record)")
+    p.add_argument("--max-problems", type=_POSITIVE, default=5, metavar="N",
+                   help="violations listed per rule, the rest counted (default: 5)")
+    p.add_argument("--write-label-map", nargs="?", const="label_map.pbtxt", default=None,
+                   metavar="FILE", help="with --for od-api: also write the manifest's label map "
+                   "as the Object Detection API's label_map.pbtxt (default FILE: label_map.pbtxt "
+                   "in the current folder)")
+    p.set_defaults(handler=cmd_check)
 
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
                 epilog=_TO_BEAM)
