@@ -211,3 +211,18 @@ def test_convert_coco_needs_annotations_or_captions(sample, tmp_path, capsys):
                      "--output", str(tmp_path / "none")])
     assert code == 2
     assert "--annotations FILE, --captions FILE or both" in capsys.readouterr().err
+
+
+def test_the_command_passes_keypoints_and_captions_on(sample, tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = cli_main(["convert", "coco", "--images", sample.images_dir, "--annotations",
+                     sample.keypoints, "--include-keypoints", "--captions", sample.captions,
+                     "--output", str(out), "--shards", "1", "--max-reject-fraction", "1",
+                     "--quiet", *IN_MEMORY])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "annotations with densepose not written  1" in printed
+    with open(out / "manifest.json", encoding="utf-8") as f:
+        manifest = json.load(f)
+    assert manifest["splits"]["train"]["counts"]["captions_written"] == 3
+    assert manifest["keypoints"]["1"]["names"] == list(EXTRAS_KEYPOINT_NAMES)

@@ -241,8 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--images", required=True, metavar="DIR",
                    help="folder of images named by file_name")
     p.add_argument("--annotations", default=None, metavar="FILE",
-                   help="COCO instances JSON file (person keypoints and LVIS files too); "
-                   "required unless --captions is given")
+                   help="COCO instances JSON file (person keypoints and LVIS files too) "
+                   "(default: none; then --captions is required)")
     p.add_argument("--contiguous-labels", action="store_true",
                    help="write labels 1..K in category-id order (default: COCO's category ids)")
     p.add_argument("--allow-outside-root", action="store_true",
@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "keypoints file (default: off; the summary counts keypoints not written)")
     p.add_argument("--captions", default=None, metavar="FILE",
                    help="COCO captions JSON (captions_*.json): write image/caption, joined by "
-                   "image id; alone (no --annotations) its own images are converted")
+                   "image id; alone (no --annotations) its own images are converted (default: none)")
     p.add_argument("--max-annotation-reject-fraction",
                    type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
                    help="fail when more than this fraction (0 to 1) of annotations is rejected "

@@ -945,7 +945,7 @@ class _JoinAnnotations(beam.DoFn):
 
     def _written_captions(self, captions: list[tuple[Any, str, Any]], image_id: Any):
         """Yields rejects for captions whose image id has another type; returns the
-        texts of the others."""
+        ``(caption id, text)`` of the others (the ids name them if the image is lost)."""
         texts = []
         for caption_id, text, caption_image_id in captions:
             if type(caption_image_id) is not type(image_id):
@@ -956,7 +956,7 @@ class _JoinAnnotations(beam.DoFn):
                     f"({_kind_of_id(image_id)}); ids of one kind must have one type: fix "
                     "the captions file"))
                 continue
-            texts.append(text)
+            texts.append((caption_id, text))
         return texts
 
     def _category_lists(self, lists: ImageCategoryLists, image_id: Any):
@@ -1201,8 +1201,8 @@ class CocoEncoder(DetectionEncoder):
             warning = warn_size_mismatch(record, info, record.labels)
             columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
         if self.captions:
-            texts = record.labels.get("captions", ())
-            columns[CAPTION_FEATURE], kinds[CAPTION_FEATURE] = list(texts), "bytes"
+            texts = [text for _caption_id, text in record.labels.get("captions", ())]
+            columns[CAPTION_FEATURE], kinds[CAPTION_FEATURE] = texts, "bytes"
             counts["captions_written"] = len(texts)
         for key, feature in LVIS_LIST_FEATURES.items():
             if key in record.labels:
@@ -1211,6 +1211,17 @@ class CocoEncoder(DetectionEncoder):
 
     def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:
         return unpack_objects(record.labels["objects"])
+
+    def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
+        """The objects and captions of an image rejected while writing, as annotation
+        rejects."""
+        reason = lost_annotation_reason(reject.reason)
+        captions = tuple(
+            Reject("annotation", f"caption {caption_id}", reason,
+                   f"caption {caption_id} belongs to image {record.path}, which was rejected "
+                   f"({reject.reason}; see its image's reject)", reject.split)
+            for caption_id, _text in record.labels.get("captions", ()))
+        return super().lost_with(record, reject) + captions
 
     def object_source(self, obj: ObjectLabel) -> str:
         return f"annotation {obj.annotation_id}"

@@ -9,7 +9,8 @@ import pickle
 import pytest
 
 from recordbeam.images.transcode import orient_box, orient_point
-from recordbeam.records import Reject
+from recordbeam.pipeline import coco_settings
+from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco import (
     CocoEncoder,
     CocoFormatError,
@@ -34,6 +35,8 @@ from recordbeam.sources.coco_records import (
     unpack_annotations,
 )
 from recordbeam.sources.detection import Geometry
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.sink import ShardOptions
 
 PERSON = {"id": 1, "name": "person", "keypoints": ["nose", "eye"], "skeleton": [[1, 2]]}
 
@@ -166,3 +169,21 @@ def test_encoder_normalizes_and_moves_keypoints_with_the_pixels():
     assert (xs, ys, visibility) == ([0.75, 0.0, 0.0], [0.25, 0.0, 1.0], [2, 0, 1])
     assert encoder.extra_values(_obj(points), upright)[-1] == 2
     assert encoder.flat_values(_obj(None), upright) == ([], [], [], [])
+
+
+def test_captions_of_an_image_rejected_while_writing_are_rejected_with_it():
+    record = ImageRecord(identity="1", path="/d/a.jpg", size=3, split="train", labels={
+        "objects": pack_annotations([]), "captions": ((5, "a dog"), (6, "a cat"))})
+    lost = CocoEncoder(captions=True).lost_with(
+        record, Reject("image", "/d/a.jpg", "truncated", "cut short"))
+    assert [(r.source, r.reason) for r in lost] == [
+        ("caption 5", "image_rejected"), ("caption 6", "image_rejected")]
+
+
+def test_settings_name_the_new_options_only_when_set():
+    shards, checks = ShardOptions(), ImageChecks()
+    plain = coco_settings(CocoOptions("i", "a.json"), shards, checks)["coco"]
+    assert "include_keypoints" not in plain and "captions" not in plain
+    both = coco_settings(CocoOptions("i", "a.json", include_keypoints=True, captions="c.json"),
+                         shards, checks)["coco"]
+    assert (both["include_keypoints"], both["captions"]) == (True, "c.json")
