@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     def kind_parser(name: str, help: str) -> argparse.ArgumentParser:
         return kinds.add_parser(name, help=help, allow_abbrev=False, epilog=_TO_BEAM)
 
-    p = kind_parser("coco", "COCO instances JSON + image folder")
+    p = kind_parser("coco", "COCO instances (keypoints, LVIS, captions) JSON + image folder")
     p.add_argument("--images", required=True, metavar="DIR",
                    help="folder of images named by file_name")
     p.add_argument("--annotations", default=None, metavar="FILE",

@@ -1,13 +1,15 @@
-"""COCO instances (detection) input: annotations JSON + a folder of images.
+"""COCO input: an instances (detection), person keypoints or LVIS JSON, and/or a
+captions JSON, + a folder of images.
 
 Everything is read inside the pipeline, on workers: the job graph holds two paths, not
 the dataset, whatever its size. The annotation file is streamed with ``ijson`` one
 section at a time (the annotations pass beside the images and categories passes), so a
 448 MB train2017 file never sits in memory.
 
-Stages: one stage streams the three sections and lists the image files (two groups of
-tasks on the workers) -> join files and image entries by file name -> join images and
-annotations by image id -> ``ImageRecord``s for the sink.
+Stages: one stage streams the three sections (and the captions file's annotations) and
+lists the image files (two groups of tasks on the workers) -> join files and image
+entries by file name -> join images, annotations, captions and LVIS category lists by
+image id -> ``ImageRecord``s for the sink.
 """
 
 from __future__ import annotations
@@ -1068,7 +1070,8 @@ def keypoints_metadata(categories: list[Category],
 
 
 class ReadCoco(beam.PTransform):
-    """Read a COCO instances dataset into ``ImageRecord``s.
+    """Read a COCO dataset (instances, person keypoints, LVIS, captions: see
+    :class:`CocoOptions`) into ``ImageRecord``s.
 
     Returns a dict of PCollections: ``records`` (ImageRecord), ``rejects`` (Reject),
     ``counts`` ((name, n) pairs), ``metadata`` (one dict: label map, input terms) and
