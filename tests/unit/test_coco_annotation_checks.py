@@ -4,6 +4,7 @@ keypoint geometry, each on hand-made values."""
 from __future__ import annotations
 
 import itertools
+import json
 import pickle
 
 import pytest
@@ -12,12 +13,14 @@ from recordbeam.images.transcode import orient_box, orient_point
 from recordbeam.pipeline import coco_settings
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco import (
+    CAPTIONS_TASK,
     CocoEncoder,
     CocoFormatError,
     CocoOptions,
     _check_annotation,
     _check_category,
     _check_image,
+    _ReadInputs,
     keypoints_metadata,
     label_map,
 )
@@ -187,3 +190,25 @@ def test_settings_name_the_new_options_only_when_set():
     both = coco_settings(CocoOptions("i", "a.json", include_keypoints=True, captions="c.json"),
                          shards, checks)["coco"]
     assert (both["include_keypoints"], both["captions"]) == (True, "c.json")
+
+
+def _read_captions(tmp_path, document):
+    path = tmp_path / "captions.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    options = CocoOptions(str(tmp_path), None, captions=str(path))
+    return list(_ReadInputs(options).process(CAPTIONS_TASK))
+
+
+def test_captions_leave_batched_by_image_id(tmp_path):
+    out = _read_captions(tmp_path, {"annotations": [
+        {"id": 1, "image_id": 4, "caption": "a"}, {"id": 2, "image_id": 4, "caption": "b"},
+        {"id": 3, "image_id": 5, "caption": 7}]})
+    batches = [m for k, m in (o for o in out if isinstance(o, tuple))]
+    assert batches == [CaptionBatch(4, ((1, "a"), (2, "b")))]
+    rejects = [o.value for o in out if not isinstance(o, tuple)]
+    assert [r.reason for r in rejects] == ["missing_field"]
+
+
+def test_a_captions_file_without_captions_is_refused(tmp_path):
+    with pytest.raises(CocoFormatError, match="holds no captions"):
+        _read_captions(tmp_path, {"images": [], "annotations": []})

@@ -348,6 +348,7 @@ class _ReadInputs(beam.DoFn):
         """The captions file's ``annotations``, one :class:`CaptionBatch` per image id
         (batched like the annotations), for the join by image id."""
         buffered: dict[Any, list[tuple[Any, str]]] = {}
+        position = -1
         for position, item in enumerate(stream_section(path, "annotations")):
             where = _where(path, "annotations", position)
             caption = item.get("caption") if isinstance(item, dict) else None
@@ -362,6 +363,10 @@ class _ReadInputs(beam.DoFn):
             if len(buffered) >= ANNOTATION_BUFFER:
                 yield from _flush_captions(buffered)
         yield from _flush_captions(buffered)
+        if position < 0:  # no image would get a caption: the wrong file, most likely
+            raise CocoFormatError(
+                f"{path} holds no captions (its 'annotations' list is missing or empty); "
+                "--captions takes a COCO captions file such as captions_train2017.json")
 
     def _read_section(self, path: str, section: str, stop_early: bool = False):
         count = 0
