@@ -126,7 +126,8 @@ def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
-    return [filesystems.everything_below(coco.images_dir), coco.annotations]
+    files = [f for f in (coco.annotations, coco.captions) if f]
+    return [filesystems.everything_below(coco.images_dir), *files]
 
 
 def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
@@ -146,15 +147,25 @@ def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
     return settings
 
 
+#: Options of ``convert coco`` added after its first release: recorded in the settings
+#: only when set, so outputs made without them keep their manifests and fingerprints.
+_LATER_COCO_OPTIONS = {"include_keypoints": False, "captions": None}
+
+
 def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks,
                   fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("coco", coco, shards, checks, fixes)
+    settings = _settings("coco", coco, shards, checks, fixes)
+    settings["coco"] = {key: value for key, value in settings["coco"].items()
+                        if _LATER_COCO_OPTIONS.get(key, "always") != value}
+    return settings
 
 
 def coco_label_metadata(coco: CocoOptions) -> dict[str, Any] | None:
     """The ``label_map`` and ``category_ids`` a run will write, from the categories
     section (read on the launcher, stopping where the section ends); None when the file
     is broken there, which the run itself then reports with the item's position."""
+    if not coco.annotations:  # a captions file alone: no categories
+        return {"label_map": {}, "category_ids": {}}
     try:
         categories = [(item["id"], item["name"])
                       for item in stream_section(coco.annotations, "categories", stop_early=True)]
@@ -175,7 +186,9 @@ def coco_to_tfrecord(
     whose label map disagrees with the annotation file's categories.
     """
     layout.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
-    encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks)
+    encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks, coco.include_keypoints,
+                          captions=coco.captions is not None,
+                          write_objects=coco.annotations is not None)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
 

@@ -268,11 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     def kind_parser(name: str, help: str) -> argparse.ArgumentParser:
         return kinds.add_parser(name, help=help, allow_abbrev=False, epilog=_TO_BEAM)
 
-    p = kind_parser("coco", "COCO instances JSON + image folder")
+    p = kind_parser("coco", "COCO instances (keypoints, LVIS, captions) JSON + image folder")
     p.add_argument("--images", required=True, metavar="DIR",
                    help="folder of images named by file_name")
-    p.add_argument("--annotations", required=True, metavar="FILE",
-                   help="COCO instances JSON file")
+    p.add_argument("--annotations", default=None, metavar="FILE",
+                   help="COCO instances JSON file (person keypoints and LVIS files too) "
+                   "(default: none; then --captions is required)")
     p.add_argument("--contiguous-labels", action="store_true",
                    help="write labels 1..K in category-id order (default: COCO's category ids)")
     p.add_argument("--allow-outside-root", action="store_true",
@@ -281,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-masks", action="store_true",
                    help="write image/object/mask: one 0/1 PNG per object from the "
                    "segmentations (default: off)")
+    p.add_argument("--include-keypoints", action="store_true",
+                   help="write image/object/keypoint/{x,y,visibility,num,text} from a person "
+                   "keypoints file (default: off; the summary counts keypoints not written)")
+    p.add_argument("--captions", default=None, metavar="FILE",
+                   help="COCO captions JSON (captions_*.json): write image/caption, joined by "
+                   "image id; alone (no --annotations) its own images are converted (default: none)")
     p.add_argument("--max-annotation-reject-fraction",
                    type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
                    help="fail when more than this fraction (0 to 1) of annotations is rejected "

@@ -98,12 +98,18 @@ def _require_file(path: str, flag: str, kind: str, what: str) -> None:
         raise UsageError(f"{path}: no such {kind} (check {flag})")
 
 
-def _check_inputs(images_dir: str, annotations: str) -> None:
+def _check_inputs(images_dir: str, annotations: str | None, captions: str | None = None) -> None:
     """Fail fast, before Beam starts, on input paths that do not exist."""
     from recordbeam import filesystems
 
-    _require_file(annotations, "--annotations", "annotation file",
-                  "the COCO instances JSON file, e.g. annotations/instances_train2017.json")
+    if annotations is None and captions is None:
+        raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
+    if annotations is not None:
+        _require_file(annotations, "--annotations", "annotation file",
+                      "the COCO instances JSON file, e.g. annotations/instances_train2017.json")
+    if captions is not None:
+        _require_file(captions, "--captions", "captions file",
+                      "the COCO captions JSON file, e.g. annotations/captions_train2017.json")
     # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
     if not filesystems.has_files(images_dir):
         raise UsageError(f"{images_dir}: no such folder, or it holds no files (check --images)")
@@ -113,10 +119,13 @@ def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import coco_input_patterns, coco_settings, coco_to_tfrecord
     from recordbeam.sources.coco import CocoOptions
 
-    _check_inputs(args.images, args.annotations)
+    captions = getattr(args, "captions", None)
+    _check_inputs(args.images, args.annotations, captions)
     coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels,
                        allow_outside_root=getattr(args, "allow_outside_root", False),
-                       include_masks=getattr(args, "include_masks", False))
+                       include_masks=getattr(args, "include_masks", False),
+                       include_keypoints=getattr(args, "include_keypoints", False),
+                       captions=captions)
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     if _up_to_date(args, [args.split], coco_input_patterns(coco),
                    coco_settings(coco, shards, checks, fixes)):

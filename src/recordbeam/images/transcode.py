@@ -154,6 +154,13 @@ def orient_box(
     return xmin, ymin, xmax, ymax
 
 
+def orient_point(x: float, y: float, orientation: int) -> tuple[float, float]:
+    """A normalized point in stored-pixel coordinates, moved as ``apply_exif`` moves pixels
+    (the point version of :func:`orient_box`: the same moves, on a box of no size)."""
+    moved_x, moved_y, _, _ = orient_box(x, y, x, y, orientation)
+    return moved_x, moved_y
+
+
 def orient_image(image: Image.Image, orientation: int) -> Image.Image:
     """Pixels moved as the EXIF ``orientation`` says (used for images and masks alike)."""
     method = _ORIENT.get(orientation)

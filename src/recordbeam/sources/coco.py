@@ -1,13 +1,15 @@
-"""COCO instances (detection) input: annotations JSON + a folder of images.
+"""COCO input: an instances (detection), person keypoints or LVIS JSON, and/or a
+captions JSON, + a folder of images.
 
 Everything is read inside the pipeline, on workers: the job graph holds two paths, not
 the dataset, whatever its size. The annotation file is streamed with ``ijson`` one
 section at a time (the annotations pass beside the images and categories passes), so a
 448 MB train2017 file never sits in memory.
 
-Stages: one stage streams the three sections and lists the image files (two groups of
-tasks on the workers) -> join files and image entries by file name -> join images and
-annotations by image id -> ``ImageRecord``s for the sink.
+Stages: one stage streams the three sections (and the captions file's annotations) and
+lists the image files (two groups of tasks on the workers) -> join files and image
+entries by file name -> join images, annotations, captions and LVIS category lists by
+image id -> ``ImageRecord``s for the sink.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from apache_beam.pvalue import AsList, TaggedOutput
 from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.images.boxes import InvalidBox
+from recordbeam.images.checks import ImageInfo
 from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
+from recordbeam.images.transcode import orient_point
 from recordbeam.records import (
     COUNTER_NAMESPACE,
     LOST_WITH_IMAGE,
@@ -39,13 +43,17 @@ from recordbeam.records import (
 from recordbeam.sources.coco_records import (
     Annotation,
     AnnotationBatch,
+    CaptionBatch,
     Category,
+    ImageCategoryLists,
     ImageEntry,
     ImageNotLocated,
     JoinKey,
     JoinMessage,
+    Keypoints,
     ListedFile,
     LocatedImage,
+    NamedKeypoints,
     ObjectLabel,
     pack_annotations,
     unpack_annotations,
@@ -55,10 +63,13 @@ from recordbeam.sources.detection import DetectionEncoder, Geometry
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
 from recordbeam.sources.listing import is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.write.image_encoder import warn_size_mismatch
 
 SECTIONS = ("images", "annotations", "categories")
 #: The task of :class:`_ReadInputs` that lists the image files (the others read a section).
 LIST_TASK = "list"
+#: The task of :class:`_ReadInputs` that reads the captions file's annotations.
+CAPTIONS_TASK = "captions"
 
 OBJECT_KINDS = {
     "image/object/bbox/xmin": "float",
@@ -70,8 +81,31 @@ OBJECT_KINDS = {
     "image/object/is_crowd": "int64",
     "image/object/area": "float",
 }
-#: The per-object features: one value per object, so lists even when an image holds one.
-OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask"})
+#: Per-object keypoint features as the Object Detection API's create_coco_tf_record.py
+#: writes them: ``num`` one per object; the others flat, one value per keypoint name of
+#: the object's category (the manifest's ``keypoints`` names split them again).
+KEYPOINT_NUM_KIND = {"image/object/keypoint/num": "int64"}
+KEYPOINT_FLAT_KINDS = {
+    "image/object/keypoint/x": "float",
+    "image/object/keypoint/y": "float",
+    "image/object/keypoint/visibility": "int64",
+    "image/object/keypoint/text": "bytes",
+}
+CAPTION_FEATURE = "image/caption"
+#: LVIS's image-level category lists, named as TensorFlow Datasets' ``lvis`` builder names
+#: them (under ``image/``, as they describe the image): the written labels of the
+#: categories.
+LVIS_LIST_FEATURES = {"neg_category_ids": "image/neg_category_ids",
+                      "not_exhaustive_category_ids": "image/not_exhaustive_category_ids"}
+#: The per-object features: one value per object, so lists even when an image holds one
+#: (and the image-level lists, which may hold one value or none).
+OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask", *KEYPOINT_NUM_KIND,
+                             *KEYPOINT_FLAT_KINDS, CAPTION_FEATURE,
+                             *LVIS_LIST_FEATURES.values()})
+#: Counts of what the annotation file holds and the run does not write (the summary shows
+#: each once, as a row).
+KEYPOINTS_NOT_WRITTEN = "annotations_with_keypoints_not_written"
+DENSEPOSE_NOT_WRITTEN = "annotations_with_densepose_not_written"
 
 
 class CocoFormatError(DataError, ValueError):
@@ -84,7 +118,8 @@ class CocoOptions:
 
     Attributes:
         images_dir: folder holding the images named by ``file_name`` (any Beam filesystem).
-        annotations: path of the COCO instances JSON.
+        annotations: path of the COCO instances (or person keypoints, or LVIS) JSON; None
+            with ``captions`` alone, whose images are then the captions file's.
         split: split name of the output.
         contiguous_labels: write labels 1..K in category-id order instead of COCO's ids.
         allow_outside_root: read files outside ``images_dir`` too: ``file_name``s with
@@ -92,14 +127,31 @@ class CocoOptions:
             default so a crafted annotation file cannot make the job read arbitrary files.
         include_masks: also write ``image/object/mask`` (one 0/1 PNG per object) from the
             polygons or RLEs in ``segmentation``; segmentations are dropped otherwise.
+        include_keypoints: also write ``image/object/keypoint/*`` from the annotations'
+            ``keypoints`` and the categories' keypoint names; without it, annotations that
+            hold keypoints are counted as not written.
+        captions: path of a COCO captions JSON (``captions_*.json``) whose captions are
+            joined by image id into ``image/caption``.
     """
 
     images_dir: str
-    annotations: str
+    annotations: str | None
     split: str = "train"
     contiguous_labels: bool = False
     allow_outside_root: bool = False
     include_masks: bool = False
+    include_keypoints: bool = False
+    captions: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.annotations and not self.captions:
+            raise ValueError("CocoOptions needs an annotations file, a captions file or both")
+
+    @property
+    def images_file(self) -> str:
+        """The file whose ``images`` and ``categories`` are read: the annotations, else
+        the captions."""
+        return self.annotations or self.captions  # type: ignore[return-value]
 
 
 class _NeedsPythonBackend(Exception):
@@ -262,6 +314,9 @@ class _ReadInputs(beam.DoFn):
         if task == LIST_TASK:
             yield from self._list_files()
             return
+        if task == CAPTIONS_TASK:
+            yield from self._read_captions(self._options.captions)
+            return
         section = task
         # The parser builds millions of small objects that stay alive a while (annotations
         # are buffered per image); Python's cycle collector would walk them again and again
@@ -270,7 +325,7 @@ class _ReadInputs(beam.DoFn):
         paused = gc.isenabled()
         gc.disable()
         try:
-            yield from self._read_section(self._options.annotations, section,
+            yield from self._read_section(self._options.images_file, section,
                                           stop_early=section == "images")
         finally:
             if paused:
@@ -285,15 +340,41 @@ class _ReadInputs(beam.DoFn):
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
             yield JoinKey(name), file
             yield TaggedOutput("inputs", _text_metadata(meta))
-        for result in FileSystems.match([opts.annotations]):
+        for result in FileSystems.match([f for f in (opts.annotations, opts.captions) if f]):
             for meta in result.metadata_list:
                 yield TaggedOutput("inputs", _text_metadata(meta))
+
+    def _read_captions(self, path: str):
+        """The captions file's ``annotations``, one :class:`CaptionBatch` per image id
+        (batched like the annotations), for the join by image id."""
+        buffered: dict[Any, list[tuple[Any, str]]] = {}
+        position = -1
+        for position, item in enumerate(stream_section(path, "annotations")):
+            where = _where(path, "annotations", position)
+            caption = item.get("caption") if isinstance(item, dict) else None
+            if not (isinstance(item, dict) and _is_id(item.get("id"))
+                    and _is_id(item.get("image_id")) and isinstance(caption, str)
+                    and is_text(caption)):
+                yield TaggedOutput("rejects", _bad_item(
+                    "annotations", where, "needs an 'id', an 'image_id' (number or string) "
+                    "and a 'caption' (text)"))
+                continue
+            buffered.setdefault(item["image_id"], []).append((item["id"], caption))
+            if len(buffered) >= ANNOTATION_BUFFER:
+                yield from _flush_captions(buffered)
+        yield from _flush_captions(buffered)
+        if position < 0:  # no image would get a caption: the wrong file, most likely
+            raise CocoFormatError(
+                f"{path} holds no captions (its 'annotations' list is missing or empty); "
+                "--captions takes a COCO captions file such as captions_train2017.json")
 
     def _read_section(self, path: str, section: str, stop_early: bool = False):
         count = 0
         buffered: dict[Any, list[Annotation]] = {}
         pending = 0
         include_masks = self._options.include_masks
+        include_keypoints = self._options.include_keypoints
+        keypoints_not_written = densepose = 0
         annotation_ids = _IdTally()
         count_id = annotation_ids.add  # bound once: called for every annotation
         for position, item in enumerate(stream_section(path, section, stop_early)):
@@ -302,7 +383,12 @@ class _ReadInputs(beam.DoFn):
                 yield TaggedOutput("rejects", _bad_item(
                     section, _where(path, section, position), "is not a JSON object"))
             elif section == "annotations":  # the long list: its checks are kept lean
-                checked = _check_annotation(item, path, position, include_masks)
+                checked = _check_annotation(item, path, position, include_masks,
+                                            include_keypoints)
+                if not include_keypoints and "keypoints" in item:
+                    keypoints_not_written += 1
+                if "dp_masks" in item or "dp_I" in item:
+                    densepose += 1
                 if isinstance(checked, Reject):
                     yield TaggedOutput("rejects", checked)
                     continue
@@ -317,8 +403,13 @@ class _ReadInputs(beam.DoFn):
                 yield from _check_image(
                     item, _where(path, section, position), self._options.allow_outside_root)
             else:
-                yield TaggedOutput("categories", _check_category(item, _where(path, section, position)))
+                yield TaggedOutput("categories", _check_category(
+                    item, _where(path, section, position), include_keypoints))
         yield from _flush_annotations(buffered)
+        for name, count_of in ((KEYPOINTS_NOT_WRITTEN, keypoints_not_written),
+                               (DENSEPOSE_NOT_WRITTEN, densepose)):
+            if count_of:
+                yield TaggedOutput("counts", (name, count_of))
         for duplicate in annotation_ids.repeated():
             yield TaggedOutput("duplicate_annotation_ids", duplicate)
         if count == 0 and section in ("images", "categories"):
@@ -356,6 +447,13 @@ def _flush_annotations(buffered: dict[Any, list[Annotation]]):
     for image_id, batch in buffered.items():
         yield JoinKey(join_key(image_id), by_image_id=True), AnnotationBatch(
             image_id, pack_annotations(batch))
+    buffered.clear()
+
+
+def _flush_captions(buffered: dict[Any, list[tuple[Any, str]]]):
+    for image_id, captions in buffered.items():
+        yield JoinKey(join_key(image_id), by_image_id=True), CaptionBatch(
+            image_id, tuple(captions))
     buffered.clear()
 
 
@@ -430,14 +528,45 @@ def _image_rejected(image_id: Any, reason: str):
     return JoinKey(join_key(image_id), by_image_id=True), ImageNotLocated(reason)
 
 
+def _file_name_of(item: dict) -> Any:
+    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``."""
+    if "file_name" in item:
+        return item["file_name"]
+    url = item.get("coco_url")
+    return url.rstrip("/").rsplit("/", 1)[-1] if isinstance(url, str) else None
+
+
+def _category_lists(item: dict) -> ImageCategoryLists | None | str:
+    """An LVIS entry's category lists; None when it has neither; a problem (text) when
+    one is not a list of ids."""
+    negative, not_exhaustive = (item.get(key) for key in LVIS_LIST_FEATURES)
+    if negative is None and not_exhaustive is None:
+        return None
+    lists = []
+    for key, value in zip(LVIS_LIST_FEATURES, (negative, not_exhaustive), strict=True):
+        value = [] if value is None else value
+        if not isinstance(value, list) or not all(_is_id(v) for v in value):
+            return f"has a '{key}' that is not a list of category ids"
+        lists.append(tuple(value))
+    return ImageCategoryLists(*lists)
+
+
 def _check_image(item: dict, where: str, allow_outside_root: bool = False):
-    image_id, file_name = item.get("id"), item.get("file_name")
+    image_id, file_name = item.get("id"), _file_name_of(item)
     if not _is_id(image_id) or not isinstance(file_name, str) or not file_name:
         yield TaggedOutput("rejects", _bad_item(
-            "images", where, "needs an 'id' (number or string) and a non-empty 'file_name'"))
+            "images", where, "needs an 'id' (number or string) and a non-empty 'file_name' "
+            "(or, as in LVIS, a 'coco_url')"))
         if _is_id(image_id):
             yield _image_rejected(image_id, "missing_field")
         return
+    lists = _category_lists(item)
+    if isinstance(lists, str):
+        yield TaggedOutput("rejects", _bad_item("images", where, lists))
+        yield _image_rejected(image_id, "missing_field")
+        return
+    if lists is not None:
+        yield JoinKey(join_key(image_id), by_image_id=True), lists
     if not is_text(file_name):
         yield TaggedOutput("rejects", Reject(
             "image", printable(file_name), "invalid_file_name",
@@ -467,11 +596,12 @@ def _check_image(item: dict, where: str, allow_outside_root: bool = False):
 _ANNOTATION_KEYS = ("id", "image_id", "category_id", "bbox")
 
 
-def _check_annotation(item: dict, path: str, position: int,
-                      include_masks: bool = False) -> Reject | tuple[Any, Annotation]:
+def _check_annotation(item: dict, path: str, position: int, include_masks: bool = False,
+                      include_keypoints: bool = False) -> Reject | tuple[Any, Annotation]:
     """``(image_id, annotation)``, or a reject.
 
-    The segmentation (polygons or RLE, possibly large) is kept only with ``include_masks``.
+    The segmentation (polygons or RLE, possibly large) is kept only with ``include_masks``,
+    the keypoints only with ``include_keypoints``.
     Runs once per annotation (860k in COCO train2017): plain floats take the short path.
     """
     try:
@@ -491,6 +621,14 @@ def _check_annotation(item: dict, path: str, position: int,
     if not (_is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
         return _bad_item("annotations", _where(path, "annotations", position),
                          "has an invalid 'id', 'image_id' or 'category_id' (need a number or string)")
+    keypoints = None
+    if include_keypoints and "keypoints" in item:
+        keypoints = _check_keypoints(item)
+        if isinstance(keypoints, str):
+            where = _where(path, "annotations", position)
+            return Reject("annotation", f"annotation {ann_id}", "invalid_keypoints",
+                          f"{where} (annotation {ann_id}): {keypoints}; fix the annotation "
+                          "file (the image was written without this object)")
     area = item.get("area")
     if type(area) is not float:
         area = _as_float(area)
@@ -499,8 +637,31 @@ def _check_annotation(item: dict, path: str, position: int,
     return image_id, Annotation(
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
         area, 1 if item.get("iscrowd", 0) else 0,
-        item.get("segmentation") if include_masks else None,
+        item.get("segmentation") if include_masks else None, keypoints,
     )
+
+
+#: COCO's keypoint visibility flags: 0 not labeled, 1 labeled but not visible, 2 visible.
+VISIBILITIES = (0, 1, 2)
+
+
+def _check_keypoints(item: dict) -> Keypoints | str:
+    """An annotation's ``keypoints`` (``x, y, v`` triples) and ``num_keypoints``, or what
+    is wrong with them. Their count against the category's names is checked in the join."""
+    values = item["keypoints"]
+    if not isinstance(values, list) or len(values) % 3:
+        return ("'keypoints' must be a list of x, y, visibility triples (its length a "
+                "multiple of 3)")
+    numbers = [_as_float(v) for v in values]
+    if any(v is None or not np.isfinite(v) for v in numbers):
+        return "'keypoints' holds values that are not finite numbers"
+    if any(v not in VISIBILITIES for v in numbers[2::3]):
+        return "a keypoint visibility (every third value) is not 0, 1 or 2"
+    labeled = sum(1 for v in numbers[2::3] if v > 0)
+    num = item.get("num_keypoints", labeled)
+    if isinstance(num, bool) or not isinstance(num, int) or num < 0:
+        return f"'num_keypoints' is {num!r}, not a count"
+    return Keypoints(tuple(numbers), num)
 
 
 def _box_area(bbox: Any) -> float:
@@ -510,11 +671,25 @@ def _box_area(bbox: Any) -> float:
         return 0.0
 
 
-def _check_category(item: dict, where: str) -> Category:
+def _check_category(item: dict, where: str, include_keypoints: bool = False) -> Category:
     name = item.get("name")
     if not _is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
-    return Category(item["id"], item["name"])
+    if not include_keypoints:
+        return Category(item["id"], item["name"])
+    names, skeleton = item.get("keypoints", []), item.get("skeleton", [])
+    if not isinstance(names, list) or not all(
+            isinstance(n, str) and is_text(n) for n in names):
+        raise CocoFormatError(f"{where}: 'keypoints' must be a list of keypoint names; fix "
+                              "the annotation file")
+    if not isinstance(skeleton, list) or not all(
+            isinstance(pair, list) and len(pair) == 2
+            and all(type(i) is int and 1 <= i <= len(names) for i in pair)
+            for pair in skeleton):
+        raise CocoFormatError(
+            f"{where}: 'skeleton' must be a list of [a, b] pairs of keypoint numbers from 1 "
+            f"to {len(names)} (the category's keypoint names); fix the annotation file")
+    return Category(item["id"], name, tuple(names), tuple(tuple(p) for p in skeleton))
 
 
 class CategoryLabel(NamedTuple):
@@ -540,8 +715,8 @@ def label_map(categories: list[tuple[Any, str]], contiguous: bool) -> dict[Any, 
             "category ids must fit in a 64-bit integer, the label's type (or use "
             "--contiguous-labels)")
     return {
-        cid: CategoryLabel((rank + 1) if contiguous else cid, name)
-        for rank, (cid, name) in enumerate(ordered)
+        category.id: CategoryLabel((rank + 1) if contiguous else category.id, category.name)
+        for rank, category in enumerate(ordered)
     }
 
 
@@ -687,29 +862,48 @@ class _JoinAnnotations(beam.DoFn):
     for ``1``) are rejected as ``image_id_type_mismatch``; annotations sharing an id with
     another (``duplicate_annotation_ids``, a side input, usually empty) are all rejected
     as ``duplicate_annotation_id``.
+
+    With ``include_keypoints`` each object gets its category's keypoint names and its
+    keypoints (zeros, not labeled, when it has none); with ``captions`` the image gets
+    its captions in caption-id order. LVIS category lists are written as labels.
     """
 
-    def __init__(self, split: str, contiguous: bool) -> None:
+    def __init__(self, split: str, contiguous: bool, include_keypoints: bool = False,
+                 captions: bool = False) -> None:
         self._split = split
         self._contiguous = contiguous
+        self._include_keypoints = include_keypoints
+        self._captions = captions
         self._labels: dict[Any, CategoryLabel] | None = None
+        self._keypoint_names: dict[Any, tuple[str, ...]] = {}
         self._duplicates: set[tuple[type, Any]] | None = None
 
     def process(self, element, categories, duplicate_annotation_ids):
         if self._labels is None:
-            self._labels = label_map(list(categories), self._contiguous)
+            categories = list(categories)
+            self._labels = label_map(categories, self._contiguous)
+            self._keypoint_names = {c.id: c.keypoints for c in categories}
             self._duplicates = {(type(i), i) for i in duplicate_annotation_ids}
         key, messages = element
-        images = [m for m in messages if type(m) is not AnnotationBatch]
+        images = [m for m in messages if type(m) in (LocatedImage, ImageNotLocated)]
         annotations = sorted(
             ((a, m.image_id) for m in messages if type(m) is AnnotationBatch
              for a in unpack_annotations(m.packed)),
             key=lambda pair: (_id_order(pair[0].id), _id_order(pair[1])),
         )
+        captions = sorted(
+            ((caption_id, text, m.image_id) for m in messages if type(m) is CaptionBatch
+             for caption_id, text in m.captions),
+            key=lambda caption: (_id_order(caption[0]), _id_order(caption[2]), caption[1]),
+        )
+        lists = [m for m in messages if type(m) is ImageCategoryLists]
         if len(images) != 1 or type(images[0]) is not LocatedImage:
             yield from self._image_not_written(key, images, annotations)
+            yield from self._captions_not_written(images, captions)
             return
         image = images[0]
+        labels = {"source_id": key, "filename": image.name, "width": image.width,
+                  "height": image.height}
         objects = []
         for annotation, ann_image_id in annotations:
             ann_id = annotation.id
@@ -721,15 +915,90 @@ class _JoinAnnotations(beam.DoFn):
                     f"{detail}; the image was written without this object",
                 ))
                 continue
+            keypoints = None
+            if self._include_keypoints:
+                keypoints = self._named_keypoints(annotation)
+                if isinstance(keypoints, Reject):
+                    yield TaggedOutput("rejects", keypoints)
+                    continue
             label = self._labels[annotation.category_id]
             objects.append(ObjectLabel(ann_id, label.label, label.name, annotation.bbox,
                                        annotation.area, annotation.iscrowd,
-                                       annotation.segmentation))
-        yield ImageRecord(
-            identity=key, path=image.path, size=image.size, split=self._split,
-            labels={"source_id": key, "filename": image.name, "width": image.width,
-                    "height": image.height, "objects": pack_annotations(objects)},
-        )
+                                       annotation.segmentation, keypoints))
+        labels["objects"] = pack_annotations(objects)
+        if self._captions:
+            labels["captions"] = tuple(
+                (yield from self._written_captions(captions, image.image_id)))
+        if lists:
+            labels.update((yield from self._category_lists(lists[0], image.image_id)))
+        yield ImageRecord(identity=key, path=image.path, size=image.size, split=self._split,
+                          labels=labels)
+
+    def _named_keypoints(self, annotation: Annotation) -> NamedKeypoints | None | Reject:
+        """The annotation's keypoints with its category's names (None: the category has
+        none and neither has the annotation), or a reject when their counts differ."""
+        names = self._keypoint_names.get(annotation.category_id, ())
+        found = annotation.keypoints
+        if found is None or (not found.values and names):  # none given: none labeled
+            return NamedKeypoints((0.0,) * (3 * len(names)), 0, names) if names else None
+        if len(found.values) != 3 * len(names):
+            ann_id = annotation.id
+            return Reject(
+                "annotation", f"annotation {ann_id}", "invalid_keypoints",
+                f"annotation {ann_id} has {len(found.values) // 3} keypoints but its category "
+                f"{annotation.category_id!r} names {len(names)}; the image was written "
+                "without this object")
+        return NamedKeypoints(found.values, found.num, names)
+
+    def _written_captions(self, captions: list[tuple[Any, str, Any]], image_id: Any):
+        """Yields rejects for captions whose image id has another type; returns the
+        ``(caption id, text)`` of the others (the ids name them if the image is lost)."""
+        texts = []
+        for caption_id, text, caption_image_id in captions:
+            if type(caption_image_id) is not type(image_id):
+                yield TaggedOutput("rejects", Reject(
+                    "annotation", f"caption {caption_id}", "image_id_type_mismatch",
+                    f"caption {caption_id} has image_id {caption_image_id!r} "
+                    f"({_kind_of_id(caption_image_id)}) but the image's id is {image_id!r} "
+                    f"({_kind_of_id(image_id)}); ids of one kind must have one type: fix "
+                    "the captions file"))
+                continue
+            texts.append((caption_id, text))
+        return texts
+
+    def _category_lists(self, lists: ImageCategoryLists, image_id: Any):
+        """Yields a reject per category id of the lists that is not in ``categories``;
+        returns the lists as labels written."""
+        written = {}
+        for key, ids in zip(LVIS_LIST_FEATURES, (lists.negative, lists.not_exhaustive),
+                            strict=True):
+            known = []
+            for category_id in ids:
+                if category_id in self._labels:
+                    known.append(self._labels[category_id].label)
+                    continue
+                yield TaggedOutput("rejects", Reject(
+                    "annotation", f"image {image_id} {key}", "unknown_category",
+                    f"image id {image_id} lists category_id {category_id!r} in '{key}', "
+                    "which is not in 'categories'; the image was written without it there"))
+            written[key] = tuple(known)
+        return written
+
+    def _captions_not_written(self, images: list[JoinMessage],
+                              captions: list[tuple[Any, str, Any]]):
+        """Rejects for the captions of an id that is no single located file."""
+        if not images:
+            reason, why = "unknown_image", "is not the id of any image"
+        elif len(images) > 1:
+            reason, why = "image_rejected", f"was rejected ({len(images)} image entries have this id)"
+        else:
+            image_reason = images[0].reason
+            reason = lost_annotation_reason(image_reason)
+            why = f"was rejected ({image_reason}; see its image's reject)"
+        for caption_id, _text, image_id in captions:
+            yield TaggedOutput("rejects", Reject(
+                "annotation", f"caption {caption_id}", reason,
+                f"caption {caption_id} belongs to image id {image_id!r}, which {why}"))
 
     def _problem(self, ann_id: Any, ann_image_id: Any, image_id: Any,
                  category_id: Any) -> tuple[str, str] | None:
@@ -779,20 +1048,35 @@ class _JoinAnnotations(beam.DoFn):
             ))
 
 
-def _metadata(categories: list[tuple[Any, str]], contiguous: bool, terms: tuple[int, int]) -> dict:
+def _metadata(categories: list[Category], contiguous: bool, terms: tuple[int, int],
+              include_keypoints: bool = False, task: str = "detection") -> dict:
     labels = label_map(categories, contiguous)
     ordered = sorted(labels.items(), key=lambda kv: _id_order(kv[0]))
-    return {
-        "task": "detection",
+    metadata = {
+        "task": task,
         "label_map": {str(written.label): written.name for _cid, written in ordered},
         "category_ids": {str(cid): written.label for cid, written in ordered},
         "label_names": [written.name for _cid, written in ordered],
         "inputs": inputs_entry(terms),
     }
+    if include_keypoints:
+        metadata["keypoints"] = keypoints_metadata(categories, labels)
+    return metadata
+
+
+def keypoints_metadata(categories: list[Category],
+                       labels: dict[Any, CategoryLabel]) -> dict[str, dict[str, list]]:
+    """The manifest's ``keypoints``: per written label (as text) of a category with
+    keypoint names, its ``names`` and its 1-based ``skeleton`` pairs, as COCO gives them."""
+    with_names = sorted((c for c in categories if c.keypoints), key=lambda c: _id_order(c.id))
+    return {str(labels[c.id].label): {"names": list(c.keypoints),
+                                      "skeleton": [list(pair) for pair in c.skeleton]}
+            for c in with_names}
 
 
 class ReadCoco(beam.PTransform):
-    """Read a COCO instances dataset into ``ImageRecord``s.
+    """Read a COCO dataset (instances, person keypoints, LVIS, captions: see
+    :class:`CocoOptions`) into ``ImageRecord``s.
 
     Returns a dict of PCollections: ``records`` (ImageRecord), ``rejects`` (Reject),
     ``counts`` ((name, n) pairs), ``metadata`` (one dict: label map, input terms) and
@@ -809,13 +1093,20 @@ class ReadCoco(beam.PTransform):
 
     def expand(self, pbegin):
         opts = self._options
+        # The images (and categories) are the annotation file's, or the captions file's
+        # when it comes alone.
         # One stage reads everything, in two groups of tasks: the annotations (the one
         # pass that reads the whole file), and the images and categories passes (which
         # stop where their section ends) with the listing. A shuffle on the group spreads
         # them (Create's own shuffle uses random keys, and one run in three put the
         # annotations and images passes on one worker: 0.4 s more at 20k images, 2 s at
         # 100k); the local runner deals keys to its workers in turn.
-        tasks = [(0, "annotations"), (1, "images"), (1, "categories"), (1, LIST_TASK)]
+        tasks = [(1, "images"), (1, LIST_TASK)]
+        if opts.annotations:  # a captions file has no categories
+            tasks[1:1] = [(1, "categories")]
+            tasks.insert(0, (0, "annotations"))
+        if opts.captions:  # beside the annotations pass: both read a whole file
+            tasks.append((1 if opts.annotations else 0, CAPTIONS_TASK))
         # Main outputs carry their types, so their shuffles use the compact coders of
         # coco_records (Beam types tagged outputs only from 2.72 on).
         inputs = (
@@ -825,7 +1116,7 @@ class ReadCoco(beam.PTransform):
             | "Task" >> beam.FlatMap(_tasks_of_group)  # task
             | "ReadInputs" >> beam.ParDo(_ReadInputs(opts, self._skipped_prefix))
             .with_output_types(tuple[JoinKey, JoinMessage])
-            .with_outputs("categories", "rejects", "outside", "inputs",
+            .with_outputs("categories", "rejects", "outside", "inputs", "counts",
                           "duplicate_annotation_ids", main="by_name")
         )
         images_dir = opts.images_dir
@@ -849,19 +1140,22 @@ class ReadCoco(beam.PTransform):
             # (image id key, [LocatedImage | ImageNotLocated | AnnotationBatch])
             | "JoinAnnotationsById" >> beam.GroupByKey()
             | "BuildRecords" >> beam.ParDo(
-                _JoinAnnotations(opts.split, opts.contiguous_labels), AsList(categories),
+                _JoinAnnotations(opts.split, opts.contiguous_labels, opts.include_keypoints,
+                                 opts.captions is not None), AsList(categories),
                 AsList(inputs.duplicate_annotation_ids),
             ).with_output_types(ImageRecord).with_outputs("rejects", main="records")
         )
         terms = inputs.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        contiguous = opts.contiguous_labels
+        contiguous, keypoints = opts.contiguous_labels, opts.include_keypoints
+        task = "detection" if opts.annotations else "captioning"
         metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
-            lambda _, cats, t: _metadata(list(cats), contiguous, t),
+            lambda _, cats, t: _metadata(list(cats), contiguous, t, keypoints, task),
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(_planned_size, opts.split)
-        return {"records": records.records, "rejects": all_rejects, "counts": joined.counts,
+        counts = (joined.counts, inputs.counts) | "CocoCounts" >> beam.Flatten()
+        return {"records": records.records, "rejects": all_rejects, "counts": counts,
                 "metadata": metadata, "sizes": planned}
 
 
@@ -876,6 +1170,16 @@ class CocoEncoder(DetectionEncoder):
 
     ``include_masks`` adds ``image/object/mask``: one 0/1 PNG per written object, of the
     written image's size, aligned with the other object features.
+
+    ``include_keypoints`` adds the Object Detection API's keypoint features: per object
+    ``keypoint/num`` (COCO's ``num_keypoints``), and flat over the objects, one value per
+    keypoint name of the object's category, ``keypoint/x`` and ``/y`` (normalized and
+    moved with the pixels as the boxes are; points not labeled stay at 0, 0 as COCO
+    stores them), ``/visibility`` (0, 1, 2) and ``/text`` (the names).
+
+    ``captions`` adds ``image/caption`` (one value per caption, maybe none);
+    ``write_objects=False`` (a captions file alone) leaves the object features out. LVIS
+    category lists are written when the record has them.
     """
 
     #: Objects assumed per image when planning shards before the annotations are joined
@@ -883,33 +1187,86 @@ class CocoEncoder(DetectionEncoder):
     TYPICAL_OBJECTS = 7
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
-                 include_masks: bool = False) -> None:
+                 include_masks: bool = False, include_keypoints: bool = False,
+                 captions: bool = False, write_objects: bool = True) -> None:
         extra = {"image/object/is_crowd": "int64", "image/object/area": "float"}
         if include_masks:
             extra["image/object/mask"] = "bytes"
-        super().__init__(checks, split, fixes, extra_kinds=extra)
+        if include_keypoints:
+            extra.update(KEYPOINT_NUM_KIND)
+        super().__init__(checks, split, fixes, extra_kinds=extra,
+                         flat_kinds=KEYPOINT_FLAT_KINDS if include_keypoints else None)
         self.include_masks = include_masks
+        self.include_keypoints = include_keypoints
+        self.captions = captions
+        self.write_objects = write_objects
         self.list_features = OBJECT_FEATURES
+
+    def label_features(self, record: ImageRecord, info: ImageInfo):
+        if self.write_objects:
+            columns, kinds, rejects, counts = super().label_features(record, info)
+        else:
+            warning = warn_size_mismatch(record, info, record.labels)
+            columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
+        if self.captions:
+            texts = [text for _caption_id, text in record.labels.get("captions", ())]
+            columns[CAPTION_FEATURE], kinds[CAPTION_FEATURE] = texts, "bytes"
+            counts["captions_written"] = len(texts)
+        for key, feature in LVIS_LIST_FEATURES.items():
+            if key in record.labels:
+                columns[feature], kinds[feature] = list(record.labels[key]), "int64"
+        return columns, kinds, rejects, counts
 
     def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:
         return unpack_objects(record.labels["objects"])
+
+    def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
+        """The objects and captions of an image rejected while writing, as annotation
+        rejects."""
+        reason = lost_annotation_reason(reject.reason)
+        captions = tuple(
+            Reject("annotation", f"caption {caption_id}", reason,
+                   f"caption {caption_id} belongs to image {record.path}, which was rejected "
+                   f"({reject.reason}; see its image's reject)", reject.split)
+            for caption_id, _text in record.labels.get("captions", ()))
+        return super().lost_with(record, reject) + captions
 
     def object_source(self, obj: ObjectLabel) -> str:
         return f"annotation {obj.annotation_id}"
 
     def size_kinds(self) -> dict[str, str]:
-        """Masks, whose size depends on the pixels, are not counted."""
-        return OBJECT_KINDS
+        """Masks, whose size depends on the pixels, are not counted (nor keypoints, whose
+        count per object depends on the category)."""
+        return OBJECT_KINDS if self.write_objects else {}
 
     def extra_values(self, obj: ObjectLabel, geometry: Geometry) -> tuple:
         """``is_crowd``, ``area`` scaled to the written pixels and, with masks, the mask
         (raises ``InvalidMask``)."""
         written, displayed = geometry.written, geometry.displayed
         area = obj.area * ((written[0] * written[1]) / (displayed[0] * displayed[1]))
-        if not self.include_masks:
-            return obj.iscrowd, area
-        pixels = segmentation_to_mask(obj.segmentation, *geometry.frame)
-        return obj.iscrowd, area, mask_png(pixels, geometry.move, written)
+        values: tuple = (obj.iscrowd, area)
+        if self.include_masks:
+            pixels = segmentation_to_mask(obj.segmentation, *geometry.frame)
+            values += (mask_png(pixels, geometry.move, written),)
+        if self.include_keypoints:
+            values += (obj.keypoints.num if obj.keypoints else 0,)
+        return values
+
+    def flat_values(self, obj: ObjectLabel, geometry: Geometry) -> tuple[list, ...]:
+        """x, y, visibility and names of the object's keypoints (empty lists without)."""
+        xs: list[float] = []
+        ys: list[float] = []
+        keypoints = obj.keypoints
+        if keypoints is None:
+            return xs, ys, [], []
+        width, height = geometry.frame
+        values = keypoints.values
+        visibility = [int(v) for v in values[2::3]]
+        for x, y, v in zip(values[0::3], values[1::3], visibility, strict=True):
+            point = orient_point(x / width, y / height, geometry.move) if v else (0.0, 0.0)
+            xs.append(point[0])
+            ys.append(point[1])
+        return xs, ys, visibility, list(keypoints.names)
 
     def object_reject(self, obj: ObjectLabel, bad: InvalidBox | InvalidMask,
                       record: ImageRecord, geometry: Geometry) -> Reject:

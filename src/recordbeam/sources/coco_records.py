@@ -26,7 +26,8 @@ from apache_beam.coders.coder_impl import create_InputStream, create_OutputStrea
 
 class Annotation(NamedTuple):
     """One checked item of ``annotations``, as read from the file (a batch holds those
-    of one image). ``segmentation`` is kept only when masks are written."""
+    of one image). ``segmentation`` is kept only when masks are written, ``keypoints``
+    (:class:`Keypoints`) only when keypoints are."""
 
     id: Any
     category_id: Any
@@ -34,10 +35,12 @@ class Annotation(NamedTuple):
     area: float
     iscrowd: int
     segmentation: Any = None
+    keypoints: Any = None
 
 
 class ObjectLabel(NamedTuple):
-    """One object of an ``ImageRecord``: an annotation with its category resolved."""
+    """One object of an ``ImageRecord``: an annotation with its category resolved
+    (``keypoints``, when written: :class:`NamedKeypoints`)."""
 
     annotation_id: Any
     label: int
@@ -46,22 +49,55 @@ class ObjectLabel(NamedTuple):
     area: float
     iscrowd: int
     segmentation: Any = None
+    keypoints: Any = None
+
+
+class Keypoints(NamedTuple):
+    """An annotation's checked ``keypoints``: ``values`` flat ``x, y, v`` triples in pixels
+    (``v`` COCO's 0 not labeled, 1 labeled but hidden, 2 visible) and ``num``, COCO's
+    ``num_keypoints`` (the labeled ones)."""
+
+    values: tuple[float, ...]
+    num: int
+
+
+class NamedKeypoints(NamedTuple):
+    """An object's keypoints joined with its category's keypoint ``names`` (one ``x, y,
+    v`` triple in ``values`` per name)."""
+
+    values: tuple[float, ...]
+    num: int
+    names: tuple[str, ...]
 
 
 class Category(NamedTuple):
-    """One item of ``categories``."""
+    """One item of ``categories``; ``keypoints`` (names) and ``skeleton`` (1-based pairs
+    of them) are read only when keypoints are written."""
 
     id: Any
     name: str
+    keypoints: tuple[str, ...] = ()
+    skeleton: tuple[tuple[int, int], ...] = ()
 
 
 def pack_annotations(objects: Iterable[Annotation | ObjectLabel]) -> bytes:
     """Compact, picklable form of one image's annotations or objects (our own data only).
 
-    Each is pickled as a plain tuple, without its trailing ``segmentation`` when there is
-    none: as compact as before these had names."""
-    plain = tuple(tuple(o) if o.segmentation is not None else tuple(o)[:-1] for o in objects)
+    Each is pickled as a plain tuple, without its trailing optional fields
+    (``segmentation``, ``keypoints``) that are None: as compact as before these had names."""
+    plain = tuple(_without_trailing_none(tuple(o)) for o in objects)
     return pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+#: How many leading fields of :class:`Annotation` and :class:`ObjectLabel` are required.
+_REQUIRED_FIELDS = 5
+
+
+def _without_trailing_none(fields: tuple) -> tuple:
+    end = len(fields)
+    while end > _REQUIRED_FIELDS and fields[end - 1] is None:
+        end -= 1
+    return fields[:end]
 
 
 def unpack_annotations(blob: bytes) -> tuple[Annotation, ...]:
@@ -121,6 +157,24 @@ class AnnotationBatch(JoinMessage):
 
 
 @dataclass(frozen=True, slots=True)
+class CaptionBatch(JoinMessage):
+    """Captions of one image from the captions file: ``(caption id, text)`` pairs; the
+    image id as the file spelled it, to compare its type with the image's."""
+
+    image_id: Any
+    captions: tuple[tuple[Any, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageCategoryLists(JoinMessage):
+    """An LVIS image entry's ``neg_category_ids`` and ``not_exhaustive_category_ids``
+    (category ids as the file holds them), for the join by image id."""
+
+    negative: tuple[Any, ...]
+    not_exhaustive: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ImageNotLocated(JoinMessage):
     """The entry with this id was rejected before or while its file was looked for
     (``reason`` is its reject's), so its annotations are lost with it."""
@@ -163,7 +217,8 @@ class JoinKeyCoder(beam.coders.Coder):
 
 #: Kind byte of each message, in the order of the fields written after it.
 _KINDS: dict[type, int] = {ListedFile: 0, ImageEntry: 1, AnnotationBatch: 2,
-                           ImageNotLocated: 3, LocatedImage: 4}
+                           ImageNotLocated: 3, LocatedImage: 4, CaptionBatch: 5,
+                           ImageCategoryLists: 6}
 _TYPES = {kind: message_type for message_type, kind in _KINDS.items()}
 
 
@@ -187,6 +242,12 @@ class JoinMessageCoder(beam.coders.Coder):
             out.write(value.packed, True)
         elif type(value) is ImageNotLocated:
             _write_text(out, value.reason)
+        elif type(value) is CaptionBatch:
+            _ANY.encode_to_stream(value.image_id, out, True)
+            _ANY.encode_to_stream(value.captions, out, True)
+        elif type(value) is ImageCategoryLists:
+            _ANY.encode_to_stream(value.negative, out, True)
+            _ANY.encode_to_stream(value.not_exhaustive, out, True)
         else:
             _ANY.encode_to_stream(value.image_id, out, True)
             _write_text(out, value.name)
@@ -209,6 +270,12 @@ class JoinMessageCoder(beam.coders.Coder):
             return AnnotationBatch(_ANY.decode_from_stream(stream, True), stream.read_all(True))
         if message_type is ImageNotLocated:
             return ImageNotLocated(_read_text(stream))
+        if message_type is CaptionBatch:
+            return CaptionBatch(_ANY.decode_from_stream(stream, True),
+                                _ANY.decode_from_stream(stream, True))
+        if message_type is ImageCategoryLists:
+            return ImageCategoryLists(_ANY.decode_from_stream(stream, True),
+                                      _ANY.decode_from_stream(stream, True))
         return LocatedImage(_ANY.decode_from_stream(stream, True), _read_text(stream),
                             _read_text(stream), stream.read_var_int64(),
                             _ANY.decode_from_stream(stream, True),

@@ -97,6 +97,8 @@ class DetectionEncoder(ImageExampleEncoder):
     image header's size; a box with no area inside the image is rejected with its
     object's ``source``. ``extra_kinds`` (feature -> kind) names the per-object features
     a format adds beside the boxes; each object's ``extra`` holds their values in order.
+    ``flat_kinds`` names features to which each object adds any number of values
+    (COCO's keypoints), from :meth:`flat_values`.
     """
 
     #: Objects assumed per image when planning shards before the annotations are read.
@@ -104,13 +106,15 @@ class DetectionEncoder(ImageExampleEncoder):
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  extra_kinds: Mapping[str, str] | None = None,
-                 include_masks: bool = False) -> None:
+                 include_masks: bool = False,
+                 flat_kinds: Mapping[str, str] | None = None) -> None:
         super().__init__(checks, split, fixes)
         self.extra_kinds = dict(extra_kinds or {})
         self.include_masks = include_masks
         if include_masks:
             self.extra_kinds["image/object/mask"] = "bytes"
-        self.object_kinds = {**BOX_KINDS, **self.extra_kinds}
+        self.flat_kinds = dict(flat_kinds or {})
+        self.object_kinds = {**BOX_KINDS, **self.extra_kinds, **self.flat_kinds}
         self.list_features = frozenset(self.object_kinds)
 
     def objects(self, record: ImageRecord) -> Sequence[Any]:
@@ -200,6 +204,11 @@ class DetectionEncoder(ImageExampleEncoder):
         pixels = segmentation_to_mask(segmentation, width, height)
         return mask_png(pixels, geometry.move, geometry.written)
 
+    def flat_values(self, obj: Any, geometry: Geometry) -> tuple[Sequence[Any], ...]:
+        """The values ``obj`` adds to each of ``flat_kinds``, in their order (none by
+        default); may raise ``InvalidBox`` to reject the object."""
+        return ()
+
     def object_reject(self, obj: Any, bad: InvalidBox | InvalidMask, record: ImageRecord,
                       geometry: Geometry) -> Reject:
         """The reject of an object whose box (or mask) cannot be written."""
@@ -218,6 +227,7 @@ class DetectionEncoder(ImageExampleEncoder):
     def label_features(self, record: ImageRecord, info: ImageInfo):
         columns: dict[str, list] = {key: [] for key in self.object_kinds}
         extra_keys = list(self.extra_kinds)
+        flat_keys = list(self.flat_kinds)
         rejects: list[Reject] = []
         clipped = masks_from_boxes = 0
         geometry = self.geometry(record, info)
@@ -225,6 +235,7 @@ class DetectionEncoder(ImageExampleEncoder):
             try:
                 box = normalize_box(self.pixel_box(obj, geometry), *geometry.frame)
                 extra = self.extra_values(obj, geometry)
+                flat = self.flat_values(obj, geometry) if flat_keys else ()
             except (InvalidBox, InvalidMask) as bad:
                 rejects.append(self.object_reject(obj, bad, record, geometry))
                 continue
@@ -240,6 +251,8 @@ class DetectionEncoder(ImageExampleEncoder):
             columns["image/object/class/text"].append(obj.text)
             for key, value in zip(extra_keys, extra, strict=True):
                 columns[key].append(value)
+            for key, values in zip(flat_keys, flat, strict=True):
+                columns[key].extend(values)
         warning = None if geometry.annotated_rotated else warn_size_mismatch(
             record, info, record.labels)
         if warning:

@@ -855,3 +855,109 @@ def _manifest_line(row: dict[str, Any], columns: list[str], fmt: str) -> str:
     csv.writer(out, lineterminator="\n").writerow(
         [json.dumps(row[c]) if isinstance(row[c], list) else row[c] for c in columns])
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class CocoExtrasSample:
+    """COCO's other annotation files over one small image folder (:func:`make_coco_extras_sample`).
+
+    Attributes:
+      images_dir: the folder holding the images.
+      keypoints: a person keypoints file (``person_keypoints_*.json`` shape).
+      captions: a captions file (``captions_*.json`` shape).
+      lvis: an LVIS file (images named by ``coco_url`` only, no ``iscrowd``).
+    """
+
+    images_dir: str
+    keypoints: str
+    captions: str
+    lvis: str
+
+
+#: Keypoint names and 1-based skeleton of the sample's person category.
+EXTRAS_KEYPOINT_NAMES = ("nose", "left_eye", "right_eye")
+EXTRAS_SKELETON = ((1, 2), (1, 3))
+
+
+def make_coco_extras_sample(root: str | os.PathLike[str]) -> CocoExtrasSample:
+    """Writes four 64x48 PNGs (``a.png``..``d.png``, ids 1-4) under ``root/images`` and,
+    in ``root/annotations``, a person keypoints file, a captions file and an LVIS file
+    about them, each with its broken cases:
+
+    - keypoints: category 1 ``person`` (keypoints :data:`EXTRAS_KEYPOINT_NAMES`) and 3
+      ``dog`` (none). Annotation 10 (image 1) has a point not labeled, 11 is a dog, 12
+      (image 2) has all three visible, 13 has 5 values (not triples), 14 has two points
+      for three names, 15 has a value that is not a number, 16 (image 4) has no
+      ``keypoints``, 17 (image 2) has DensePose keys beside valid keypoints.
+    - captions: two captions of image 1 (ids 101, 100), one of image 2, one of image 99
+      (unknown), one without a ``caption``.
+    - LVIS: no ``file_name`` (the ``coco_url``'s last part), no ``iscrowd``, categories with
+      ``frequency`` and ``synset``; image 1 lists negative category 3 and not-exhaustive 1,
+      image 2 a negative category 42 that does not exist.
+    """
+    images_dir, _ = _prepare_dirs(root)
+    annotations_dir = os.path.join(os.fspath(root), "annotations")
+    names = ["a.png", "b.png", "c.png", "d.png"]
+    images = []
+    for image_id, name in enumerate(names, start=1):
+        pixels = np.full((48, 64, 3), image_id * 40, np.uint8)
+        Image.fromarray(pixels).save(os.path.join(images_dir, name))
+        images.append({"id": image_id, "file_name": name, "width": 64, "height": 48})
+    person = {"id": 1, "name": "person", "supercategory": "person",
+              "keypoints": list(EXTRAS_KEYPOINT_NAMES),
+              "skeleton": [list(pair) for pair in EXTRAS_SKELETON]}
+    dog = {"id": 3, "name": "dog", "supercategory": "animal"}
+
+    def annotation(ann_id: int, image_id: int, category_id: int, **more: Any) -> dict:
+        return {"id": ann_id, "image_id": image_id, "category_id": category_id,
+                "bbox": [8.0, 6.0, 20.0, 30.0], "area": 600.0, "iscrowd": 0, **more}
+
+    keypoint_annotations = [
+        annotation(10, 1, 1, keypoints=[10, 12, 2, 0, 0, 0, 20, 15, 1], num_keypoints=2),
+        annotation(11, 1, 3),
+        annotation(12, 2, 1, keypoints=[5, 6, 2, 7, 8, 2, 9, 10, 2], num_keypoints=3),
+        annotation(13, 2, 1, keypoints=[1, 2, 2, 3, 4], num_keypoints=2),
+        annotation(14, 3, 1, keypoints=[1, 2, 2, 3, 4, 2], num_keypoints=2),
+        annotation(15, 3, 1, keypoints=[1, "x", 2, 3, 4, 2, 5, 6, 2], num_keypoints=3),
+        annotation(16, 4, 1),
+        annotation(17, 2, 1, keypoints=[30, 20, 2, 31, 21, 1, 0, 0, 0], num_keypoints=2,
+                   dp_I=[1.0], dp_U=[0.5], dp_V=[0.5], dp_x=[1.0], dp_y=[1.0]),
+    ]
+    captions = [
+        {"id": 101, "image_id": 1, "caption": "A person walks a dog."},
+        {"id": 100, "image_id": 1, "caption": "Two friends outside."},
+        {"id": 102, "image_id": 2, "caption": "Someone stands still."},
+        {"id": 103, "image_id": 99, "caption": "An image nobody listed."},
+        {"id": 104, "image_id": 2},
+    ]
+    lvis_images = [
+        {"id": image["id"], "width": 64, "height": 48,
+         "coco_url": f"http://images.cocodataset.org/val2017/{image['file_name']}",
+         "neg_category_ids": [], "not_exhaustive_category_ids": []}
+        for image in images
+    ]
+    lvis_images[0].update(neg_category_ids=[3], not_exhaustive_category_ids=[1])
+    lvis_images[1].update(neg_category_ids=[42])
+    lvis_annotations = [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [8.0, 6.0, 20.0, 30.0],
+         "area": 600.0, "segmentation": [[8, 6, 28, 6, 28, 36]]},
+        {"id": 2, "image_id": 3, "category_id": 3, "bbox": [1.0, 2.0, 10.0, 12.0],
+         "area": 120.0, "segmentation": [[1, 2, 11, 2, 11, 14]]},
+    ]
+    lvis_categories = [
+        {"id": 1, "name": "person", "synset": "person.n.01", "frequency": "f",
+         "image_count": 1, "instance_count": 1},
+        {"id": 3, "name": "dog", "synset": "dog.n.01", "frequency": "c",
+         "image_count": 1, "instance_count": 1},
+    ]
+    files = {
+        "person_keypoints.json": {"images": images, "annotations": keypoint_annotations,
+                                  "categories": [person, dog]},
+        "captions.json": {"images": images, "annotations": captions},
+        "lvis.json": {"images": lvis_images, "annotations": lvis_annotations,
+                      "categories": lvis_categories},
+    }
+    for name, document in files.items():
+        with open(os.path.join(annotations_dir, name), "w", encoding="utf-8") as f:
+            json.dump(document, f, indent=1)
+    return CocoExtrasSample(images_dir, *(os.path.join(annotations_dir, name) for name in files))
