@@ -18,6 +18,11 @@ $(VENV)/.test: $(VENV)/.runtime
 	# The PyTorch dataset test: the CPU build (this exact version is the CPU wheel on
 	# our machines; a bare `torch` would pull several GB of CUDA packages).
 	$(PY) -m pip install $(PIP_FLAGS) torch==2.13.0
+	# Model Garden's decoder, for `check --for model-garden`'s interop test: without its
+	# declared dependencies, which would replace TensorFlow; the few it imports, by hand.
+	$(PY) -m pip install $(PIP_FLAGS) --no-deps tf-models-official==2.20.0 tf-keras==2.21.0 \
+		gin-config==0.5.0 tf-slim==1.1.0
+	$(PY) -m pip install $(PIP_FLAGS) scipy opencv-python-headless pyyaml immutabledict
 	touch $@
 
 demo: $(VENV)/.runtime
