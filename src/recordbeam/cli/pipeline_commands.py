@@ -1,4 +1,4 @@
-"""The commands that run a pipeline: ``convert coco|imagefolder|manifest|voc``, ``reshard``
+"""The commands that run a pipeline: ``convert coco|imagefolder|manifest|voc|openimages|box-csv``, ``reshard``
 and ``demo``. Each checks its inputs before Beam starts, builds the library's options
 from the arguments, runs, and prints what the run did."""
 
@@ -220,6 +220,50 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         return EXIT_OK
     return _run_conversion(
         lambda p: voc_to_tfrecord(p, args.output, voc, shards, checks, fixes),
+        args, beam_args, splits)
+
+
+def _refuse_split(args: argparse.Namespace, splits: Sequence[str], where: str) -> None:
+    """--split names no split of a format whose splits come from its files: refused."""
+    if args.split != "train" and args.split not in splits:
+        raise UsageError(f"--split {args.split} would be ignored: the splits come from {where} "
+                         f"({', '.join(splits)}); drop --split")
+
+
+def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import openimages_settings, openimages_to_tfrecord
+    from recordbeam.sources.openimages import (
+        OpenImagesOptions,
+        ReadOpenImages,
+        openimages_input_patterns,
+    )
+
+    oid = OpenImagesOptions(args.input, args.images)
+    read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
+    splits = read.splits
+    _refuse_split(args, splits, "the tables' names")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = openimages_settings(oid, shards, checks, fixes)
+    if _up_to_date(args, splits, openimages_input_patterns(oid, read.tables), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: openimages_to_tfrecord(p, args.output, oid, shards, checks, fixes),
+        args, beam_args, splits)
+
+
+def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import box_csv_settings, box_csv_to_tfrecord
+    from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
+
+    boxes = BoxCsvOptions(args.input, args.images)
+    splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
+    _refuse_split(args, splits, "the folders holding _annotations.csv")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = box_csv_settings(boxes, shards, checks, fixes)
+    if _up_to_date(args, splits, box_csv_input_patterns(boxes, splits), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: box_csv_to_tfrecord(p, args.output, boxes, shards, checks, fixes),
         args, beam_args, splits)
 
 
