@@ -11,10 +11,10 @@ from typing import Any
 from recordbeam import __version__
 from recordbeam.cli.commands import cmd_index, cmd_inspect, cmd_report, cmd_schema, cmd_verify
 from recordbeam.cli.pipeline_commands import (
+    cmd_convert_box_csv,
     cmd_convert_coco,
     cmd_convert_imagefolder,
     cmd_convert_manifest,
-    cmd_convert_box_csv,
     cmd_convert_openimages,
     cmd_convert_voc,
     cmd_demo,
