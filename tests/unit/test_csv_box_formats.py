@@ -229,3 +229,12 @@ def test_open_images_record_labels_by_class_order_and_display_names():
     assert [r.reason for r in rejects] == ["unknown_category"]
     assert isinstance(rejects[0], Reject) and rejects[0].source == "t.csv:3"
     assert counts == [("openimages_image_labels_not_in_classes", 1)]
+
+
+def test_box_csv_open_quote_names_the_lines_it_swallowed():
+    data = "\n".join([HEADER, 'a.jpg,80,40,"dog,1,1,5,5', "a.jpg,80,40,cat,1,1,5,5",
+                      'a.jpg,80,40,cow",1,1,5,5', "a.jpg,80,40,owl,1,1,5,5"]).encode()
+    kept, rejects, _ = _split(parse_table(data, "t.csv", "train"))
+    assert [row.where for _key, row in kept] == ["t.csv:5"]
+    assert [(r.source, r.reason) for r in rejects] == [("t.csv:2", "malformed_row")]
+    assert "lines 2-4" in rejects[0].detail

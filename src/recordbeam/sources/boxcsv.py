@@ -132,8 +132,16 @@ def parse_table(data: bytes, path: str, split: str):
                 f"{where}: not a CSV row ({error}); the rest of the table was not read. Fix "
                 "the quotes and rerun", split))
             return
-        where = f"{path}:{reader.line_num}"
-        start = reader.line_num
+        first, start = start + 1, reader.line_num
+        where = f"{path}:{first}"
+        if start > first:
+            # A quote left open swallows the lines after it into one field: say which.
+            yield TaggedOutput("rejects", Reject(
+                "annotation", where, "malformed_row",
+                f"{where}: a quoted field runs on to line {start}, so lines {first}-{start} "
+                "are one row that does not parse; close the quote. None of those lines was "
+                "written", split))
+            continue
         if not any(field.strip() for field in fields):
             continue
         row = parse_row(fields, positions, where, split)
