@@ -87,11 +87,31 @@ def test_box_csv_converts_with_every_reject_named(box_root, tmp_path):
     assert manifest["splits"]["train"]["counts"]["box_csv_images_without_rows"] == 1
 
 
-def test_no_tables_is_a_data_error(tmp_path):
+def test_no_tables_is_a_data_error_no_folder_a_usage_error(tmp_path):
     (tmp_path / "in" / "train").mkdir(parents=True)
-    code = cli.main(["convert", "box-csv", "--input", str(tmp_path / "in"), "--output",
-                     str(tmp_path / "out"), "--quiet", *IN_MEMORY])
-    assert code == 1
+    (tmp_path / "in" / "train" / "a.jpg").write_bytes(b"")
+    for root, expected in (("in", 1), ("nowhere", 2)):
+        code = cli.main(["convert", "box-csv", "--input", str(tmp_path / root), "--output",
+                         str(tmp_path / "out"), "--quiet", *IN_MEMORY])
+        assert code == expected
+
+
+def test_if_changed_skips_a_rerun_until_a_table_changes(box_root, tmp_path, capsys):
+    args = ["convert", "box-csv", "--input", str(box_root), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+            "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    table = box_root / "valid" / "_annotations.csv"
+    before = table.read_bytes()
+    table.write_bytes(before + b"v.jpg,80,40,bird,1,1,9,9\n")
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        table.write_bytes(before)
 
 
 def test_split_option_is_refused(box_root, tmp_path):

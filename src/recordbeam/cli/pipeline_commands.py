@@ -230,6 +230,13 @@ def _refuse_split(args: argparse.Namespace, splits: Sequence[str], where: str) -
                          f"({', '.join(splits)}); drop --split")
 
 
+def _require_folder(root: str, what: str) -> None:
+    from recordbeam import filesystems
+
+    if not filesystems.has_files(root):
+        raise UsageError(f"{root}: no such folder, or it holds no files; --input takes {what}")
+
+
 def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import openimages_settings, openimages_to_tfrecord
     from recordbeam.sources.openimages import (
@@ -239,6 +246,8 @@ def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -
     )
 
     oid = OpenImagesOptions(args.input, args.images)
+    _require_folder(args.input, "an Open Images folder holding the *-annotations-bbox.csv "
+                    "tables (or annotations/ with them) and images/")
     read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
     splits = read.splits
     _refuse_split(args, splits, "the tables' names")
@@ -256,6 +265,8 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
     from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
 
     boxes = BoxCsvOptions(args.input, args.images)
+    _require_folder(args.input, "the folder a box CSV export holds: <split>/_annotations.csv "
+                    "beside the images")
     splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
     _refuse_split(args, splits, "the folders holding _annotations.csv")
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)

@@ -1,5 +1,6 @@
 """One module per input kind: ``coco`` (COCO instances), ``voc`` (Pascal VOC),
-``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests); ``reshard``
+``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests), ``openimages``
+and ``boxcsv`` (box tables, joined with their images by ``csv_boxes``); ``reshard``
 reads finished TFRecord files. Detection sources share ``detection`` (the object record
 and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one
 annotation file per image (VOC, YOLO, labelme, KITTI) share ``annotated_files``: they
