@@ -238,3 +238,16 @@ def test_box_csv_open_quote_names_the_lines_it_swallowed():
     assert [row.where for _key, row in kept] == ["t.csv:5"]
     assert [(r.source, r.reason) for r in rejects] == [("t.csv:2", "malformed_row")]
     assert "lines 2-4" in rejects[0].detail
+
+
+def test_lines_that_are_not_utf8_are_rejected_not_garbled():
+    from recordbeam.sources.openimages import parse_table_line
+
+    kept, rejects, _ = _split(parse_table_line(
+        _table(), b"000a,xclick,/m/d\xe9g,1,0.1,0.5,0.2,0.6,1,0,1,-1,0", True))
+    assert kept == [] and [r.reason for r in rejects] == ["malformed_row"]
+    assert "\\xe9" in rejects[0].source and "not UTF-8" in rejects[0].detail
+    data = HEADER.encode() + b"\na.jpg,80,40,caf\xe9,1,1,5,5\na.jpg,80,40,dog,1,1,5,5\n"
+    kept, rejects, _ = _split(parse_table(data, "t.csv", "train"))
+    assert [row.name for _key, row in kept] == ["dog"]
+    assert [(r.source, r.reason) for r in rejects] == [("t.csv:2", "malformed_row")]

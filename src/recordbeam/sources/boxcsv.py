@@ -111,6 +111,7 @@ def read_header(path: str) -> dict[str, int]:
 def parse_table(data: bytes, path: str, split: str):
     """The rows of one table: ``(key, BoxRow)`` for each usable row, and an annotation
     reject naming ``<table>:<line>`` for each row that is not."""
+    # Bytes that are not UTF-8 become U+FFFD here, and their rows are rejected below.
     text = data.decode("utf-8-sig", "replace")
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -143,6 +144,12 @@ def parse_table(data: bytes, path: str, split: str):
                 "written", split))
             continue
         if not any(field.strip() for field in fields):
+            continue
+        if any("\ufffd" in field for field in fields):
+            yield TaggedOutput("rejects", Reject(
+                "annotation", where, "malformed_row",
+                f"{where}: bytes that are not UTF-8 (or a U+FFFD character); save the table "
+                "as UTF-8. The box was not written", split))
             continue
         row = parse_row(fields, positions, where, split)
         if isinstance(row, Reject):

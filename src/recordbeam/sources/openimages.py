@@ -319,16 +319,30 @@ def _flag(text: str) -> int | None:
     return int(number) if number in (-1.0, 0.0, 1.0) else None
 
 
+def parse_table_line(table: Table, data: bytes, boxes: bool) -> Iterator[Any]:
+    """One line of a table as read (bytes) -> its keyed row, or a reject naming it when it
+    is not UTF-8 (Beam's text reader would fail the whole run on it)."""
+    try:
+        line = data.decode("utf-8")
+    except UnicodeDecodeError:
+        where = row_source(table, data.decode("utf-8", "backslashreplace"))
+        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
+            f"{where}: bytes that are not UTF-8; save the table as UTF-8. The row was not "
+            "written"), table.split))
+        return
+    yield from (parse_box_line if boxes else parse_image_label_line)(table, line)
+
+
 class _ParseLines(beam.DoFn):
-    """(table path, line) -> keyed rows of one table."""
+    """(table path, line bytes) -> keyed rows of one table."""
 
     def __init__(self, table: Table, boxes: bool) -> None:
         self._table = table
-        self._parse = parse_box_line if boxes else parse_image_label_line
+        self._boxes = boxes
 
     def process(self, element):
-        _path, line = element
-        yield from self._parse(self._table, line)
+        _path, data = element
+        yield from parse_table_line(self._table, data, self._boxes)
 
 
 class _ListImages(beam.DoFn):
@@ -422,7 +436,8 @@ class ReadOpenImages(beam.PTransform):
             rows = (
                 pbegin
                 | f"ReadTable{index}" >> beam.io.ReadFromTextWithFilename(
-                    table.path, skip_header_lines=1)  # (path, line), by byte ranges
+                    table.path, skip_header_lines=1,
+                    coder=beam.coders.BytesCoder())  # (path, line bytes), by byte ranges
                 | f"ParseRows{index}" >> beam.ParDo(_ParseLines(table, boxes))
                 .with_output_types(tuple[str, RowMessage])  # (split/ImageID, row)
                 .with_outputs("rejects", "counts", main="by_key")
