@@ -60,6 +60,7 @@ def oid_root(tmp_path_factory):
     (root / "annotations" / "train-annotations-human-imagelabels-boxable.csv").write_text(
         "ImageID,Source,LabelName,Confidence\n000a,verification,/m/dog,1\n"
         "000a,verification,/m/cat,0\n000c,verification,/m/tl,1\n000c,verification,/m/owl,1\n")
+    (root / "annotations" / "train-images-with-rotation.csv").write_text("ImageID,Rotation\n")
     return root
 
 
@@ -110,6 +111,7 @@ def test_open_images_converts_with_every_reject_named(oid_root, tmp_path):
     assert counts["boxes_clipped"] == 1
     assert counts["openimages_negative_image_labels_skipped"] == 1
     assert counts["openimages_image_labels_not_in_classes"] == 1  # /m/owl
+    assert counts["openimages_tables_not_read"] == 1  # the rotation table
 
 
 def test_without_class_descriptions_is_a_data_error(oid_root, tmp_path):

@@ -3,6 +3,8 @@ and the join of rows with images by key (messy exports: CRLF, BOM, quoted names)
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from apache_beam.pvalue import TaggedOutput
 
@@ -158,6 +160,8 @@ def test_tables_are_found_by_name_and_boxable_classes_preferred(tmp_path):
     assert tables.splits == ("test", "train")
     assert [t.split for t in tables.image_labels] == ["train"]
     assert tables.class_descriptions.endswith("oidv7-class-descriptions-boxable.csv")
+    assert [os.path.basename(path) for path in tables.not_read] == [
+        "oidv7-class-descriptions.csv"]
 
 
 def test_box_table_without_its_columns_is_refused(tmp_path):

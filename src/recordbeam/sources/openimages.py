@@ -139,6 +139,7 @@ class Tables:
     boxes: tuple[Table, ...]
     image_labels: tuple[Table, ...]
     class_descriptions: str
+    not_read: tuple[str, ...] = ()  # other CSVs (rotation, masks, machine labels...)
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -153,7 +154,7 @@ def find_tables(options: OpenImagesOptions) -> Tables:
     :class:`OpenImagesError` when there is no box table or no class descriptions."""
     paths = sorted({meta.path for pattern in options.table_patterns
                     for meta in filesystems.iter_match(pattern)})
-    boxes, labels, classes = [], [], []
+    boxes, labels, classes, others = [], [], [], []
     for path in paths:
         name = posixpath.basename(path)
         if match := _BOX_TABLE.fullmatch(name):
@@ -162,6 +163,8 @@ def find_tables(options: OpenImagesOptions) -> Tables:
             labels.append(Table(path, match["split"], header_columns(path, IMAGE_LABEL_COLUMNS)))
         elif match := _CLASS_TABLE.fullmatch(name):
             classes.append((not match["boxable"], path))
+        else:
+            others.append(path)
     where = " or ".join(options.table_patterns)
     if not boxes:
         raise OpenImagesError(f"no <split>-annotations-bbox.csv in {where}; --input takes the "
@@ -175,7 +178,8 @@ def find_tables(options: OpenImagesOptions) -> Tables:
     if len(best) > 1:
         raise OpenImagesError(f"{len(best)} class description files ({', '.join(best)}); "
                               "keep the one that matches the tables")
-    return Tables(tuple(boxes), tuple(labels), best[0])
+    others += [path for _rank, path in classes if path != best[0]]
+    return Tables(tuple(boxes), tuple(labels), best[0], tuple(sorted(others)))
 
 
 def header_columns(path: str, required: Sequence[str]) -> dict[str, int]:
@@ -431,6 +435,9 @@ class ReadOpenImages(beam.PTransform):
             .with_outputs("inputs", "rejects", "counts", main="by_key")
         )
         keyed, rejects, counts = [listed.by_key], [listed.rejects], [listed.counts]
+        # Tables we do not read (rotation, masks, machine labels...) are said, not dropped.
+        counts.append(pbegin | "TablesNotRead" >> beam.Create(
+            [("openimages_tables_not_read", len(tables.not_read))] if tables.not_read else []))
         for index, (table, boxes) in enumerate(
                 [(t, True) for t in tables.boxes] + [(t, False) for t in tables.image_labels]):
             rows = (
