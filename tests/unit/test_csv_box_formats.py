@@ -255,3 +255,48 @@ def test_lines_that_are_not_utf8_are_rejected_not_garbled():
     kept, rejects, _ = _split(parse_table(data, "t.csv", "train"))
     assert [row.name for _key, row in kept] == ["dog"]
     assert [(r.source, r.reason) for r in rejects] == [("t.csv:2", "malformed_row")]
+
+
+def test_launcher_reads_only_the_header_line_of_a_bbox_table(tmp_path, monkeypatch):
+    from recordbeam import filesystems
+    from recordbeam.sources.openimages import ReadOpenImages
+
+    table = tmp_path / "train-annotations-bbox.csv"
+    row = "000a,xclick,/m/a,1,0.1,0.5,0.2,0.6,1,0,1,-1,0\n"
+    table.write_text(",".join(OID_HEADER) + "\n" + row * 20000)  # ~1 MB
+    (tmp_path / "class-descriptions.csv").write_text("/m/a,Apple\n")
+    handed_out: dict[str, int] = {}
+    real_open, real_read = filesystems.open_read, filesystems.read_bytes
+
+    class Counting:
+        def __init__(self, path):
+            self._file, self._path = real_open(path), path
+
+        def __getattr__(self, name):
+            method = getattr(self._file, name)
+            if name not in ("read", "readline", "readlines", "__iter__"):
+                return method
+
+            def counted(*args):
+                data = method(*args)
+                handed_out[self._path] = handed_out.get(self._path, 0) + len(
+                    data if isinstance(data, bytes) else b"".join(data))
+                return data
+            return counted
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._file.close()
+
+    def read_bytes(path):
+        data = real_read(path)
+        handed_out[path] = handed_out.get(path, 0) + len(data)
+        return data
+
+    monkeypatch.setattr(filesystems, "open_read", Counting)
+    monkeypatch.setattr(filesystems, "read_bytes", read_bytes)
+    read = ReadOpenImages(OpenImagesOptions(str(tmp_path)))
+    assert read.splits == ("train",) and read.display_names == ["Apple"]
+    assert handed_out[str(table)] == len(",".join(OID_HEADER)) + 1  # the header line only

@@ -13,7 +13,6 @@ image-level label); it lists its image folders on workers, keying each image the
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -183,8 +182,3 @@ def _where_order(where: str) -> tuple[str, int, str]:
 
 def _row_order(row: BoxRow) -> tuple[Any, ...]:
     return (_where_order(row.where), row.name, row.bbox)
-
-
-def class_labels(classes: Sequence[str]) -> dict[str, int]:
-    """Class -> label 1..K in list order."""
-    return {name: label for label, name in enumerate(classes, 1)}

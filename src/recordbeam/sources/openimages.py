@@ -128,9 +128,6 @@ class Table:
     split: str
     columns: dict[str, int] = field(hash=False)
 
-    def position(self, name: str) -> int | None:
-        return self.columns.get(name)
-
 
 @dataclass(frozen=True)
 class Tables:
