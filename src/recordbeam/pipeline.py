@@ -29,6 +29,7 @@ from recordbeam.local.internals import submitted_job_id
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
+from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
 from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
@@ -39,6 +40,7 @@ from recordbeam.sources.imagefolder import (
 )
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
 from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
+from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
 from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.write.image_encoder import ImageChecks
@@ -354,6 +356,44 @@ def labelme_to_tfrecord(
     encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
     return _write_read(p, "ReadLabelme", read, output_dir, encoder, shards,
                        labelme_settings(labelme, shards, checks, fixes), read.splits)
+
+
+def openimages_settings(oid: OpenImagesOptions, shards: ShardOptions, checks: ImageChecks,
+                        fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("openimages", oid, shards, checks, fixes)
+
+
+def openimages_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
+    the sink. Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other
+    splits whose label map disagrees with the class descriptions."""
+    read = ReadOpenImages(oid, skip_below=output_dir)
+    layout.check_labels_agree(output_dir, read.splits, lambda: label_metadata(read.display_names))
+    encoder = OpenImagesEncoder(checks, read.splits[0], fixes)
+    return _write_read(p, "ReadOpenImages", read, output_dir, encoder, shards,
+                       openimages_settings(oid, shards, checks, fixes), read.splits)
+
+
+def box_csv_settings(boxes: BoxCsvOptions, shards: ShardOptions, checks: ImageChecks,
+                     fixes: ImageFixes | None = None) -> dict[str, Any]:
+    return _settings("box-csv", boxes, shards, checks, fixes)
+
+
+def box_csv_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, boxes: BoxCsvOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None,
+) -> WriteShards:
+    """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
+    returns the sink. The classes are known once the tables are read: the commit checks
+    them against other splits already in ``output_dir``."""
+    read = ReadBoxCsv(boxes, skip_below=output_dir)
+    layout.check_labels_agree(output_dir, read.splits, lambda: None)
+    encoder = BoxCsvEncoder(checks, read.splits[0], fixes)
+    return _write_read(p, "ReadBoxCsv", read, output_dir, encoder, shards,
+                       box_csv_settings(boxes, shards, checks, fixes), read.splits)
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

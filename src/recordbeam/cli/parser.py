@@ -18,12 +18,14 @@ from recordbeam.cli.commands import (
     cmd_verify,
 )
 from recordbeam.cli.pipeline_commands import (
+    cmd_convert_box_csv,
     cmd_convert_coco,
     cmd_convert_cvat,
     cmd_convert_imagefolder,
     cmd_convert_kitti,
     cmd_convert_labelme,
     cmd_convert_manifest,
+    cmd_convert_openimages,
     cmd_convert_voc,
     cmd_demo,
     cmd_reshard,
@@ -413,6 +415,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(p)
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_labelme)
+
+    p = kind_parser("openimages", "Open Images CSVs: *-annotations-bbox.csv, "
+                    "class-descriptions*.csv, images/<split>/")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the Open Images folder: <split>-annotations-bbox.csv, "
+                   "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
+                   "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="folder holding the <split>/ folders of images (default: ROOT/images)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of boxes is rejected "
+                   "(unknown LabelName, malformed row, degenerate box...; boxes of rejected "
+                   "images count as image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_openimages)
+
+    p = kind_parser("box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection "
+                    "CSV): <split>/_annotations.csv beside the images")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the exported folder: <split>/_annotations.csv (filename,width,height,"
+                   "class,xmin,ymin,xmax,ymax; one row per box) beside the images")
+    p.add_argument("--images", default=None, metavar="DIR",
+                   help="folder holding the <split>/ folders of images (default: ROOT)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of boxes is rejected "
+                   "(malformed row, degenerate box...; boxes of rejected images count as "
+                   "image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_box_csv)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

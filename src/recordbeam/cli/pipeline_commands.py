@@ -312,6 +312,61 @@ def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> i
         args, beam_args, [args.split])
 
 
+def _refuse_split(args: argparse.Namespace, splits: Sequence[str], where: str) -> None:
+    """--split names no split of a format whose splits come from its files: refused."""
+    if args.split != "train" and args.split not in splits:
+        raise UsageError(f"--split {args.split} would be ignored: the splits come from {where} "
+                         f"({', '.join(splits)}); drop --split")
+
+
+def _require_folder(root: str, what: str) -> None:
+    from recordbeam import filesystems
+
+    if not filesystems.has_files(root):
+        raise UsageError(f"{root}: no such folder, or it holds no files; --input takes {what}")
+
+
+def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import openimages_settings, openimages_to_tfrecord
+    from recordbeam.sources.openimages import (
+        OpenImagesOptions,
+        ReadOpenImages,
+        openimages_input_patterns,
+    )
+
+    oid = OpenImagesOptions(args.input, args.images)
+    _require_folder(args.input, "an Open Images folder holding the *-annotations-bbox.csv "
+                    "tables (or annotations/ with them) and images/")
+    read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
+    splits = read.splits
+    _refuse_split(args, splits, "the tables' names")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = openimages_settings(oid, shards, checks, fixes)
+    if _up_to_date(args, splits, openimages_input_patterns(oid, read.tables), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: openimages_to_tfrecord(p, args.output, oid, shards, checks, fixes),
+        args, beam_args, splits)
+
+
+def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam.pipeline import box_csv_settings, box_csv_to_tfrecord
+    from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
+
+    boxes = BoxCsvOptions(args.input, args.images)
+    _require_folder(args.input, "the folder a box CSV export holds: <split>/_annotations.csv "
+                    "beside the images")
+    splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
+    _refuse_split(args, splits, "the folders holding _annotations.csv")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = box_csv_settings(boxes, shards, checks, fixes)
+    if _up_to_date(args, splits, box_csv_input_patterns(boxes, splits), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: box_csv_to_tfrecord(p, args.output, boxes, shards, checks, fixes),
+        args, beam_args, splits)
+
+
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.testing.samples import make_coco_sample
 

@@ -1,4 +1,6 @@
-"""One module per input kind: ``coco`` (COCO instances), ``voc`` (Pascal VOC), ``cvat`` (CVAT XML),
+"""One module per input kind: ``coco`` (COCO instances, keypoints, captions, LVIS), ``voc``
+(Pascal VOC), ``yolo`` (darknet and Ultralytics), ``labelme``, ``cvat`` (CVAT XML), ``kitti``,
+``openimages`` and ``boxcsv`` (box tables, joined with their images by ``csv_boxes``),
 ``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests); ``reshard``
 reads finished TFRecord files. Detection sources share ``detection`` (the object record
 and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one

@@ -1,0 +1,307 @@
+"""Box CSV input (Roboflow's "TensorFlow Object Detection CSV"): one table per split.
+
+ROOT is the folder as exported::
+
+    ROOT/<split>/_annotations.csv    filename,width,height,class,xmin,ymin,xmax,ymax
+    ROOT/<split>/<image>             the images, beside their table
+
+One row per box, pixel corners; the classes are the sorted names found (labels 1..K). The
+launcher lists ``ROOT/*/_annotations.csv`` (the splits) and reads each table's first line
+(its header); the tables are read, and the image folders listed, on workers, and the
+rows joined with the images by ``<split>/<filename>``. An image no row names is written
+with no objects; a row naming no image is a reject naming ``<table>:<line>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import posixpath
+from dataclasses import dataclass
+from math import isfinite
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import (
+    IMAGE_SUFFIXES,
+    SortedNames,
+    build_record,
+    detection_metadata,
+    invalid_name,
+    text_metadata,
+)
+from recordbeam.sources.coco import is_text
+from recordbeam.sources.csv_boxes import (
+    BoxRow,
+    JoinRowsWithImages,
+    ListedImage,
+    RowMessage,
+    image_key,
+)
+from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.fingerprint import FileTermsFn
+
+#: The table of each split, in its folder.
+TABLE_NAME = "_annotations.csv"
+#: The columns a table must have (any order, any case).
+COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
+
+
+class BoxCsvError(DataError, ValueError):
+    """A box CSV folder that cannot be used as given (no tables, a table without the columns)."""
+
+
+@dataclass(frozen=True)
+class BoxCsvOptions:
+    """What to read.
+
+    Attributes:
+        root: the exported folder (any Beam filesystem).
+        images_dir: where the images are (``<images_dir>/<split>/``); None: beside the tables.
+    """
+
+    root: str
+    images_dir: str | None = None
+
+    def table(self, split: str) -> str:
+        return filesystems.join(self.root.rstrip("/"), split, TABLE_NAME)
+
+    def image_folder(self, split: str) -> str:
+        return filesystems.join((self.images_dir or self.root).rstrip("/"), split)
+
+
+def find_splits(options: BoxCsvOptions) -> list[str]:
+    """The splits: the folders of ROOT holding an ``_annotations.csv`` (a listing)."""
+    pattern = filesystems.join(options.root.rstrip("/"), "*", TABLE_NAME)
+    found = set()
+    for result in FileSystems.match([pattern]):
+        for meta in result.metadata_list:
+            found.add(posixpath.basename(posixpath.dirname(meta.path)))
+    return sorted(found)
+
+
+def column_positions(header: list[str], path: str) -> dict[str, int]:
+    """Column name -> position, from a table's header; raises :class:`BoxCsvError` when a
+    column is missing."""
+    positions = {name.strip().lower(): i for i, name in enumerate(header)}
+    missing = [name for name in COLUMNS if name not in positions]
+    if missing:
+        raise BoxCsvError(
+            f"{path}:1: the header has no column {', '.join(missing)}; a box CSV starts with "
+            f"the header {','.join(COLUMNS)}")
+    return positions
+
+
+def read_header(path: str) -> dict[str, int]:
+    """The column positions of one table, from its first line (read on the launcher)."""
+    with filesystems.open_read(path) as f:
+        first = f.readline()
+    try:
+        line = first.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise BoxCsvError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+    return column_positions(next(csv.reader([line]), []), path)
+
+
+def parse_table(data: bytes, path: str, split: str):
+    """The rows of one table: ``(key, BoxRow)`` for each usable row, and an annotation
+    reject naming ``<table>:<line>`` for each row that is not."""
+    # Bytes that are not UTF-8 become U+FFFD here, and their rows are rejected below.
+    text = data.decode("utf-8-sig", "replace")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        positions = column_positions(next(reader, []), path)
+    except BoxCsvError as bad:
+        yield TaggedOutput("rejects", Reject("annotation", f"{path}:1", "malformed_row",
+                                             str(bad), split))
+        return
+    start = reader.line_num
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            where = f"{path}:{start + 1}"
+            yield TaggedOutput("rejects", Reject(
+                "annotation", where, "malformed_row",
+                f"{where}: not a CSV row ({error}); the rest of the table was not read. Fix "
+                "the quotes and rerun", split))
+            return
+        first, start = start + 1, reader.line_num
+        where = f"{path}:{first}"
+        if start > first:
+            # A quote left open swallows the lines after it into one field: say which.
+            yield TaggedOutput("rejects", Reject(
+                "annotation", where, "malformed_row",
+                f"{where}: a quoted field runs on to line {start}, so lines {first}-{start} "
+                "are one row that does not parse; close the quote. None of those lines was "
+                "written", split))
+            continue
+        if not any(field.strip() for field in fields):
+            continue
+        if any("\ufffd" in field for field in fields):
+            yield TaggedOutput("rejects", Reject(
+                "annotation", where, "malformed_row",
+                f"{where}: bytes that are not UTF-8 (or a U+FFFD character); save the table "
+                "as UTF-8. The box was not written", split))
+            continue
+        row = parse_row(fields, positions, where, split)
+        if isinstance(row, Reject):
+            yield TaggedOutput("rejects", row)
+        else:
+            yield row
+
+
+def parse_row(fields: list[str], positions: dict[str, int], where: str,
+              split: str) -> tuple[str, BoxRow] | Reject:
+    """One row -> (image key, its box), or the reject saying why it cannot be used."""
+    if len(fields) < len(positions):
+        return Reject("annotation", where, "malformed_row", (
+            f"{where}: {len(fields)} fields where the header has {len(positions)} "
+            f"({','.join(COLUMNS)}); the box was not written"), split)
+
+    def value(column: str) -> str:
+        return fields[positions[column]].strip()
+
+    filename, name = value("filename"), value("class")
+    if not filename or not name:
+        return Reject("annotation", where, "missing_field", (
+            f"{where}: the row has no {'filename' if not filename else 'class'}; the box was "
+            "not written"), split)
+    corners = [_number(value(column)) for column in ("xmin", "ymin", "xmax", "ymax")]
+    if None in corners:
+        return Reject("annotation", where, "invalid_bbox", (
+            f"{where} ({name!r}): xmin, ymin, xmax and ymax must be numbers; the box was not "
+            "written"), split)
+    xmin, ymin, xmax, ymax = corners
+    if xmax <= xmin or ymax <= ymin:
+        return Reject("annotation", where, "degenerate_bbox", (
+            f"{where} ({name!r}): box xmin={xmin:g} ymin={ymin:g} xmax={xmax:g} ymax={ymax:g} "
+            "has no area (max must be above min); the box was not written"), split)
+    width, height = _whole(value("width")), _whole(value("height"))
+    return image_key(split, filename), BoxRow(
+        where, name, (xmin, ymin, xmax - xmin, ymax - ymin), (), False, width, height)
+
+
+def _number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if isfinite(number) else None
+
+
+def _whole(text: str) -> int:
+    number = _number(text)
+    return int(number) if number is not None and number == int(number) and number > 0 else 0
+
+
+class _ReadSplit(beam.DoFn):
+    """One split: its table read and its image folder listed, here on a worker."""
+
+    def __init__(self, options: BoxCsvOptions, skip_prefix: str | None) -> None:
+        self._options = options
+        self._skip = skip_prefix
+
+    def process(self, task: tuple[str, str]):
+        kind, split = task
+        if kind == "table":
+            table = self._options.table(split)
+            yield from parse_table(filesystems.read_bytes(table), table, split)
+            return
+        folder = self._options.image_folder(split)
+        for meta in filesystems.iter_match(filesystems.everything_below(folder)):
+            if self._skip and meta.path.startswith(self._skip):
+                continue
+            yield TaggedOutput("inputs", text_metadata(meta))
+            if not is_text(meta.path):
+                yield TaggedOutput("rejects", invalid_name(meta.path))
+            elif meta.path.lower().endswith(IMAGE_SUFFIXES):
+                name = filesystems.relative_name(folder, meta.path)
+                yield image_key(split, name), ListedImage(meta.path, meta.size_in_bytes)
+            elif posixpath.basename(meta.path) != TABLE_NAME:
+                yield TaggedOutput("counts", ("box_csv_other_files_skipped", 1))
+
+
+class ReadBoxCsv(beam.PTransform):
+    """Read a box CSV folder into ``ImageRecord``s for :class:`BoxCsvEncoder`.
+
+    Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`).
+    ``splits`` (the folders holding a table, from a listing) and the tables' headers are
+    checked on construction (:class:`BoxCsvError`). ``skip_below``, the output folder when
+    it lies inside ROOT, is left out of the listings.
+    """
+
+    def __init__(self, options: BoxCsvOptions, skip_below: str | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self.splits = tuple(find_splits(options))
+        if not self.splits:
+            raise BoxCsvError(f"{options.root} has no <split>/{TABLE_NAME}; --input takes the "
+                              "folder a box CSV export holds (train/_annotations.csv, ...)")
+        for split in self.splits:
+            read_header(options.table(split))
+        self._skip_prefix = None
+        if skip_below:
+            roots = {options.root, options.images_dir or options.root}
+            prefixes = [filesystems.prefix_below(root, skip_below) for root in roots]
+            self._skip_prefix = next((prefix for prefix in prefixes if prefix), None)
+
+    def expand(self, pbegin):
+        tasks = [(kind, split) for split in self.splits for kind in ("table", "images")]
+        read = (
+            pbegin
+            | "ListTasks" >> beam.Create(tasks)
+            | "ReadTables" >> beam.ParDo(_ReadSplit(self._options, self._skip_prefix))
+            .with_output_types(tuple[str, RowMessage])  # (split/filename, box or image)
+            .with_outputs("rejects", "counts", "inputs", main="by_key")
+        )
+        joined = (
+            read.by_key
+            | "JoinByFilename" >> beam.GroupByKey()  # (split/filename, [RowMessage])
+            | "Join" >> beam.ParDo(JoinRowsWithImages(
+                "box_csv", (self._options.images_dir or self._options.root).rstrip("/")))
+            .with_outputs("rejects", "counts", main="joined")
+        )
+        parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
+        classes = (
+            parsed
+            | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
+            | "SortedClasses" >> beam.CombineGlobally(SortedNames())
+        )
+        built = parsed | "BuildRecords" >> beam.FlatMap(
+            build_record, AsSingleton(classes), "the classes found",
+        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
+        tables = pbegin | "Tables" >> beam.Create(
+            [self._options.table(split) for split in self.splits]) | "TableMetadata" >> beam.FlatMap(
+            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(path)])
+        inputs = (read.inputs, tables) | "Inputs" >> beam.Flatten()
+        terms = inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
+        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+            lambda _, found, t: detection_metadata(found, t),
+            AsSingleton(classes), AsSingleton(terms))
+        rejects = (read.rejects, joined.rejects, built.rejects) | "Rejects" >> beam.Flatten()
+        counts = (read.counts, joined.counts, built.counts) | "Counts" >> beam.Flatten()
+        sizes = parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
+        return {"records": built.records, "rejects": rejects, "counts": counts,
+                "metadata": metadata, "sizes": sizes}
+
+
+def box_csv_input_patterns(options: BoxCsvOptions, splits: list[str] | tuple[str, ...]) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
+    return [*(filesystems.everything_below(options.image_folder(split)) for split in splits),
+            *(options.table(split) for split in splits)]
+
+
+class BoxCsvEncoder(DetectionEncoder):
+    """The detection features (boxes, class label and text); images without rows are
+    counted as they are written."""
+
+    def object_counts(self, columns) -> dict[str, int]:
+        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}

@@ -1,0 +1,506 @@
+"""Open Images input: box tables, class descriptions, image-level labels, image folders.
+
+ROOT is the folder as Open Images is downloaded (or as Datumaro exports it)::
+
+    ROOT[/annotations]/<split>-annotations-bbox.csv      ImageID,Source,LabelName,Confidence,
+                                                         XMin,XMax,YMin,YMax,IsOccluded,
+                                                         IsTruncated,IsGroupOf,IsDepiction,...
+    ROOT[/annotations]/class-descriptions[-boxable].csv  LabelName,DisplayName (v4-v6: no
+                                                         header; v6/v7 ``oidv*-`` files: one)
+    ROOT[/annotations]/<split>-annotations-human-imagelabels[-boxable].csv   optional:
+                                                         ImageID,Source,LabelName,Confidence
+    ROOT/images/<split>/<ImageID>.jpg                    the images (``--images`` elsewhere)
+
+Tables may carry the ``oidv6-`` / ``oidv7-`` prefix of the real downloads; the split is
+the rest of the name before ``-annotations`` (``train``, ``validation``, ``test``).
+
+Where the work happens: the launcher lists the tables, reads each one's header line and
+the class descriptions (~600 to 20k rows: small, and the label map must be known to check
+an existing output folder). The box table of the real dataset is 1.2 GB / 14.6 M rows: it
+is read on workers by byte ranges (``ReadFromTextWithFilename``, splittable, the header
+skipped), each row parsed there and keyed by ``<split>/<ImageID>``, and the rows grouped
+with the image listing by a ``GroupByKey``, never on the launcher. Open Images tables
+have no quoted line breaks, so a line is a row; a line that does not parse as one is a
+reject naming the table and the row's text (a line number is not known to a byte-range
+reader).
+
+Written as the Object Detection API's Open Images converter writes it: normalized
+corners to ``image/object/bbox/*``, ``image/object/group_of``, ``occluded``,
+``truncated``, ``depiction`` (-1 where the table says unknown or lacks the column);
+positive image-level labels (Confidence 1) to ``image/class/label`` and ``text``. Labels
+1..K follow the class descriptions' order; the text written is the DisplayName.
+"""
+
+from __future__ import annotations
+
+import csv
+import posixpath
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from math import isfinite
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import (
+    IMAGE_SUFFIXES,
+    detection_metadata,
+    invalid_name,
+    text_metadata,
+)
+from recordbeam.sources.coco import is_text
+from recordbeam.sources.csv_boxes import (
+    BoxRow,
+    ImageLabelRow,
+    JoinedImage,
+    JoinRowsWithImages,
+    ListedImage,
+    RowMessage,
+    csv_fields,
+    image_key,
+)
+from recordbeam.sources.detection import DetectionEncoder, DetectionObject, object_fields
+from recordbeam.sources.fingerprint import FileTermsFn
+
+#: The per-object features the OD API's Open Images converter writes beside the boxes,
+#: and the column each comes from.
+OID_OBJECT_COLUMNS = {
+    "image/object/group_of": "IsGroupOf",
+    "image/object/occluded": "IsOccluded",
+    "image/object/truncated": "IsTruncated",
+    "image/object/depiction": "IsDepiction",
+}
+OID_OBJECT_KINDS = {key: "int64" for key in OID_OBJECT_COLUMNS}
+#: The image-level label features.
+IMAGE_LABEL_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+
+BOX_COLUMNS = ("ImageID", "LabelName", "XMin", "XMax", "YMin", "YMax")
+IMAGE_LABEL_COLUMNS = ("ImageID", "LabelName", "Confidence")
+
+_VERSION = r"(?:oidv\d+-)?"
+_BOX_TABLE = re.compile(_VERSION + r"(?P<split>[^-]+)-annotations-bbox\.csv")
+_LABEL_TABLE = re.compile(
+    _VERSION + r"(?P<split>[^-]+)-annotations-human-imagelabels(?:-boxable)?\.csv")
+_CLASS_TABLE = re.compile(_VERSION + r"class-descriptions(?P<boxable>-boxable)?\.csv")
+
+
+class OpenImagesError(DataError, ValueError):
+    """An Open Images folder that cannot be used as given (no box table, no class
+    descriptions, a table without its columns)."""
+
+
+@dataclass(frozen=True)
+class OpenImagesOptions:
+    """What to read.
+
+    Attributes:
+        root: the Open Images folder (any Beam filesystem); tables in it or in its
+            ``annotations/`` folder.
+        images_dir: the folder of the split folders of images; None: ``ROOT/images``.
+    """
+
+    root: str
+    images_dir: str | None = None
+
+    @property
+    def image_root(self) -> str:
+        return (self.images_dir or filesystems.join(self.root.rstrip("/"), "images")).rstrip("/")
+
+    def image_folder(self, split: str) -> str:
+        return filesystems.join(self.image_root, split)
+
+    @property
+    def table_patterns(self) -> list[str]:
+        root = self.root.rstrip("/")
+        return [filesystems.join(root, "*.csv"), filesystems.join(root, "annotations", "*.csv")]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table to read on workers: its split, and where its columns are."""
+
+    path: str
+    split: str
+    columns: dict[str, int] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What the launcher found: the box and image-label tables, the class descriptions."""
+
+    boxes: tuple[Table, ...]
+    image_labels: tuple[Table, ...]
+    class_descriptions: str
+    not_read: tuple[str, ...] = ()  # other CSVs (rotation, masks, machine labels...)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(sorted({table.split for table in (*self.boxes, *self.image_labels)}))
+
+
+# --- the launcher: find the tables, read their headers and the classes ------------------
+
+
+def find_tables(options: OpenImagesOptions) -> Tables:
+    """List the tables (no reads but each one's first line); raises
+    :class:`OpenImagesError` when there is no box table or no class descriptions."""
+    paths = sorted({meta.path for pattern in options.table_patterns
+                    for meta in filesystems.iter_match(pattern)})
+    boxes, labels, classes, others = [], [], [], []
+    for path in paths:
+        name = posixpath.basename(path)
+        if match := _BOX_TABLE.fullmatch(name):
+            boxes.append(Table(path, match["split"], header_columns(path, BOX_COLUMNS)))
+        elif match := _LABEL_TABLE.fullmatch(name):
+            labels.append(Table(path, match["split"], header_columns(path, IMAGE_LABEL_COLUMNS)))
+        elif match := _CLASS_TABLE.fullmatch(name):
+            classes.append((not match["boxable"], path))
+        else:
+            others.append(path)
+    where = " or ".join(options.table_patterns)
+    if not boxes:
+        raise OpenImagesError(f"no <split>-annotations-bbox.csv in {where}; --input takes the "
+                              "Open Images folder holding the box tables")
+    if not classes:
+        raise OpenImagesError(f"no class-descriptions*.csv in {where}; it maps the tables' "
+                              "LabelName (/m/...) to class names and is needed")
+    # The boxable list (the 601 box classes) makes the label map; else the full one.
+    classes.sort()
+    best = [path for rank, path in classes if rank == classes[0][0]]
+    if len(best) > 1:
+        raise OpenImagesError(f"{len(best)} class description files ({', '.join(best)}); "
+                              "keep the one that matches the tables")
+    others += [path for _rank, path in classes if path != best[0]]
+    return Tables(tuple(boxes), tuple(labels), best[0], tuple(sorted(others)))
+
+
+def header_columns(path: str, required: Sequence[str]) -> dict[str, int]:
+    """Column name -> position, from the first line of ``path``."""
+    with filesystems.open_read(path) as f:
+        first = f.readline()
+    try:
+        line = first.decode("utf-8-sig").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise OpenImagesError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+    names = [name.strip() for name in (csv_fields(line) or [])]
+    columns = {name: i for i, name in enumerate(names)}
+    missing = [name for name in required if name not in columns]
+    if missing:
+        raise OpenImagesError(f"{path}:1: the header has no column {', '.join(missing)}; the "
+                              f"table's first line names its columns ({','.join(required)}...)")
+    return columns
+
+
+def read_class_descriptions(path: str) -> tuple[list[str], list[str]]:
+    """(label ids, display names) in the file's order: ``LabelName,DisplayName`` rows, with
+    or without that header line."""
+    try:
+        text = filesystems.read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise OpenImagesError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+    ids: list[str] = []
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) < 2 or not row[0].strip():
+            raise OpenImagesError(f"{path}:{number}: expected LabelName,DisplayName; fix the "
+                                  "line (quote a name holding commas)")
+        label_id, name = row[0].strip(), ",".join(row[1:]).strip()
+        if number == 1 and (label_id, name) == ("LabelName", "DisplayName"):
+            continue
+        if label_id in seen:
+            raise OpenImagesError(f"{path}:{number}: {label_id} already appears on line "
+                                  f"{seen[label_id]}; list each class once")
+        seen[label_id] = number
+        ids.append(label_id)
+        names.append(name or label_id)
+    if not ids:
+        raise OpenImagesError(f"{path} lists no classes")
+    return ids, names
+
+
+# --- the workers: rows ---------------------------------------------------------------
+
+
+def row_source(table: Table, line: str) -> str:
+    """Where a row was read: its table and its text (a line number is not known to a
+    reader of byte ranges)."""
+    return f"{table.path}: row {line!r}"
+
+
+def parse_box_line(table: Table, line: str) -> Iterator[Any]:
+    """One line of a box table -> ``(key, BoxRow)``, or a reject naming the table and row."""
+    if not line.strip():
+        return
+    where = row_source(table, line)
+    fields = csv_fields(line)
+    if fields is None or len(fields) != len(table.columns):
+        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
+            f"{where}: not a row of {len(table.columns)} fields as the header names; the box "
+            "was not written"), table.split))
+        return
+
+    def value(column: str) -> str:
+        return fields[table.columns[column]].strip()
+
+    image_id, label_id = value("ImageID"), value("LabelName")
+    if not image_id or not label_id:
+        yield TaggedOutput("rejects", Reject("annotation", where, "missing_field", (
+            f"{where}: no {'ImageID' if not image_id else 'LabelName'}; the box was not "
+            "written"), table.split))
+        return
+    corners = [_number(value(column)) for column in ("XMin", "YMin", "XMax", "YMax")]
+    if None in corners:
+        yield TaggedOutput("rejects", Reject("annotation", where, "invalid_bbox", (
+            f"{where}: XMin, XMax, YMin and YMax must be numbers; the box was not written"),
+            table.split))
+        return
+    xmin, ymin, xmax, ymax = corners
+    if xmax <= xmin or ymax <= ymin:
+        yield TaggedOutput("rejects", Reject("annotation", where, "degenerate_bbox", (
+            f"{where}: box XMin={xmin:g} XMax={xmax:g} YMin={ymin:g} YMax={ymax:g} has no "
+            "area (max must be above min); the box was not written"), table.split))
+        return
+    flags = []
+    for column in OID_OBJECT_COLUMNS.values():
+        flag = _flag(value(column)) if column in table.columns else -1
+        if flag is None:
+            yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
+                f"{where}: {column} is {value(column)!r}, not 1, 0 or -1; the box was not "
+                "written"), table.split))
+            return
+        flags.append(flag)
+    yield image_key(table.split, image_id), BoxRow(
+        where, label_id, (xmin, ymin, xmax - xmin, ymax - ymin), tuple(flags), True)
+
+
+def parse_image_label_line(table: Table, line: str) -> Iterator[Any]:
+    """One line of an image-label table -> ``(key, ImageLabelRow)`` for a positive label;
+    a negative one (Confidence 0) is counted."""
+    if not line.strip():
+        return
+    where = row_source(table, line)
+    fields = csv_fields(line)
+    if fields is None or len(fields) != len(table.columns):
+        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
+            f"{where}: not a row of {len(table.columns)} fields as the header names; the "
+            "label was not written"), table.split))
+        return
+    image_id = fields[table.columns["ImageID"]].strip()
+    label_id = fields[table.columns["LabelName"]].strip()
+    confidence = _number(fields[table.columns["Confidence"]].strip())
+    if not image_id or not label_id or confidence not in (0.0, 1.0):
+        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
+            f"{where}: needs an ImageID, a LabelName and a Confidence of 1 or 0; the label "
+            "was not written"), table.split))
+        return
+    if confidence == 0.0:
+        yield TaggedOutput("counts", ("openimages_negative_image_labels_skipped", 1))
+        return
+    yield image_key(table.split, image_id), ImageLabelRow(where, label_id)
+
+
+def _number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if isfinite(number) else None
+
+
+def _flag(text: str) -> int | None:
+    number = _number(text) if text else -1.0
+    return int(number) if number in (-1.0, 0.0, 1.0) else None
+
+
+def parse_table_line(table: Table, data: bytes, boxes: bool) -> Iterator[Any]:
+    """One line of a table as read (bytes) -> its keyed row, or a reject naming it when it
+    is not UTF-8 (Beam's text reader would fail the whole run on it)."""
+    try:
+        line = data.decode("utf-8")
+    except UnicodeDecodeError:
+        where = row_source(table, data.decode("utf-8", "backslashreplace"))
+        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
+            f"{where}: bytes that are not UTF-8; save the table as UTF-8. The row was not "
+            "written"), table.split))
+        return
+    yield from (parse_box_line if boxes else parse_image_label_line)(table, line)
+
+
+class _ParseLines(beam.DoFn):
+    """(table path, line bytes) -> keyed rows of one table."""
+
+    def __init__(self, table: Table, boxes: bool) -> None:
+        self._table = table
+        self._boxes = boxes
+
+    def process(self, element):
+        _path, data = element
+        yield from parse_table_line(self._table, data, self._boxes)
+
+
+class _ListImages(beam.DoFn):
+    """One split's image folder, listed here on a worker: ``(key, ListedImage)``."""
+
+    def __init__(self, options: OpenImagesOptions, skip_prefix: str | None) -> None:
+        self._options = options
+        self._skip = skip_prefix
+
+    def process(self, split: str):
+        folder = self._options.image_folder(split)
+        for meta in filesystems.iter_match(filesystems.everything_below(folder)):
+            if self._skip and meta.path.startswith(self._skip):
+                continue
+            yield TaggedOutput("inputs", text_metadata(meta))
+            if not is_text(meta.path):
+                yield TaggedOutput("rejects", invalid_name(meta.path))
+            elif meta.path.lower().endswith(IMAGE_SUFFIXES):
+                image_id = posixpath.splitext(filesystems.relative_name(folder, meta.path))[0]
+                yield image_key(split, image_id), ListedImage(meta.path, meta.size_in_bytes)
+            else:
+                yield TaggedOutput("counts", ("openimages_non_image_files_skipped", 1))
+
+
+def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
+                            names: Sequence[str], class_file: str) -> Iterator[Any]:
+    """A joined image -> its ImageRecord: objects labelled 1..K by the class descriptions'
+    order (text: the DisplayName), positive image-level labels beside them."""
+    labels = {label_id: label for label, label_id in enumerate(label_ids, 1)}
+    parsed = joined.parsed
+    objects = []
+    for obj in parsed.objects:
+        label = labels.get(obj.name)
+        if label is None:
+            yield TaggedOutput("rejects", Reject(
+                "annotation", obj.source, "unknown_category",
+                f"{obj.source}: LabelName {obj.name!r} is not in {class_file}; use the class "
+                "descriptions of the same release. The image was written without this object",
+                parsed.split))
+            continue
+        objects.append(object_fields(DetectionObject(
+            obj.source, label, names[label - 1], obj.bbox, obj.extra, None, True)))
+    image_labels: dict[str, int] = {}
+    for label_id, _where in joined.image_labels:
+        label = labels.get(label_id)
+        if label is None:
+            yield TaggedOutput("counts", ("openimages_image_labels_not_in_classes", 1))
+        else:
+            image_labels.setdefault(label_id, label)
+    image_id = parsed.image_id.split("/", 1)[1]
+    yield ImageRecord(
+        identity=parsed.image_id, path=parsed.path, size=parsed.size, split=parsed.split,
+        labels={"source_id": image_id, "filename": parsed.filename, "width": None,
+                "height": None, "objects": tuple(objects),
+                "image_labels": tuple((label, names[label - 1])
+                                      for label in image_labels.values())})
+
+
+class ReadOpenImages(beam.PTransform):
+    """Read an Open Images folder into ``ImageRecord``s for :class:`OpenImagesEncoder`.
+
+    Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`).
+    On construction it lists the tables and reads their header lines and the class
+    descriptions (:class:`OpenImagesError` when they cannot be used): ``splits``,
+    ``label_ids`` and ``display_names`` are known before the run. ``skip_below``, the
+    output folder when it lies inside the image folder, is left out of the listing.
+    """
+
+    def __init__(self, options: OpenImagesOptions, skip_below: str | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self.tables = find_tables(options)
+        self.splits = self.tables.splits
+        self.label_ids, self.display_names = read_class_descriptions(
+            self.tables.class_descriptions)
+        self._skip_prefix = (filesystems.prefix_below(options.image_root, skip_below)
+                             if skip_below else None)
+
+    def expand(self, pbegin):
+        tables = self.tables
+        listed = (
+            pbegin
+            | "Splits" >> beam.Create(list(self.splits))
+            | "ListImages" >> beam.ParDo(_ListImages(self._options, self._skip_prefix))
+            .with_output_types(tuple[str, RowMessage])  # (split/ImageID, ListedImage)
+            .with_outputs("inputs", "rejects", "counts", main="by_key")
+        )
+        keyed, rejects, counts = [listed.by_key], [listed.rejects], [listed.counts]
+        # Tables we do not read (rotation, masks, machine labels...) are said, not dropped.
+        counts.append(pbegin | "TablesNotRead" >> beam.Create(
+            [("openimages_tables_not_read", len(tables.not_read))] if tables.not_read else []))
+        for index, (table, boxes) in enumerate(
+                [(t, True) for t in tables.boxes] + [(t, False) for t in tables.image_labels]):
+            rows = (
+                pbegin
+                | f"ReadTable{index}" >> beam.io.ReadFromTextWithFilename(
+                    table.path, skip_header_lines=1,
+                    coder=beam.coders.BytesCoder())  # (path, line bytes), by byte ranges
+                | f"ParseRows{index}" >> beam.ParDo(_ParseLines(table, boxes))
+                .with_output_types(tuple[str, RowMessage])  # (split/ImageID, row)
+                .with_outputs("rejects", "counts", main="by_key")
+            )
+            keyed.append(rows.by_key)
+            rejects.append(rows.rejects)
+            counts.append(rows.counts)
+        joined = (
+            keyed
+            | "AllRows" >> beam.Flatten()
+            | "JoinByImageId" >> beam.GroupByKey()  # (split/ImageID, [RowMessage])
+            | "Join" >> beam.ParDo(JoinRowsWithImages("openimages", self._options.image_root))
+            .with_outputs("rejects", "counts", main="joined")
+        )
+        built = joined.joined | "BuildRecords" >> beam.FlatMap(
+            build_openimages_record, self.label_ids, self.display_names,
+            tables.class_descriptions,
+        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
+        table_paths = [t.path for t in (*tables.boxes, *tables.image_labels)]
+        table_meta = pbegin | "Tables" >> beam.Create(
+            [*table_paths, tables.class_descriptions]) | "TableMetadata" >> beam.FlatMap(
+            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(path)])
+        terms = ((listed.inputs, table_meta) | "Inputs" >> beam.Flatten()
+                 | "InputTerms" >> beam.CombineGlobally(FileTermsFn()))
+        display_names = list(self.display_names)
+        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+            lambda _, t: detection_metadata(display_names, t), AsSingleton(terms))
+        rejects += [joined.rejects, built.rejects]
+        counts += [joined.counts, built.counts]
+        sizes = joined.joined | "PlannedSizes" >> beam.Map(
+            lambda image: (image.parsed.split, image.parsed.size))
+        return {"records": built.records,
+                "rejects": rejects | "Rejects" >> beam.Flatten(),
+                "counts": counts | "Counts" >> beam.Flatten(),
+                "metadata": metadata, "sizes": sizes}
+
+
+def openimages_input_patterns(options: OpenImagesOptions, tables: Tables) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
+    return [*(filesystems.everything_below(options.image_folder(split))
+              for split in tables.splits),
+            *(t.path for t in (*tables.boxes, *tables.image_labels)),
+            tables.class_descriptions]
+
+
+class OpenImagesEncoder(DetectionEncoder):
+    """The detection features, the OD API's ``group_of``, ``occluded``, ``truncated`` and
+    ``depiction``, and the positive image-level labels (``image/class/label``, ``text``)."""
+
+    def __init__(self, checks=None, split: str = "train", fixes=None) -> None:
+        super().__init__(checks, split, fixes, extra_kinds=OID_OBJECT_KINDS)
+        self.list_features = frozenset({*self.list_features, *IMAGE_LABEL_KINDS})
+
+    def label_features(self, record: ImageRecord, info):
+        columns, kinds, rejects, counts = super().label_features(record, info)
+        image_labels = record.labels.get("image_labels", ())
+        columns["image/class/label"] = [label for label, _text in image_labels]
+        columns["image/class/text"] = [text for _label, text in image_labels]
+        return columns, {**kinds, **IMAGE_LABEL_KINDS}, rejects, counts
+
+    def object_counts(self, columns) -> dict[str, int]:
+        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
