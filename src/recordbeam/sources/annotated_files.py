@@ -56,6 +56,11 @@ class Listing:
         scope: joined into the ids of the files here, so files of two folders with the same
             relative names (``images/train/a.jpg``, ``images/val/a.jpg``) never pair across.
         skipped: the counter of files here that are neither (``voc_non_xml_files_skipped``).
+        ids: turns a file's path below ``folder`` (with its extension) into its id, for
+            formats whose annotation files do not sit at the image's relative path (YOLO's
+            ``labels/`` beside ``images/``); None (the default) gives :func:`file_id`. It
+            may return None for a file that is not one of the dataset's (counted as
+            ``skipped``); a module-level function or a ``functools.partial`` of one.
     """
 
     folder: str
@@ -64,6 +69,7 @@ class Listing:
     split: str | None = None
     scope: str = ""
     skipped: str = "other_files_skipped"
+    ids: Callable[[str], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,13 +79,25 @@ class SplitList:
     Attributes:
         split: the split.
         path: the file.
-        image_id: turns one line into the id of its image (``None``: the line names none);
-            a module-level function, so it travels to workers.
+        image_id: turns one line into the id of its image (``None``: the line names none,
+            as a blank line); a module-level function, so it travels to workers. It raises
+            :class:`SplitLineError` for a line that names a file it cannot use (a reject
+            naming ``<list>:<line>``).
     """
 
     split: str
     path: str
     image_id: Callable[[str], str | None]
+
+
+class SplitLineError(Exception):
+    """A split list line that cannot name an image of the dataset; ``reason`` is the reject
+    code, ``detail`` says what is wrong with the line (its ``<list>:<line>`` is added)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
 
 
 class NamedObject(NamedTuple):
@@ -132,6 +150,9 @@ class AnnotationFormat:
         class_list: where ``classes`` come from, named in unknown-class rejects.
         default_split: the split of images no split list or split folder places.
         image_folder: named in messages about missing images.
+        annotations_need_images: an annotation file without image is rejected (``missing``)
+            even when split lists are given and none names it (VOC counts such an XML with
+            the images in no list instead).
     """
 
     name = "annotations"
@@ -139,6 +160,7 @@ class AnnotationFormat:
     class_list = "the class list"
     default_split = "train"
     image_folder = "the images folder"
+    annotations_need_images = False
 
     def listings(self) -> list[Listing]:
         raise NotImplementedError
@@ -160,6 +182,10 @@ class AnnotationFormat:
     def expected_annotation(self, image_id: str) -> str:
         """How the annotation file of ``image_id`` would be named, for messages."""
         return f"an annotation file for {image_id!r}"
+
+    def expected_image(self, image_id: str) -> str:
+        """How the image of ``image_id`` would be named, for messages."""
+        return f"{image_id}.*"
 
 
 # --- the listings -------------------------------------------------------------------------
@@ -286,12 +312,15 @@ class _List(beam.DoFn):
                 yield TaggedOutput("rejects", invalid_name(meta.path))
             elif not (is_annotation or is_image):
                 yield TaggedOutput("counts", (listing.skipped, 1))
-            elif is_annotation:
-                yield (file_id(listing.folder, meta.path, listing.scope),
-                       AnnotationFile(meta.path, split))
             else:
-                yield (file_id(listing.folder, meta.path, listing.scope),
-                       ImageFile(meta.path, meta.size_in_bytes, split))
+                key = (file_id(listing.folder, meta.path, listing.scope) if listing.ids is None
+                       else listing.ids(filesystems.relative_name(listing.folder, meta.path)))
+                if key is None:
+                    yield TaggedOutput("counts", (listing.skipped, 1))
+                elif is_annotation:
+                    yield key, AnnotationFile(meta.path, split)
+                else:
+                    yield key, ImageFile(meta.path, meta.size_in_bytes, split)
 
     def _listed(self, pattern: str):
         for meta in filesystems.iter_match(pattern):
@@ -302,9 +331,15 @@ class _List(beam.DoFn):
         with filesystems.open_read(split_list.path) as f:
             text = f.read().decode("utf-8-sig", "replace")
         for number, line in enumerate(text.splitlines(), 1):
-            image_id = split_list.image_id(line)
+            where = f"{split_list.path}:{number}"
+            try:
+                image_id = split_list.image_id(line)
+            except SplitLineError as bad:
+                yield TaggedOutput("rejects", Reject(
+                    "image", where, bad.reason, f"{where}: {bad.detail}", split_list.split))
+                continue
             if image_id:
-                yield image_id, SplitEntry(split_list.split, f"{split_list.path}:{number}")
+                yield image_id, SplitEntry(split_list.split, where)
 
 
 # --- the join and the parse -----------------------------------------------------------
@@ -340,7 +375,8 @@ class _JoinAndParse(beam.DoFn):
         images = sorted({(m.path, m.size, m.split) for m in messages if type(m) is ImageFile})
         listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
         splits = sorted({split for split, _where in listed})
-        if self._has_split_lists and not splits:
+        orphan = fmt.annotations_need_images and annotations and not images
+        if self._has_split_lists and not splits and not orphan:
             yield TaggedOutput("counts", (f"{fmt.name}_images_in_no_split_list", 1))
             return
         folder_splits = sorted({m[-1] for m in (*annotations, *images) if m[-1]})
@@ -350,7 +386,8 @@ class _JoinAndParse(beam.DoFn):
                 yield TaggedOutput("rejects", Reject(
                     "image", where, "missing",
                     f"{where} lists {image_id!r}, but there is no "
-                    f"{fmt.expected_annotation(image_id)} and no image named {image_id}.* in "
+                    f"{fmt.expected_annotation(image_id)} and no image named "
+                    f"{fmt.expected_image(image_id)} in "
                     f"{fmt.image_folder}", split))
             return
         if len(annotations) > 1:
@@ -405,7 +442,7 @@ class _JoinAndParse(beam.DoFn):
         if len(images) == 1:
             return images[0]
         if not images:
-            wanted = repr(named) if named else f"{image_id}.*"
+            wanted = repr(named) if named else self._format.expected_image(image_id)
             return Reject("image", annotation_path or image_id, "missing", (
                 f"{annotation_path} has no image: no {wanted} in "
                 f"{self._format.image_folder} (pass --images if the images are elsewhere)"))
