@@ -44,7 +44,6 @@ from recordbeam.images.checks import ImageInfo
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,
-    AnnotationFileError,
     AnnotationFormat,
     Listing,
     NamedObject,
