@@ -296,7 +296,8 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
     try:
         data = yaml.safe_load(_read_text(yaml_path))
     except yaml.YAMLError as error:
-        raise YoloError(f"{yaml_path} is not valid YAML ({error}); fix it") from None
+        where = " ".join(str(error).split())  # PyYAML's marks span lines
+        raise YoloError(f"{yaml_path} is not valid YAML ({where}); fix it") from None
     if not isinstance(data, dict):
         raise YoloError(f"{yaml_path} must be a mapping with names and train/val/test")
     classes = yaml_names(data.get("names"), data.get("nc"), yaml_path)
