@@ -173,6 +173,22 @@ def test_ultralytics_output_is_byte_identical_on_rerun(ultralytics_root, tmp_pat
     assert outputs[0] == outputs[1] and outputs[0]
 
 
+def test_if_changed_skips_a_rerun_until_a_label_changes(ultralytics_root, tmp_path, capsys):
+    args = ["convert", "yolo", "--input", str(ultralytics_root), "--output",
+            str(tmp_path / "out"), *ALLOW_REJECTS, "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    label = ultralytics_root / "labels" / "val" / "n.txt"
+    label.write_text("0 0.5 0.5 0.2 0.2\n")
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        label.unlink()
+
+
 def test_broken_data_yaml_is_a_data_error(tmp_path, capsys):
     root = tmp_path / "yolo"
     _write(root / "data.yaml", "train: images/train\nnames: {0: dog, 2: cat}\n")

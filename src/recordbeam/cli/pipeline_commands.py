@@ -238,7 +238,7 @@ def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                          f"names the splits ({', '.join(read.splits)}); drop --split")
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     settings = yolo_settings(yolo, shards, checks, fixes, args.include_masks)
-    if _up_to_date(args, read.splits, yolo_input_patterns(yolo), settings):
+    if _up_to_date(args, read.splits, yolo_input_patterns(yolo, read.layout), settings):
         return EXIT_OK
     return _run_conversion(
         lambda p: yolo_to_tfrecord(p, args.output, yolo, shards, checks, fixes,

@@ -365,9 +365,13 @@ def read_layout(options: YoloOptions) -> YoloLayout:
                     "(darknet); --input takes the YOLO folder as exported")
 
 
-def yolo_input_patterns(options: YoloOptions) -> list[str]:
-    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
-    return [filesystems.everything_below(options.folder)]
+def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``): the
+    folders :meth:`YoloFormat.listings` lists, then its :meth:`YoloFormat.small_inputs`
+    (the pipeline sums the same files' terms)."""
+    fmt = YoloFormat(options, layout)
+    return [*(filesystems.everything_below(listing.folder) for listing in fmt.listings()),
+            *fmt.small_inputs()]
 
 
 # --- one label file ------------------------------------------------------------------
@@ -486,7 +490,9 @@ class YoloFormat(AnnotationFormat):
                 for split, paths in self._layout.lists for path in paths]
 
     def small_inputs(self) -> list[str]:
-        return []  # everything below ROOT is in the fingerprint (yolo_input_patterns)
+        """``data.yaml`` when only split folders are listed (else it lies in ROOT's
+        listing)."""
+        return [self._layout.description] if self._layout.folders else []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         return parse_label_file(data, path, self._layout.classes)
