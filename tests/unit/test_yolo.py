@@ -87,6 +87,24 @@ def test_empty_label_files_give_no_objects_and_are_counted(data):
         (), (), (("yolo_empty_label_files", 1),))
 
 
+def test_pose_lines_keep_their_box_and_count_the_keypoints_not_written():
+    data = b"0 0.5 0.5 0.2 0.2 0.1 0.1 2 0.2 0.2 1\n0 0.5 0.5 0.2 0.2 0.1 0.1\n"
+    parsed = parse_label_file(data, "a.txt", CLASSES, keypoint_values=6)
+    [obj] = parsed.objects
+    assert obj.bbox == pytest.approx((0.4, 0.4, 0.2, 0.2)) and obj.segmentation is None
+    assert [(r.source, r.reason) for r in parsed.rejects] == [("a.txt:2", "malformed_line")]
+    assert parsed.counts == (("yolo_keypoints_not_written", 1),)
+
+
+def test_kpt_shape_sets_the_values_after_the_box(tmp_path):
+    layout = _ultralytics(tmp_path, "train: images/train\nval: images/val\nkpt_shape: [17, 3]\n"
+                          "names: [person]\n")
+    assert layout.keypoint_values == 51
+    (tmp_path / "data.yaml").write_text("train: images/train\nkpt_shape: [17]\nnames: [a]\n")
+    with pytest.raises(YoloError, match="kpt_shape must be"):
+        read_layout(YoloOptions(str(tmp_path)))
+
+
 # --- class names ---------------------------------------------------------------------
 
 

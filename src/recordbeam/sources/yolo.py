@@ -99,6 +99,8 @@ class YoloLayout:
         folders: split -> image folders (Ultralytics splits given as folders).
         lists: split -> list files naming images (darknet, or Ultralytics ``*.txt``).
         small_files: the other files read (names file, lists), for the fingerprint.
+        keypoint_values: values a pose line holds after its box (``data.yaml``'s
+            ``kpt_shape``, e.g. 17 x 3 = 51); 0 for detection and segment datasets.
     """
 
     kind: str
@@ -107,6 +109,7 @@ class YoloLayout:
     folders: tuple[tuple[str, tuple[str, ...]], ...] = ()
     lists: tuple[tuple[str, tuple[str, ...]], ...] = ()
     small_files: tuple[str, ...] = ()
+    keypoint_values: int = 0
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -327,7 +330,19 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
         "ultralytics", yaml_path, classes,
         folders=tuple((s, tuple(p)) for s, p in folders.items()),
         lists=tuple((s, tuple(p)) for s, p in lists.items()),
-        small_files=(yaml_path, *(p for found in lists.values() for p in found)))
+        small_files=(yaml_path, *(p for found in lists.values() for p in found)),
+        keypoint_values=_keypoint_values(data.get("kpt_shape"), yaml_path))
+
+
+def _keypoint_values(shape: Any, path: str) -> int:
+    """How many values follow the box on a pose line (``kpt_shape: [points, 2 or 3]``)."""
+    if shape is None:
+        return 0
+    if (not isinstance(shape, list) or len(shape) != 2
+            or not all(isinstance(n, int) and n > 0 for n in shape) or shape[1] not in (2, 3)):
+        raise YoloError(f"{path}: kpt_shape must be [number of keypoints, 2 or 3], got "
+                        f"{shape!r}")
+    return shape[0] * shape[1]
 
 
 def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, str | None]:
@@ -377,23 +392,32 @@ def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
 # --- one label file ------------------------------------------------------------------
 
 
-def parse_label_file(data: bytes, path: str, classes: tuple[str, ...]) -> ParsedAnnotation:
+def parse_label_file(data: bytes, path: str, classes: tuple[str, ...],
+                     keypoint_values: int = 0) -> ParsedAnnotation:
     """The objects of one YOLO label file; lines that cannot be used are annotation
-    rejects naming ``<file>:<line>``."""
+    rejects naming ``<file>:<line>``. With ``keypoint_values`` (a pose dataset), lines are
+    ``cls cx cy w h`` and that many keypoint values, which are not written (counted
+    ``yolo_keypoints_not_written``, per object)."""
     text = data.decode("utf-8-sig", "replace")
     objects: list[NamedObject] = []
     rejects: list[Reject] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        parsed = parse_label_line(line, f"{path}:{number}", classes)
+        parsed = parse_label_line(line, f"{path}:{number}", classes, keypoint_values)
         (rejects if isinstance(parsed, Reject) else objects).append(parsed)
-    counts = () if objects or rejects else (("yolo_empty_label_files", 1),)
+    counts: tuple[tuple[str, int], ...] = ()
+    if not objects and not rejects:
+        counts = (("yolo_empty_label_files", 1),)
+    elif keypoint_values and objects:
+        counts = (("yolo_keypoints_not_written", len(objects)),)
     return ParsedAnnotation(None, None, None, tuple(objects), tuple(rejects), counts)
 
 
-def parse_label_line(line: str, where: str, classes: tuple[str, ...]) -> NamedObject | Reject:
-    """One ``cls cx cy w h`` or ``cls x1 y1 x2 y2 ...`` line."""
+def parse_label_line(line: str, where: str, classes: tuple[str, ...],
+                     keypoint_values: int = 0) -> NamedObject | Reject:
+    """One ``cls cx cy w h`` or ``cls x1 y1 x2 y2 ...`` line (``cls cx cy w h`` and
+    ``keypoint_values`` more in a pose dataset)."""
     fields = line.split()
     values = [_number(field) for field in fields]
     if None in values:
@@ -408,8 +432,12 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...]) -> NamedOb
             f"{where}: class id {class_id} is not in the class names (ids 0 to "
             f"{len(classes) - 1}); add the class there, or fix the id. The image was written "
             "without this object"))
-    if len(coordinates) == 4:
-        cx, cy, w, h = coordinates
+    if keypoint_values and len(coordinates) != 4 + keypoint_values:
+        return _malformed(where, (
+            f"{len(fields)} values; a pose line (kpt_shape) is 'class cx cy w h' and "
+            f"{keypoint_values} keypoint values"))
+    if len(coordinates) == 4 or keypoint_values:
+        cx, cy, w, h = coordinates[:4]
         return NamedObject(where, classes[class_id], (cx - w / 2, cy - h / 2, w, h),
                            normalized=True)
     if len(coordinates) % 2 or len(coordinates) < 6:
@@ -495,7 +523,7 @@ class YoloFormat(AnnotationFormat):
         return [self._layout.description] if self._layout.folders else []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
-        return parse_label_file(data, path, self._layout.classes)
+        return parse_label_file(data, path, self._layout.classes, self._layout.keypoint_values)
 
     def expected_annotation(self, image_id: str) -> str:
         return f"label file {image_id}.txt"
