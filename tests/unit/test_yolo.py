@@ -328,6 +328,7 @@ def test_label_without_image_is_rejected_even_in_no_list(tmp_path):
     [reject] = rejects
     assert (reject.kind, reject.source, reject.reason) == ("image", str(label), "missing")
     assert "no images/a.* in" in reject.detail
+    assert "--images" not in reject.detail  # convert yolo has no such option
 
 
 def test_listed_image_without_label_is_written_and_warned(tmp_path):

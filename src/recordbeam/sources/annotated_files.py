@@ -150,6 +150,8 @@ class AnnotationFormat:
         class_list: where ``classes`` come from, named in unknown-class rejects.
         default_split: the split of images no split list or split folder places.
         image_folder: named in messages about missing images.
+        missing_image_hint: what to do about an annotation file without image (the end of
+            its ``missing`` reject).
         annotations_need_images: an annotation file without image is rejected (``missing``)
             even when split lists are given and none names it (VOC counts such an XML with
             the images in no list instead).
@@ -160,6 +162,7 @@ class AnnotationFormat:
     class_list = "the class list"
     default_split = "train"
     image_folder = "the images folder"
+    missing_image_hint = "pass --images if the images are elsewhere"
     annotations_need_images = False
 
     def listings(self) -> list[Listing]:
@@ -445,7 +448,7 @@ class _JoinAndParse(beam.DoFn):
             wanted = repr(named) if named else self._format.expected_image(image_id)
             return Reject("image", annotation_path or image_id, "missing", (
                 f"{annotation_path} has no image: no {wanted} in "
-                f"{self._format.image_folder} (pass --images if the images are elsewhere)"))
+                f"{self._format.image_folder} ({self._format.missing_image_hint})"))
         names = ", ".join(posixpath.basename(path) for path, _size in images)
         return Reject("image", images[0][0], "duplicate_file_name", (
             f"{len(images)} images have the id {image_id!r} ({names}) and "

@@ -471,6 +471,8 @@ class YoloFormat(AnnotationFormat):
 
     name = "yolo"
     annotations_need_images = True
+    missing_image_hint = ("a label's image has its path with labels/ as images/, or lies "
+                          "beside it; add the image or remove the label file")
 
     def __init__(self, options: YoloOptions, layout: YoloLayout) -> None:
         self._options = options
