@@ -172,6 +172,15 @@ def test_list_lines_resolve_below_root(line, key):
     assert line_key("/data/set", "lists", True, line) == key
 
 
+def test_absolute_lines_below_root_spelled_another_way(tmp_path, monkeypatch):
+    (tmp_path / "set").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spellings = YoloFormat(YoloOptions("set"), read_layout_stub(tmp_path / "set")) \
+        .split_lists()[0].image_id.args[0]
+    line = f"{tmp_path}/set/obj/images/a.jpg"  # ROOT given as the relative path "set"
+    assert line_key(spellings, "", True, line) == "obj/labels/a"
+
+
 @pytest.mark.parametrize("line, reason", [
     ("../elsewhere/a.jpg", "outside_root"),
     ("/mnt/photos/a.jpg", "outside_root"),

@@ -128,8 +128,10 @@ def _is_absolute(path: str) -> bool:
     return path.startswith("/") or bool(re.match(r"^[A-Za-z]:/", path)) or "://" in path
 
 
-def relative_to_root(path: str, root: str, base: str = "", strip_data: bool = True) -> str | None:
-    """``path`` (a cleaned line) as a path below ``root``, or None when it lies outside.
+def relative_to_root(path: str, root: str | tuple[str, ...], base: str = "",
+                     strip_data: bool = True) -> str | None:
+    """``path`` (a cleaned line) as a path below ``root`` (a folder, or its spellings:
+    see :func:`root_spellings`), or None when it lies outside.
 
     ``./x`` is relative to ``base`` (the list's folder below ``root``, as Ultralytics
     reads list files); ``data/x`` is darknet's working-folder spelling of ``root``'s ``x``
@@ -137,9 +139,11 @@ def relative_to_root(path: str, root: str, base: str = "", strip_data: bool = Tr
     taken below ``root`` when it lies there, else below its last ``data/`` folder.
     """
     if _is_absolute(path):
-        prefix = root.rstrip("/") + "/"
-        if path.startswith(prefix):
-            path = path[len(prefix):]
+        prefixes = [spelling.rstrip("/") + "/"
+                    for spelling in ((root,) if isinstance(root, str) else root)]
+        below = [prefix for prefix in prefixes if path.startswith(prefix)]
+        if below:
+            path = path[len(below[0]):]
         elif "/data/" in path:
             path = path.rsplit("/data/", 1)[1]
         else:
@@ -179,16 +183,28 @@ def listed_key(prefix: str, relative: str) -> str | None:
     return label_key(path)
 
 
-def line_key(root: str, base: str, strip_data: bool, line: str) -> str | None:
+def root_spellings(folder: str) -> tuple[str, ...]:
+    """``folder`` as given, and for a local folder as an absolute path with and without
+    its links resolved: how absolute list lines written on this machine may spell it."""
+    real = filesystems.local_real_path(folder)
+    if real is None:
+        return (folder,)
+    absolute = posixpath.abspath(folder.removeprefix("file://"))
+    return tuple(dict.fromkeys((folder, absolute, real)))
+
+
+def line_key(root: str | tuple[str, ...], base: str, strip_data: bool,
+             line: str) -> str | None:
     """The key of the image one split list line names (None for a blank line); raises
-    :class:`SplitLineError` for a line naming no file of ROOT."""
+    :class:`SplitLineError` for a line naming no file of ROOT (``root``: its spellings)."""
     path = clean_line(line)
     if not path:
         return None
     relative = relative_to_root(path, root, base, strip_data)
     if relative is None:
+        shown = root if isinstance(root, str) else root[0]
         raise SplitLineError("outside_root", (
-            f"{path!r} is not below {root}; write the image paths relative to ROOT (or "
+            f"{path!r} is not below {shown}; write the image paths relative to ROOT (or "
             "as darknet does, data/<folder>/<image>)"))
     if not relative.lower().endswith(IMAGE_SUFFIXES):
         raise SplitLineError("malformed_line", (
@@ -513,7 +529,7 @@ class YoloFormat(AnnotationFormat):
         return listings
 
     def split_lists(self) -> list[SplitList]:
-        root = self._options.folder
+        root = root_spellings(self._options.folder)
         strip_data = self._layout.kind == "darknet"
         return [SplitList(split, path, partial(
                     line_key, root, posixpath.dirname(self._prefix(path)), strip_data))
