@@ -273,6 +273,13 @@ def test_roboflow_shape_with_parent_relative_folders(tmp_path):
                               ("val", (str(tmp_path / "valid/images"),)))
 
 
+def test_split_folders_below_the_yaml_path(tmp_path):
+    layout = _ultralytics(tmp_path, "path: pets\ntrain: ./images/train\nval: images/val\n"
+                          "names: [dog]\n", folders=("pets/images/train", "pets/images/val"))
+    assert layout.folders == (("train", (str(tmp_path / "pets/images/train"),)),
+                              ("val", (str(tmp_path / "pets/images/val"),)))
+
+
 def test_ultralytics_lists_of_list_files(tmp_path):
     (tmp_path / "train.txt").write_text("./images/train/a.jpg\n")
     (tmp_path / "extra.txt").write_text("./images/train/a.jpg\n")

@@ -372,11 +372,13 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
     else:
         for start in dict.fromkeys((base, "")):
             for spelled in (entry, entry[3:] if entry.startswith("../") else None):
-                if spelled is not None:
-                    relative = relative_to_root(spelled, options.folder, start, False)
-                    if relative is not None:
-                        candidates.append(options.path(posixpath.join(start, relative))
-                                          if relative != "." else options.folder)
+                if spelled is None:
+                    continue
+                relative = posixpath.normpath(posixpath.join(start, spelled))
+                if relative == ".":
+                    candidates.append(options.folder)
+                elif relative != ".." and not relative.startswith("../"):
+                    candidates.append(options.path(relative))
     for candidate in dict.fromkeys(candidates):
         if candidate.lower().endswith(".txt") and filesystems.exists(candidate):
             return "list", candidate
