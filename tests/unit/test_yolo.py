@@ -334,6 +334,20 @@ def _join(fmt, tagged, has_split_lists):
             _tagged(out, "counts"))
 
 
+def test_a_folder_of_two_splits_writes_its_images_to_both(tmp_path):
+    label = tmp_path / "labels" / "a.txt"
+    label.parent.mkdir()
+    label.write_text("0 0.5 0.5 0.1 0.1\n")
+    image = str(tmp_path / "images" / "a.jpg")
+    fmt = YoloFormat(YoloOptions(str(tmp_path)), read_layout_stub(tmp_path))
+    tagged = [AnnotationFile(str(label), "train"), AnnotationFile(str(label), "val"),
+              ImageFile(image, 3, "val"), ImageFile(image, 3, "train")]
+    parsed, rejects, _ = _join(fmt, tagged, False)
+    assert [(p.split, p.path, len(p.objects)) for p in parsed] == [
+        ("train", image, 1), ("val", image, 1)]
+    assert rejects == []
+
+
 def test_label_without_image_is_rejected_even_in_no_list(tmp_path):
     label = tmp_path / "labels" / "a.txt"
     label.parent.mkdir()

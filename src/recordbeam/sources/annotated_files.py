@@ -374,15 +374,18 @@ class _JoinAndParse(beam.DoFn):
     def process(self, element):
         image_id, messages = element
         fmt = self._format
-        annotations = sorted({(m.path, m.split) for m in messages if type(m) is AnnotationFile})
-        images = sorted({(m.path, m.size, m.split) for m in messages if type(m) is ImageFile})
+        # One file found by the listings of two splits' folders (a data.yaml whose val is
+        # its train folder) is one file, of both splits.
+        annotations = sorted({(m.path, "") for m in messages if type(m) is AnnotationFile})
+        images = sorted({(m.path, m.size, "") for m in messages if type(m) is ImageFile})
         listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
         splits = sorted({split for split, _where in listed})
         orphan = fmt.annotations_need_images and annotations and not images
         if self._has_split_lists and not splits and not orphan:
             yield TaggedOutput("counts", (f"{fmt.name}_images_in_no_split_list", 1))
             return
-        folder_splits = sorted({m[-1] for m in (*annotations, *images) if m[-1]})
+        folder_splits = sorted({m.split for m in messages
+                                if type(m) in (AnnotationFile, ImageFile) and m.split})
         splits = splits or folder_splits or [fmt.default_split]
         if not annotations and not images:
             for split, where in listed:
