@@ -198,3 +198,24 @@ def test_broken_data_yaml_is_a_data_error(tmp_path, capsys):
     assert code == 1
     err = capsys.readouterr().err
     assert "data.yaml" in err and "Traceback" not in err and "YoloError" not in err
+
+
+@pytest.mark.parametrize("apply_exif, box", [
+    (True, [0.0, 0.0, 0.5, 0.5]),  # the shown image is written: the box as labelled
+    (False, [0.0, 0.5, 0.5, 1.0]),  # stored pixels written: the box moved onto them
+])
+def test_boxes_follow_the_exif_rotated_image_ultralytics_labels(tmp_path, apply_exif, box):
+    root = tmp_path / "yolo"
+    _write(root / "data.yaml", "train: images/train\nnames: [dog]\n")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # 80x40 stored, shown 40x80 (turned 90 degrees clockwise)
+    (root / "images/train").mkdir(parents=True)
+    Image.new("RGB", (80, 40)).save(root / "images/train/a.jpg", format="JPEG", exif=exif)
+    _write(root / "labels/train/a.txt", "0 0.25 0.25 0.5 0.5\n")  # top-left quarter, as shown
+    out = tmp_path / "out"
+    code = cli.main(["convert", "yolo", "--input", str(root), "--output", str(out), "--quiet",
+                     *(["--apply-exif"] if apply_exif else []), *IN_MEMORY])
+    assert code == 0
+    example = _examples(out, "train")["a.jpg"]
+    assert [example[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] \
+        == pytest.approx(box)
