@@ -43,6 +43,7 @@ from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabel
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
 from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
 from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
+from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
@@ -394,6 +395,32 @@ def box_csv_to_tfrecord(
     encoder = BoxCsvEncoder(checks, read.splits[0], fixes)
     return _write_read(p, "ReadBoxCsv", read, output_dir, encoder, shards,
                        box_csv_settings(boxes, shards, checks, fixes), read.splits)
+
+
+def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
+                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
+    settings = _settings("yolo", yolo, shards, checks, fixes)
+    if include_masks:  # only when on, so runs without masks keep their fingerprints
+        settings["include_masks"] = True
+    return settings
+
+
+def yolo_to_tfrecord(
+    p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
+    checks: ImageChecks, fixes: ImageFixes | None = None, include_masks: bool = False,
+) -> WriteShards:
+    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
+    ``obj.data`` or ``data.yaml`` names; returns the sink.
+
+    Raises ``YoloError`` (exit 1) when the folder's description cannot be used, and
+    ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits whose
+    label map disagrees with the class names.
+    """
+    read = ReadYolo(yolo, skip_below=output_dir)
+    layout.check_labels_agree(output_dir, read.splits, lambda: label_metadata(read.classes))
+    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
+    return _write_read(p, "ReadYolo", read, output_dir, encoder, shards,
+                       yolo_settings(yolo, shards, checks, fixes, include_masks), read.splits)
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

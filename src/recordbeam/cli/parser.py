@@ -27,6 +27,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_manifest,
     cmd_convert_openimages,
     cmd_convert_voc,
+    cmd_convert_yolo,
     cmd_demo,
     cmd_reshard,
 )
@@ -450,6 +451,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(p)
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_box_csv)
+
+    p = kind_parser("yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
+                    "(data.yaml, images/, labels/)")
+    p.add_argument("--input", required=True, metavar="ROOT",
+                   help="the YOLO folder as exported: obj.data + obj.names + lists of images "
+                   "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics)")
+    p.add_argument("--include-masks", action="store_true",
+                   help="write image/object/mask: one 0/1 PNG per object from the segment "
+                   "lines (the box for box lines) (default: off)")
+    p.add_argument("--max-annotation-reject-fraction",
+                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
+                   help="fail when more than this fraction (0 to 1) of objects is rejected "
+                   "(unknown class id, malformed line, empty box...; objects of rejected "
+                   "images count as image rejects) (default: --max-reject-fraction)")
+    _add_fix_args(p)
+    _add_output_args(p)
+    _add_run_args(p)
+    p.set_defaults(pipeline_handler=cmd_convert_yolo)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

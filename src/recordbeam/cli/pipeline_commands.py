@@ -367,6 +367,29 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
         args, beam_args, splits)
 
 
+def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from recordbeam import filesystems
+    from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
+    from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
+
+    yolo = YoloOptions(args.input, args.split)
+    if not filesystems.has_files(yolo.folder):
+        raise UsageError(f"{yolo.folder}: no such folder, or it holds no files; --input takes "
+                         "a YOLO folder holding obj.data (darknet) or data.yaml (Ultralytics)")
+    read = ReadYolo(yolo)  # reads obj.data + obj.names or data.yaml (a YoloError: exit 1)
+    if args.split != "train" and args.split not in read.splits:
+        raise UsageError(f"--split {args.split} would be ignored: {read.layout.description} "
+                         f"names the splits ({', '.join(read.splits)}); drop --split")
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    settings = yolo_settings(yolo, shards, checks, fixes, args.include_masks)
+    if _up_to_date(args, read.splits, yolo_input_patterns(yolo, read.layout), settings):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: yolo_to_tfrecord(p, args.output, yolo, shards, checks, fixes,
+                                   args.include_masks),
+        args, beam_args, read.splits)
+
+
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.testing.samples import make_coco_sample
 

@@ -61,6 +61,11 @@ class Listing:
         scope: joined into the ids of the files here, so files of two folders with the same
             relative names (``images/train/a.jpg``, ``images/val/a.jpg``) never pair across.
         skipped: the counter of files here that are neither (``voc_non_xml_files_skipped``).
+        ids: turns a file's path below ``folder`` (with its extension) into its id, for
+            formats whose annotation files do not sit at the image's relative path (YOLO's
+            ``labels/`` beside ``images/``); None (the default) gives :func:`file_id`. It
+            may return None for a file that is not one of the dataset's (counted as
+            ``skipped``); a module-level function or a ``functools.partial`` of one.
     """
 
     folder: str
@@ -69,6 +74,7 @@ class Listing:
     split: str | None = None
     scope: str = ""
     skipped: str = "other_files_skipped"
+    ids: Callable[[str], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,13 +84,25 @@ class SplitList:
     Attributes:
         split: the split.
         path: the file.
-        image_id: turns one line into the id of its image (``None``: the line names none);
-            a module-level function, so it travels to workers.
+        image_id: turns one line into the id of its image (``None``: the line names none,
+            as a blank line); a module-level function, so it travels to workers. It raises
+            :class:`SplitLineError` for a line that names a file it cannot use (a reject
+            naming ``<list>:<line>``).
     """
 
     split: str
     path: str
     image_id: Callable[[str], str | None]
+
+
+class SplitLineError(Exception):
+    """A split list line that cannot name an image of the dataset; ``reason`` is the reject
+    code, ``detail`` says what is wrong with the line (its ``<list>:<line>`` is added)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
 
 
 class NamedObject(NamedTuple):
@@ -147,6 +165,11 @@ class AnnotationFormat:
         unlabeled_splits: splits the format ships without annotations (KITTI's
             ``testing/``): their images are written with no objects and counted as
             ``<name>_unlabeled_images``, not warned about one by one.
+        missing_image_hint: what to do about an annotation file without image (the end of
+            its ``missing`` reject).
+        annotations_need_images: an annotation file without image is rejected (``missing``)
+            even when split lists are given and none names it (VOC counts such an XML with
+            the images in no list instead).
     """
 
     name = "annotations"
@@ -161,6 +184,7 @@ class AnnotationFormat:
     #: joins the image it names (``ParsedAnnotation.image_id``), not the image of its own id:
     #: annotations are then spread over workers and parsed before the join, not after.
     names_its_image = False
+    annotations_need_images = False
 
     def listings(self) -> list[Listing]:
         raise NotImplementedError
@@ -368,12 +392,15 @@ class _List(beam.DoFn):
                 yield TaggedOutput("rejects", invalid_name(meta.path))
             elif not (is_annotation or is_image):
                 yield TaggedOutput("counts", (listing.skipped, 1))
-            elif is_annotation:
-                yield (file_id(listing.folder, meta.path, listing.scope),
-                       AnnotationFile(meta.path, split))
             else:
-                yield (file_id(listing.folder, meta.path, listing.scope),
-                       ImageFile(meta.path, meta.size_in_bytes, split))
+                key = (file_id(listing.folder, meta.path, listing.scope) if listing.ids is None
+                       else listing.ids(filesystems.relative_name(listing.folder, meta.path)))
+                if key is None:
+                    yield TaggedOutput("counts", (listing.skipped, 1))
+                elif is_annotation:
+                    yield key, AnnotationFile(meta.path, split)
+                else:
+                    yield key, ImageFile(meta.path, meta.size_in_bytes, split)
 
     def _listed(self, pattern: str):
         for meta in filesystems.iter_match(pattern):
@@ -384,9 +411,15 @@ class _List(beam.DoFn):
         with filesystems.open_read(split_list.path) as f:
             text = f.read().decode("utf-8-sig", "replace")
         for number, line in enumerate(text.splitlines(), 1):
-            image_id = split_list.image_id(line)
+            where = f"{split_list.path}:{number}"
+            try:
+                image_id = split_list.image_id(line)
+            except SplitLineError as bad:
+                yield TaggedOutput("rejects", Reject(
+                    "image", where, bad.reason, f"{where}: {bad.detail}", split_list.split))
+                continue
             if image_id:
-                yield image_id, SplitEntry(split_list.split, f"{split_list.path}:{number}")
+                yield image_id, SplitEntry(split_list.split, where)
 
 
 # --- the join and the parse -----------------------------------------------------------
@@ -419,23 +452,28 @@ class _JoinAndParse(beam.DoFn):
     def process(self, element):
         image_id, messages = element
         fmt = self._format
-        annotations = sorted({(m.path, m.split) for m in messages
+        # One file found by the listings of two splits' folders (a data.yaml whose val is
+        # its train folder) is one file, of both splits.
+        annotations = sorted({(m.path, "") for m in messages
                               if type(m) in (AnnotationFile, ParsedAnnotationFile)})
         parsed_before = {m.path: m for m in messages if type(m) is ParsedAnnotationFile}
-        images = sorted({(m.path, m.size, m.split) for m in messages if type(m) is ImageFile})
+        images = sorted({(m.path, m.size, "") for m in messages if type(m) is ImageFile})
         listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
         splits = sorted({split for split, _where in listed})
-        if self._has_split_lists and not splits:
+        orphan = fmt.annotations_need_images and annotations and not images
+        if self._has_split_lists and not splits and not orphan:
             yield TaggedOutput("counts", (f"{fmt.name}_images_in_no_split_list", 1))
             return
-        folder_splits = sorted({m[-1] for m in (*annotations, *images) if m[-1]})
+        folder_splits = sorted({m.split for m in messages if type(m) in (
+            AnnotationFile, ParsedAnnotationFile, ImageFile) and m.split})
         splits = splits or folder_splits or [fmt.default_split]
         if not annotations and not images:
             for split, where in listed:
                 yield TaggedOutput("rejects", Reject(
                     "image", where, "missing",
                     f"{where} lists {image_id!r}, but there is no "
-                    f"{fmt.expected_annotation(image_id)} and no image named {image_id}.* in "
+                    f"{fmt.expected_annotation(image_id)} and no image named "
+                    f"{fmt.expected_image(image_id)} in "
                     f"{fmt.image_folder}", split))
             return
         if len(annotations) > 1:

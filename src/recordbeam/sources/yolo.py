@@ -1,0 +1,614 @@
+"""YOLO input: darknet (``obj.data``, ``obj.names``) and Ultralytics (``data.yaml``) folders.
+
+ROOT is the folder as darknet users, Ultralytics, Roboflow, CVAT or Datumaro export it;
+the layout is recognized from what ROOT holds::
+
+    darknet                                   Ultralytics (or Roboflow's train/images shape)
+    ROOT/obj.data    classes=, train=, valid=  ROOT/data.yaml   path:, train/val/test, names, nc
+    ROOT/obj.names   one class name per line   ROOT/images/<split>/<id>.jpg
+    ROOT/train.txt   image paths, one a line   ROOT/labels/<split>/<id>.txt
+    ROOT/obj_train_data/<id>.jpg + <id>.txt
+
+An image's label file is found as Ultralytics (and darknet) find it: the image's path with
+its last ``images`` folder replaced by ``labels`` and the extension by ``.txt``; without an
+``images`` folder, the label lies beside the image. Every file is keyed by that label
+path below ROOT without ``.txt`` (``labels/train/a``, ``obj_train_data/a``), which is the
+``image/source_id`` written.
+
+Each label line is ``cls cx cy w h`` (normalized centre and size) or a segment ``cls x1 y1
+x2 y2 ...`` (a normalized polygon: its bounds are the box, and with ``--include-masks``
+its outline the mask). Labels are ``cls + 1`` (0 stays background), class texts the names.
+Coordinates are fractions of the image as Ultralytics loads it, with its EXIF orientation
+applied (see :class:`YoloEncoder`); the size comes from the image header.
+
+The launcher reads only ``obj.data``/``obj.names`` or ``data.yaml`` and checks that the
+folders and lists they name exist; the folders are listed, the split lists read and every
+label file parsed on workers.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from functools import partial
+from math import isfinite
+from typing import Any
+
+import apache_beam as beam
+import yaml
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.images.checks import ImageInfo
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import (
+    IMAGE_SUFFIXES,
+    AnnotationFormat,
+    Listing,
+    NamedObject,
+    ParsedAnnotation,
+    ReadAnnotatedImages,
+    SplitLineError,
+    SplitList,
+)
+from recordbeam.sources.detection import DetectionEncoder, Geometry
+
+DARKNET_DATA = "obj.data"
+DARKNET_NAMES = "obj.names"
+ULTRALYTICS_YAMLS = ("data.yaml", "data.yml")
+#: obj.data keys that name split lists, and the split each one is written to.
+DARKNET_SPLIT_KEYS = {"train": "train", "valid": "val", "val": "val", "test": "test"}
+ULTRALYTICS_SPLIT_KEYS = ("train", "val", "test")
+#: The EXIF orientation that undoes each one (rotations by 90 degrees undo each other).
+UNDO_ORIENTATION = {2: 2, 3: 3, 4: 4, 5: 5, 6: 8, 7: 7, 8: 6}
+
+
+class YoloError(DataError, ValueError):
+    """The YOLO folder cannot be used as given (no class names, a split that is not there)."""
+
+
+@dataclass(frozen=True)
+class YoloOptions:
+    """What to read.
+
+    Attributes:
+        root: the YOLO folder (any Beam filesystem), holding ``obj.data`` or ``data.yaml``.
+        split: the split of every image when the folder names no splits.
+    """
+
+    root: str
+    split: str = "train"
+
+    @property
+    def folder(self) -> str:
+        return self.root.rstrip("/")
+
+    def path(self, *parts: str) -> str:
+        return filesystems.join(self.folder, *parts)
+
+
+@dataclass(frozen=True)
+class YoloLayout:
+    """What the launcher learned from ``obj.data`` / ``data.yaml``.
+
+    Attributes:
+        kind: ``darknet`` or ``ultralytics``.
+        description: the file describing the dataset (``ROOT/obj.data``...).
+        classes: class names in class-id order.
+        folders: split -> image folders (Ultralytics splits given as folders).
+        lists: split -> list files naming images (darknet, or Ultralytics ``*.txt``).
+        small_files: the other files read (names file, lists), for the fingerprint.
+        keypoint_values: values a pose line holds after its box (``data.yaml``'s
+            ``kpt_shape``, e.g. 17 x 3 = 51); 0 for detection and segment datasets.
+    """
+
+    kind: str
+    description: str
+    classes: tuple[str, ...]
+    folders: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    lists: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    small_files: tuple[str, ...] = ()
+    keypoint_values: int = 0
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(split for split, _paths in (*self.folders, *self.lists))
+
+
+# --- paths as the lists and the description files spell them ---------------------------
+
+
+def clean_line(line: str) -> str:
+    """One line as Windows and Unix tools write it: BOM, CR, blanks and backslashes gone."""
+    return line.strip().lstrip("\ufeff").strip().replace("\\", "/")
+
+
+def _is_absolute(path: str) -> bool:
+    return path.startswith("/") or bool(re.match(r"^[A-Za-z]:/", path)) or "://" in path
+
+
+def relative_to_root(path: str, root: str | tuple[str, ...], base: str = "",
+                     strip_data: bool = True) -> str | None:
+    """``path`` (a cleaned line) as a path below ``root`` (a folder, or its spellings:
+    see :func:`root_spellings`), or None when it lies outside.
+
+    ``./x`` is relative to ``base`` (the list's folder below ``root``, as Ultralytics
+    reads list files); ``data/x`` is darknet's working-folder spelling of ``root``'s ``x``
+    (when ``strip_data``: ROOT has no ``data/`` folder of its own); an absolute path is
+    taken below ``root`` when it lies there, else below its last ``data/`` folder.
+    """
+    if _is_absolute(path):
+        prefixes = [spelling.rstrip("/") + "/"
+                    for spelling in ((root,) if isinstance(root, str) else root)]
+        below = [prefix for prefix in prefixes if path.startswith(prefix)]
+        if below:
+            path = path[len(below[0]):]
+        elif "/data/" in path:
+            path = path.rsplit("/data/", 1)[1]
+        else:
+            return None
+    elif path.startswith("./"):
+        path = posixpath.join(base, path[2:])
+    elif strip_data and path.startswith("data/"):
+        path = path[len("data/"):]
+    normal = posixpath.normpath(path)
+    if normal in (".", "..") or normal.startswith("../"):
+        return None
+    return normal
+
+
+def label_key(relative: str) -> str:
+    """The key of a file below ROOT: its label file's path without the extension (an
+    image's last ``images`` folder becomes ``labels``, as Ultralytics and darknet look for
+    labels)."""
+    stem = posixpath.splitext(relative)[0]
+    if relative.lower().endswith(IMAGE_SUFFIXES):
+        folders = stem.split("/")
+        for i in range(len(folders) - 2, -1, -1):
+            if folders[i] == "images":
+                folders[i] = "labels"
+                break
+        stem = "/".join(folders)
+    return stem
+
+
+def listed_key(prefix: str, relative: str) -> str | None:
+    """The key of a file found ``relative`` below a listed folder that is ``prefix``
+    below ROOT; None for the ``.txt`` files directly in ROOT (the split lists, never
+    labels)."""
+    path = f"{prefix}/{relative}" if prefix else relative
+    if "/" not in path and path.lower().endswith(".txt"):
+        return None
+    return label_key(path)
+
+
+def root_spellings(folder: str) -> tuple[str, ...]:
+    """``folder`` as given, and for a local folder as an absolute path with and without
+    its links resolved: how absolute list lines written on this machine may spell it."""
+    real = filesystems.local_real_path(folder)
+    if real is None:
+        return (folder,)
+    absolute = posixpath.abspath(folder.removeprefix("file://"))
+    return tuple(dict.fromkeys((folder, absolute, real)))
+
+
+def line_key(root: str | tuple[str, ...], base: str, strip_data: bool,
+             line: str) -> str | None:
+    """The key of the image one split list line names (None for a blank line); raises
+    :class:`SplitLineError` for a line naming no file of ROOT (``root``: its spellings)."""
+    path = clean_line(line)
+    if not path:
+        return None
+    relative = relative_to_root(path, root, base, strip_data)
+    if relative is None:
+        shown = root if isinstance(root, str) else root[0]
+        raise SplitLineError("outside_root", (
+            f"{path!r} is not below {shown}; write the image paths relative to ROOT (or "
+            "as darknet does, data/<folder>/<image>)"))
+    if not relative.lower().endswith(IMAGE_SUFFIXES):
+        raise SplitLineError("malformed_line", (
+            f"{path!r} names no image file (images end in "
+            f"{', '.join(IMAGE_SUFFIXES)}); list one image path per line"))
+    return label_key(relative)
+
+
+# --- what the launcher reads ----------------------------------------------------------
+
+
+def _read_text(path: str) -> str:
+    data = filesystems.read_bytes(path)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise YoloError(f"{path} is not UTF-8 text; save it as UTF-8") from None
+
+
+def parse_names(text: str, path: str) -> tuple[str, ...]:
+    """Class names of an ``obj.names``: one per line, in class-id order (blank lines at
+    the end are not classes)."""
+    names = [line.strip().lstrip("\ufeff").strip() for line in text.splitlines()]
+    while names and not names[-1]:
+        names.pop()
+    for number, name in enumerate(names, 1):
+        if not name:
+            raise YoloError(f"{path}: line {number} is blank; obj.names holds one class "
+                            "name per line, class 0 first")
+    if not names:
+        raise YoloError(f"{path} names no classes; write one class name per line")
+    return _distinct(tuple(names), path)
+
+
+def _distinct(names: tuple[str, ...], path: str) -> tuple[str, ...]:
+    first: dict[str, int] = {}
+    for class_id, name in enumerate(names):
+        if name in first:
+            raise YoloError(f"{path}: class {class_id} and class {first[name]} are both named "
+                            f"{name!r}; give each class its own name")
+        first[name] = class_id
+    return names
+
+
+def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
+    """Class names of ``data.yaml``'s ``names`` (a list, or ``{id: name}``) and ``nc``."""
+    if names is None and isinstance(count, int) and count > 0:
+        return tuple(f"class_{i}" for i in range(count))  # as Ultralytics names them
+    if isinstance(names, dict):
+        try:
+            by_id = {int(key): value for key, value in names.items()}
+        except (TypeError, ValueError):
+            raise YoloError(f"{path}: names keys must be class ids 0, 1, ...; got "
+                            f"{sorted(map(str, names))}") from None
+        if sorted(by_id) != list(range(len(by_id))):
+            raise YoloError(f"{path}: names has ids {sorted(by_id)}; they must be 0 to "
+                            f"{len(by_id) - 1}, each once")
+        names = [by_id[i] for i in range(len(by_id))]
+    if not isinstance(names, list) or not names:
+        raise YoloError(f"{path}: names must be a list of class names or a {{id: name}} "
+                        "mapping, class 0 first")
+    texts = tuple(str(name).strip() for name in names)
+    if any(not text for text in texts):
+        raise YoloError(f"{path}: class {texts.index('')} has an empty name")
+    if isinstance(count, int) and count != len(texts):
+        raise YoloError(f"{path}: nc is {count} but names lists {len(texts)} classes; make "
+                        "them agree")
+    return _distinct(texts, path)
+
+
+def _darknet_layout(options: YoloOptions) -> YoloLayout:
+    data_path = options.path(DARKNET_DATA)
+    settings: dict[str, str] = {}
+    for line in _read_text(data_path).splitlines():
+        key, equals, value = clean_line(line).partition("=")
+        if equals:
+            settings[key.strip().lower()] = value.strip()
+    strip_data = not filesystems.has_files(options.path("data"))
+    names_path = options.path(DARKNET_NAMES)
+    if settings.get("names"):
+        named = relative_to_root(clean_line(settings["names"]), options.folder, "", strip_data)
+        if named is not None and filesystems.exists(options.path(named)):
+            names_path = options.path(named)
+    if not filesystems.exists(names_path):
+        raise YoloError(f"{data_path}: the class names file {settings.get('names') or ''} is "
+                        f"not in {options.folder} (nor {DARKNET_NAMES}); add it, one class "
+                        "name per line")
+    classes = parse_names(_read_text(names_path), names_path)
+    if settings.get("classes", "").isdigit() and int(settings["classes"]) != len(classes):
+        raise YoloError(f"{data_path}: classes = {settings['classes']} but {names_path} "
+                        f"names {len(classes)}; make them agree")
+    lists: dict[str, list[str]] = {}
+    for key, split in DARKNET_SPLIT_KEYS.items():
+        if not settings.get(key):
+            continue
+        relative = relative_to_root(clean_line(settings[key]), options.folder, "", strip_data)
+        if relative is None or not filesystems.exists(options.path(relative)):
+            raise YoloError(f"{data_path}: {key} = {settings[key]} is not a file in "
+                            f"{options.folder}; fix the line or add the list")
+        lists.setdefault(split, []).append(options.path(relative))
+    paths = tuple((split, tuple(found)) for split, found in lists.items())
+    return YoloLayout("darknet", data_path, classes, lists=paths,
+                      small_files=(data_path, names_path,
+                                   *(p for _split, found in paths for p in found)))
+
+
+def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
+    try:
+        data = yaml.safe_load(_read_text(yaml_path))
+    except yaml.YAMLError as error:
+        where = " ".join(str(error).split())  # PyYAML's marks span lines
+        raise YoloError(f"{yaml_path} is not valid YAML ({where}); fix it") from None
+    if not isinstance(data, dict):
+        raise YoloError(f"{yaml_path} must be a mapping with names and train/val/test")
+    classes = yaml_names(data.get("names"), data.get("nc"), yaml_path)
+    base = ""
+    if isinstance(data.get("path"), str) and not _is_absolute(data["path"]):
+        inner = relative_to_root(clean_line(data["path"]), options.folder, "", False)
+        if inner and filesystems.has_files(options.path(inner)):
+            base = inner
+    folders: dict[str, list[str]] = {}
+    lists: dict[str, list[str]] = {}
+    for split in ULTRALYTICS_SPLIT_KEYS:
+        entries = data.get(split)
+        if entries is None or entries == "":
+            continue
+        for entry in entries if isinstance(entries, list) else [entries]:
+            kind, found = _yaml_split_path(options, base, str(entry))
+            if found is None:
+                raise YoloError(f"{yaml_path}: {split}: {entry} is neither a folder of "
+                                f"images nor a list file in {options.folder}; fix the entry or "
+                                "remove it")
+            (folders if kind == "folder" else lists).setdefault(split, []).append(found)
+    if folders and lists:
+        raise YoloError(f"{yaml_path}: some splits are folders ({', '.join(folders)}) and "
+                        f"some list files ({', '.join(lists)}); give all as folders or all as "
+                        "list files")
+    return YoloLayout(
+        "ultralytics", yaml_path, classes,
+        folders=tuple((s, tuple(p)) for s, p in folders.items()),
+        lists=tuple((s, tuple(p)) for s, p in lists.items()),
+        small_files=(yaml_path, *(p for found in lists.values() for p in found)),
+        keypoint_values=_keypoint_values(data.get("kpt_shape"), yaml_path))
+
+
+def _keypoint_values(shape: Any, path: str) -> int:
+    """How many values follow the box on a pose line (``kpt_shape: [points, 2 or 3]``)."""
+    if shape is None:
+        return 0
+    if (not isinstance(shape, list) or len(shape) != 2
+            or not all(isinstance(n, int) and n > 0 for n in shape) or shape[1] not in (2, 3)):
+        raise YoloError(f"{path}: kpt_shape must be [number of keypoints, 2 or 3], got "
+                        f"{shape!r}")
+    return shape[0] * shape[1]
+
+
+def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, str | None]:
+    """``("folder" | "list", path)`` of one train/val/test entry, resolved against
+    ``path:`` and ROOT (and, as Ultralytics does for Roboflow's ``../train/images``,
+    without a leading ``../``)."""
+    entry = clean_line(entry)
+    candidates = []
+    if _is_absolute(entry):
+        candidates.append(entry.rstrip("/"))
+    else:
+        for start in dict.fromkeys((base, "")):
+            for spelled in (entry, entry[3:] if entry.startswith("../") else None):
+                if spelled is None:
+                    continue
+                relative = posixpath.normpath(posixpath.join(start, spelled))
+                if relative == ".":
+                    candidates.append(options.folder)
+                elif relative != ".." and not relative.startswith("../"):
+                    candidates.append(options.path(relative))
+    for candidate in dict.fromkeys(candidates):
+        if candidate.lower().endswith(".txt") and filesystems.exists(candidate):
+            return "list", candidate
+        if not candidate.lower().endswith(".txt") and filesystems.has_files(candidate):
+            return "folder", candidate
+    return "", None
+
+
+def read_layout(options: YoloOptions) -> YoloLayout:
+    """The layout of ROOT (``data.yaml`` wins over ``obj.data`` when both are there)."""
+    for name in ULTRALYTICS_YAMLS:
+        if filesystems.exists(options.path(name)):
+            return _ultralytics_layout(options, options.path(name))
+    if filesystems.exists(options.path(DARKNET_DATA)):
+        return _darknet_layout(options)
+    raise YoloError(f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data "
+                    "(darknet); --input takes the YOLO folder as exported")
+
+
+def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``): the
+    folders :meth:`YoloFormat.listings` lists, then its :meth:`YoloFormat.small_inputs`
+    (the pipeline sums the same files' terms)."""
+    fmt = YoloFormat(options, layout)
+    return [*(filesystems.everything_below(listing.folder) for listing in fmt.listings()),
+            *fmt.small_inputs()]
+
+
+# --- one label file ------------------------------------------------------------------
+
+
+def parse_label_file(data: bytes, path: str, classes: tuple[str, ...],
+                     keypoint_values: int = 0) -> ParsedAnnotation:
+    """The objects of one YOLO label file; lines that cannot be used are annotation
+    rejects naming ``<file>:<line>``. With ``keypoint_values`` (a pose dataset), lines are
+    ``cls cx cy w h`` and that many keypoint values, which are not written (counted
+    ``yolo_keypoints_not_written``, per object)."""
+    text = data.decode("utf-8-sig", "replace")
+    objects: list[NamedObject] = []
+    rejects: list[Reject] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parsed = parse_label_line(line, f"{path}:{number}", classes, keypoint_values)
+        (rejects if isinstance(parsed, Reject) else objects).append(parsed)
+    counts: tuple[tuple[str, int], ...] = ()
+    if not objects and not rejects:
+        counts = (("yolo_empty_label_files", 1),)
+    elif keypoint_values and objects:
+        counts = (("yolo_keypoints_not_written", len(objects)),)
+    return ParsedAnnotation(None, None, None, tuple(objects), tuple(rejects), counts)
+
+
+def parse_label_line(line: str, where: str, classes: tuple[str, ...],
+                     keypoint_values: int = 0) -> NamedObject | Reject:
+    """One ``cls cx cy w h`` or ``cls x1 y1 x2 y2 ...`` line (``cls cx cy w h`` and
+    ``keypoint_values`` more in a pose dataset)."""
+    fields = line.split()
+    values = [_number(field) for field in fields]
+    if None in values:
+        bad = fields[values.index(None)]
+        return _malformed(where, f"{bad!r} is not a number")
+    class_value, coordinates = values[0], values[1:]
+    if class_value != int(class_value) or class_value < 0:
+        return _malformed(where, f"the class id {fields[0]!r} is not a whole number")
+    class_id = int(class_value)
+    if class_id >= len(classes):
+        return Reject("annotation", where, "unknown_category", (
+            f"{where}: class id {class_id} is not in the class names (ids 0 to "
+            f"{len(classes) - 1}); add the class there, or fix the id. The image was written "
+            "without this object"))
+    if keypoint_values and len(coordinates) != 4 + keypoint_values:
+        return _malformed(where, (
+            f"{len(fields)} values; a pose line (kpt_shape) is 'class cx cy w h' and "
+            f"{keypoint_values} keypoint values"))
+    if len(coordinates) == 4 or keypoint_values:
+        cx, cy, w, h = coordinates[:4]
+        return NamedObject(where, classes[class_id], (cx - w / 2, cy - h / 2, w, h),
+                           normalized=True)
+    if len(coordinates) % 2 or len(coordinates) < 6:
+        return _malformed(where, (
+            f"{len(fields)} values; a box line is 'class cx cy w h' and a segment line "
+            "'class x1 y1 x2 y2 x3 y3 ...' (three points or more)"))
+    xs, ys = coordinates[0::2], coordinates[1::2]
+    x0, y0 = min(xs), min(ys)
+    return NamedObject(where, classes[class_id], (x0, y0, max(xs) - x0, max(ys) - y0),
+                       segmentation=[list(coordinates)], normalized=True)
+
+
+def _malformed(where: str, what: str) -> Reject:
+    return Reject("annotation", where, "malformed_line",
+                  f"{where}: {what}; the image was written without this object")
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if isfinite(value) else None
+
+
+# --- the pipeline ---------------------------------------------------------------------
+
+
+class YoloFormat(AnnotationFormat):
+    """YOLO for :class:`~recordbeam.sources.annotated_files.ReadAnnotatedImages`."""
+
+    name = "yolo"
+    annotations_need_images = True
+    missing_image_hint = ("a label's image has its path with labels/ as images/, or lies "
+                          "beside it; add the image or remove the label file")
+
+    def __init__(self, options: YoloOptions, layout: YoloLayout) -> None:
+        self._options = options
+        self._layout = layout
+        self.classes = list(layout.classes)
+        self.class_list = layout.description
+        self.default_split = options.split
+        self.image_folder = options.folder
+
+    def _prefix(self, folder: str) -> str:
+        root = self._options.folder
+        return "" if folder == root else (
+            filesystems.relative_name(root, folder) if folder.startswith(root + "/") else folder)
+
+    def listings(self) -> list[Listing]:
+        if not self._layout.folders:
+            return [Listing(self._options.folder, (".txt",), images=True,
+                            skipped="yolo_other_files_skipped",
+                            ids=partial(listed_key, ""))]
+        listings = []
+        for split, folders in self._layout.folders:
+            for folder in folders:
+                prefix = self._prefix(folder)
+                labels_prefix = posixpath.dirname(label_key(posixpath.join(prefix, "x.jpg")))
+                if labels_prefix == prefix:  # no images/ folder: labels lie beside images
+                    listings.append(Listing(folder, (".txt",), images=True, split=split,
+                                            skipped="yolo_other_files_skipped",
+                                            ids=partial(listed_key, prefix)))
+                    continue
+                labels = (labels_prefix if _is_absolute(labels_prefix)
+                          else self._options.path(labels_prefix))
+                listings.append(Listing(folder, images=True, split=split,
+                                        skipped="yolo_other_files_skipped",
+                                        ids=partial(listed_key, prefix)))
+                listings.append(Listing(labels, (".txt",), split=split,
+                                        skipped="yolo_other_files_skipped",
+                                        ids=partial(listed_key, labels_prefix)))
+        return listings
+
+    def split_lists(self) -> list[SplitList]:
+        root = root_spellings(self._options.folder)
+        strip_data = self._layout.kind == "darknet"
+        return [SplitList(split, path, partial(
+                    line_key, root, posixpath.dirname(self._prefix(path)), strip_data))
+                for split, paths in self._layout.lists for path in paths]
+
+    def small_inputs(self) -> list[str]:
+        """``data.yaml`` when only split folders are listed (else it lies in ROOT's
+        listing)."""
+        return [self._layout.description] if self._layout.folders else []
+
+    def parse(self, data: bytes, path: str) -> ParsedAnnotation:
+        return parse_label_file(data, path, self._layout.classes, self._layout.keypoint_values)
+
+    def expected_annotation(self, image_id: str) -> str:
+        return f"label file {image_id}.txt"
+
+    def expected_image(self, image_id: str) -> str:
+        folders = image_id.split("/")
+        for i in range(len(folders) - 2, -1, -1):
+            if folders[i] == "labels":
+                folders[i] = "images"
+                break
+        return "/".join(folders) + f".* in {self.image_folder}"
+
+
+class ReadYolo(beam.PTransform):
+    """Read a YOLO folder (darknet or Ultralytics) into ``ImageRecord``s for
+    :class:`YoloEncoder`.
+
+    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
+    ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
+    ``sizes``. ``splits`` (known on construction, from ``obj.data``/``data.yaml``) are the
+    splits it writes; ``classes`` the class names in class-id order.
+
+    ``skip_below``, the output folder when it lies inside ROOT, is left out.
+    """
+
+    def __init__(self, options: YoloOptions, skip_below: str | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
+                             if skip_below else None)
+        self.layout = read_layout(options)
+        self.splits = tuple(dict.fromkeys(self.layout.splits)) or (options.split,)
+        self.classes = list(self.layout.classes)
+
+    def expand(self, pbegin):
+        fmt = YoloFormat(self._options, self.layout)
+        return pbegin | ReadAnnotatedImages(fmt, self._skip_prefix)
+
+
+class YoloEncoder(DetectionEncoder):
+    """The detection features (and with ``include_masks`` the segments' masks) of YOLO's
+    normalized objects.
+
+    YOLO coordinates are fractions of the image as Ultralytics loads it: with its EXIF
+    orientation applied (so are darknet's, read through OpenCV). With ``--apply-exif`` the
+    written pixels are that image, and the boxes are only scaled; without it, the pixels
+    are written as stored, and the boxes (and masks) are moved back to the stored pixels.
+    """
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 include_masks: bool = False) -> None:
+        super().__init__(checks, split, fixes, include_masks=include_masks)
+
+    def geometry(self, record: ImageRecord, info: ImageInfo) -> Geometry:
+        base = super().geometry(record, info)
+        orientation = info.exif_orientation if info.exif_orientation in UNDO_ORIENTATION else 1
+        if orientation == 1:
+            return base
+        shown = ((info.height, info.width) if orientation in (5, 6, 7, 8)
+                 else (info.width, info.height))
+        applied = self.fixes.applied_orientation(info) if self.fixes else 1
+        move = 1 if applied == orientation else UNDO_ORIENTATION[orientation]
+        return Geometry(shown, move, base.displayed, base.written, True)
+
+    def object_counts(self, columns) -> dict[str, int]:
+        """Images written with no object (no label file, an empty one, or every object
+        rejected), counted as they are written."""
+        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}

@@ -1,0 +1,221 @@
+"""`recordbeam convert yolo` end to end on small hand-written darknet and Ultralytics
+folders with the messy cases real exports have."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recordbeam.cli import main as cli
+from recordbeam.tfrecord.example import decode_example
+from recordbeam.tfrecord.framing import open_records
+
+pytestmark = pytest.mark.slow
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+KINDS = {"image/object/class/label": "int64", "image/object/bbox/xmin": "float",
+         "image/object/bbox/xmax": "float", "image/object/bbox/ymin": "float",
+         "image/object/bbox/ymax": "float", "image/object/class/text": "bytes",
+         "image/object/mask": "bytes", "image/filename": "bytes"}
+ALLOW_REJECTS = ["--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1"]
+
+
+def _image(path, fmt="JPEG", size=(80, 40)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, (90, 20, 200)).save(path, format=fmt)
+
+
+def _write(path, text, crlf_bom=False):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.replace("\n", "\r\n").encode() if crlf_bom else text.encode()
+    path.write_bytes((b"\xef\xbb\xbf" + data) if crlf_bom else data)
+
+
+@pytest.fixture(scope="module")
+def darknet_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("darknet")
+    data = root / "obj_train_data"
+    _write(root / "obj.data", "classes = 3\ntrain = data/train.txt\nvalid = data/valid.txt\n"
+           "names = data/obj.names\nbackup = backup/\n", crlf_bom=True)
+    _write(root / "obj.names", "dog\ntraffic light\ncat\n", crlf_bom=True)
+    _image(data / "a.jpg")
+    _write(data / "a.txt", "0 0.25 0.5 0.3 0.4\n1 0.9 0.5 0.4 0.4\n", crlf_bom=True)  # 2nd clipped
+    _image(data / "b.JPG", "PNG")
+    _write(data / "b.txt", "2 0.1 0.25 0.5 0.25 0.5 0.75 0.1 0.75\n")  # a segment
+    _image(data / "c.jpg")  # no label file: written with no objects, warned
+    _write(data / "d.txt", "0 0.5 0.5 0.1 0.1\n")  # no image
+    _image(data / "e.jpg")
+    _write(data / "e.txt", "")  # empty: no objects
+    _image(data / "f.jpg")
+    _write(data / "f.txt", "0 0.5 abc 0.1 0.1\n7 0.5 0.5 0.1 0.1\n1 0.5 0.5 0.2 0.2\n")
+    _write(root / "train.txt", "data/obj_train_data/a.jpg\ndata\\obj_train_data\\b.JPG\n"
+           "data/obj_train_data/c.jpg\n\ndata/obj_train_data/e.jpg\n"
+           "data/obj_train_data/missing.jpg\n../outside.jpg\n", crlf_bom=True)
+    _write(root / "valid.txt", "data/obj_train_data/f.jpg\n")
+    return root
+
+
+def _examples(output, split):
+    names = sorted(n for n in os.listdir(output) if n.startswith(f"{split}-"))
+    return {e["image/filename"][0].decode(): e
+            for n in names for r in open_records(os.path.join(output, n))
+            for e in [decode_example(r, KINDS)]}
+
+
+def _rejects(output):
+    return {(r["kind"], r["reason"], os.path.basename(r["source"]))
+            for r in map(json.loads, (output / "rejects.jsonl").read_text().splitlines())}
+
+
+def test_darknet_folder_converts_with_every_reject_named(darknet_root, tmp_path):
+    out = tmp_path / "out"
+    code = cli.main(["convert", "yolo", "--input", str(darknet_root), "--output", str(out),
+                     "--include-masks", *ALLOW_REJECTS, "--quiet", *IN_MEMORY])
+    assert code == 0
+    train, val = _examples(out, "train"), _examples(out, "val")
+    assert set(train) == {"a.jpg", "b.JPG", "c.jpg", "e.jpg"} and set(val) == {"f.jpg"}
+    a = train["a.jpg"]
+    assert a["image/object/class/text"].tolist() == [b"dog", b"traffic light"]
+    assert a["image/object/class/label"].tolist() == [1, 2]  # class id + 1
+    assert a["image/object/bbox/xmin"].tolist() == pytest.approx([0.1, 0.7])
+    assert a["image/object/bbox/xmax"].tolist() == pytest.approx([0.4, 1.0])  # clipped
+    assert a["image/object/bbox/ymin"].tolist() == pytest.approx([0.3, 0.3])
+    b = train["b.JPG"]
+    assert b["image/object/class/text"].tolist() == [b"cat"]
+    assert [b[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] \
+        == pytest.approx([0.1, 0.25, 0.5, 0.75])
+    mask = np.array(Image.open(io.BytesIO(b["image/object/mask"][0])))
+    assert mask.shape == (40, 80) and mask.sum() == pytest.approx(32 * 20, abs=80)
+    for name in ("c.jpg", "e.jpg"):
+        assert train[name]["image/object/class/label"].tolist() == []
+    assert val["f.jpg"]["image/object/class/text"].tolist() == [b"traffic light"]
+    assert _rejects(out) == {
+        ("warning", "no_annotation_file", "c.jpg"), ("image", "missing", "d.txt"),
+        ("annotation", "malformed_line", "f.txt:1"), ("annotation", "unknown_category", "f.txt:2"),
+        ("image", "missing", "train.txt:6"), ("image", "outside_root", "train.txt:7"),
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "traffic light", "3": "cat"}
+    counts = manifest["splits"]["train"]["counts"]
+    assert counts["boxes_clipped"] == 1
+    assert counts["images_without_objects"] == 2  # c, e
+    assert counts["yolo_empty_label_files"] == 1  # e
+    assert counts["masks_written"] == 3 and counts["masks_from_boxes"] == 2
+
+
+def test_darknet_split_option_beside_split_lists_is_refused(darknet_root, tmp_path):
+    code = cli.main(["convert", "yolo", "--input", str(darknet_root), "--output",
+                     str(tmp_path / "out"), "--split", "holdout", "--quiet", *IN_MEMORY])
+    assert code == 2
+
+
+def test_without_split_lists_every_image_goes_to_split(darknet_root, tmp_path):
+    root = tmp_path / "yolo"
+    _write(root / "obj.data", "classes = 3\nnames = data/obj.names\n")
+    _write(root / "obj.names", (darknet_root / "obj.names").read_text())
+    for name in ("a.jpg", "a.txt", "d.txt", "e.jpg"):
+        _write(root / "obj" / name, "")
+        (root / "obj" / name).write_bytes((darknet_root / "obj_train_data" / name).read_bytes())
+    out = tmp_path / "out"
+    code = cli.main(["convert", "yolo", "--input", str(root), "--output", str(out),
+                     "--split", "val", *ALLOW_REJECTS, "--quiet", *IN_MEMORY])
+    assert code == 0
+    assert set(_examples(out, "val")) == {"a.jpg", "e.jpg"}
+    assert _rejects(out) == {("image", "missing", "d.txt"),
+                             ("warning", "no_annotation_file", "e.jpg")}
+
+
+@pytest.fixture(scope="module")
+def ultralytics_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ultralytics")
+    _write(root / "data.yaml", "path: /home/someone/datasets/pets\ntrain: images/train\n"
+           "val: images/val\nnc: 2\nnames:\n  0: dog\n  1: traffic light\n")
+    _image(root / "images/train/a.jpg")
+    _write(root / "labels/train/a.txt", "1 0.5 0.5 0.5 0.5\n", crlf_bom=True)
+    _image(root / "images/val/a.jpg")  # the same name in another split: another image
+    _write(root / "labels/val/a.txt", "0 0.25 0.25 0.5 0.5\n")
+    _image(root / "images/val/n.PNG", "PNG")  # no label
+    _write(root / "labels/val/z.txt", "0 0.5 0.5 0.1 0.1\n")  # no image
+    _write(root / "labels/train.cache", "not a label")
+    return root
+
+
+def test_ultralytics_folder_converts(ultralytics_root, tmp_path):
+    out = tmp_path / "out"
+    code = cli.main(["convert", "yolo", "--input", str(ultralytics_root), "--output", str(out),
+                     *ALLOW_REJECTS, "--quiet", *IN_MEMORY])
+    assert code == 0
+    train, val = _examples(out, "train"), _examples(out, "val")
+    assert set(train) == {"a.jpg"} and set(val) == {"a.jpg", "n.PNG"}
+    assert train["a.jpg"]["image/object/class/text"].tolist() == [b"traffic light"]
+    assert train["a.jpg"]["image/object/bbox/xmin"].tolist() == pytest.approx([0.25])
+    assert val["a.jpg"]["image/object/class/label"].tolist() == [1]
+    assert val["a.jpg"]["image/object/bbox/xmax"].tolist() == pytest.approx([0.5])
+    assert val["n.PNG"]["image/object/class/label"].tolist() == []
+    assert _rejects(out) == {("warning", "no_annotation_file", "n.PNG"),
+                             ("image", "missing", "z.txt")}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "traffic light"}
+
+
+def test_ultralytics_output_is_byte_identical_on_rerun(ultralytics_root, tmp_path):
+    outputs = []
+    for name in ("one", "two"):
+        out = tmp_path / name
+        assert cli.main(["convert", "yolo", "--input", str(ultralytics_root), "--output",
+                         str(out), *ALLOW_REJECTS, "--quiet", *IN_MEMORY]) == 0
+        outputs.append({n: (out / n).read_bytes() for n in sorted(os.listdir(out))
+                        if n.endswith(".tfrecord")})
+    assert outputs[0] == outputs[1] and outputs[0]
+
+
+def test_if_changed_skips_a_rerun_until_a_label_changes(ultralytics_root, tmp_path, capsys):
+    args = ["convert", "yolo", "--input", str(ultralytics_root), "--output",
+            str(tmp_path / "out"), *ALLOW_REJECTS, "--quiet", "--if-changed", *IN_MEMORY]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert "is up to date" in capsys.readouterr().out
+    label = ultralytics_root / "labels" / "val" / "n.txt"
+    label.write_text("0 0.5 0.5 0.2 0.2\n")
+    try:
+        assert cli.main(args) == 0
+        assert "is up to date" not in capsys.readouterr().out
+    finally:
+        label.unlink()
+
+
+def test_broken_data_yaml_is_a_data_error(tmp_path, capsys):
+    root = tmp_path / "yolo"
+    _write(root / "data.yaml", "train: images/train\nnames: {0: dog, 2: cat}\n")
+    _image(root / "images/train/a.jpg")
+    code = cli.main(["convert", "yolo", "--input", str(root), "--output", str(tmp_path / "o"),
+                     "--quiet", *IN_MEMORY])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "data.yaml" in err and "Traceback" not in err and "YoloError" not in err
+
+
+@pytest.mark.parametrize("apply_exif, box", [
+    (True, [0.0, 0.0, 0.5, 0.5]),  # the shown image is written: the box as labelled
+    (False, [0.0, 0.5, 0.5, 1.0]),  # stored pixels written: the box moved onto them
+])
+def test_boxes_follow_the_exif_rotated_image_ultralytics_labels(tmp_path, apply_exif, box):
+    root = tmp_path / "yolo"
+    _write(root / "data.yaml", "train: images/train\nnames: [dog]\n")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # 80x40 stored, shown 40x80 (turned 90 degrees clockwise)
+    (root / "images/train").mkdir(parents=True)
+    Image.new("RGB", (80, 40)).save(root / "images/train/a.jpg", format="JPEG", exif=exif)
+    _write(root / "labels/train/a.txt", "0 0.25 0.25 0.5 0.5\n")  # top-left quarter, as shown
+    out = tmp_path / "out"
+    code = cli.main(["convert", "yolo", "--input", str(root), "--output", str(out), "--quiet",
+                     *(["--apply-exif"] if apply_exif else []), *IN_MEMORY])
+    assert code == 0
+    example = _examples(out, "train")["a.jpg"]
+    assert [example[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] \
+        == pytest.approx(box)
