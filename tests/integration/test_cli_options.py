@@ -240,3 +240,11 @@ def test_ctrl_c_before_anything_ran_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(cli, "build_parser", interrupted_while_importing)
     assert cli.main(["inspect", "x"]) == cli.EXIT_INTERRUPTED
     assert capsys.readouterr().err == "recordbeam: interrupted\n"
+
+
+def test_missing_required_option_names_the_typo_given_instead(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["convert", "yolo", "--inptu", str(tmp_path), "--output", str(tmp_path / "o")])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "required: --input" in err and "--inptu looks like a typo of --input" in err

@@ -5,7 +5,9 @@ workers start right after parsing (see :mod:`recordbeam.local.standby`)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import difflib
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from recordbeam import __version__
@@ -165,8 +167,36 @@ _TO_BEAM = ("Options not listed here go to Beam as pipeline options (--runner, "
             "knows is an error.")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, and when a required option is missing while a mistyped one was given
+    (``--inptu``), the message names the typo beside the missing option."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):
+        if message.startswith("the following arguments are required"):
+            message += _typo_hint(message, getattr(self, "_given", []))
+        super().error(message)
+
+
+def _typo_hint(message: str, given: Sequence[str]) -> str:
+    """`` (--inptu looks like a typo of --input)`` for given flags close to a missing one."""
+    missing = [word.rstrip(",") for word in message.split(":", 1)[1].split()
+               if word.startswith("--")]
+    hints = []
+    for token in given:
+        flag = token.split("=", 1)[0]
+        if flag.startswith("--") and flag not in missing:
+            close = difflib.get_close_matches(flag, missing, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{flag} looks like a typo of {close[0]}")
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="recordbeam", allow_abbrev=False,
         description="Image datasets to sharded TFRecords with Apache Beam; read and check TFRecords "
         "without TensorFlow. Commands that run a pipeline (convert, reshard, demo) pass "
