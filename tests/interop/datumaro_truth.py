@@ -2,8 +2,9 @@
 sample to a format; we convert that export; every box and class written must match the
 COCO truth (boxes within a pixel).
 
-The test modules import Datumaro themselves (``pytest.importorskip``) before this module,
-so without the ``formats-test`` extra they are skipped, not broken.
+Datumaro comes with the ``formats-test`` extra (it needs numpy>=2.2, which the oldest-Beam
+environment cannot install); without it, importing this module skips the test module that
+imports it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from datumaro.components.dataset import Dataset
 
-from recordbeam.cli import main as cli
-from recordbeam.testing.samples import make_coco_sample
-from recordbeam.tfrecord.example import decode_example
-from recordbeam.tfrecord.framing import open_records
+pytest.importorskip(
+    "datumaro", reason="datumaro is not installed (pip install -e '.[formats-test]')")
+
+from datumaro.components.dataset import Dataset  # noqa: E402
+
+from recordbeam.cli import main as cli  # noqa: E402
+from recordbeam.testing.samples import make_coco_sample  # noqa: E402
+from recordbeam.tfrecord.example import decode_example  # noqa: E402
+from recordbeam.tfrecord.framing import open_records  # noqa: E402
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 #: The features the comparison reads; a test adds the kinds of its format's own features.
@@ -70,6 +75,16 @@ def coco_truth(root: Path) -> CocoTruth:
     sample = make_coco_sample(root / "coco", include_bad=False)
     with open(sample.annotations, encoding="utf-8") as f:
         return CocoTruth(root, sample.annotations, json.load(f))
+
+
+def convert_export(tmp_path: Path, kind: str, fmt: str, kinds: Mapping[str, str] = BOX_KINDS,
+                   *options: str) -> tuple[CocoTruth, dict[str, Any], dict[str, dict[str, Any]]]:
+    """A COCO sample in ``tmp_path``, Datumaro's ``fmt`` export of it, and its conversion
+    by ``convert <kind>`` into ``tmp_path/out``: the truth, the manifest and the examples
+    of the split Datumaro names "default"."""
+    coco = coco_truth(tmp_path)
+    manifest = convert(kind, export_coco(coco, fmt), tmp_path / "out", *options)
+    return coco, manifest, read_examples(tmp_path / "out", kinds)
 
 
 def export(dataset: Dataset, folder: Path, fmt: str) -> Path:

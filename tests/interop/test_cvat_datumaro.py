@@ -1,49 +1,29 @@
-"""Our CVAT reading against an independent writer: Datumaro exports "CVAT for images 1.1"
-from a COCO sample (each COCO object as a <polygon> and a <box> sharing a group_id), we
-convert that export, and every box, class and mask must match the COCO truth (boxes within
-a pixel, one object per COCO annotation).
-
-Datumaro comes with the ``formats-test`` extra (it needs numpy>=2.2, which the oldest-Beam
-environment cannot install); without it this test is skipped.
-"""
+"""Our CVAT reading against an independent writer (see ``datumaro_truth``): Datumaro
+exports "CVAT for images 1.1" from a COCO sample (each COCO object as a <polygon> and a
+<box> sharing a group_id), we convert that export, and every box, class and mask must match
+the COCO truth (boxes within a pixel, one object per COCO annotation)."""
 
 from __future__ import annotations
 
 import io
 
+import datumaro_truth as truth
 import numpy as np
 import pytest
 from PIL import Image
 
-dm = pytest.importorskip(
-    "datumaro", reason="datumaro is not installed (pip install -e '.[formats-test]')")
-
-from datumaro.components.dataset import Dataset  # noqa: E402
-from datumaro_truth import (  # noqa: E402
-    BOX_KINDS,
-    assert_every_box_matches,
-    coco_truth,
-    convert,
-    export,
-    export_coco,
-    read_examples,
-)
-
-KINDS = {**BOX_KINDS, "image/object/mask": "bytes", "image/object/occluded": "int64"}
+KINDS = {**truth.BOX_KINDS, "image/object/mask": "bytes", "image/object/occluded": "int64"}
 
 
 def test_datumaro_cvat_export_converts_to_the_coco_truth(tmp_path):
-    coco = coco_truth(tmp_path)
-    out = tmp_path / "out"
-    manifest = convert("cvat", export_coco(coco, "cvat"), out, "--include-masks")
-    # Datumaro names its one subset "default" (default.xml).
-    examples = read_examples(out, KINDS)
-    # Datumaro's <meta> keeps COCO's order.
+    coco, manifest, examples = truth.convert_export(tmp_path, "cvat", "cvat", KINDS,
+                                                    "--include-masks")
+    # One subset, "default" (default.xml); <meta> keeps COCO's order.
     assert list(manifest["label_map"].values()) == coco.names_in_id_order()
     counts = manifest["splits"]["default"]["counts"]
     assert counts.get("masks_from_boxes", 0) == 0  # every mask from its polygon
     assert counts["masks_written"] == len(coco.truth["annotations"])
-    assert_every_box_matches(coco, examples, lambda image: image["file_name"])
+    truth.assert_every_box_matches(coco, examples, lambda image: image["file_name"])
     for example in examples.values():
         width, height = int(example["image/width"][0]), int(example["image/height"][0])
         assert len(example["image/object/mask"]) == len(example["image/object/bbox/xmin"])
@@ -68,11 +48,12 @@ def test_datumaro_cvat_mask_decodes_to_its_pixels(tmp_path):
     pixels[7, 15:18] = 1  # a second part: the runs cross rows
     item = DatasetItem(id="m", media=DmImage.from_numpy(np.full((12, 20, 3), 90, np.uint8)),
                        annotations=[Mask(image=pixels, label=0)])
-    dataset = Dataset.from_iterable(
+    dataset = truth.Dataset.from_iterable(
         [item], categories={AnnotationType.label: LabelCategories.from_iterable(["blob"])})
     out = tmp_path / "out"
-    convert("cvat", export(dataset, tmp_path / "cvat", "cvat"), out, "--include-masks")
-    [example] = read_examples(out, KINDS, split=None).values()
+    truth.convert("cvat", truth.export(dataset, tmp_path / "cvat", "cvat"), out,
+                  "--include-masks")
+    [example] = truth.read_examples(out, KINDS, split=None).values()
     [png] = example["image/object/mask"]
     assert np.array(Image.open(io.BytesIO(png))).tolist() == pixels.tolist()
     assert list(example["image/object/bbox/xmin"]) == pytest.approx([3 / 20])

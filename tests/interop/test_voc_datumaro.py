@@ -1,33 +1,14 @@
-"""Our VOC reading against an independent writer: Datumaro exports Pascal VOC from a COCO
-sample, we convert that export, and every box and class must match the COCO truth
-(boxes within a pixel).
-
-Datumaro comes with the ``formats-test`` extra (it needs numpy>=2.2, which the oldest-Beam
-environment cannot install); without it this test is skipped.
-"""
+"""Our VOC reading against an independent writer (see ``datumaro_truth``): Datumaro
+exports Pascal VOC from a COCO sample, we convert that export, and every box and class
+must match the COCO truth (boxes within a pixel)."""
 
 from __future__ import annotations
 
-import pytest
-
-dm = pytest.importorskip(
-    "datumaro", reason="datumaro is not installed (pip install -e '.[formats-test]')")
-
-from datumaro_truth import (  # noqa: E402
-    BOX_KINDS,
-    assert_every_box_matches,
-    coco_truth,
-    convert,
-    export_coco,
-    read_examples,
-)
+import datumaro_truth as truth
 
 
 def test_datumaro_voc_export_converts_to_the_coco_truth(tmp_path):
-    coco = coco_truth(tmp_path)
-    manifest = convert("voc", export_coco(coco, "voc"), tmp_path / "out")
-    # Datumaro names its one subset "default" (ImageSets/Main/default.txt).
-    examples = read_examples(tmp_path / "out", BOX_KINDS)
-    # Datumaro's labelmap.txt keeps COCO's order.
+    coco, manifest, examples = truth.convert_export(tmp_path, "voc", "voc")
+    # One subset, "default" (ImageSets/Main/default.txt); labelmap.txt keeps COCO's order.
     assert list(manifest["label_map"].values()) == coco.names_in_id_order()
-    assert_every_box_matches(coco, examples)
+    truth.assert_every_box_matches(coco, examples)

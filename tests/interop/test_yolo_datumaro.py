@@ -1,50 +1,36 @@
-"""Our YOLO reading against an independent writer: Datumaro exports darknet YOLO ("yolo")
-and Ultralytics YOLO ("yolo_ultralytics") from a COCO sample, we convert each export, and
-every box and class must match the COCO truth (boxes within a pixel).
-
-Datumaro comes with the ``formats-test`` extra; without it this test is skipped.
-"""
+"""Our YOLO reading against an independent writer (see ``datumaro_truth``): Datumaro
+exports darknet YOLO ("yolo") and Ultralytics YOLO ("yolo_ultralytics") from a COCO sample,
+we convert each export, and every box and class must match the COCO truth (boxes within a
+pixel)."""
 
 from __future__ import annotations
 
 import os
 
+import datumaro_truth as truth
 import pytest
 from PIL import Image
 
-dm = pytest.importorskip(
-    "datumaro", reason="datumaro is not installed (pip install -e '.[formats-test]')")
+from recordbeam.images.transcode import orient_box
 
-from datumaro.components.dataset import Dataset  # noqa: E402
-from datumaro_truth import (  # noqa: E402
-    BOX_KINDS,
-    assert_every_box_matches,
-    coco_truth,
-    convert,
-    export,
-    read_examples,
-)
-
-from recordbeam.images.transcode import orient_box  # noqa: E402
-
-KINDS = {**BOX_KINDS, "image/filename": "bytes"}
+KINDS = {**truth.BOX_KINDS, "image/filename": "bytes"}
 
 
 @pytest.fixture(scope="module")
 def coco(tmp_path_factory):
-    return coco_truth(tmp_path_factory.mktemp("datumaro"))
+    return truth.coco_truth(tmp_path_factory.mktemp("datumaro"))
 
 
 @pytest.mark.parametrize("fmt", ["yolo", "yolo_ultralytics"])
 def test_datumaro_yolo_export_converts_to_the_coco_truth(coco, fmt, tmp_path):
-    dataset = Dataset.import_from(coco.annotations, "coco_instances")
+    dataset = truth.Dataset.import_from(coco.annotations, "coco_instances")
     # Ultralytics' exporter wants a train and a val subset; darknet's takes any.
     dataset.transform("random_split", splits=[("train", 0.67), ("val", 0.33)], seed=1)
     out = tmp_path / "out"
-    manifest = convert("yolo", export(dataset, coco.root / fmt, fmt), out)
+    manifest = truth.convert("yolo", truth.export(dataset, coco.root / fmt, fmt), out)
     assert {n.split("-")[0] for n in os.listdir(out) if n.endswith(".tfrecord")} == {
         "train", "val"}
-    examples = read_examples(out, KINDS, key="image/filename", split=None)
+    examples = truth.read_examples(out, KINDS, key="image/filename", split=None)
     assert list(manifest["label_map"].values()) == coco.names_in_id_order()
     sizes = {i["id"]: (i["width"], i["height"]) for i in coco.images}
     rotated = _exif_rotated(str(coco.root / "coco" / "images"), coco.truth)
@@ -63,7 +49,7 @@ def test_datumaro_yolo_export_converts_to_the_coco_truth(coco, fmt, tmp_path):
         return (x0 * width, y0 * height, x1 * width, y1 * height)
 
     by_image = coco.boxes(corners)
-    assert_every_box_matches(coco, examples, lambda image: image["file_name"],
+    truth.assert_every_box_matches(coco, examples, lambda image: image["file_name"],
                              by_image=by_image, truth_sizes=True)
     assert rotated and all(by_image[i] for i in rotated)
 
