@@ -112,18 +112,8 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
                         help="output folder, on any Beam filesystem (local, gs://, s3://)")
     parser.add_argument("--split", default="train",
                         help="split name used in shard names (default: train)")
-    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
-                        help="number of shards (default: total input bytes / --shard-size)")
-    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
-                        help="target shard size when --shards is not given, in bytes or with "
-                        "a unit: B, KiB, MiB, GiB, KB, MB, GB (default: 128MiB)")
-    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
-                        help="compression of the shards (default: none)")
-    parser.add_argument("--index", action="store_true",
-                        help="also write <shard>.idx index files (default: off)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="write into a folder that holds files recordbeam did not write; "
-                        "they are kept (default: refuse such a folder)")
+    _add_shard_args(parser, "the shards", "when --shards is not given, in bytes or with a "
+                    "unit: B, KiB, MiB, GiB, KB, MB, GB")
     parser.add_argument("--max-reject-fraction", type=_fraction(zero_allowed=True, one_allowed=True),
                         default=DEFAULT_MAX_REJECT_FRACTION, metavar="F",
                         help="fail and commit nothing when more than this fraction (0 to 1) of "
@@ -139,12 +129,32 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
                         f"(default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
     parser.add_argument("--verify-decode", action="store_true",
                         help="fully decode every image, slower (default: header checks only)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress line (default: a progress line on a terminal)")
+    _add_quiet(parser)
     parser.add_argument("--if-changed", action="store_true",
                         help="exit 0 at once when OUT already holds a finished output of the same "
                         "inputs (names, sizes, modification times), options and recordbeam "
                         "version (default: always convert)")
+
+
+def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_when: str) -> None:
+    """How the shards are cut and where they may go (``shards`` names them in the help,
+    ``shard_size_when`` says when --shard-size counts and how it is written)."""
+    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
+                        help="number of shards (default: total input bytes / --shard-size)")
+    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
+                        help=f"target shard size {shard_size_when} (default: 128MiB)")
+    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
+                        help=f"compression of {shards} (default: none)")
+    parser.add_argument("--index", action="store_true",
+                        help="also write <shard>.idx index files (default: off)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into a folder that holds files recordbeam did not write; "
+                        "they are kept (default: refuse such a folder)")
+
+
+def _add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress line (default: a progress line on a terminal)")
 
 
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
@@ -304,20 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=None,
                    help="put every input in this split (default: each input keeps the split "
                    "its shard name gives, else train; refused when the inputs hold several)")
-    p.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
-                   help="number of shards (default: total input bytes / --shard-size)")
-    p.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
-                   help="target shard size without --shards, in bytes or with a unit "
-                   "(default: 128MiB)")
-    p.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
-                   help="compression of the new shards (default: none)")
-    p.add_argument("--index", action="store_true",
-                   help="also write <shard>.idx index files (default: off)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="write into a folder that holds files recordbeam did not write; they "
-                   "are kept (default: refuse such a folder)")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress line (default: a progress line on a terminal)")
+    _add_shard_args(p, "the new shards", "without --shards, in bytes or with a unit")
+    _add_quiet(p)
     p.set_defaults(pipeline_handler=cmd_reshard)
 
     convert = command("convert", help="convert a dataset to sharded TFRecords",
