@@ -2,6 +2,11 @@
 
 The CLI and the scripts in ``pipelines/`` both call these functions, so a laptop run
 and a Dataflow job build the same graph.
+
+Every ``<format>_to_tfrecord`` raises ``LabelMapMismatch`` before any work when the output
+folder holds other splits whose label map disagrees with this run's, where the classes
+are known before the run (a class list, a label map file); where they are known only once
+the annotations are read, the commit checks them.
 """
 
 from __future__ import annotations
