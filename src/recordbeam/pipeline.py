@@ -218,30 +218,39 @@ def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, ou
     return sink
 
 
+def _classes_known(classes: Sequence[str] | None) -> Callable[[], dict[str, Any] | None]:
+    """The label metadata of classes known before the run; None when they are known only
+    once the annotations are read (the commit then checks them against other splits)."""
+    return lambda: label_metadata(classes) if classes is not None else None
+
+
+def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
+                  known_labels: Callable[[], dict[str, Any] | None], encoder: Any,
+                  shards: ShardOptions, settings: dict[str, Any]) -> WriteShards:
+    """Every split ``read`` finds, into the sink. Raises ``LabelMapMismatch`` before any
+    work when ``output_dir`` holds other splits whose label map disagrees with
+    ``known_labels()``."""
+    layout.check_labels_agree(output_dir, read.splits, known_labels)
+    return _write_read(p, name, read, output_dir, encoder, shards, settings, read.splits)
+
+
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
     patterns = [filesystems.everything_below(folder.root)]
     return patterns + ([folder.classes_file] if folder.classes_file else [])
 
 
-def imagefolder_settings(folder: ImageFolderOptions, shards: ShardOptions, checks: ImageChecks,
-                         fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("imagefolder", folder, shards, checks, fixes)
+imagefolder_settings = partial(_settings, "imagefolder")
 
 
 def imagefolder_to_tfrecord(
     p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink.
-
-    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
-    whose classes disagree with these.
-    """
+    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
     read = ReadImageFolder(folder, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, read.label_metadata)
-    encoder = ClassificationEncoder(checks, read.splits[0], fixes)
-    return _write_read(p, "ReadImageFolder", read, output_dir, encoder, shards,
-                       imagefolder_settings(folder, shards, checks, fixes), read.splits)
+    return _write_format(p, output_dir, "ReadImageFolder", read, read.label_metadata,
+                         ClassificationEncoder(checks, read.splits[0], fixes), shards,
+                         imagefolder_settings(folder, shards, checks, fixes))
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
@@ -269,22 +278,6 @@ def table_to_tfrecord(
     encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
     return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
                        table_settings(table, shards, checks, fixes), read.splits)
-
-
-def _classes_known(classes: Sequence[str] | None) -> Callable[[], dict[str, Any] | None]:
-    """The label metadata of classes known before the run; None when they are known only
-    once the annotations are read (the commit then checks them against other splits)."""
-    return lambda: label_metadata(classes) if classes is not None else None
-
-
-def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
-                  known_labels: Callable[[], dict[str, Any] | None], encoder: Any,
-                  shards: ShardOptions, settings: dict[str, Any]) -> WriteShards:
-    """Every split ``read`` finds, into the sink. Raises ``LabelMapMismatch`` before any
-    work when ``output_dir`` holds other splits whose label map disagrees with
-    ``known_labels()``."""
-    layout.check_labels_agree(output_dir, read.splits, known_labels)
-    return _write_read(p, name, read, output_dir, encoder, shards, settings, read.splits)
 
 
 voc_settings = partial(_settings, "voc")
