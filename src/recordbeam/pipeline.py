@@ -2,6 +2,11 @@
 
 The CLI and the scripts in ``pipelines/`` both call these functions, so a laptop run
 and a Dataflow job build the same graph.
+
+Every ``<format>_to_tfrecord`` raises ``LabelMapMismatch`` before any work when the output
+folder holds other splits whose label map disagrees with this run's, where the classes
+are known before the run (a class list, a label map file); where they are known only once
+the annotations are read, the commit checks them.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import apache_beam as beam
@@ -134,7 +140,7 @@ def coco_input_patterns(coco: CocoOptions) -> list[str]:
 
 
 def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
-              fixes: ImageFixes | None) -> dict[str, Any]:
+              fixes: ImageFixes | None = None) -> dict[str, Any]:
     """Everything that shapes an output besides the input files (goes in the manifest,
     and into the fingerprint ``--if-changed`` compares). Fixes appear only when some are
     on, so outputs made without them keep their fingerprints."""
@@ -212,30 +218,39 @@ def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, ou
     return sink
 
 
+def _classes_known(classes: Sequence[str] | None) -> Callable[[], dict[str, Any] | None]:
+    """The label metadata of classes known before the run; None when they are known only
+    once the annotations are read (the commit then checks them against other splits)."""
+    return lambda: label_metadata(classes) if classes is not None else None
+
+
+def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
+                  known_labels: Callable[[], dict[str, Any] | None], encoder: Any,
+                  shards: ShardOptions, settings: dict[str, Any]) -> WriteShards:
+    """Every split ``read`` finds, into the sink. Raises ``LabelMapMismatch`` before any
+    work when ``output_dir`` holds other splits whose label map disagrees with
+    ``known_labels()``."""
+    layout.check_labels_agree(output_dir, read.splits, known_labels)
+    return _write_read(p, name, read, output_dir, encoder, shards, settings, read.splits)
+
+
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
     patterns = [filesystems.everything_below(folder.root)]
     return patterns + ([folder.classes_file] if folder.classes_file else [])
 
 
-def imagefolder_settings(folder: ImageFolderOptions, shards: ShardOptions, checks: ImageChecks,
-                         fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("imagefolder", folder, shards, checks, fixes)
+imagefolder_settings = partial(_settings, "imagefolder")
 
 
 def imagefolder_to_tfrecord(
     p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink.
-
-    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
-    whose classes disagree with these.
-    """
+    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
     read = ReadImageFolder(folder, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, read.label_metadata)
-    encoder = ClassificationEncoder(checks, read.splits[0], fixes)
-    return _write_read(p, "ReadImageFolder", read, output_dir, encoder, shards,
-                       imagefolder_settings(folder, shards, checks, fixes), read.splits)
+    return _write_format(p, output_dir, "ReadImageFolder", read, read.label_metadata,
+                         ClassificationEncoder(checks, read.splits[0], fixes), shards,
+                         imagefolder_settings(folder, shards, checks, fixes))
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
@@ -265,9 +280,12 @@ def table_to_tfrecord(
                        table_settings(table, shards, checks, fixes), read.splits)
 
 
-def voc_settings(voc: VocOptions, shards: ShardOptions, checks: ImageChecks,
-                 fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("voc", voc, shards, checks, fixes)
+voc_settings = partial(_settings, "voc")
+kitti_settings = partial(_settings, "kitti")
+cvat_settings = partial(_settings, "cvat")
+labelme_settings = partial(_settings, "labelme")
+openimages_settings = partial(_settings, "openimages")
+box_csv_settings = partial(_settings, "box-csv")
 
 
 def voc_to_tfrecord(
@@ -275,24 +293,12 @@ def voc_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the Pascal VOC conversion to ``p`` (every split ``ImageSets/Main`` lists);
-    returns the sink.
-
-    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
-    whose label map disagrees with ``labelmap.txt`` (without one, the classes are known
-    only once the annotations are read, and the commit checks them).
-    """
+    returns the sink. Without ``labelmap.txt`` the classes are known only once the
+    annotations are read."""
     read = ReadVoc(voc, skip_below=output_dir)
-    layout.check_labels_agree(
-        output_dir, read.splits,
-        lambda: label_metadata(read.classes) if read.classes is not None else None)
-    encoder = VocEncoder(checks, read.splits[0], fixes)
-    return _write_read(p, "ReadVoc", read, output_dir, encoder, shards,
-                       voc_settings(voc, shards, checks, fixes), read.splits)
-
-
-def kitti_settings(kitti: KittiOptions, shards: ShardOptions, checks: ImageChecks,
-                   fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("kitti", kitti, shards, checks, fixes)
+    return _write_format(p, output_dir, "ReadVoc", read, _classes_known(read.classes),
+                         VocEncoder(checks, read.splits[0], fixes), shards,
+                         voc_settings(voc, shards, checks, fixes))
 
 
 def kitti_to_tfrecord(
@@ -301,18 +307,11 @@ def kitti_to_tfrecord(
 ) -> WriteShards:
     """Add the KITTI conversion to ``p`` (every split folder holding ``image_2/`` or
     ``label_2/``); returns the sink. The classes are the types found, known only once the
-    labels are read: the commit checks them against other splits already in
-    ``output_dir``."""
+    labels are read."""
     read = ReadKitti(kitti, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, lambda: None)
-    encoder = KittiEncoder(checks, read.splits[0], fixes)
-    return _write_read(p, "ReadKitti", read, output_dir, encoder, shards,
-                       kitti_settings(kitti, shards, checks, fixes), read.splits)
-
-
-def cvat_settings(cvat: CvatOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("cvat", cvat, shards, checks, fixes)
+    return _write_format(p, output_dir, "ReadKitti", read, _classes_known(None),
+                         KittiEncoder(checks, read.splits[0], fixes), shards,
+                         kitti_settings(kitti, shards, checks, fixes))
 
 
 def cvat_to_tfrecord(
@@ -320,24 +319,12 @@ def cvat_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the CVAT for images 1.1 conversion to ``p`` (every subset its XMLs declare);
-    returns the sink.
-
-    Reads the head (``<meta>``) of each XML here, on the launcher; raises ``CvatError``
-    for an unusable XML and ``LabelMapMismatch`` before any work when ``output_dir`` holds
-    other splits whose label map disagrees with the labels of ``<meta>``.
-    """
+    returns the sink. Reads the head (``<meta>``) of each XML here, on the launcher, for
+    the labels; raises ``CvatError`` for an unusable XML."""
     read = ReadCvat(cvat, skip_below=output_dir)
-    layout.check_labels_agree(
-        output_dir, read.splits,
-        lambda: label_metadata(read.classes) if read.classes is not None else None)
     encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks)
-    return _write_read(p, "ReadCvat", read, output_dir, encoder, shards,
-                       cvat_settings(cvat, shards, checks, fixes), read.splits)
-
-
-def labelme_settings(labelme: LabelmeOptions, shards: ShardOptions, checks: ImageChecks,
-                     fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("labelme", labelme, shards, checks, fixes)
+    return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
+                         encoder, shards, cvat_settings(cvat, shards, checks, fixes))
 
 
 def labelme_to_tfrecord(
@@ -345,23 +332,11 @@ def labelme_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the labelme conversion to ``p`` (one split, ``labelme.split``); returns the sink.
-
-    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
-    whose label map disagrees with ``--classes`` (without it, the classes are known only
-    once the JSONs are read, and the commit checks them).
-    """
+    Without ``--classes`` the classes are known only once the JSONs are read."""
     read = ReadLabelme(labelme, skip_below=output_dir)
-    layout.check_labels_agree(
-        output_dir, read.splits,
-        lambda: label_metadata(read.classes) if read.classes is not None else None)
     encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
-    return _write_read(p, "ReadLabelme", read, output_dir, encoder, shards,
-                       labelme_settings(labelme, shards, checks, fixes), read.splits)
-
-
-def openimages_settings(oid: OpenImagesOptions, shards: ShardOptions, checks: ImageChecks,
-                        fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("openimages", oid, shards, checks, fixes)
+    return _write_format(p, output_dir, "ReadLabelme", read, _classes_known(read.classes),
+                         encoder, shards, labelme_settings(labelme, shards, checks, fixes))
 
 
 def openimages_to_tfrecord(
@@ -369,18 +344,12 @@ def openimages_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
-    the sink. Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other
-    splits whose label map disagrees with the class descriptions."""
+    the sink. The classes come from the class descriptions."""
     read = ReadOpenImages(oid, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, lambda: label_metadata(read.display_names))
-    encoder = OpenImagesEncoder(checks, read.splits[0], fixes)
-    return _write_read(p, "ReadOpenImages", read, output_dir, encoder, shards,
-                       openimages_settings(oid, shards, checks, fixes), read.splits)
-
-
-def box_csv_settings(boxes: BoxCsvOptions, shards: ShardOptions, checks: ImageChecks,
-                     fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("box-csv", boxes, shards, checks, fixes)
+    return _write_format(p, output_dir, "ReadOpenImages", read,
+                         _classes_known(read.display_names),
+                         OpenImagesEncoder(checks, read.splits[0], fixes), shards,
+                         openimages_settings(oid, shards, checks, fixes))
 
 
 def box_csv_to_tfrecord(
@@ -388,13 +357,11 @@ def box_csv_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
     """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
-    returns the sink. The classes are known once the tables are read: the commit checks
-    them against other splits already in ``output_dir``."""
+    returns the sink. The classes are known only once the tables are read."""
     read = ReadBoxCsv(boxes, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, lambda: None)
-    encoder = BoxCsvEncoder(checks, read.splits[0], fixes)
-    return _write_read(p, "ReadBoxCsv", read, output_dir, encoder, shards,
-                       box_csv_settings(boxes, shards, checks, fixes), read.splits)
+    return _write_format(p, output_dir, "ReadBoxCsv", read, _classes_known(None),
+                         BoxCsvEncoder(checks, read.splits[0], fixes), shards,
+                         box_csv_settings(boxes, shards, checks, fixes))
 
 
 def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
@@ -410,17 +377,12 @@ def yolo_to_tfrecord(
     checks: ImageChecks, fixes: ImageFixes | None = None, include_masks: bool = False,
 ) -> WriteShards:
     """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
-    ``obj.data`` or ``data.yaml`` names; returns the sink.
-
-    Raises ``YoloError`` (exit 1) when the folder's description cannot be used, and
-    ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits whose
-    label map disagrees with the class names.
-    """
+    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
+    when the folder's description cannot be used."""
     read = ReadYolo(yolo, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, lambda: label_metadata(read.classes))
     encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
-    return _write_read(p, "ReadYolo", read, output_dir, encoder, shards,
-                       yolo_settings(yolo, shards, checks, fixes, include_masks), read.splits)
+    return _write_format(p, output_dir, "ReadYolo", read, _classes_known(read.classes),
+                         encoder, shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

@@ -112,18 +112,8 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
                         help="output folder, on any Beam filesystem (local, gs://, s3://)")
     parser.add_argument("--split", default="train",
                         help="split name used in shard names (default: train)")
-    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
-                        help="number of shards (default: total input bytes / --shard-size)")
-    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
-                        help="target shard size when --shards is not given, in bytes or with "
-                        "a unit: B, KiB, MiB, GiB, KB, MB, GB (default: 128MiB)")
-    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
-                        help="compression of the shards (default: none)")
-    parser.add_argument("--index", action="store_true",
-                        help="also write <shard>.idx index files (default: off)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="write into a folder that holds files recordbeam did not write; "
-                        "they are kept (default: refuse such a folder)")
+    _add_shard_args(parser, "the shards", "when --shards is not given, in bytes or with a "
+                    "unit: B, KiB, MiB, GiB, KB, MB, GB")
     parser.add_argument("--max-reject-fraction", type=_fraction(zero_allowed=True, one_allowed=True),
                         default=DEFAULT_MAX_REJECT_FRACTION, metavar="F",
                         help="fail and commit nothing when more than this fraction (0 to 1) of "
@@ -139,18 +129,64 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
                         f"(default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
     parser.add_argument("--verify-decode", action="store_true",
                         help="fully decode every image, slower (default: header checks only)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress line (default: a progress line on a terminal)")
+    _add_quiet(parser)
     parser.add_argument("--if-changed", action="store_true",
                         help="exit 0 at once when OUT already holds a finished output of the same "
                         "inputs (names, sizes, modification times), options and recordbeam "
                         "version (default: always convert)")
 
 
+def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_when: str) -> None:
+    """How the shards are cut and where they may go (``shards`` names them in the help,
+    ``shard_size_when`` says when --shard-size counts and how it is written)."""
+    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
+                        help="number of shards (default: total input bytes / --shard-size)")
+    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
+                        help=f"target shard size {shard_size_when} (default: 128MiB)")
+    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
+                        help=f"compression of {shards} (default: none)")
+    parser.add_argument("--index", action="store_true",
+                        help="also write <shard>.idx index files (default: off)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into a folder that holds files recordbeam did not write; "
+                        "they are kept (default: refuse such a folder)")
+
+
+def _add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress line (default: a progress line on a terminal)")
+
+
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detach", action="store_true",
                         help="remote runners only: submit the job, print its id and exit 0 "
                         "without waiting; the job commits OUT itself (default: wait for the end)")
+
+
+def _add_conversion_args(parser: argparse.ArgumentParser, handler: Callable[..., int]) -> None:
+    """What every ``convert`` command ends with: image fixes, output and run options, and
+    the function that runs it."""
+    _add_fix_args(parser)
+    _add_output_args(parser)
+    _add_run_args(parser)
+    parser.set_defaults(pipeline_handler=handler)
+
+
+def _add_include_masks(parser: argparse.ArgumentParser, masks_from: str) -> None:
+    parser.add_argument("--include-masks", action="store_true",
+                        help=f"write image/object/mask: one 0/1 PNG per object from {masks_from} "
+                        "(default: off)")
+
+
+def _add_annotation_reject_fraction(parser: argparse.ArgumentParser, things: str,
+                                    reasons: str) -> None:
+    """The limit on rejected ``things`` (objects, boxes...); ``reasons`` lists typical ones."""
+    parser.add_argument("--max-annotation-reject-fraction",
+                        type=_fraction(zero_allowed=True, one_allowed=True), default=None,
+                        metavar="F",
+                        help=f"fail when more than this fraction (0 to 1) of {things} is rejected "
+                        f"({reasons}...; {things} of rejected images count as image rejects) "
+                        "(default: --max-reject-fraction)")
 
 
 def _add_record_paths(parser: argparse.ArgumentParser) -> None:
@@ -278,20 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=None,
                    help="put every input in this split (default: each input keeps the split "
                    "its shard name gives, else train; refused when the inputs hold several)")
-    p.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
-                   help="number of shards (default: total input bytes / --shard-size)")
-    p.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
-                   help="target shard size without --shards, in bytes or with a unit "
-                   "(default: 128MiB)")
-    p.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
-                   help="compression of the new shards (default: none)")
-    p.add_argument("--index", action="store_true",
-                   help="also write <shard>.idx index files (default: off)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="write into a folder that holds files recordbeam did not write; they "
-                   "are kept (default: refuse such a folder)")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress line (default: a progress line on a terminal)")
+    _add_shard_args(p, "the new shards", "without --shards, in bytes or with a unit")
+    _add_quiet(p)
     p.set_defaults(pipeline_handler=cmd_reshard)
 
     convert = command("convert", help="convert a dataset to sharded TFRecords",
@@ -300,6 +324,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     def kind_parser(name: str, help: str) -> argparse.ArgumentParser:
         return kinds.add_parser(name, help=help, allow_abbrev=False, epilog=_TO_BEAM)
+
+    def detection_format(name: str, help: str, handler: Callable[..., int], *, input_help: str,
+                         rejected: tuple[str, str], images_help: str | None = None,
+                         classes_help: str | None = None, masks_from: str | None = None) -> None:
+        """``convert <name>`` for a folder of annotated images: --input, then the options
+        the format has (help texts given), the annotation reject limit and the rest."""
+        p = kind_parser(name, help)
+        p.add_argument("--input", required=True, metavar="ROOT", help=input_help)
+        if images_help:
+            p.add_argument("--images", default=None, metavar="DIR", help=images_help)
+        if classes_help:
+            p.add_argument("--classes", default=None, metavar="FILE", help=classes_help)
+        if masks_from:
+            _add_include_masks(p, masks_from)
+        _add_annotation_reject_fraction(p, *rejected)
+        _add_conversion_args(p, handler)
 
     p = kind_parser("coco", "COCO instances (keypoints, LVIS, captions) JSON + image folder")
     p.add_argument("--images", required=True, metavar="DIR",
@@ -312,24 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-outside-root", action="store_true",
                    help="also read files outside --images: file_names with '..' or absolute "
                    "paths, and symbolic links leading out (default: refused)")
-    p.add_argument("--include-masks", action="store_true",
-                   help="write image/object/mask: one 0/1 PNG per object from the "
-                   "segmentations (default: off)")
+    _add_include_masks(p, "the segmentations")
     p.add_argument("--include-keypoints", action="store_true",
                    help="write image/object/keypoint/{x,y,visibility,num,text} from a person "
                    "keypoints file (default: off; the summary counts keypoints not written)")
     p.add_argument("--captions", default=None, metavar="FILE",
                    help="COCO captions JSON (captions_*.json): write image/caption, joined by "
                    "image id; alone (no --annotations) its own images are converted (default: none)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of annotations is rejected "
-                   "(unknown image or category, invalid box or mask, duplicate id...; annotations "
-                   "of rejected images count as image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_coco)
+    _add_annotation_reject_fraction(
+        p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
+    _add_conversion_args(p, cmd_convert_coco)
 
     p = kind_parser("imagefolder", "ImageNet-style class folders: ROOT/<class>/<image>")
     p.add_argument("--root", required=True, metavar="DIR",
@@ -344,10 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default=None, metavar="F",
                    help="write this share (0 to 1) of a flat layout's images to val, by a hash "
                    "of their path (default: no val split)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_imagefolder)
+    _add_conversion_args(p, cmd_convert_imagefolder)
 
     p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
     p.add_argument("--manifest", required=True, metavar="FILE",
@@ -371,134 +400,67 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_args(p)
     p.set_defaults(pipeline_handler=cmd_convert_manifest)
 
-    p = kind_parser("voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
-                   "ImageSets/Main/<split>.txt and labelmap.txt")
-    p.add_argument("--images", default=None, metavar="DIR",
-                   help="folder of the images (default: ROOT/JPEGImages)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of objects is rejected "
-                   "(unknown class, invalid or degenerate box...; objects of rejected images "
-                   "count as image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_voc)
+    detection_format(
+        "voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
+        cmd_convert_voc,
+        input_help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
+        "ImageSets/Main/<split>.txt and labelmap.txt",
+        images_help="folder of the images (default: ROOT/JPEGImages)",
+        rejected=("objects", "unknown class, invalid or degenerate box"))
 
-    p = kind_parser("kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
-                   "(training/, testing/ ...) is a split named as its folder; or image_2/ "
-                   "and label_2/ themselves, one split named by --split")
-    p.add_argument("--images", default=None, metavar="DIR",
-                   help="folder holding <split>/image_2/ (default: ROOT)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of objects is rejected "
-                   "(malformed line, degenerate box...; objects of rejected images count as "
-                   "image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_kitti)
+    detection_format(
+        "kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/", cmd_convert_kitti,
+        input_help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
+        "(training/, testing/ ...) is a split named as its folder; or image_2/ "
+        "and label_2/ themselves, one split named by --split",
+        images_help="folder holding <split>/image_2/ (default: ROOT)",
+        rejected=("objects", "malformed line, degenerate box"))
 
-    p = kind_parser("cvat", "CVAT for images 1.1 XML: annotations.xml (or <subset>.xml), images/")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
-                   "images/ (or images/<subset>/)")
-    p.add_argument("--images", default=None, metavar="DIR",
-                   help="folder of the images (default: ROOT/images)")
-    p.add_argument("--include-masks", action="store_true",
-                   help="write image/object/mask: one 0/1 PNG per object from its polygon or "
-                   "CVAT mask, or its box when it has neither (default: off)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of objects is rejected "
-                   "(unknown label, invalid box, malformed points or rle...; objects of "
-                   "rejected images count as image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_cvat)
+    detection_format(
+        "cvat", "CVAT for images 1.1 XML: annotations.xml (or <subset>.xml), images/",
+        cmd_convert_cvat,
+        input_help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
+        "images/ (or images/<subset>/)",
+        images_help="folder of the images (default: ROOT/images)",
+        masks_from="its polygon or CVAT mask, or its box when it has neither",
+        rejected=("objects", "unknown label, invalid box, malformed points or rle"))
 
-    p = kind_parser("labelme", "folder of labelme JSONs, one per image")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the folder of labelme JSONs (any depth); each JSON's imagePath, "
-                   "relative to it, names its image")
-    p.add_argument("--images", default=None, metavar="DIR",
-                   help="folder of the images, laid out as the JSONs below ROOT (default: "
-                   "where each imagePath points)")
-    p.add_argument("--classes", default=None, metavar="FILE",
-                   help="file with one class name per line, in label order, labels 1..K; "
-                   "labelme's __ignore__ and _background_ lines are skipped (default: the "
-                   "labels found, sorted)")
-    p.add_argument("--include-masks", action="store_true",
-                   help="write image/object/mask: one 0/1 PNG per object from its polygons "
-                   "and circles (a rectangle's mask is its box) (default: off)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of objects is rejected "
-                   "(unknown class, invalid or degenerate shape...; objects of rejected images "
-                   "count as image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_labelme)
+    detection_format(
+        "labelme", "folder of labelme JSONs, one per image", cmd_convert_labelme,
+        input_help="the folder of labelme JSONs (any depth); each JSON's imagePath, "
+        "relative to it, names its image",
+        images_help="folder of the images, laid out as the JSONs below ROOT (default: "
+        "where each imagePath points)",
+        classes_help="file with one class name per line, in label order, labels 1..K; "
+        "labelme's __ignore__ and _background_ lines are skipped (default: the "
+        "labels found, sorted)",
+        masks_from="its polygons and circles (a rectangle's mask is its box)",
+        rejected=("objects", "unknown class, invalid or degenerate shape"))
 
-    p = kind_parser("openimages", "Open Images CSVs: *-annotations-bbox.csv, "
-                    "class-descriptions*.csv, images/<split>/")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the Open Images folder: <split>-annotations-bbox.csv, "
-                   "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
-                   "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg")
-    p.add_argument("--images", default=None, metavar="DIR",
-                   help="folder holding the <split>/ folders of images (default: ROOT/images)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of boxes is rejected "
-                   "(unknown LabelName, malformed row, degenerate box...; boxes of rejected "
-                   "images count as image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_openimages)
+    detection_format(
+        "openimages", "Open Images CSVs: *-annotations-bbox.csv, class-descriptions*.csv, "
+        "images/<split>/", cmd_convert_openimages,
+        input_help="the Open Images folder: <split>-annotations-bbox.csv, "
+        "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
+        "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg",
+        images_help="folder holding the <split>/ folders of images (default: ROOT/images)",
+        rejected=("boxes", "unknown LabelName, malformed row, degenerate box"))
 
-    p = kind_parser("box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection "
-                    "CSV): <split>/_annotations.csv beside the images")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the exported folder: <split>/_annotations.csv (filename,width,height,"
-                   "class,xmin,ymin,xmax,ymax; one row per box) beside the images")
-    p.add_argument("--images", default=None, metavar="DIR",
-                   help="folder holding the <split>/ folders of images (default: ROOT)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of boxes is rejected "
-                   "(malformed row, degenerate box...; boxes of rejected images count as "
-                   "image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_box_csv)
+    detection_format(
+        "box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection CSV): "
+        "<split>/_annotations.csv beside the images", cmd_convert_box_csv,
+        input_help="the exported folder: <split>/_annotations.csv (filename,width,height,"
+        "class,xmin,ymin,xmax,ymax; one row per box) beside the images",
+        images_help="folder holding the <split>/ folders of images (default: ROOT)",
+        rejected=("boxes", "malformed row, degenerate box"))
 
-    p = kind_parser("yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
-                    "(data.yaml, images/, labels/)")
-    p.add_argument("--input", required=True, metavar="ROOT",
-                   help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-                   "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics)")
-    p.add_argument("--include-masks", action="store_true",
-                   help="write image/object/mask: one 0/1 PNG per object from the segment "
-                   "lines (the box for box lines) (default: off)")
-    p.add_argument("--max-annotation-reject-fraction",
-                   type=_fraction(zero_allowed=True, one_allowed=True), default=None, metavar="F",
-                   help="fail when more than this fraction (0 to 1) of objects is rejected "
-                   "(unknown class id, malformed line, empty box...; objects of rejected "
-                   "images count as image rejects) (default: --max-reject-fraction)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_yolo)
+    detection_format(
+        "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
+        "(data.yaml, images/, labels/)", cmd_convert_yolo,
+        input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
+        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics)",
+        masks_from="the segment lines (the box for box lines)",
+        rejected=("objects", "unknown class id, malformed line, empty box"))
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

@@ -9,7 +9,8 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from recordbeam.cli.commands import cmd_inspect
@@ -67,6 +68,51 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
     return _report_run(result, args, list(splits or [args.split]))
 
 
+def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
+             splits: Sequence[str], patterns: list[str],
+             settings_of: Callable[..., dict[str, Any]], to_tfrecord: Callable[..., Any]) -> int:
+    """What every convert command does once its inputs are checked: nothing when
+    ``--if-changed`` finds OUT up to date, else the run. ``settings_of(inputs, shards,
+    checks, fixes)`` and ``to_tfrecord(p, output, inputs, shards, checks, fixes)`` are the
+    format's functions of :mod:`recordbeam.pipeline`."""
+    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
+    if _up_to_date(args, splits, patterns, settings_of(inputs, shards, checks, fixes)):
+        return EXIT_OK
+    return _run_conversion(
+        lambda p: to_tfrecord(p, args.output, inputs, shards, checks, fixes),
+        args, beam_args, splits)
+
+
+#: What a missing or empty image folder's message advises, for formats with --images.
+_PASS_IMAGES = " (pass --images if the images are elsewhere)"
+
+
+def _require_folder(path: str, advice: str) -> None:
+    """Fail fast, before Beam starts, on a folder that is missing or holds no files
+    (``advice`` follows the message: what the option takes, or which one to check)."""
+    from recordbeam import filesystems
+
+    # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
+    if not filesystems.has_files(path):
+        raise UsageError(f"{path}: no such folder, or it holds no files{advice}")
+
+
+def _require_classes_file(path: str | None) -> None:
+    if path:
+        _require_file(path, "--classes", "classes file", "a text file with one class name per line")
+
+
+def _refuse_split(args: argparse.Namespace, splits: Sequence[str], named_by: str, *,
+                  accepted: bool | None = None) -> None:
+    """Refuse a --split that names no split of a format whose splits come from its files
+    (``named_by`` says where they come from): it would be ignored."""
+    if accepted is None:
+        accepted = args.split in splits
+    if args.split != "train" and not accepted:
+        raise UsageError(f"--split {args.split} would be ignored: {named_by} "
+                         f"({', '.join(splits)}); drop --split")
+
+
 def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) -> int:
     """Print what a run did: the summary of a finished run, or what became of a job this
     command did not wait for (``--detach``, a Dataflow ``--dry_run``)."""
@@ -86,7 +132,6 @@ def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) ->
     return EXIT_OK
 
 
-
 def _require_file(path: str, flag: str, kind: str, what: str) -> None:
     """Fail fast, before Beam starts, on an input file that is missing or is a folder
     (``kind`` names the file, ``what`` says what ``flag`` takes)."""
@@ -100,8 +145,6 @@ def _require_file(path: str, flag: str, kind: str, what: str) -> None:
 
 def _check_inputs(images_dir: str, annotations: str | None, captions: str | None = None) -> None:
     """Fail fast, before Beam starts, on input paths that do not exist."""
-    from recordbeam import filesystems
-
     if annotations is None and captions is None:
         raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
     if annotations is not None:
@@ -110,9 +153,7 @@ def _check_inputs(images_dir: str, annotations: str | None, captions: str | None
     if captions is not None:
         _require_file(captions, "--captions", "captions file",
                       "the COCO captions JSON file, e.g. annotations/captions_train2017.json")
-    # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
-    if not filesystems.has_files(images_dir):
-        raise UsageError(f"{images_dir}: no such folder, or it holds no files (check --images)")
+    _require_folder(images_dir, " (check --images)")
 
 
 def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -126,12 +167,8 @@ def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                        include_masks=getattr(args, "include_masks", False),
                        include_keypoints=getattr(args, "include_keypoints", False),
                        captions=captions)
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    if _up_to_date(args, [args.split], coco_input_patterns(coco),
-                   coco_settings(coco, shards, checks, fixes)):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: coco_to_tfrecord(p, args.output, coco, shards, checks, fixes), args, beam_args)
+    return _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
+                    coco_settings, coco_to_tfrecord)
 
 
 def _fixes(args: argparse.Namespace):
@@ -157,7 +194,6 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
 
 
 def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam import filesystems
     from recordbeam.pipeline import (
         imagefolder_input_patterns,
         imagefolder_settings,
@@ -165,20 +201,13 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
     )
     from recordbeam.sources.imagefolder import ImageFolderOptions, ReadImageFolder
 
-    if not filesystems.has_files(args.root):
-        raise UsageError(f"{args.root}: no such folder, or it holds no files (check --root)")
-    if args.classes:
-        _require_file(args.classes, "--classes", "classes file", "a text file with one class name per line")
+    _require_folder(args.root, " (check --root)")
+    _require_classes_file(args.classes)
     folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
                                 args.val_fraction)
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    splits = ReadImageFolder(folder).splits
-    settings = imagefolder_settings(folder, shards, checks, fixes)
-    if _up_to_date(args, splits, imagefolder_input_patterns(folder), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: imagefolder_to_tfrecord(p, args.output, folder, shards, checks, fixes),
-        args, beam_args, splits)
+    return _convert(args, beam_args, folder, ReadImageFolder(folder).splits,
+                    imagefolder_input_patterns(folder), imagefolder_settings,
+                    imagefolder_to_tfrecord)
 
 
 def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -209,28 +238,17 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
 
 
 def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam import filesystems
     from recordbeam.pipeline import voc_settings, voc_to_tfrecord
     from recordbeam.sources.voc import ReadVoc, VocOptions, voc_input_patterns
 
     voc = VocOptions(args.input, args.images, args.split)
-    if not filesystems.has_files(voc.annotations_dir):
-        raise UsageError(f"{voc.annotations_dir}: no such folder, or it holds no files; --input "
-                         "takes a Pascal VOC folder holding Annotations/ and JPEGImages/")
-    if not filesystems.has_files(voc.image_folder):
-        raise UsageError(f"{voc.image_folder}: no such folder, or it holds no files (pass "
-                         "--images if the images are elsewhere)")
+    _require_folder(voc.annotations_dir, "; --input takes a Pascal VOC folder holding "
+                    "Annotations/ and JPEGImages/")
+    _require_folder(voc.image_folder, _PASS_IMAGES)
     splits = ReadVoc(voc).splits  # lists ImageSets/Main, reads labelmap.txt
-    if args.split != "train" and args.split not in splits:
-        raise UsageError(f"--split {args.split} would be ignored: {voc.split_lists_dir} lists "
-                         f"the splits ({', '.join(splits)}); drop --split")
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = voc_settings(voc, shards, checks, fixes)
-    if _up_to_date(args, splits, voc_input_patterns(voc), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: voc_to_tfrecord(p, args.output, voc, shards, checks, fixes),
-        args, beam_args, splits)
+    _refuse_split(args, splits, f"{voc.split_lists_dir} lists the splits")
+    return _convert(args, beam_args, voc, splits, voc_input_patterns(voc), voc_settings,
+                    voc_to_tfrecord)
 
 
 def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -249,21 +267,15 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
                          f"{', '.join(split.images for split in splits)}, so every image would "
                          "be written without objects; --input takes the KITTI folder holding "
                          "<split>/label_2/ (to write unlabeled images, use convert imagefolder)")
-    if args.split != "train" and [s.name for s in splits] != [args.split]:
-        raise UsageError(f"--split {args.split} would be ignored: the split folders name the "
-                         f"splits ({', '.join(s.name for s in splits)}); drop --split")
-    names = tuple(s.name for s in splits)
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = kitti_settings(kitti, shards, checks, fixes)
-    if _up_to_date(args, names, kitti_input_patterns(splits), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: kitti_to_tfrecord(p, args.output, kitti, shards, checks, fixes),
-        args, beam_args, names)
+    names = [s.name for s in splits]
+    # One split folder may take the name --split gives; several name themselves.
+    _refuse_split(args, names, "the split folders name the splits",
+                  accepted=names == [args.split])
+    return _convert(args, beam_args, kitti, names, kitti_input_patterns(splits), kitti_settings,
+                    kitti_to_tfrecord)
 
 
 def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam import filesystems
     from recordbeam.pipeline import cvat_settings, cvat_to_tfrecord
     from recordbeam.sources.cvat import CvatOptions, cvat_input_patterns, plan, xml_files
 
@@ -271,59 +283,26 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     if not xml_files(cvat):
         raise UsageError(f"{cvat.xml_pattern} matches no file; --input takes the CVAT export "
                          "folder holding annotations.xml (or <subset>.xml files) and images/")
-    if not filesystems.has_files(cvat.image_folder):
-        raise UsageError(f"{cvat.image_folder}: no such folder, or it holds no files (pass "
-                         "--images if the images are elsewhere)")
+    _require_folder(cvat.image_folder, _PASS_IMAGES)
     splits = plan(cvat).splits  # reads each XML's <meta>, up to its first <image>
-    if args.split != "train" and args.split not in splits:
-        raise UsageError(f"--split {args.split} would be ignored: the XMLs name the subsets "
-                         f"({', '.join(splits)}); drop --split")
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = cvat_settings(cvat, shards, checks, fixes)
-    if _up_to_date(args, splits, cvat_input_patterns(cvat), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: cvat_to_tfrecord(p, args.output, cvat, shards, checks, fixes),
-        args, beam_args, splits)
+    _refuse_split(args, splits, "the XMLs name the subsets")
+    return _convert(args, beam_args, cvat, splits, cvat_input_patterns(cvat), cvat_settings,
+                    cvat_to_tfrecord)
 
 
 def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam import filesystems
     from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
     from recordbeam.sources.labelme import LabelmeOptions, labelme_input_patterns, read_classes
 
-    if not filesystems.has_files(args.input):
-        raise UsageError(f"{args.input}: no such folder, or it holds no files; --input takes "
-                         "the folder labelme saved its JSONs into")
-    if args.images and not filesystems.has_files(args.images):
-        raise UsageError(f"{args.images}: no such folder, or it holds no files (check --images)")
-    if args.classes:
-        _require_file(args.classes, "--classes", "classes file",
-                      "a text file with one class name per line")
+    _require_folder(args.input, "; --input takes the folder labelme saved its JSONs into")
+    if args.images:
+        _require_folder(args.images, " (check --images)")
+    _require_classes_file(args.classes)
     labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
                              args.include_masks)
     read_classes(labelme)  # a broken classes file is said before Beam starts
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = labelme_settings(labelme, shards, checks, fixes)
-    if _up_to_date(args, [args.split], labelme_input_patterns(labelme), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: labelme_to_tfrecord(p, args.output, labelme, shards, checks, fixes),
-        args, beam_args, [args.split])
-
-
-def _refuse_split(args: argparse.Namespace, splits: Sequence[str], where: str) -> None:
-    """--split names no split of a format whose splits come from its files: refused."""
-    if args.split != "train" and args.split not in splits:
-        raise UsageError(f"--split {args.split} would be ignored: the splits come from {where} "
-                         f"({', '.join(splits)}); drop --split")
-
-
-def _require_folder(root: str, what: str) -> None:
-    from recordbeam import filesystems
-
-    if not filesystems.has_files(root):
-        raise UsageError(f"{root}: no such folder, or it holds no files; --input takes {what}")
+    return _convert(args, beam_args, labelme, [args.split], labelme_input_patterns(labelme),
+                    labelme_settings, labelme_to_tfrecord)
 
 
 def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -335,18 +314,13 @@ def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -
     )
 
     oid = OpenImagesOptions(args.input, args.images)
-    _require_folder(args.input, "an Open Images folder holding the *-annotations-bbox.csv "
-                    "tables (or annotations/ with them) and images/")
+    _require_folder(args.input, "; --input takes an Open Images folder holding the "
+                    "*-annotations-bbox.csv tables (or annotations/ with them) and images/")
     read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
-    splits = read.splits
-    _refuse_split(args, splits, "the tables' names")
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = openimages_settings(oid, shards, checks, fixes)
-    if _up_to_date(args, splits, openimages_input_patterns(oid, read.tables), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: openimages_to_tfrecord(p, args.output, oid, shards, checks, fixes),
-        args, beam_args, splits)
+    _refuse_split(args, read.splits, "the splits come from the tables' names")
+    return _convert(args, beam_args, oid, read.splits,
+                    openimages_input_patterns(oid, read.tables), openimages_settings,
+                    openimages_to_tfrecord)
 
 
 def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -354,40 +328,28 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
     from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
 
     boxes = BoxCsvOptions(args.input, args.images)
-    _require_folder(args.input, "the folder a box CSV export holds: <split>/_annotations.csv "
-                    "beside the images")
+    _require_folder(args.input, "; --input takes the folder a box CSV export holds: "
+                    "<split>/_annotations.csv beside the images")
     splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
-    _refuse_split(args, splits, "the folders holding _annotations.csv")
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = box_csv_settings(boxes, shards, checks, fixes)
-    if _up_to_date(args, splits, box_csv_input_patterns(boxes, splits), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: box_csv_to_tfrecord(p, args.output, boxes, shards, checks, fixes),
-        args, beam_args, splits)
+    _refuse_split(args, splits, "the splits come from the folders holding _annotations.csv")
+    return _convert(args, beam_args, boxes, splits, box_csv_input_patterns(boxes, splits),
+                    box_csv_settings, box_csv_to_tfrecord)
 
 
 def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam import filesystems
     from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
     from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
 
     yolo = YoloOptions(args.input, args.split)
-    if not filesystems.has_files(yolo.folder):
-        raise UsageError(f"{yolo.folder}: no such folder, or it holds no files; --input takes "
-                         "a YOLO folder holding obj.data (darknet) or data.yaml (Ultralytics)")
+    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet) "
+                    "or data.yaml (Ultralytics)")
     read = ReadYolo(yolo)  # reads obj.data + obj.names or data.yaml (a YoloError: exit 1)
-    if args.split != "train" and args.split not in read.splits:
-        raise UsageError(f"--split {args.split} would be ignored: {read.layout.description} "
-                         f"names the splits ({', '.join(read.splits)}); drop --split")
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = yolo_settings(yolo, shards, checks, fixes, args.include_masks)
-    if _up_to_date(args, read.splits, yolo_input_patterns(yolo, read.layout), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: yolo_to_tfrecord(p, args.output, yolo, shards, checks, fixes,
-                                   args.include_masks),
-        args, beam_args, read.splits)
+    _refuse_split(args, read.splits, f"{read.layout.description} names the splits")
+    # Masks are no YoloOptions field: the settings record them only when on.
+    masks = args.include_masks
+    return _convert(args, beam_args, yolo, read.splits, yolo_input_patterns(yolo, read.layout),
+                    partial(yolo_settings, include_masks=masks),
+                    partial(yolo_to_tfrecord, include_masks=masks))
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

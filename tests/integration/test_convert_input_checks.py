@@ -1,0 +1,106 @@
+"""The checks every ``convert <format>`` makes before Beam starts, message by message:
+they share one code path (``cli/pipeline_commands.py``), and each format's wording must
+stay what users and scripts already see."""
+
+from __future__ import annotations
+
+import pytest
+
+from recordbeam.cli import main as cli
+
+NO_FILES = "no such folder, or it holds no files"
+
+
+def _refused(capsys, argv: list[str], out) -> str:
+    """Run ``argv`` into ``out``; it must be refused as a usage error (exit 2) and write
+    nothing. Returns the message."""
+    assert cli.main([*argv, "--output", str(out), "--quiet"]) == 2
+    assert not out.exists()
+    return capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize(("kind", "folder", "advice"), [
+    ("voc", "Annotations", f"{NO_FILES}; --input takes a Pascal VOC folder holding "
+     "Annotations/ and JPEGImages/"),
+    ("labelme", "", f"{NO_FILES}; --input takes the folder labelme saved its JSONs into"),
+    ("openimages", "", f"{NO_FILES}; --input takes an Open Images folder holding the "
+     "*-annotations-bbox.csv tables (or annotations/ with them) and images/"),
+    ("box-csv", "", f"{NO_FILES}; --input takes the folder a box CSV export holds: "
+     "<split>/_annotations.csv beside the images"),
+    ("yolo", "", f"{NO_FILES}; --input takes a YOLO folder holding obj.data (darknet) or "
+     "data.yaml (Ultralytics)"),
+    ("cvat", "*.xml", "matches no file; --input takes the CVAT export folder holding "
+     "annotations.xml (or <subset>.xml files) and images/"),
+    ("kitti", "", "no <split>/image_2/ or <split>/label_2/ folder with files; --input takes "
+     "a KITTI folder such as the one holding training/image_2/ and training/label_2/ "
+     "(--images if the images are elsewhere)"),
+])
+def test_a_missing_input_folder_says_what_input_takes(kind, folder, advice, tmp_path, capsys):
+    missing = tmp_path / "missing"
+    named = f"{missing}/{folder}" if folder else str(missing)
+    message = _refused(capsys, ["convert", kind, "--input", str(missing)], tmp_path / "out")
+    assert message == f"recordbeam: {named}{': ' if folder != '*.xml' else ' '}{advice}"
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["convert", "imagefolder", "--root"], "--root"),
+    (["convert", "coco", "--annotations", __file__, "--images"], "--images"),
+])
+def test_a_missing_image_folder_names_its_option(argv, flag, tmp_path, capsys):
+    missing = tmp_path / "missing"
+    message = _refused(capsys, [*argv, str(missing)], tmp_path / "out")
+    assert message == f"recordbeam: {missing}: {NO_FILES} (check {flag})"
+
+
+def test_labelme_images_folder_is_checked_when_given(tmp_path, capsys):
+    (tmp_path / "jsons").mkdir()
+    (tmp_path / "jsons" / "a.json").write_text("{}")
+    missing = tmp_path / "missing"
+    message = _refused(capsys, ["convert", "labelme", "--input", str(tmp_path / "jsons"),
+                                "--images", str(missing)], tmp_path / "out")
+    assert message == f"recordbeam: {missing}: {NO_FILES} (check --images)"
+
+
+def test_voc_without_its_images_folder_points_to_images_option(tmp_path, capsys):
+    (tmp_path / "voc" / "Annotations").mkdir(parents=True)
+    (tmp_path / "voc" / "Annotations" / "a.xml").write_text("<annotation/>")
+    message = _refused(capsys, ["convert", "voc", "--input", str(tmp_path / "voc")],
+                       tmp_path / "out")
+    assert message == (f"recordbeam: {tmp_path / 'voc' / 'JPEGImages'}: {NO_FILES} "
+                       "(pass --images if the images are elsewhere)")
+
+
+def test_voc_split_option_beside_split_lists_names_the_lists(tmp_path, capsys):
+    voc = tmp_path / "voc"
+    for folder, name, text in [("Annotations", "a.xml", "<annotation/>"),
+                               ("JPEGImages", "a.jpg", "not read before the run"),
+                               ("ImageSets/Main", "trainval.txt", "a\n")]:
+        (voc / folder).mkdir(parents=True)
+        (voc / folder / name).write_text(text)
+    message = _refused(capsys, ["convert", "voc", "--input", str(voc), "--split", "holdout"],
+                       tmp_path / "out")
+    assert message == (f"recordbeam: --split holdout would be ignored: {voc}/ImageSets/Main "
+                       "lists the splits (trainval); drop --split")
+
+
+def test_box_csv_split_option_names_where_the_splits_come_from(tmp_path, capsys):
+    (tmp_path / "boxes" / "valid").mkdir(parents=True)
+    (tmp_path / "boxes" / "valid" / "_annotations.csv").write_text(
+        "filename,width,height,class,xmin,ymin,xmax,ymax\n")
+    message = _refused(capsys, ["convert", "box-csv", "--input", str(tmp_path / "boxes"),
+                                "--split", "holdout"], tmp_path / "out")
+    assert message == ("recordbeam: --split holdout would be ignored: the splits come from "
+                       "the folders holding _annotations.csv (valid); drop --split")
+
+
+@pytest.mark.parametrize("split", ["holdout", "training"])
+def test_kitti_split_option_beside_several_split_folders_is_refused(split, tmp_path, capsys):
+    # Even a --split naming one of the folders: the folders name every split themselves.
+    for name in ("training", "testing"):
+        for folder, file in (("image_2", "a.png"), ("label_2", "a.txt")):
+            (tmp_path / "kitti" / name / folder).mkdir(parents=True)
+            (tmp_path / "kitti" / name / folder / file).write_text("")
+    message = _refused(capsys, ["convert", "kitti", "--input", str(tmp_path / "kitti"),
+                                "--split", split], tmp_path / "out")
+    assert message == (f"recordbeam: --split {split} would be ignored: the split folders name "
+                       "the splits (testing, training); drop --split")
