@@ -11,6 +11,11 @@ from typing import Any
 from recordbeam.errors import counted
 
 
+#: Counts whose manifest name would read wrongly as a row (``exif rotated`` counts the
+#: images that were NOT rotated).
+_ROW_NAMES = {"exif_rotated": "exif orientation not applied"}
+
+
 def summary_table(result: Any, splits: Sequence[str]) -> str:
     """The end-of-run table for the splits a run wrote: examples, shards, bytes, rejects
     by reason, counts, wall time and speed."""
@@ -37,8 +42,8 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     rows.append(("rejects", str(sum(rejects.values()))))
     rows += [(f"  {reason}", str(n)) for reason, n in sorted(rejects.items())]
     rows += [(f"warning {reason}", str(n)) for reason, n in sorted(warnings.items())]
-    rows += [(name.replace("_", " "), str(n)) for name, n in sorted(counts.items())
-             if name != "images_written"]
+    rows += [(_ROW_NAMES.get(name, name.replace("_", " ")), str(n))
+             for name, n in sorted(counts.items()) if name != "images_written"]
     empty = sum(1 for _, e in entries for s in e["shards"] if not s["examples"])
     if empty:
         rows.append(("warning empty shards", str(empty)))
