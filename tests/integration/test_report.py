@@ -100,3 +100,10 @@ def test_report_renders_in_headless_chromium(converted, tmp_path):
     keep = os.environ.get("RECORDBEAM_KEEP_SCREENSHOT")  # to look at it by eye
     if keep:
         shutil.copy(png, keep)
+
+
+def test_overview_counts_have_the_right_number(tmp_path):
+    from recordbeam.dataset.report import _count
+
+    assert _count(1, "shard") == "1 shard"
+    assert _count(12000, "example") == "12,000 examples"

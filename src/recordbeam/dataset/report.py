@@ -33,6 +33,7 @@ from recordbeam.dataset.names import REJECTS
 from recordbeam.dataset.reader import SplitReader, read, read_manifest
 from recordbeam.dataset.schema import label_features
 from recordbeam.dataset.tfds import class_names
+from recordbeam.errors import counted
 
 __all__ = ["SplitStats", "collect_stats", "render_report", "write_report"]
 
@@ -62,6 +63,11 @@ class SplitStats:
 def _text(value: Any) -> str:
     item = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
     return item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 shard``, ``12,000 examples``: thousands separated, the noun's number right."""
+    return counted(n, noun).replace(str(n), f"{n:,}", 1)
 
 
 def collect_stats(
@@ -414,7 +420,8 @@ def render_report(
     overview = [
         "<h2>Overview</h2>",
         _table(["split", "examples", "shards", "bytes", "rejects"], summary_rows),
-        f"<p>{totals.get('examples', 0):,} examples in {totals.get('shards', 0):,} shards; "
+        f"<p>{_count(totals.get('examples', 0), 'example')} in "
+        f"{_count(totals.get('shards', 0), 'shard')}; "
         f"task: {html.escape(str(manifest.get('task', 'unknown')))}; "
         f"recordbeam {html.escape(str(manifest.get('recordbeam_version', '')))}.</p>",
     ]
