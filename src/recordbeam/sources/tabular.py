@@ -49,7 +49,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
 from recordbeam.sources.listing import ListFilesBelow, skipped_prefix
@@ -137,15 +137,18 @@ class TableOptions:
 
     def __post_init__(self) -> None:
         if self.schema_sample_rows < 0:
-            raise TableError("--schema-sample-rows takes 0 (every row) or a positive count")
+            raise UsageError("--schema-sample-rows takes 0 (every row) or a positive count")
         if self.range_bytes < 1:
-            raise TableError("the manifest's range size must be at least one byte")
+            raise UsageError("the manifest's range size must be at least one byte")
         if self.splits and not self.split_column:
-            raise TableError("--splits names the values of --split-column; give that too")
+            raise UsageError("--splits names the values of --split-column; give that too")
         for name in self.splits:
             if not _SPLIT_NAME.fullmatch(name):
-                raise TableError(
+                raise UsageError(
                     f"--splits: {name!r} is no split name (letters, digits and underscores)")
+        if self.csv_multiline and not is_csv(self.manifest):
+            raise UsageError(f"--csv-multiline is for CSV manifests, and {self.manifest} is "
+                             "not one (.csv or .tsv); drop it")
         if self.split_fractions:
             total = sum(f for _, f in self.split_fractions)
             if any(f <= 0 for _, f in self.split_fractions) or not math.isclose(
