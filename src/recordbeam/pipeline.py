@@ -272,8 +272,9 @@ def table_to_tfrecord(
 ) -> WriteShards:
     """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
 
-    Streams the manifest once here, on the launcher, to learn the column types
-    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a disagreement.
+    Reads the manifest's first rows here, on the launcher, to learn the column types
+    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a
+    disagreement among them. The workers check the other rows.
     """
     read = ReadTable(table, skip_below=output_dir)
     layout.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map

@@ -14,18 +14,26 @@ type           values                          written as
 =============  ==============================  ==========================
 
 Types come from ``--schema`` (``{"column": "type"}``) or are inferred. **Inference runs
-on the launcher, before the graph is built**, streaming the manifest once and keeping
-only each column's type and the line it was first seen on (memory grows with columns,
-not rows). We chose that over a ``CombineGlobally`` pass in the pipeline because the
-schema shapes the graph (which columns are images, which splits exist), and because a
-disagreement then fails the command at once with the file and line, before any worker
-starts. Integers widen to float; any other disagreement names the first row that does
-not agree. Rows that do not parse at all (bad JSON, wrong field count) are not a type
-question: the pipeline rejects them one by one (``<manifest>:<line>``).
+on the launcher, before the graph is built, over the first ``schema_sample_rows`` rows
+only** (10,000 by default), keeping each column's type and the line it was first seen
+on: the launcher's time and memory do not grow with the manifest. The schema shapes the
+graph (which columns are images, which splits exist), and a disagreement within the
+sample fails the command at once with the file and line. Integers widen to float; any
+other disagreement names the first row that does not agree.
 
-In the pipeline one worker streams the manifest (``filesystems.open_read``), image paths
-are joined with a listing of the manifest's folder for their sizes, and the bytes are
-read only by the shard writer. With ``group_by`` rows are grouped into
+The workers read the manifest in byte ranges (:class:`ManifestRange`, ``range_bytes``
+each): a range reads the lines that *begin* in it, so it skips the partial line it starts
+in and finishes the one that crosses its end. Every row is checked against the schema
+there: rows that do not parse, and rows that disagree with the sample (a type, a column,
+a split it did not show), are rejects naming ``<manifest>:<line>``. A range does not know
+its first line number, so each one counts its lines and rows are numbered once every
+range is read (:func:`first_lines`): exact lines for one extra pass over a list as long
+as the ranges, never a second read of the file. A CSV whose quoted fields hold line breaks
+cannot be cut (a range could start inside a field): the sample detects them, or
+``csv_multiline`` says so, and one worker reads it as one text stream.
+
+Image paths are joined with a listing of the manifest's folder for their sizes, and the
+bytes are read only by the shard writer. With ``group_by`` rows are grouped into
 ``tf.train.SequenceExample``s: columns that never vary within a group go to the context,
 the others (and images) become feature lists with one step per row, in manifest order.
 """
@@ -944,8 +952,9 @@ class _VaryingFn(beam.CombineFn):
 class ReadTable(beam.PTransform):
     """Read a CSV/JSONL manifest into ``ImageRecord``s (one per row, or per group).
 
-    Construction streams the manifest once on the launcher (:func:`infer_schema`);
-    :attr:`schema` and :attr:`splits` are then known. Returns a dict like ``ReadCoco``.
+    Construction reads the first rows on the launcher (:func:`infer_schema`) and plans
+    the byte ranges the workers read (:attr:`ranges`); :attr:`schema` and :attr:`splits`
+    are then known. Returns a dict like ``ReadCoco``.
     ``skip_below``, a folder inside the manifest's folder (the output folder, when it was
     put there), is left out of the listing and the inputs fingerprint.
     """
