@@ -12,6 +12,7 @@ from apache_beam.pvalue import TaggedOutput
 from recordbeam import filesystems
 from recordbeam.errors import UsageError
 from recordbeam.sources.tabular import (
+    ManifestRange,
     TableError,
     TableOptions,
     _NumberRows,
@@ -329,3 +330,10 @@ def test_new_options_are_checked(tmp_path):
         TableOptions("m.csv", splits=("train",))
     with pytest.raises(UsageError, match="--schema-sample-rows"):
         TableOptions("m.csv", schema_sample_rows=-1)
+
+
+def test_a_manifest_of_unknown_size_is_read_whole(tmp_path, monkeypatch):
+    path = _write(tmp_path, "m.csv", "image,label\na.jpg,1\nb.jpg,2\n")
+    schema = infer_schema(TableOptions(path))
+    monkeypatch.setattr(filesystems, "size_of", lambda _path: None)
+    assert plan_ranges(path, schema, 4) == [ManifestRange(0, 0, -1)]

@@ -545,10 +545,11 @@ class ManifestRange(NamedTuple):
 
 def plan_ranges(path: str, schema: Schema, range_bytes: int) -> list[ManifestRange]:
     """Cut the manifest into ranges of ``range_bytes``, or one when it cannot be cut."""
-    if schema.one_reader_reason:
-        logging.info("%s: one worker reads the manifest (%s)", path, schema.one_reader_reason)
+    size = filesystems.size_of(path)
+    reason = schema.one_reader_reason or (size is None and "its size is unknown")
+    if reason:
+        logging.info("%s: one worker reads the manifest (%s)", path, reason)
         return [ManifestRange(0, 0, -1)]
-    size = filesystems.size_of(path) or 0
     count = max(1, math.ceil(size / range_bytes))
     return [ManifestRange(i, i * range_bytes, min(size, (i + 1) * range_bytes))
             for i in range(count)]
