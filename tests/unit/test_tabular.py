@@ -337,3 +337,11 @@ def test_a_manifest_of_unknown_size_is_read_whole(tmp_path, monkeypatch):
     schema = infer_schema(TableOptions(path))
     monkeypatch.setattr(filesystems, "size_of", lambda _path: None)
     assert plan_ranges(path, schema, 4) == [ManifestRange(0, 0, -1)]
+
+
+def test_rows_that_do_not_parse_count_in_the_sample(tmp_path, monkeypatch):
+    broken = "".join("{not json\n" for _ in range(100_000))
+    path = _write(tmp_path, "m.jsonl", '{"image": "a.jpg"}\n' + broken)
+    read = _counting_reads(monkeypatch)
+    assert infer_schema(TableOptions(path, schema_sample_rows=10)).image_columns == ("image",)
+    assert read[0] < 64 * 1024 < os.path.getsize(path)

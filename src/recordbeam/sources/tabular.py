@@ -343,7 +343,9 @@ def infer_schema(options: TableOptions) -> Schema:
     limit = options.schema_sample_rows or None
     sample = iter_rows(path)
     with closing(sample):  # leaving the loop early closes the file unread
-        for line, row in sample:
+        for seen, (line, row) in enumerate(sample, 1):
+            if limit is not None and seen > limit:
+                break  # rows that do not parse count too: the sample stays bounded
             if isinstance(row, str):
                 if line == 1 and from_csv:
                     raise TableError(f"{path}:1: {row}")
@@ -385,8 +387,6 @@ def infer_schema(options: TableOptions) -> Schema:
                 if merged != known and known is None:
                     first[column] = line
                 types[column] = merged
-            if limit is not None and rows >= limit:
-                break  # iter_rows is a generator: closing it closes the file unread
     if rows == 0:
         raise TableError(f"{path} holds no rows")
     if given is not None:
