@@ -47,7 +47,13 @@ from recordbeam.sources.imagefolder import (
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
 from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
-from recordbeam.sources.tabular import ReadTable, TableEncoder, TableOptions, manifest_dir
+from recordbeam.sources.tabular import (
+    DEFAULT_SAMPLE_ROWS,
+    ReadTable,
+    TableEncoder,
+    TableOptions,
+    manifest_dir,
+)
 from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
@@ -259,9 +265,20 @@ def table_input_patterns(table: TableOptions) -> list[str]:
     return [filesystems.everything_below(manifest_dir(table.manifest)), table.manifest]
 
 
+#: Options of ``convert manifest`` added after its first release: recorded only when set,
+#: so outputs made without them keep their manifests and fingerprints. ``range_bytes``
+#: (how the reading is spread) never changes the output, so it is never recorded.
+_LATER_TABLE_OPTIONS = {"schema_sample_rows": DEFAULT_SAMPLE_ROWS, "splits": (),
+                        "csv_multiline": False}
+
+
 def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
                    fixes: ImageFixes | None = None) -> dict[str, Any]:
-    return _settings("manifest", table, shards, checks, fixes)
+    settings = _settings("manifest", table, shards, checks, fixes)
+    settings["manifest"] = {
+        key: value for key, value in settings["manifest"].items()
+        if key != "range_bytes" and _LATER_TABLE_OPTIONS.get(key, "always") != value}
+    return settings
 
 
 def table_to_tfrecord(
@@ -270,8 +287,9 @@ def table_to_tfrecord(
 ) -> WriteShards:
     """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
 
-    Streams the manifest once here, on the launcher, to learn the column types
-    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a disagreement.
+    Reads the manifest's first rows here, on the launcher, to learn the column types
+    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a
+    disagreement among them. The workers check the other rows.
     """
     read = ReadTable(table, skip_below=output_dir)
     layout.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map

@@ -10,7 +10,8 @@ import pytest
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources.tabular import TableOptions, split_by_fraction
+from recordbeam.sources import tabular
+from recordbeam.sources.tabular import ReadTable, TableOptions, split_by_fraction
 from recordbeam.testing.samples import make_manifest_sample
 from recordbeam.tfrecord.example import decode_example, decode_sequence_example
 from recordbeam.tfrecord.framing import open_records
@@ -156,3 +157,31 @@ def test_cli_reports_a_type_disagreement_with_its_line(tmp_path, capsys):
         "train",
         "val",
     }
+
+
+@pytest.mark.parametrize("fmt,layout", [
+    ("csv", {"split_column": "split"}),
+    ("jsonl", {"group_by": "video"}),
+    ("csv", {"split_fractions": (("train", 0.5), ("val", 0.5))}),
+])
+def test_byte_ranges_write_the_bytes_one_reader_writes(fmt, layout, tmp_path, monkeypatch):
+    sample = make_manifest_sample(tmp_path / "in", fmt=fmt, num_rows=30)
+    whole = TableOptions(sample.manifest, **layout)
+    cut = TableOptions(sample.manifest, range_bytes=256, **layout)
+    planned = ReadTable(cut).ranges
+    assert len(ReadTable(whole).ranges) == 1 and len(planned) > 5
+    starts = []
+    real_range_lines = tabular.range_lines
+
+    def recording(raw, start, end):
+        starts.append(start)
+        return real_range_lines(raw, start, end)
+
+    monkeypatch.setattr(tabular, "range_lines", recording)  # in-memory: workers run here
+    _convert(tmp_path / "cut", cut)
+    assert sorted(starts) == [r.start for r in planned]  # every range read, each once
+    _convert(tmp_path / "whole", whole)
+    names = sorted(os.listdir(tmp_path / "whole"))
+    assert names == sorted(os.listdir(tmp_path / "cut")) and len(names) > 4
+    for name in names:
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 
 import pytest
+from apache_beam.pvalue import TaggedOutput
 
+from recordbeam import filesystems
+from recordbeam.errors import UsageError
 from recordbeam.sources.tabular import (
+    ManifestRange,
     TableError,
     TableOptions,
+    _NumberRows,
+    _ReadRange,
     convert_value,
+    first_lines,
     infer_schema,
     iter_rows,
     merge_types,
     parse_split_fractions,
+    plan_ranges,
+    range_lines,
     split_by_fraction,
     value_type,
 )
@@ -155,3 +166,182 @@ def test_split_fractions_parse_and_split_deterministically():
         parse_split_fractions("train")
     with pytest.raises(TableError):
         TableOptions("m.csv", split_fractions=(("train", 0.5), ("val", 0.2)))
+
+
+# --- a bounded sample on the launcher, byte ranges on the workers ------------------------
+
+
+def _counting_reads(monkeypatch) -> list[int]:
+    """Patch the manifest opener to count the bytes read; returns the running count."""
+    read = [0]
+    real_open = filesystems.open_read
+
+    class Counting(io.RawIOBase):
+        def __init__(self, raw):
+            self._raw = raw
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            n = self._raw.readinto(buffer)
+            read[0] += n or 0
+            return n
+
+        def close(self):
+            self._raw.close()
+            super().close()
+
+    monkeypatch.setattr(filesystems, "open_read", lambda path: Counting(real_open(path)))
+    return read
+
+
+def test_inference_reads_the_sample_and_not_the_tail(tmp_path, monkeypatch):
+    head = "".join(f"images/{i}.jpg,{i}\n" for i in range(50))
+    # A tail that would fail inference (text in the int64 column) if it were read.
+    tail = "".join(f"images/{i}.jpg,not a number {i}\n" for i in range(200_000))
+    path = _write(tmp_path, "big.csv", "image,label\n" + head + tail)
+    read = _counting_reads(monkeypatch)
+    schema = infer_schema(TableOptions(path, schema_sample_rows=50))
+    assert schema.types == {"image": "image", "label": "int64"}
+    assert schema.header == ("image", "label") and schema.sample_rows == 50
+    assert read[0] < 64 * 1024 < os.path.getsize(path) / 50  # a buffer or so, not the file
+    with pytest.raises(TableError, match="big.csv:52: column 'label' is bytes"):
+        infer_schema(TableOptions(path, schema_sample_rows=0))  # 0: every row, as before
+
+
+@pytest.mark.parametrize("text", [
+    b"a\nbb\n\nccc\r\ndddd",
+    b"\n\n\nx\n",
+    b"one line without an end",
+    b"",
+])
+def test_range_lines_read_every_line_exactly_once_whatever_the_cuts(text):
+    expected = text.splitlines(keepends=True)
+    for size in range(1, len(text) + 2):
+        got = []
+        for start in range(0, max(len(text), 1), size):
+            got += range_lines(io.BytesIO(text), start, min(len(text), start + size))
+        assert got == expected, size
+
+
+def _read_in_ranges(options: TableOptions) -> tuple[list, list, int]:
+    """What the workers make of a manifest: ``(line, typed row)``s, rejects, range count."""
+    schema = infer_schema(options)
+    ranges = plan_ranges(options.manifest, schema, options.range_bytes)
+    reader = _ReadRange(options, schema)
+    found, counts = [], []
+    for piece in ranges:
+        for out in reader.process(piece):
+            if isinstance(out, TaggedOutput):
+                counts.append(out.value)
+            else:
+                found.append(out)
+    starts = first_lines(counts)
+    rows, rejects = [], []
+    for out in (o for f in found for o in _NumberRows(options.manifest).process(f, starts)):
+        (rejects if isinstance(out, TaggedOutput) else rows).append(
+            out.value if isinstance(out, TaggedOutput) else out)
+    return sorted(rows, key=lambda r: r[0]), sorted(rejects, key=lambda r: r.source), len(ranges)
+
+
+MESSY_CSV = (
+    "\ufeffimage,label,caption\r\n"
+    "a.jpg,1,plain\r\n"
+    "\r\n"
+    'b.jpg,2,"with, comma"\r\n'
+    "c.jpg,3\r\n"  # a field short: rejected
+    "d.jpg,4,\u00e9t\u00e9\r\n"
+    "\r\n"
+    "e.jpg,5,last without an end"
+)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("m.csv", MESSY_CSV),
+    ("m.jsonl", '{"image": "a.jpg", "label": 1}\n\n{"image": "b.jpg", "label": 2}\n'
+                '[1, 2]\n{"image": "c.jpg",\n{"image": "d.jpg", "label": 4}'),
+])
+def test_byte_ranges_give_the_rows_and_lines_of_one_reader(tmp_path, name, text):
+    path = _write(tmp_path, name, text)
+    whole_rows, whole_rejects, one = _read_in_ranges(TableOptions(path))
+    assert one == 1 and whole_rows and whole_rejects
+    for range_bytes in (1, 3, 7, 16, 40):
+        rows, rejects, count = _read_in_ranges(TableOptions(path, range_bytes=range_bytes))
+        assert count > 1
+        assert rows == whole_rows, range_bytes
+        assert rejects == whole_rejects, range_bytes
+
+
+def test_rows_disagreeing_with_the_sample_are_rejected_on_the_workers(tmp_path):
+    rows = ['{"image": "a.jpg", "label": 1, "split": "train"}'] * 3 + [
+        '{"image": "b.jpg", "label": "four", "split": "train"}',
+        '{"image": "c.jpg", "label": 2, "split": "train", "extra": 1}',
+        '{"label": 3, "split": "train"}',
+        '{"image": "d.jpg", "label": 4, "split": "test"}',
+        '{"image": "e.jpg", "label": 5, "split": "te st"}',
+        '{"image": "f.jpg", "label": 6, "split": "train"}',
+    ]
+    path = _write(tmp_path, "m.jsonl", "\n".join(rows) + "\n")
+    options = TableOptions(path, split_column="split", schema_sample_rows=3, range_bytes=64)
+    typed, rejects, _ = _read_in_ranges(options)
+    assert [line for line, _ in typed] == [1, 2, 3, 9]
+    by_line = {r.source.rsplit(":", 1)[1]: r for r in rejects}
+    assert sorted(by_line) == ["4", "5", "6", "7", "8"]
+    assert all(r.source.startswith(path + ":") for r in rejects)
+    assert "'label'" in by_line["4"].detail and "--schema" in by_line["4"].detail
+    assert "'extra'" in by_line["5"].detail and "--schema" in by_line["5"].detail
+    assert "no image in column 'image'" in by_line["6"].detail
+    assert by_line["7"].reason == "unknown_split" and "--splits train,test" in by_line["7"].detail
+    assert by_line["8"].reason == "unknown_split" and "letters, digits" in by_line["8"].detail
+    assert {r.reason for k, r in by_line.items() if k in "456"} == {"bad_row"}
+    # Declared splits are what the workers accept.
+    declared = TableOptions(path, split_column="split", schema_sample_rows=3, splits=("train", "test"))
+    assert infer_schema(declared).splits == ("train", "test")
+    assert [line for line, _ in _read_in_ranges(declared)[0]] == [1, 2, 3, 7, 9]
+
+
+def test_quoted_line_breaks_are_read_by_one_worker_or_rejected_with_the_option(tmp_path):
+    # In the sample: one reader, chosen by itself, and the cells keep their line breaks.
+    path = _write(tmp_path, "m.csv", CSV)
+    schema = infer_schema(TableOptions(path, range_bytes=8))
+    assert schema.one_reader_reason and "line breaks" in schema.one_reader_reason
+    rows, rejects, count = _read_in_ranges(TableOptions(path, range_bytes=8))
+    assert count == 1 and not rejects
+    assert [(line, row["caption"]) for line, row in rows] == [
+        (2, "hello, world"), (3, "plain"), (4, "two\nlines")]
+    # After the sample: rejected with the option to pass, never parsed as broken rows.
+    late = _write(tmp_path, "late.csv", "image,caption\na.jpg,x\nb.jpg,\"two\nlines\"\nc.jpg,y\n")
+    cut = TableOptions(late, schema_sample_rows=1, range_bytes=8)
+    rows, rejects, count = _read_in_ranges(cut)
+    assert count > 1 and [line for line, _ in rows] == [2, 5]
+    assert [r.source.rsplit(":", 1)[1] for r in rejects] == ["3", "4"]
+    assert "--csv-multiline" in rejects[0].detail
+    rows, rejects, count = _read_in_ranges(
+        TableOptions(late, schema_sample_rows=1, range_bytes=8, csv_multiline=True))
+    assert count == 1 and not rejects
+    assert [row["caption"] for _, row in rows] == ["x", "two\nlines", "y"]
+
+
+def test_new_options_are_checked(tmp_path):
+    with pytest.raises(UsageError, match="--csv-multiline is for CSV"):
+        TableOptions("m.jsonl", csv_multiline=True)
+    with pytest.raises(UsageError, match="--split-column"):
+        TableOptions("m.csv", splits=("train",))
+    with pytest.raises(UsageError, match="--schema-sample-rows"):
+        TableOptions("m.csv", schema_sample_rows=-1)
+
+
+def test_a_manifest_of_unknown_size_is_read_whole(tmp_path, monkeypatch):
+    path = _write(tmp_path, "m.csv", "image,label\na.jpg,1\nb.jpg,2\n")
+    schema = infer_schema(TableOptions(path))
+    monkeypatch.setattr(filesystems, "size_of", lambda _path: None)
+    assert plan_ranges(path, schema, 4) == [ManifestRange(0, 0, -1)]
+
+
+def test_rows_that_do_not_parse_count_in_the_sample(tmp_path, monkeypatch):
+    broken = "".join("{not json\n" for _ in range(100_000))
+    path = _write(tmp_path, "m.jsonl", '{"image": "a.jpg"}\n' + broken)
+    read = _counting_reads(monkeypatch)
+    assert infer_schema(TableOptions(path, schema_sample_rows=10)).image_columns == ("image",)
+    assert read[0] < 64 * 1024 < os.path.getsize(path)

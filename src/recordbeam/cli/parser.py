@@ -384,7 +384,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "image path, e.g. --split train=0.8,val=0.1,test=0.1")
     p.add_argument("--schema", default=None, metavar="FILE",
                    help='JSON {"column": "int64|float|bytes|image|int64_list|float_list|bytes_list"} '
-                   "(default: inferred from every row)")
+                   "(default: inferred from the first --schema-sample-rows rows)")
+    p.add_argument("--schema-sample-rows", type=int, default=10_000, metavar="N",
+                   help="rows the launcher reads to infer the types and the split names; later "
+                   "rows that disagree are rejected (default: 10000; 0: every row)")
+    p.add_argument("--splits", default=None, metavar="NAMES",
+                   help="comma-separated values the --split-column may hold (default: those "
+                   "in the first --schema-sample-rows rows)")
+    p.add_argument("--csv-multiline", action="store_true",
+                   help="quoted CSV fields hold line breaks: one worker reads the manifest "
+                   "(default: cut into byte ranges read in parallel, unless the first rows "
+                   "show such fields)")
     p.add_argument("--image-columns", default=None, metavar="COLUMNS",
                    help="comma-separated columns holding image paths (default: from the schema)")
     p.add_argument("--split-column", default=None, metavar="COLUMN",

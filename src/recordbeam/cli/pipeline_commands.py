@@ -226,8 +226,11 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
         args.manifest, args.split, args.schema,
         tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
         args.split_column, fractions, args.group_by, args.allow_outside_root,
+        schema_sample_rows=args.schema_sample_rows,
+        splits=tuple(s.strip() for s in (args.splits or "").split(",") if s.strip()),
+        csv_multiline=args.csv_multiline,
     )
-    read = ReadTable(table)  # streams the manifest once to learn the column types
+    read = ReadTable(table)  # reads the first rows to learn the column types
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     settings = table_settings(table, shards, checks, fixes)
     if _up_to_date(args, read.splits, table_input_patterns(table), settings):

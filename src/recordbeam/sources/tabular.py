@@ -14,18 +14,26 @@ type           values                          written as
 =============  ==============================  ==========================
 
 Types come from ``--schema`` (``{"column": "type"}``) or are inferred. **Inference runs
-on the launcher, before the graph is built**, streaming the manifest once and keeping
-only each column's type and the line it was first seen on (memory grows with columns,
-not rows). We chose that over a ``CombineGlobally`` pass in the pipeline because the
-schema shapes the graph (which columns are images, which splits exist), and because a
-disagreement then fails the command at once with the file and line, before any worker
-starts. Integers widen to float; any other disagreement names the first row that does
-not agree. Rows that do not parse at all (bad JSON, wrong field count) are not a type
-question: the pipeline rejects them one by one (``<manifest>:<line>``).
+on the launcher, before the graph is built, over the first ``schema_sample_rows`` rows
+only** (10,000 by default), keeping each column's type and the line it was first seen
+on: the launcher's time and memory do not grow with the manifest. The schema shapes the
+graph (which columns are images, which splits exist), and a disagreement within the
+sample fails the command at once with the file and line. Integers widen to float; any
+other disagreement names the first row that does not agree.
 
-In the pipeline one worker streams the manifest (``filesystems.open_read``), image paths
-are joined with a listing of the manifest's folder for their sizes, and the bytes are
-read only by the shard writer. With ``group_by`` rows are grouped into
+The workers read the manifest in byte ranges (:class:`ManifestRange`, ``range_bytes``
+each): a range reads the lines that *begin* in it, so it skips the partial line it starts
+in and finishes the one that crosses its end. Every row is checked against the schema
+there: rows that do not parse, and rows that disagree with the sample (a type, a column,
+a split it did not show), are rejects naming ``<manifest>:<line>``. A range does not know
+its first line number, so each one counts its lines and rows are numbered once every
+range is read (:func:`first_lines`): exact lines for one extra pass over a list as long
+as the ranges, never a second read of the file. A CSV whose quoted fields hold line breaks
+cannot be cut (a range could start inside a field): the sample detects them, or
+``csv_multiline`` says so, and one worker reads it as one text stream.
+
+Image paths are joined with a listing of the manifest's folder for their sizes, and the
+bytes are read only by the shard writer. With ``group_by`` rows are grouped into
 ``tf.train.SequenceExample``s: columns that never vary within a group go to the context,
 the others (and images) become feature lists with one step per row, in manifest order.
 """
@@ -35,11 +43,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -47,7 +57,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
 from recordbeam.sources.listing import ListFilesBelow, skipped_prefix
@@ -80,6 +90,12 @@ _IMAGE_NAME = re.compile(r"[^\n]*\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECA
 _INT = re.compile(r"[+-]?\d+")
 #: Distinct values allowed in a split column: more means it is not a split column.
 MAX_SPLITS = 64
+#: Rows the launcher reads to infer the schema (``--schema-sample-rows``).
+DEFAULT_SAMPLE_ROWS = 10_000
+#: Bytes of manifest per reading task: big enough that a task's start-up is noise,
+#: small enough that a 10 GB manifest spreads over 160 tasks.
+DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
+_SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 class TableError(DataError, ValueError):
@@ -104,6 +120,14 @@ class TableOptions:
         allow_outside_root: also read image paths with ``..`` or absolute local paths
             (refused by default: a row may only name files below the manifest's folder,
             or URLs of any Beam filesystem).
+        schema_sample_rows: rows the launcher reads to infer the schema and learn the
+            split names (0: every row, which
+            costs a pass over the whole manifest before the job starts).
+        splits: the values the split column may hold; empty: those of the sample.
+        csv_multiline: the CSV has quoted fields holding line breaks, so it cannot be
+            cut into byte ranges: one worker reads it (also chosen when the sample shows
+            one).
+        range_bytes: size of the byte ranges the manifest is cut into, one task each.
     """
 
     manifest: str
@@ -114,8 +138,25 @@ class TableOptions:
     split_fractions: tuple[tuple[str, float], ...] = ()
     group_by: str | None = None
     allow_outside_root: bool = False
+    schema_sample_rows: int = DEFAULT_SAMPLE_ROWS
+    splits: tuple[str, ...] = ()
+    csv_multiline: bool = False
+    range_bytes: int = DEFAULT_RANGE_BYTES
 
     def __post_init__(self) -> None:
+        if self.schema_sample_rows < 0:
+            raise UsageError("--schema-sample-rows takes 0 (every row) or a positive count")
+        if self.range_bytes < 1:
+            raise UsageError("the manifest's range size must be at least one byte")
+        if self.splits and not self.split_column:
+            raise UsageError("--splits names the values of --split-column; give that too")
+        for name in self.splits:
+            if not _SPLIT_NAME.fullmatch(name):
+                raise UsageError(
+                    f"--splits: {name!r} is no split name (letters, digits and underscores)")
+        if self.csv_multiline and not is_csv(self.manifest):
+            raise UsageError(f"--csv-multiline is for CSV manifests, and {self.manifest} is "
+                             "not one (.csv or .tsv); drop it")
         if self.split_fractions:
             total = sum(f for _, f in self.split_fractions)
             if any(f <= 0 for _, f in self.split_fractions) or not math.isclose(
@@ -150,6 +191,13 @@ class Schema:
     image_columns: tuple[str, ...]
     splits: tuple[str, ...] = ()
     first_lines: dict[str, int] = field(default_factory=dict)
+    #: A CSV's column names (the workers reading later byte ranges never see line 1).
+    header: tuple[str, ...] = ()
+    #: Why the manifest must be read by one worker (None: it can be cut in byte ranges).
+    one_reader_reason: str | None = None
+    #: The types were inferred from the first ``sample_rows`` rows (0: from every row).
+    sample_rows: int = 0
+    inferred: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {"columns": dict(self.types), "image_columns": list(self.image_columns)}
@@ -209,17 +257,9 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
     for line, content in enumerate(text, 1):
-        if not content.strip():
-            continue
-        try:
-            row = json.loads(content)
-        except json.JSONDecodeError as error:
-            yield line, f"not valid JSON ({error.msg} at column {error.colno})"
-            continue
-        if not isinstance(row, dict):
-            yield line, f"is a JSON {type(row).__name__}, not an object with one key per column"
-            continue
-        yield line, row
+        row = _json_line(content)
+        if row is not None:
+            yield line, row
 
 
 # --- types -----------------------------------------------------------------------------
@@ -280,10 +320,12 @@ def merge_types(a: str | None, b: str | None) -> str | None:
 
 
 def infer_schema(options: TableOptions) -> Schema:
-    """Stream the manifest once and return every column's type (see the module docstring).
+    """Read the first ``options.schema_sample_rows`` rows and return every column's type
+    (see the module docstring); the rest of the manifest is not opened here.
 
-    With ``options.schema`` the types come from that file and this pass only checks that
-    every column is named and collects the split column's values.
+    With ``options.schema`` the types come from that file and the sample only checks that
+    every column is named. The split column's values in the sample are the run's splits
+    (unless ``options.splits`` names them); the workers reject later rows that disagree.
 
     Raises:
         TableError: a type disagreement (naming both lines), an unknown column or type,
@@ -296,43 +338,55 @@ def infer_schema(options: TableOptions) -> Schema:
     splits: dict[str, int] = {}
     rows = 0
     from_csv = is_csv(path)
-    for line, row in iter_rows(path):
-        if isinstance(row, str):
-            if line == 1 and from_csv:
-                raise TableError(f"{path}:1: {row}")
-            continue
-        rows += 1
-        if options.split_column:
-            _note_split(path, line, row, options.split_column, splits)
-        for column, value in row.items():
-            if given is not None:
-                if column not in given:
+    header: tuple[str, ...] = ()
+    line_breaks_in_cells = False
+    limit = options.schema_sample_rows or None
+    sample = iter_rows(path)
+    with closing(sample):  # leaving the loop early closes the file unread
+        for seen, (line, row) in enumerate(sample, 1):
+            if limit is not None and seen > limit:
+                break  # rows that do not parse count too: the sample stays bounded
+            if isinstance(row, str):
+                if line == 1 and from_csv:
+                    raise TableError(f"{path}:1: {row}")
+                continue
+            rows += 1
+            if from_csv and not header:
+                header = tuple(row)
+                line_breaks_in_cells = any(_breaks_line(c) for c in header)
+            if from_csv and not line_breaks_in_cells:
+                line_breaks_in_cells = any(_breaks_line(v) for v in row.values())
+            if options.split_column and not options.splits:
+                _note_split(path, line, row, options.split_column, splits)
+            for column, value in row.items():
+                if given is not None:
+                    if column not in given:
+                        raise TableError(
+                            f"{path}:{line}: column {column!r} is not in the schema "
+                            f"{options.schema}; add it there"
+                        )
+                    continue
+                kind = value_type(value, from_csv)
+                if kind == "invalid":
                     raise TableError(
-                        f"{path}:{line}: column {column!r} is not in the schema "
-                        f"{options.schema}; add it there"
+                        f"{path}:{line}: column {column!r} holds {_short(value)}, which "
+                        "is no feature type (nested or mixed lists, objects)"
                     )
-                continue
-            kind = value_type(value, from_csv)
-            if kind == "invalid":
-                raise TableError(
-                    f"{path}:{line}: column {column!r} holds {_short(value)}, which "
-                    "is no feature type (nested or mixed lists, objects)"
-                )
-            known = types.get(column)
-            if column not in types:
-                types[column], first[column] = kind, line
-                continue
-            try:
-                merged = merge_types(known, kind)
-            except ValueError:
-                raise TableError(
-                    f"{path}:{line}: column {column!r} is {kind} ({_short(value)}) but it is "
-                    f"{known} from line {first[column]} on; the type of a feature must be the same "
-                    "across the dataset. Fix the row, or give the types with --schema."
-                ) from None
-            if merged != known and known is None:
-                first[column] = line
-            types[column] = merged
+                known = types.get(column)
+                if column not in types:
+                    types[column], first[column] = kind, line
+                    continue
+                try:
+                    merged = merge_types(known, kind)
+                except ValueError:
+                    raise TableError(
+                        f"{path}:{line}: column {column!r} is {kind} ({_short(value)}) but it is "
+                        f"{known} from line {first[column]} on; the type of a feature must be the same "
+                        "across the dataset. Fix the row, or give the types with --schema."
+                    ) from None
+                if merged != known and known is None:
+                    first[column] = line
+                types[column] = merged
     if rows == 0:
         raise TableError(f"{path} holds no rows")
     if given is not None:
@@ -352,7 +406,19 @@ def infer_schema(options: TableOptions) -> Schema:
     for column in (options.split_column, options.group_by):
         if column and column not in resolved:
             raise TableError(f"{path}: there is no column {column!r}")
-    return Schema(resolved, images, tuple(sorted(splits)), first)
+    one_reader = None
+    if from_csv and options.csv_multiline:
+        one_reader = "--csv-multiline"
+    elif line_breaks_in_cells:
+        one_reader = "quoted fields in its first rows hold line breaks"
+    return Schema(
+        resolved, images, options.splits or tuple(sorted(splits)), first, header, one_reader,
+        sample_rows=options.schema_sample_rows, inferred=given is None,
+    )
+
+
+def _breaks_line(cell: str) -> bool:
+    return "\n" in cell or "\r" in cell
 
 
 def _settle(kind: str | None) -> str:
@@ -364,7 +430,7 @@ def _settle(kind: str | None) -> str:
 def _note_split(path: str, line: int, row: dict, column: str, splits: dict[str, int]) -> None:
     value = row.get(column)
     name = str(value) if value not in (None, "") else ""
-    if not re.fullmatch(r"[A-Za-z0-9_]+", name):
+    if not _SPLIT_NAME.fullmatch(name):
         raise TableError(
             f"{path}:{line}: split column {column!r} holds {_short(value)}; split "
             "names are letters, digits and underscores"
@@ -467,53 +533,224 @@ def split_by_fraction(key: str, fractions: Sequence[tuple[str, float]]) -> str:
 # --- pipeline ---------------------------------------------------------------------------
 
 
-class _ReadRows(beam.DoFn):
-    """Streams the manifest on one worker: typed rows ``(line, row)`` or rejects."""
+class ManifestRange(NamedTuple):
+    """Bytes ``[start, end)`` of the manifest, read by one task: the lines that begin in
+    them. ``end`` -1 reads to the end as one text stream (a CSV whose quoted fields hold
+    line breaks cannot be cut: a range could begin inside a field)."""
+
+    index: int
+    start: int
+    end: int
+
+
+def plan_ranges(path: str, schema: Schema, range_bytes: int) -> list[ManifestRange]:
+    """Cut the manifest into ranges of ``range_bytes``, or one when it cannot be cut."""
+    size = filesystems.size_of(path)
+    reason = schema.one_reader_reason or (size is None and "its size is unknown")
+    if reason:
+        logging.info("%s: one worker reads the manifest (%s)", path, reason)
+        return [ManifestRange(0, 0, -1)]
+    count = max(1, math.ceil(size / range_bytes))
+    return [ManifestRange(i, i * range_bytes, min(size, (i + 1) * range_bytes))
+            for i in range(count)]
+
+
+def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``.
+
+    A range that starts mid-line leaves that line to the range before it, which reads
+    on past its own end to finish it: every line is read exactly once.
+    """
+    if start > 0:
+        raw.seek(start - 1)
+        raw.readline()  # the line holding byte start-1 began in the range before
+    position = raw.tell()
+    while position < end:
+        line = raw.readline()
+        if not line:
+            return
+        yield line
+        position += len(line)
+
+
+class RangeRow(NamedTuple):
+    """A row as a range reader found it, before its absolute line is known: the typed
+    row (image paths resolved), or the reason and detail of its reject."""
+
+    range_index: int
+    local_line: int
+    row: dict[str, Any] | None
+    reason: str = ""
+    detail: str = ""
+
+
+class RangeRowCoder(beam.coders.Coder):
+    """A :class:`RangeRow` as its five fields (no pickled class per row)."""
+
+    def encode(self, value: RangeRow) -> bytes:
+        return _PRIMITIVES.encode(tuple(value))
+
+    def decode(self, encoded: bytes) -> RangeRow:
+        return RangeRow(*_PRIMITIVES.decode(encoded))
+
+    def to_type_hint(self) -> type:
+        return RangeRow
+
+
+class _ReadRange(beam.DoFn):
+    """Reads one :class:`ManifestRange` and checks every row against the schema: yields
+    :class:`RangeRow`s, and ``(range index, lines read)`` to ``line_counts``."""
 
     def __init__(self, options: TableOptions, schema: Schema) -> None:
         self._options = options
         self._schema = schema
 
-    def process(self, path):
-        schema, from_csv = self._schema, is_csv(path)
-        base = manifest_dir(path)
-        for line, row in iter_rows(path):
-            where = f"{path}:{line}"
+    def process(self, piece: ManifestRange):
+        path = self._options.manifest
+        from_csv = is_csv(path)
+        rows = self._whole(path) if piece.end < 0 else self._lines(path, piece, from_csv)
+        lines = 0  # the last line number is the range's line count: blank lines are yielded
+        for lines, row in rows:
+            if row is None:
+                continue
             if isinstance(row, str):
-                yield TaggedOutput(
-                    "rejects",
-                    Reject("image", where, "bad_row", f"row {row}; fix or remove the line"),
-                )
+                yield RangeRow(piece.index, lines, None, "bad_row",
+                               f"row {row}; fix or remove the line")
                 continue
-            typed, problem = {}, None
-            for column, kind in schema.types.items():
+            typed, reason, detail = self._check(row, from_csv)
+            yield RangeRow(piece.index, lines, typed, reason, detail)
+        yield TaggedOutput("line_counts", (piece.index, lines))
+
+    def _whole(self, path: str) -> Iterator[tuple[int, dict | str]]:
+        yield from iter_rows(path)  # lines are absolute: the range starts at line 1
+
+    def _lines(self, path: str, piece: ManifestRange,
+               from_csv: bool) -> Iterator[tuple[int, dict | str | None]]:
+        """``(line in the range, row or problem)`` for every line, None for blank ones."""
+        header = self._schema.header
+        delimiter = "\t" if path.lower().endswith(".tsv") else ","
+        with filesystems.open_read(path) as raw:
+            for line, data in enumerate(range_lines(raw, piece.start, piece.end), 1):
+                at_top = piece.start == 0 and line == 1
                 try:
-                    typed[column] = convert_value(row.get(column), kind, from_csv)
-                except ValueError as error:
-                    problem = f"column {column!r}: {error} but the column's type is {kind}"
-                    break
-            missing_images = [c for c in schema.image_columns if typed.get(c) is None]
-            if problem is None and missing_images:
-                problem = f"names no image in column {missing_images[0]!r}"
-            if problem is not None:
-                yield TaggedOutput(
-                    "rejects",
-                    Reject("image", where, "bad_row", f"row {problem}; fix or remove the line"),
-                )
-                continue
-            unsafe = [(c, why) for c in schema.image_columns
-                      if (why := filesystems.leaves_root(typed[c], urls_allowed=True))]
-            if unsafe and not self._options.allow_outside_root:
-                column, why = unsafe[0]
-                yield TaggedOutput("rejects", Reject(
-                    "image", where, "outside_root",
-                    f"column {column!r}: {typed[column]!r} {why}; rows may name files below the "
-                    "manifest's folder or URLs (pass --allow-outside-root to read it anyway)",
-                ))
-                continue
-            for column in schema.image_columns:
-                typed[column] = resolve_image_path(base, typed[column])
-            yield line, typed
+                    text = data.decode("utf-8-sig" if at_top else "utf-8")
+                except UnicodeDecodeError as error:
+                    yield line, f"is not UTF-8 text (byte {error.start + 1}); save the file as UTF-8"
+                    continue
+                if from_csv:
+                    # Line 1 is the header, read (and checked) by the launcher.
+                    yield line, None if at_top else _csv_line(text, header, delimiter)
+                else:
+                    yield line, _json_line(text)
+
+    def _check(self, row: dict[str, Any], from_csv: bool) -> tuple[dict | None, str, str]:
+        """The typed row (image paths resolved), or None and the reject's reason and detail."""
+        schema, opts = self._schema, self._options
+        typed, problem = {}, None
+        for column, kind in schema.types.items():
+            try:
+                typed[column] = convert_value(row.get(column), kind, from_csv)
+            except ValueError as error:
+                problem = (f"column {column!r}: {error} but the column's type is {kind}"
+                           f"{self._sample_hint()}")
+                break
+        if problem is None:
+            unknown = [c for c in row if c not in schema.types]
+            if unknown:
+                problem = f"has the column {unknown[0]!r}, which the schema lacks{self._sample_hint()}"
+        missing_images = [c for c in schema.image_columns if typed.get(c) is None]
+        if problem is None and missing_images:
+            problem = f"names no image in column {missing_images[0]!r}"
+        if problem is not None:
+            return None, "bad_row", f"row {problem}; fix or remove the line"
+        if opts.split_column:
+            split_problem = self._split_problem(typed.get(opts.split_column))
+            if split_problem:
+                return None, "unknown_split", split_problem
+        unsafe = [(c, why) for c in schema.image_columns
+                  if (why := filesystems.leaves_root(typed[c], urls_allowed=True))]
+        if unsafe and not opts.allow_outside_root:
+            column, why = unsafe[0]
+            return None, "outside_root", (
+                f"column {column!r}: {typed[column]!r} {why}; rows may name files below the "
+                "manifest's folder or URLs (pass --allow-outside-root to read it anyway)")
+        base = manifest_dir(opts.manifest)
+        for column in schema.image_columns:
+            typed[column] = resolve_image_path(base, typed[column])
+        return typed, "", ""
+
+    def _sample_hint(self) -> str:
+        if not self._schema.inferred or not self._schema.sample_rows:
+            return ""
+        return (f" (types are inferred from the first {self._schema.sample_rows} rows; "
+                "give every column's type with --schema FILE, or sample more with "
+                "--schema-sample-rows)")
+
+    def _split_problem(self, value: Any) -> str | None:
+        column, splits = self._options.split_column, self._schema.splits
+        name = str(value) if value not in (None, "") else ""
+        if not _SPLIT_NAME.fullmatch(name):
+            return (f"split column {column!r} holds {_short(value)}; split names are letters, "
+                    "digits and underscores; fix or remove the line")
+        if name in splits:
+            return None
+        learned = ("named by --splits" if self._options.splits
+                   else f"found in the first {self._schema.sample_rows} rows")
+        return (f"split {name!r} is not among the splits {learned} ({', '.join(splits)}); "
+                f"name them all with --splits {','.join((*splits, name))}")
+
+
+def _csv_line(text: str, header: Sequence[str], delimiter: str) -> dict[str, str] | str | None:
+    """One physical CSV line as a row, a problem, or None (blank line)."""
+    try:
+        cells = next(csv.reader([text], delimiter=delimiter), [])
+    except csv.Error as error:
+        return f"not valid CSV ({error})"
+    if not cells:
+        return None
+    if any(_breaks_line(c) for c in cells):
+        return ("has a quoted field that runs past the end of the line; if fields hold line "
+                "breaks, pass --csv-multiline")
+    if len(cells) != len(header):
+        return f"has {len(cells)} fields but the header has {len(header)}"
+    return dict(zip(header, cells, strict=True))
+
+
+def _json_line(content: str) -> dict | str | None:
+    """One JSON Lines line as a row, a problem, or None (blank line)."""
+    if not content.strip():
+        return None
+    try:
+        row = json.loads(content)
+    except json.JSONDecodeError as error:
+        return f"not valid JSON ({error.msg} at column {error.colno})"
+    if not isinstance(row, dict):
+        return f"is a JSON {type(row).__name__}, not an object with one key per column"
+    return row
+
+
+def first_lines(line_counts: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """Range index -> the manifest line its first line is (ranges tile the file in order)."""
+    out, line = {}, 1
+    for index, count in sorted(line_counts):
+        out[index] = line
+        line += count
+    return out
+
+
+class _NumberRows(beam.DoFn):
+    """:class:`RangeRow` -> ``(line, typed row)``, or its reject naming ``<manifest>:<line>``."""
+
+    def __init__(self, manifest: str) -> None:
+        self._manifest = manifest
+
+    def process(self, found: RangeRow, starts: dict[int, int]):
+        line = starts[found.range_index] + found.local_line - 1
+        if found.row is None:
+            yield TaggedOutput("rejects", Reject(
+                "image", f"{self._manifest}:{line}", found.reason, found.detail))
+        else:
+            yield line, found.row
 
 
 class _SizeImages(beam.DoFn):
@@ -564,6 +801,7 @@ class BuiltRowCoder(beam.coders.Coder):
 
 
 beam.coders.registry.register_coder(BuiltRow, BuiltRowCoder)
+beam.coders.registry.register_coder(RangeRow, RangeRowCoder)
 
 
 class _BuildRows(beam.DoFn):
@@ -715,8 +953,9 @@ class _VaryingFn(beam.CombineFn):
 class ReadTable(beam.PTransform):
     """Read a CSV/JSONL manifest into ``ImageRecord``s (one per row, or per group).
 
-    Construction streams the manifest once on the launcher (:func:`infer_schema`);
-    :attr:`schema` and :attr:`splits` are then known. Returns a dict like ``ReadCoco``.
+    Construction reads the first rows on the launcher (:func:`infer_schema`) and plans
+    the byte ranges the workers read (:attr:`ranges`); :attr:`schema` and :attr:`splits`
+    are then known. Returns a dict like ``ReadCoco``.
     ``skip_below``, a folder inside the manifest's folder (the output folder, when it was
     put there), is left out of the listing and the inputs fingerprint.
     """
@@ -727,6 +966,8 @@ class ReadTable(beam.PTransform):
         self._options = options
         self._skipped_prefix = skipped_prefix(manifest_dir(options.manifest), skip_below)
         self.schema = schema or infer_schema(options)
+        #: The byte ranges the workers read, one task each.
+        self.ranges = plan_ranges(options.manifest, self.schema, options.range_bytes)
         if options.split_column:
             self.splits: tuple[str, ...] = self.schema.splits or (options.split,)
         elif options.split_fractions:
@@ -736,11 +977,20 @@ class ReadTable(beam.PTransform):
 
     def expand(self, pbegin):
         opts, schema = self._options, self.schema
-        read = (
+        found = (
             pbegin
-            | "Manifest" >> beam.Create([opts.manifest])
-            | "ReadRows" >> beam.ParDo(_ReadRows(opts, schema)).with_outputs("rejects", main="rows")
+            | "ManifestRanges" >> beam.Create(self.ranges)
+            | "SpreadRanges" >> beam.Reshuffle()
+            | "ReadRanges" >> beam.ParDo(_ReadRange(opts, schema)).with_output_types(RangeRow)
+            .with_outputs("line_counts", main="rows")
         )
+        starts = (
+            found.line_counts
+            | "LineCounts" >> beam.combiners.ToList()  # [(range index, lines)], one per range
+            | "FirstLines" >> beam.Map(first_lines)
+        )
+        read = found.rows | "NumberRows" >> beam.ParDo(
+            _NumberRows(opts.manifest), AsSingleton(starts)).with_outputs("rejects", main="rows")
         image_columns = schema.image_columns
         refs = read.rows | "ImageRefs" >> beam.FlatMap(_image_refs, image_columns)  # (path, line)
         base = manifest_dir(opts.manifest).rstrip("/")

@@ -1,0 +1,64 @@
+"""Untrusted manifests: rows past the launcher's schema sample that disagree with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reliability_data import jpeg
+
+from recordbeam.cli import main as cli
+
+CASE = pytest.mark.case
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def _manifest(tmp_path) -> str:
+    (tmp_path / "img").mkdir()
+    for name in "abcdefg":
+        (tmp_path / "img" / f"{name}.jpg").write_bytes(jpeg())
+    rows = [{"image": f"img/{n}.jpg", "label": i, "split": "train"} for i, n in enumerate("abc")]
+    rows += [
+        {"image": "img/d.jpg", "label": "four", "split": "train"},  # text in an int64 column
+        {"image": "img/e.jpg", "label": 5, "split": "train", "note": "new"},  # a new column
+        {"label": 6, "split": "train"},  # no image
+        {"image": "img/g.jpg", "label": 7, "split": "test"},  # a split the sample lacks
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def _argv(manifest: str, output, *more: str) -> list[str]:
+    return ["convert", "manifest", "--manifest", manifest, "--output", str(output),
+            "--split-column", "split", "--schema-sample-rows", "3", "--quiet", *more, *IN_MEMORY]
+
+
+@CASE("Manifest row after the schema sample whose type, columns, image or split disagree",
+      "reject `bad_row` / `unknown_split` naming `<manifest>:<line>` and the option to pass; "
+      "the run fails (exit 1) past the reject limit")
+def test_rows_disagreeing_with_the_sample_are_rejects_counted_against_the_limit(tmp_path, capsys):
+    manifest = _manifest(tmp_path)
+    assert cli.main(_argv(manifest, tmp_path / "lenient", "--max-reject-fraction", "0.9")) == 0
+    rejects = [json.loads(line) for line in
+               (tmp_path / "lenient" / "rejects.jsonl").read_text().splitlines()]
+    found = sorted((r["source"], r["reason"]) for r in rejects)
+    assert found == [(f"{manifest}:4", "bad_row"), (f"{manifest}:5", "bad_row"),
+                     (f"{manifest}:6", "bad_row"), (f"{manifest}:7", "unknown_split")]
+    details = {r["source"].rsplit(":", 1)[1]: r["detail"] for r in rejects}
+    assert "--schema" in details["4"] and "--schema" in details["5"]
+    assert "--splits train,test" in details["7"]
+    written = json.loads((tmp_path / "lenient" / "manifest.json").read_text())
+    assert written["splits"]["train"]["examples"] == 3
+
+    capsys.readouterr()
+    code = cli.main(_argv(manifest, tmp_path / "strict", "--max-reject-fraction", "0.5"))
+    assert code == cli.EXIT_DATA
+    assert not (tmp_path / "strict" / "manifest.json").exists()
+    assert "Traceback" not in capsys.readouterr().err
+
+    declared = _argv(manifest, tmp_path / "declared", "--splits", "train,test",
+                     "--max-reject-fraction", "0.9")
+    assert cli.main(declared) == 0
+    written = json.loads((tmp_path / "declared" / "manifest.json").read_text())
+    assert written["splits"]["test"]["examples"] == 1
