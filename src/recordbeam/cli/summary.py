@@ -10,7 +10,6 @@ from typing import Any
 
 from recordbeam.errors import counted
 
-
 #: Counts whose manifest name would read wrongly as a row (``exif rotated`` counts the
 #: images that were NOT rotated).
 _ROW_NAMES = {"exif_rotated": "exif orientation not applied"}
