@@ -137,14 +137,18 @@ def _stage_key(stage: str) -> str:
     return " + ".join(part.strip() for part in stage.split(" + ")[:2])
 
 
+def _run_row(r: Run) -> str:
+    workers = " ".join(str(m) for m in r.worker_mib) or "-"
+    return (f"| {r.case} | {r.images:,} | {r.workers} | {r.wall:.1f} | {r.cpu:.1f} "
+            f"| {r.images / r.cpu:.0f} | {r.first_stage:.1f} | {r.launcher_mib} | {workers} |")
+
+
 def print_tables(runs: list[Run], min_share: float) -> None:
     print("| case | images | workers | wall s | CPU s | images/CPU s | first stage at s "
           "| launcher peak MiB | worker peaks MiB |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in runs:
-        workers = " ".join(str(m) for m in r.worker_mib) or "-"
-        print(f"| {r.case} | {r.images:,} | {r.workers} | {r.wall:.1f} | {r.cpu:.1f} "
-              f"| {r.images / r.cpu:.0f} | {r.first_stage:.1f} | {r.launcher_mib} | {workers} |")
+        print(_run_row(r))
     print()
     worker_counts = sorted({r.workers for r in runs})
     sizes = sorted({r.images for r in runs})
@@ -210,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                     log = os.path.join(scratch, f"log_{case}_{n}_{workers}.txt")
                     runs.append(measure(case, root, n, workers, output, log))
                     shutil.rmtree(output, ignore_errors=True)
-                    print(f"done: {case} {n:,} images, {workers} worker(s): "
-                          f"{runs[-1].wall:.1f} s", file=sys.stderr, flush=True)
+                    # Each run as it ends, so a long series stopped midway still says something.
+                    print(f"done: {_run_row(runs[-1])}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print_tables(runs, args.min_share)
