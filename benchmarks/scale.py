@@ -16,7 +16,9 @@ Prints two tables, ratios computed in this run:
 - per run: wall and CPU seconds (user + system of the whole process tree), images per CPU
   second, when the first stage starts (seconds from the launcher's start, imports included:
   everything the launcher does alone before the job runs on workers), the launcher's peak
-  RSS and each worker's peak RSS (MiB, largest first);
+  RSS, and each worker process's peak RSS (MiB) and CPU seconds, in start order: how
+  evenly the workers shared the work, which a busy machine does not distort as it does
+  the stage times;
 - per stage that takes a noticeable share of the run: its seconds with each worker count and
   the speed-up from the fewest to the most workers (a stage at ~1.0x runs on one worker),
   and, with several sizes, how its time grew from the smallest size to the largest.
@@ -60,6 +62,7 @@ class Run:
     first_stage: float = 0.0
     launcher_mib: int = 0
     worker_mib: list[int] = field(default_factory=list)
+    worker_cpu: list[float] = field(default_factory=list)
     stages: dict[str, float] = field(default_factory=dict)
 
 
@@ -89,6 +92,16 @@ def command_for(case: str, root: str, images: int, output: str, workers: int) ->
             f"--direct_num_workers={workers}"]
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds ``pid`` has used so far (its own, not its children's)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_of_children() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -99,6 +112,7 @@ def measure(case: str, root: str, images: int, workers: int, output: str, log: s
     cpu_before = _cpu_of_children()
     started = time.monotonic()
     peaks: dict[int, int] = {}
+    cpu: dict[int, float] = {}  # the last reading: how the work was shared, whatever the load
     with open(log, "w") as out:
         process = subprocess.Popen(command_for(case, root, images, output, workers),
                                    stdout=out, stderr=subprocess.STDOUT)
@@ -107,6 +121,9 @@ def measure(case: str, root: str, images: int, workers: int, output: str, log: s
                 rss = _rss_mib(pid)
                 if rss is not None:
                     peaks[pid] = max(peaks.get(pid, 0), rss)
+                seconds = _cpu_seconds(pid)
+                if seconds is not None:
+                    cpu[pid] = seconds
             time.sleep(0.1)
     run.wall = time.monotonic() - started
     run.cpu = _cpu_of_children() - cpu_before
@@ -116,7 +133,9 @@ def measure(case: str, root: str, images: int, workers: int, output: str, log: s
     run.launcher_mib = peaks.pop(process.pid, 0)
     # Beam may start a process between a worker and its SDK harness; a worker is a process
     # that held memory like one (more than a bare interpreter's few MiB).
-    run.worker_mib = sorted((mib for mib in peaks.values() if mib > 40), reverse=True)
+    workers = sorted(pid for pid, mib in peaks.items() if mib > 40)  # in start order
+    run.worker_mib = [peaks[pid] for pid in workers]
+    run.worker_cpu = [cpu.get(pid, 0.0) for pid in workers]
     firsts = []
     with open(log) as f:
         for line in f:
@@ -138,15 +157,17 @@ def _stage_key(stage: str) -> str:
 
 
 def _run_row(r: Run) -> str:
-    workers = " ".join(str(m) for m in r.worker_mib) or "-"
+    peaks = " ".join(str(m) for m in r.worker_mib) or "-"
+    cpu = " ".join(f"{s:.1f}" for s in r.worker_cpu) or "-"
     return (f"| {r.case} | {r.images:,} | {r.workers} | {r.wall:.1f} | {r.cpu:.1f} "
-            f"| {r.images / r.cpu:.0f} | {r.first_stage:.1f} | {r.launcher_mib} | {workers} |")
+            f"| {r.images / r.cpu:.0f} | {r.first_stage:.1f} | {r.launcher_mib} | {peaks} "
+            f"| {cpu} |")
 
 
 def print_tables(runs: list[Run], min_share: float) -> None:
     print("| case | images | workers | wall s | CPU s | images/CPU s | first stage at s "
-          "| launcher peak MiB | worker peaks MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| launcher peak MiB | worker peaks MiB | worker CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         print(_run_row(r))
     print()

@@ -15,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCALE = os.path.join(REPO, "benchmarks", "scale.py")
 
 RUN_COLUMNS = ["case", "images", "workers", "wall s", "CPU s", "images/CPU s",
-               "first stage at s", "launcher peak MiB", "worker peaks MiB"]
+               "first stage at s", "launcher peak MiB", "worker peaks MiB", "worker CPU s"]
 STAGE_COLUMNS = ["case", "images", "stage", "s, 1 worker(s)", "s, 2 worker(s)",
                  "speed-up 1->2"]
 
@@ -53,6 +53,8 @@ def test_quick_prints_one_row_per_run_with_its_memory(quick_output: list[str]) -
         assert int(row[7]) > 0, "the launcher's memory was sampled"
         worker_peaks = [int(mib) for mib in row[8].split()]
         assert worker_peaks and all(mib > 0 for mib in worker_peaks)
+        worker_cpu = [float(seconds) for seconds in row[9].split()]
+        assert len(worker_cpu) == len(worker_peaks) and sum(worker_cpu) > 0
     one, two = rows
     assert len(two[8].split()) > len(one[8].split()), "the second worker shows up"
 
