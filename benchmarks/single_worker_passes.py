@@ -42,6 +42,18 @@ def _drain(items: Iterable[object]) -> int:
     return count
 
 
+def _count_in_file(path: str, token: bytes) -> int:
+    """Occurrences of ``token`` in a file, read in pieces (reading it whole would raise the
+    peak RSS this script reports)."""
+    count, tail = 0, b""
+    with open(path, "rb") as f:
+        while piece := f.read(1 << 22):
+            data = tail + piece
+            count += data.count(token)
+            tail = data[-(len(token) - 1):]  # too short to hold a whole token: none counted twice
+    return count
+
+
 def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of a COCO file's ``annotations`` section (checks included)."""
     from recordbeam.sources.coco import CocoOptions, _ReadInputs
@@ -53,8 +65,7 @@ def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
         make_coco_benchmark(root, num_images=images, distinct=1)
     options = CocoOptions(images_dir=os.path.join(root, "images"),
                           annotations=os.path.join(root, "annotations", "instances.json"))
-    with open(options.annotations, "rb") as f:
-        annotations = f.read().count(b'"image_id"')  # only annotations name an image id
+    annotations = _count_in_file(options.annotations, b'"image_id"')  # only annotations have it
     reader = _ReadInputs(options)
     return lambda: _drain(reader.process("annotations")), annotations
 
