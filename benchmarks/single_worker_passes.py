@@ -99,7 +99,7 @@ def cvat_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
 
 
 def boxcsv_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
-    """The worker's read of one box CSV table (the whole file, one row per box)."""
+    """The worker's read of one box CSV table (one row per box)."""
     from recordbeam import filesystems
     from recordbeam.sources.boxcsv import COLUMNS, parse_table
 
@@ -112,8 +112,10 @@ def boxcsv_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callabl
                 x, y = rng.randrange(0, 500), rng.randrange(0, 380)
                 f.write(f"{image_id:012d}.jpg,640,480,c{rng.randrange(80)},{x},{y},"
                         f"{x + 90},{y + 60}\n")
-    return (lambda: _drain(parse_table(filesystems.read_bytes(path), path, "train")),
-            images * BOXES_PER_IMAGE)
+    def run() -> int:
+        with filesystems.open_read(path) as data:  # streamed, as the worker reads it
+            return _drain(parse_table(data, path, "train"))
+    return run, images * BOXES_PER_IMAGE
 
 
 PASSES = {"coco": coco_pass, "cvat": cvat_pass, "boxcsv": boxcsv_pass}
