@@ -141,3 +141,33 @@ def test_without_streamed_listings_iter_match_gives_what_match_gives(tmp_path, m
                       for m in filesystems.iter_match(pattern)) == expected[pattern], pattern
     assert len(asked) == len(patterns)  # each pattern went through Beam's public match
     assert sum(len(found) for found in expected.values()) > 5
+
+
+def test_list_files_below_streams_the_listing_and_skips_the_output_folder(tmp_path, monkeypatch):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from recordbeam.runner import LocalRunner
+    from recordbeam.sources.listing import ListFilesBelow, skipped_prefix
+
+    root = tmp_path / "images"
+    _tree(root)
+    (root / "out").mkdir()
+    (root / "out" / "shard.tfrecord").write_bytes(b"x")
+    expected = sorted(str(root / name) for name in
+                      ("a.jpg", ".hidden", "sub/b.png", "sub/deeper/c.jpg", "sub2/d"))
+    asked = []
+    match = filesystems.FileSystems.match
+
+    def recording_match(patterns, limits=None):
+        asked.extend(patterns)
+        return match(patterns, limits)
+
+    monkeypatch.setattr(filesystems.FileSystems, "match", recording_match)
+    options = PipelineOptions(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    with beam.Pipeline(runner=LocalRunner(), options=options) as p:
+        listed = p | ListFilesBelow(str(root), skipped_prefix(str(root), str(root / "out")))
+        assert_that(listed | beam.Map(lambda meta: meta.path), equal_to(expected))
+    # FileSystems.match returns the whole listing as one list in one worker's memory.
+    assert filesystems.everything_below(str(root)) not in asked

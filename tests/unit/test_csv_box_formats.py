@@ -300,3 +300,25 @@ def test_launcher_reads_only_the_header_line_of_a_bbox_table(tmp_path, monkeypat
     read = ReadOpenImages(OpenImagesOptions(str(tmp_path)))
     assert read.splits == ("train",) and read.display_names == ["Apple"]
     assert handed_out[str(table)] == len(",".join(OID_HEADER)) + 1  # the header line only
+
+
+def test_box_csv_table_is_streamed_on_the_worker_not_read_whole(tmp_path, monkeypatch):
+    from recordbeam import filesystems
+    from recordbeam.sources import boxcsv
+
+    (tmp_path / "train").mkdir()
+    rows = [f"{i:04d}.jpg,80,40,dog,1,2,11,22" for i in range(3000)]
+    # A non-UTF-8 byte far into the table: the streamed decoder still replaces it.
+    (tmp_path / "train" / "_annotations.csv").write_bytes(
+        ("\ufeff" + HEADER + "\n" + "\n".join(rows) + "\n").encode() + b"\xff.jpg,80,40,dog,1,1,2,2\n")
+
+    def whole_file(path):
+        raise AssertionError(f"{path} was read whole into one worker's memory")
+
+    monkeypatch.setattr(filesystems, "read_bytes", whole_file)
+    read = boxcsv._ReadSplit(boxcsv.BoxCsvOptions(str(tmp_path)), None)
+    kept, rejects, _ = _split(read.process(("table", "train")))
+    assert len(kept) == 3000
+    assert kept[-1][1].where.endswith("_annotations.csv:3001")
+    assert [(r.source.rsplit("/", 1)[-1], r.reason) for r in rejects] == [
+        ("_annotations.csv:3002", "malformed_row")]

@@ -19,6 +19,7 @@ import io
 import posixpath
 from dataclasses import dataclass
 from math import isfinite
+from typing import BinaryIO
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -108,12 +109,15 @@ def read_header(path: str) -> dict[str, int]:
     return column_positions(next(csv.reader([line]), []), path)
 
 
-def parse_table(data: bytes, path: str, split: str):
-    """The rows of one table: ``(key, BoxRow)`` for each usable row, and an annotation
-    reject naming ``<table>:<line>`` for each row that is not."""
+def parse_table(data: bytes | BinaryIO, path: str, split: str):
+    """The rows of one table (its bytes, or a binary file streamed piece by piece):
+    ``(key, BoxRow)`` for each usable row, and an annotation reject naming
+    ``<table>:<line>`` for each row that is not."""
+    stream = io.BytesIO(data) if isinstance(data, bytes) else data
     # Bytes that are not UTF-8 become U+FFFD here, and their rows are rejected below.
-    text = data.decode("utf-8-sig", "replace")
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # Streamed: a table read whole would sit in one worker's memory (~60 bytes per box).
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace", newline="")
+    reader = csv.reader(text)
     try:
         positions = column_positions(next(reader, []), path)
     except BoxCsvError as bad:
@@ -213,7 +217,8 @@ class _ReadSplit(beam.DoFn):
         kind, split = task
         if kind == "table":
             table = self._options.table(split)
-            yield from parse_table(filesystems.read_bytes(table), table, split)
+            with filesystems.open_read(table) as f:
+                yield from parse_table(f, table, split)
             return
         folder = self._options.image_folder(split)
         for meta in filesystems.iter_match(filesystems.everything_below(folder)):
