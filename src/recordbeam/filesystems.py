@@ -1,7 +1,9 @@
 """The few file operations the pipeline needs, on any Beam filesystem.
 
 Data paths go through Beam's ``FileSystems`` only (local, ``gs://``, ``s3://``...), never
-``open()`` or ``os.path``, so a pipeline that works on a laptop works on a cluster.
+``open()`` or ``os.path``, so a pipeline that works on a laptop works on a cluster. Files
+are opened and created through the filesystem Beam would pick, with local paths served by
+one ``LocalFileSystem`` kept for the process (see :func:`_filesystem_of`).
 """
 
 from __future__ import annotations
