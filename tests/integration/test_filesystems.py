@@ -171,3 +171,30 @@ def test_list_files_below_streams_the_listing_and_skips_the_output_folder(tmp_pa
         assert_that(listed | beam.Map(lambda meta: meta.path), equal_to(expected))
     # FileSystems.match returns the whole listing as one list in one worker's memory.
     assert filesystems.everything_below(str(root)) not in asked
+def test_local_files_skip_the_filesystem_lookup_and_others_still_use_it(tmp_path, monkeypatch):
+    # Beam's lookup walks every FileSystem subclass and builds a new filesystem per call;
+    # the write stage reads one local file per image, so local paths use one instance.
+    looked_up = []
+    real_lookup = filesystems.FileSystems.get_filesystem
+
+    def counting_lookup(path):
+        looked_up.append(path)
+        return real_lookup(path)
+
+    monkeypatch.setattr(filesystems.FileSystems, "get_filesystem", counting_lookup)
+    created = tmp_path / "new" / "a.bin"
+    filesystems.write_bytes(str(created), b"\x00\x01gz-looking")
+    assert filesystems.read_bytes(str(created)) == b"\x00\x01gz-looking"
+    gz = tmp_path / "b.gz"
+    gz.write_bytes(b"not gunzipped")
+    assert filesystems.read_bytes(str(gz)) == b"not gunzipped"  # stored bytes, not gunzipped
+    assert looked_up == []
+
+    class Remote:
+        def open(self, path, mime_type, compression_type):
+            return __import__("io").BytesIO(f"from {path}".encode())
+
+    monkeypatch.setattr(filesystems.FileSystems, "get_filesystem",
+                        lambda path: looked_up.append(path) or Remote())
+    assert filesystems.read_bytes("gs://bucket/x.jpg") == b"from gs://bucket/x.jpg"
+    assert looked_up == ["gs://bucket/x.jpg"]
