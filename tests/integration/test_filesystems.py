@@ -171,6 +171,8 @@ def test_list_files_below_streams_the_listing_and_skips_the_output_folder(tmp_pa
         assert_that(listed | beam.Map(lambda meta: meta.path), equal_to(expected))
     # FileSystems.match returns the whole listing as one list in one worker's memory.
     assert filesystems.everything_below(str(root)) not in asked
+
+
 def test_local_files_skip_the_filesystem_lookup_and_others_still_use_it(tmp_path, monkeypatch):
     # Beam's lookup walks every FileSystem subclass and builds a new filesystem per call;
     # the write stage reads one local file per image, so local paths use one instance.
