@@ -128,7 +128,7 @@ def ensure_data(data_dir: str, num_images: int, formats: list[str]) -> dict[str,
     cases = {"coco": ["--images", info["images"], "--annotations", info["annotations"]]}
     for kind in formats:
         root = os.path.join(data_dir, f"{kind}_{num_images}")
-        done = os.path.join(root, ".options.json")
+        done = f"{root}.options.json"  # beside the folder: inside, a format would read it
         if not os.path.exists(done):
             shutil.rmtree(root, ignore_errors=True)
             os.makedirs(root)

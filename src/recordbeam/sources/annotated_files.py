@@ -553,6 +553,16 @@ class _JoinAndParse(beam.DoFn):
             f"{annotation_path or 'no annotation file'} names none of them; keep one"))
 
 
+class _AnnotationsApart(beam.DoFn):
+    """Annotation files to the ``annotations`` output, every other message to the main one."""
+
+    def process(self, element):
+        if type(element[1]) is AnnotationFile:
+            yield TaggedOutput("annotations", element)
+        else:
+            yield element
+
+
 class _ParseNamingImage(beam.DoFn):
     """(own id, annotation file) -> (id of the image it names, the parsed annotation),
     for formats whose annotations name their image; other messages pass unchanged. An
@@ -663,12 +673,17 @@ class ReadAnnotatedImages(beam.PTransform):
         )
         by_id = listed.by_id
         if fmt.names_its_image:
-            by_id = (
-                by_id
-                | "SpreadAnnotations" >> beam.Reshuffle()  # the listing is one task's output
+            # Only the annotation files are spread (a listing is one task's output) and
+            # parsed before the join; the images' messages go to the join as they are.
+            apart = by_id | "AnnotationsApart" >> beam.ParDo(_AnnotationsApart()).with_output_types(
+                tuple[str, JoinMessage]).with_outputs("annotations", main="others")
+            named = (
+                apart.annotations
+                | "SpreadAnnotations" >> beam.Reshuffle()
                 | "ParseBeforeJoin" >> beam.ParDo(_ParseNamingImage(fmt))
                 .with_output_types(tuple[str, JoinMessage])  # (named image's id, message)
             )
+            by_id = (named, apart.others) | "WithImages" >> beam.Flatten()
         parsed = (
             by_id
             | "JoinById" >> beam.GroupByKey()  # (image id, [JoinMessage])

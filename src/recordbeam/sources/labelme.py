@@ -234,6 +234,12 @@ def shape_source(path: str, indices: Sequence[int]) -> str:
     return f"{path}: shapes[{', '.join(map(str, indices))}]"
 
 
+#: What each shape kind that becomes an object needs, said in its reject.
+_POINTS_NEEDED = {"rectangle": "exactly 2 points (opposite corners)",
+                  "circle": "exactly 2 points (the centre, then a point on the rim)",
+                  "polygon": "at least 3 points"}
+
+
 def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
     """A shape as a piece of an object, a reject, or the counter of a skipped shape."""
     where = shape_source(path, [index])
@@ -249,9 +255,7 @@ def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
     if kind in SKIPPED_SHAPES:
         return f"labelme_{kind}_shapes_skipped"
     points = _points(shape.get("points"))
-    needed = {"rectangle": "exactly 2 points (opposite corners)",
-              "circle": "exactly 2 points (the centre, then a point on the rim)",
-              "polygon": "at least 3 points"}.get(kind)
+    needed = _POINTS_NEEDED.get(kind)
     if needed is None:
         return Reject("annotation", where, "unsupported_shape", (
             f"{where} ({label!r}) is a {kind!r} shape; only rectangle, polygon and circle "
@@ -291,11 +295,14 @@ def _points(value: Any) -> list[tuple[float, float]] | None:
     if not isinstance(value, list):
         return None
     points = []
+    # Written out long-hand: this runs for every point of every shape.
     for point in value:
-        if (not isinstance(point, list) or len(point) != 2
-                or not all(_is_number(v) and math.isfinite(v) for v in point)):
+        if not isinstance(point, list) or len(point) != 2:
             return None
-        points.append((float(point[0]), float(point[1])))
+        x, y = point
+        if not (_is_number(x) and _is_number(y) and math.isfinite(x) and math.isfinite(y)):
+            return None
+        points.append((float(x), float(y)))
     return points
 
 
@@ -305,6 +312,12 @@ def _is_number(value: Any) -> bool:
 
 def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     """The pieces of one group as one object: the union of boxes and outlines."""
+    if len(pieces) == 1:  # most shapes are no group: the piece itself
+        piece = pieces[0]
+        xmin, ymin, xmax, ymax = piece.corners
+        return NamedObject(shape_source(path, [piece.index]), piece.label,
+                           (xmin, ymin, xmax - xmin, ymax - ymin),
+                           segmentation=None if piece.outline is None else [piece.outline])
     where = shape_source(path, [piece.index for piece in pieces])
     labels = sorted({piece.label for piece in pieces})
     if len(labels) > 1:
