@@ -363,6 +363,25 @@ def invalid_name(path: str) -> Reject:
         "file (and its annotation or image) with a UTF-8 name"))
 
 
+def listed_images(folder: str, skip_prefix: str | None, skipped: str | None = None,
+                  not_counted: str | None = None) -> Iterator[Any]:
+    """List ``folder`` (everything below it, less ``skip_prefix``) for a DoFn: yields what
+    every image listing owes as ``TaggedOutput``s (each file to the ``inputs``
+    fingerprint, a name that is not UTF-8 as a reject, a file that is no image counted as
+    ``skipped`` when given, unless its name is ``not_counted``: a table kept beside the
+    images) and, for each image, its ``FileMetadata`` for the caller."""
+    for meta in filesystems.iter_match(filesystems.everything_below(folder)):
+        if skip_prefix and meta.path.startswith(skip_prefix):
+            continue
+        yield TaggedOutput("inputs", text_metadata(meta))
+        if not is_text(meta.path):
+            yield TaggedOutput("rejects", invalid_name(meta.path))
+        elif meta.path.lower().endswith(IMAGE_SUFFIXES):
+            yield meta
+        elif skipped and posixpath.basename(meta.path) != not_counted:
+            yield TaggedOutput("counts", (skipped, 1))
+
+
 class _List(beam.DoFn):
     """One listing task: a :class:`Listing`, a :class:`SplitList`, or the small inputs;
     files keyed by image id for the join, and every file read to the fingerprint."""

@@ -29,14 +29,12 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    IMAGE_SUFFIXES,
     SortedNames,
     build_record,
     detection_metadata,
-    invalid_name,
+    listed_images,
     text_metadata,
 )
-from recordbeam.sources.coco import is_text
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     JoinRowsWithImages,
@@ -221,17 +219,13 @@ class _ReadSplit(beam.DoFn):
                 yield from parse_table(f, table, split)
             return
         folder = self._options.image_folder(split)
-        for meta in filesystems.iter_match(filesystems.everything_below(folder)):
-            if self._skip and meta.path.startswith(self._skip):
-                continue
-            yield TaggedOutput("inputs", text_metadata(meta))
-            if not is_text(meta.path):
-                yield TaggedOutput("rejects", invalid_name(meta.path))
-            elif meta.path.lower().endswith(IMAGE_SUFFIXES):
-                name = filesystems.relative_name(folder, meta.path)
-                yield image_key(split, name), ListedImage(meta.path, meta.size_in_bytes)
-            elif posixpath.basename(meta.path) != TABLE_NAME:
-                yield TaggedOutput("counts", ("box_csv_other_files_skipped", 1))
+        for found in listed_images(folder, self._skip, "box_csv_other_files_skipped",
+                                   not_counted=TABLE_NAME):
+            if isinstance(found, TaggedOutput):
+                yield found
+            else:
+                name = filesystems.relative_name(folder, found.path)
+                yield image_key(split, name), ListedImage(found.path, found.size_in_bytes)
 
 
 class ReadBoxCsv(beam.PTransform):

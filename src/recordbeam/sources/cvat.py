@@ -44,7 +44,6 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    IMAGE_SUFFIXES,
     ImageFile,
     JoinMessage,
     NamedObject,
@@ -52,10 +51,9 @@ from recordbeam.sources.annotated_files import (
     SortedNames,
     build_record,
     detection_metadata,
-    invalid_name,
+    listed_images,
     text_metadata,
 )
-from recordbeam.sources.coco import is_text
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import FileTermsFn
 
@@ -565,15 +563,9 @@ class _ListImages(beam.DoFn):
         self._skip = skip_prefix
 
     def process(self, folder: str):
-        for meta in filesystems.iter_match(filesystems.everything_below(folder)):
-            if self._skip and meta.path.startswith(self._skip):
-                continue
-            yield TaggedOutput("inputs", text_metadata(meta))
-            if not is_text(meta.path):
-                yield TaggedOutput("rejects", invalid_name(meta.path))
-                continue
-            if not meta.path.lower().endswith(IMAGE_SUFFIXES):
-                yield TaggedOutput("counts", ("cvat_non_image_files_skipped", 1))
+        for meta in listed_images(folder, self._skip, "cvat_non_image_files_skipped"):
+            if isinstance(meta, TaggedOutput):
+                yield meta
                 continue
             name = filesystems.relative_name(folder, meta.path)
             first, _, rest = name.partition("/")

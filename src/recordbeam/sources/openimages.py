@@ -48,12 +48,10 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    IMAGE_SUFFIXES,
     detection_metadata,
-    invalid_name,
+    listed_images,
     text_metadata,
 )
-from recordbeam.sources.coco import is_text
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     ImageLabelRow,
@@ -355,17 +353,12 @@ class _ListImages(beam.DoFn):
 
     def process(self, split: str):
         folder = self._options.image_folder(split)
-        for meta in filesystems.iter_match(filesystems.everything_below(folder)):
-            if self._skip and meta.path.startswith(self._skip):
-                continue
-            yield TaggedOutput("inputs", text_metadata(meta))
-            if not is_text(meta.path):
-                yield TaggedOutput("rejects", invalid_name(meta.path))
-            elif meta.path.lower().endswith(IMAGE_SUFFIXES):
-                image_id = posixpath.splitext(filesystems.relative_name(folder, meta.path))[0]
-                yield image_key(split, image_id), ListedImage(meta.path, meta.size_in_bytes)
+        for found in listed_images(folder, self._skip, "openimages_non_image_files_skipped"):
+            if isinstance(found, TaggedOutput):
+                yield found
             else:
-                yield TaggedOutput("counts", ("openimages_non_image_files_skipped", 1))
+                image_id = posixpath.splitext(filesystems.relative_name(folder, found.path))[0]
+                yield image_key(split, image_id), ListedImage(found.path, found.size_in_bytes)
 
 
 def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
