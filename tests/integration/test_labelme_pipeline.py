@@ -13,8 +13,7 @@ import pytest
 from PIL import Image
 
 from recordbeam.cli import main as cli
-from recordbeam.tfrecord.example import decode_example
-from recordbeam.tfrecord.framing import open_records
+from recordbeam.testing.outputs import split_examples
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -77,11 +76,8 @@ def labelme_root(tmp_path_factory):
 
 
 def _examples(output, split="train"):
-    names = sorted(n for n in os.listdir(output) if n.startswith(f"{split}-"))
-    return {e["image/source_id"][0].decode(): e
-            for n in names for r in open_records(os.path.join(output, n))
-            for e in [decode_example(r, {"image/object/class/label": "int64",
-                                         "image/object/bbox/xmin": "float"})]}
+    return split_examples(output, split, kinds={"image/object/class/label": "int64",
+                                                    "image/object/bbox/xmin": "float"})
 
 
 def _convert(root, out, *extra):
