@@ -27,6 +27,10 @@ import time
 from collections import defaultdict
 from xml.sax.saxutils import escape
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from coco_bench import ensure_dataset  # noqa: E402 - one dataset and marker for both
+
 FORMATS = ("voc", "yolo", "labelme")
 
 
@@ -113,18 +117,8 @@ WRITERS = {"voc": write_voc, "yolo": write_yolo, "labelme": write_labelme}
 
 def ensure_data(data_dir: str, num_images: int, formats: list[str]) -> dict[str, list[str]]:
     """Each case's input options, generating what is absent."""
-    from recordbeam.testing.samples import make_coco_benchmark
-
-    coco_root = os.path.join(data_dir, f"coco_{num_images}")
-    marker = os.path.join(coco_root, "benchmark.json")
-    if not os.path.exists(marker):
-        shutil.rmtree(coco_root, ignore_errors=True)
-        print(f"generating {num_images} images into {coco_root} ...", flush=True)
-        sample = make_coco_benchmark(coco_root, num_images=num_images)
-        with open(marker, "w", encoding="utf-8") as f:
-            json.dump({"images": sample.images_dir, "annotations": sample.annotations}, f)
-    with open(marker, encoding="utf-8") as f:
-        info = json.load(f)
+    coco = ensure_dataset(data_dir, num_images)  # coco_bench.py's data and marker
+    info = {"images": coco.images_dir, "annotations": coco.annotations}
     cases = {"coco": ["--images", info["images"], "--annotations", info["annotations"]]}
     for kind in formats:
         root = os.path.join(data_dir, f"{kind}_{num_images}")
