@@ -27,17 +27,14 @@ class NormalizedBox(NamedTuple):
     clipped: bool
 
 
-def _clamp01(value: float) -> float:
-    return 0.0 if value < 0.0 else 1.0 if value > 1.0 else value
-
-
 def normalize_box(bbox: object, width: int, height: int) -> NormalizedBox:
     """Clip a COCO ``[x, y, w, h]`` box to the image and normalize it.
 
     A box partly outside the image is clipped (``clipped`` is True). A malformed box, a
     non-finite or negative size, or one with no area left after clipping raises
-    :class:`InvalidBox`. Values are clamped after dividing, so rounding never yields
-    1.0000000000000002.
+    :class:`InvalidBox`. Every corner ends in [0, 1] without clamping: after clipping
+    ``0 <= x0 < x1 <= width``, and a correctly rounded division of such values by
+    ``width`` cannot leave [0, 1] (``x1 == width`` gives exactly 1.0).
     """
     if not isinstance(bbox, (list, tuple)) or len(bbox) != 4:
         raise InvalidBox("invalid_bbox", f"bbox must be 4 numbers [x, y, w, h], got {bbox!r}")
@@ -60,7 +57,4 @@ def normalize_box(bbox: object, width: int, height: int) -> NormalizedBox:
             "empty_bbox", f"bbox {bbox!r} has no area inside the {width}x{height} image"
         )
     clipped = x0 != x or y0 != y or x1 != right or y1 != bottom
-    return NormalizedBox(
-        _clamp01(x0 / width), _clamp01(y0 / height), _clamp01(x1 / width), _clamp01(y1 / height),
-        clipped,
-    )
+    return NormalizedBox(x0 / width, y0 / height, x1 / width, y1 / height, clipped)

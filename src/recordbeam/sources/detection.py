@@ -225,40 +225,64 @@ class DetectionEncoder(ImageExampleEncoder):
             "this object")
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
-        columns: dict[str, list] = {key: [] for key in self.object_kinds}
-        extra_keys = list(self.extra_kinds)
-        flat_keys = list(self.flat_kinds)
+        # Runs for every image: the columns are filled through local names, and the
+        # orientation move is skipped when there is none (most images).
+        xmins: list[float] = []
+        xmaxs: list[float] = []
+        ymins: list[float] = []
+        ymaxs: list[float] = []
+        labels: list[int] = []
+        texts: list[str] = []
+        extra_columns: list[list] = [[] for _ in self.extra_kinds]
+        flat_columns: list[list] = [[] for _ in self.flat_kinds]
         rejects: list[Reject] = []
         clipped = masks_from_boxes = 0
         geometry = self.geometry(record, info)
+        width, height = geometry.frame
+        move = geometry.move
+        pixel_box, extra_values = self.pixel_box, self.extra_values
+        flat_values = self.flat_values if flat_columns else None
+        count_box_masks = self.include_masks
         for obj in self.objects(record):
             try:
-                box = normalize_box(self.pixel_box(obj, geometry), *geometry.frame)
-                extra = self.extra_values(obj, geometry)
-                flat = self.flat_values(obj, geometry) if flat_keys else ()
+                box = normalize_box(pixel_box(obj, geometry), width, height)
+                extra = extra_values(obj, geometry)
+                flat = flat_values(obj, geometry) if flat_values else ()
             except (InvalidBox, InvalidMask) as bad:
                 rejects.append(self.object_reject(obj, bad, record, geometry))
                 continue
-            clipped += box.clipped
-            masks_from_boxes += self.include_masks and getattr(obj, "segmentation", 0) is None
-            xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax,
-                                                geometry.move)
-            columns["image/object/bbox/xmin"].append(xmin)
-            columns["image/object/bbox/xmax"].append(xmax)
-            columns["image/object/bbox/ymin"].append(ymin)
-            columns["image/object/bbox/ymax"].append(ymax)
-            columns["image/object/class/label"].append(obj.label)
-            columns["image/object/class/text"].append(obj.text)
-            for key, value in zip(extra_keys, extra, strict=True):
-                columns[key].append(value)
-            for key, values in zip(flat_keys, flat, strict=True):
-                columns[key].extend(values)
+            if box.clipped:
+                clipped += 1
+            if count_box_masks and getattr(obj, "segmentation", 0) is None:
+                masks_from_boxes += 1
+            if move == 1:
+                xmin, ymin, xmax, ymax = box.xmin, box.ymin, box.xmax, box.ymax
+            else:
+                xmin, ymin, xmax, ymax = orient_box(box.xmin, box.ymin, box.xmax, box.ymax,
+                                                    move)
+            xmins.append(xmin)
+            xmaxs.append(xmax)
+            ymins.append(ymin)
+            ymaxs.append(ymax)
+            labels.append(obj.label)
+            texts.append(obj.text)
+            for column, value in zip(extra_columns, extra, strict=True):
+                column.append(value)
+            for column, values in zip(flat_columns, flat, strict=True):
+                column.extend(values)
+        columns: dict[str, list] = {
+            "image/object/bbox/xmin": xmins, "image/object/bbox/xmax": xmaxs,
+            "image/object/bbox/ymin": ymins, "image/object/bbox/ymax": ymaxs,
+            "image/object/class/label": labels, "image/object/class/text": texts,
+            **dict(zip(self.extra_kinds, extra_columns, strict=True)),
+            **dict(zip(self.flat_kinds, flat_columns, strict=True)),
+        }
         warning = None if geometry.annotated_rotated else warn_size_mismatch(
             record, info, record.labels)
         if warning:
             rejects.append(warning)
-        counts = {OBJECTS_WRITTEN: len(columns["image/object/class/label"]),
-                  "boxes_clipped": clipped, **self.object_counts(columns)}
+        counts = {OBJECTS_WRITTEN: len(labels), "boxes_clipped": clipped,
+                  **self.object_counts(columns)}
         if self.include_masks and type(self).extra_values is DetectionEncoder.extra_values:
             counts["masks_written"] = len(columns["image/object/mask"])
             counts["masks_from_boxes"] = masks_from_boxes
