@@ -24,6 +24,10 @@ recordbeam's reader and must hold N examples.
     python benchmarks/coco_bench.py [--images 20000,100000] [--cases recordbeam,beam,loop]
         [--data-dir benchmarks/data] [--scratch DIR] [--shards N] [--workers N] [--keep]
 
+With two sizes or more (``--images 2000,20000``) it also prints each case's marginal CPU
+per image between the smallest and the largest size, and the fixed cost that leaves:
+starting Beam's workers and importing Beam or TensorFlow costs seconds whatever the size.
+
 ``model_garden`` needs ``tf-models-official`` (installed with ``--no-deps``, plus tf-keras,
 gin-config, tf-slim, pyyaml, scipy, pycocotools, opencv-python-headless); it stops at the
 first missing image, which the benchmark data never has. The ``beam`` case needs a fast CRC32C for Beam's TFRecord writer (google-crc32c, python-snappy
@@ -430,7 +434,8 @@ def _available_memory() -> int | None:
     return None
 
 
-def bench_size(args: argparse.Namespace, n: int, scratch: str) -> list[str]:
+def bench_size(args: argparse.Namespace, n: int, scratch: str,
+               by_size: dict[int, dict[str, dict[str, Any]]] | None = None) -> list[str]:
     ds = ensure_dataset(args.data_dir, n)
     shards = args.shards
     if not shards and "recordbeam" not in args.cases:
@@ -481,7 +486,31 @@ def bench_size(args: argparse.Namespace, n: int, scratch: str) -> list[str]:
     for case, r in results.items():
         ok = "ok" if r["examples"] == n else f"MISMATCH (expected {n})"
         notes.append(f"{case}: {r['examples']} examples in {r['shards']} shards: {ok}")
+    if by_size is not None:
+        by_size[n] = results
     return lines + [f"  {note}" for note in notes]
+
+
+def marginal_lines(by_size: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
+    """CPU per image between the smallest and the largest size run, per case: what a larger
+    corpus adds, without the fixed cost of starting (imports, workers, graph) that a
+    20k-image run still carries."""
+    if len(by_size) < 2:
+        return []
+    small, large = min(by_size), max(by_size)
+    lines = [f"marginal CPU per image, {small} -> {large} images (fixed cost: what is left at 0):"]
+    marginal = {}
+    for case in CASES:
+        if case in by_size[small] and case in by_size[large]:
+            a, b = by_size[small][case]["cpu"], by_size[large][case]["cpu"]
+            marginal[case] = (b - a) / (large - small)
+            fixed = a - marginal[case] * small
+            lines.append(f"  {LABELS[case]:<28}{marginal[case] * 1e6:>8.0f} us/image"
+                         f"{fixed:>8.1f} CPU s fixed")
+    if "recordbeam" in marginal and "loop" in marginal:
+        lines.append(f"  recordbeam / loop, marginal CPU: "
+                     f"{marginal['recordbeam'] / marginal['loop']:.2f}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -531,9 +560,11 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(scratch, exist_ok=True)
     print(f"outputs and logs in {scratch}; {args.workers} Beam workers", flush=True)
     lines = [HEADER]
+    by_size: dict[int, dict[str, dict[str, Any]]] = {}
     try:
         for n in sizes:
-            lines += bench_size(args, n, scratch)
+            lines += bench_size(args, n, scratch, by_size)
+        lines += marginal_lines(by_size)
     finally:
         if not args.keep and args.scratch is None:
             shutil.rmtree(scratch, ignore_errors=True)
