@@ -6,7 +6,8 @@ tests first and never decodes pixels unless asked (``verify_decode=True``):
 1. empty bytes;
 2. the format, from magic bytes only (a PNG named ``.jpg`` is a PNG);
 3. truncation, from the format's end marker (JPEG ``FF D9``, PNG ``IEND``);
-4. the header, parsed by Pillow without decoding: size, mode, EXIF orientation;
+4. the header, without decoding: size, mode, EXIF orientation; plain JPEG headers are read by
+   `recordbeam.images.jpeg_header` (a fraction of Pillow's cost), everything else by Pillow;
 5. a pixel budget, checked here rather than through Pillow's process-global
    ``Image.MAX_IMAGE_PIXELS`` (which only warns below twice its value).
 
@@ -22,6 +23,8 @@ import os
 from dataclasses import dataclass
 
 from PIL import Image, JpegImagePlugin, PngImagePlugin
+
+from recordbeam.images.jpeg_header import read_jpeg_header
 
 REASONS = (
     "missing",
@@ -169,22 +172,23 @@ def inspect_image(
             "pass --transcode jpeg (or --transcode png) to have it converted, or convert it first.",
         )
     trailing = _trailing_bytes(data, fmt)
+    # Our own JPEG header reader answers for plain headers at a fraction of Pillow's cost; it
+    # returns None for anything else, and Pillow then decides (and words any rejection).
+    header = read_jpeg_header(data) if fmt == "jpeg" and not verify_decode else None
+    if header is not None:
+        _check_size(fmt, header.width, header.height, max_pixels)
+        return ImageInfo(
+            format=fmt,
+            width=header.width,
+            height=header.height,
+            mode=header.mode,
+            exif_orientation=header.exif_orientation,
+            trailing_bytes=trailing,
+        )
     with _open_header(data, fmt) as image:
         width, height = image.size
         mode = image.mode
-        if width <= 0 or height <= 0:
-            raise ImageRejected(
-                "corrupt",
-                f"the {fmt.upper()} header says the image is {width}x{height} pixels; "
-                "the file is damaged, re-export it.",
-            )
-        if max_pixels is not None and width * height > max_pixels:
-            raise ImageRejected(
-                "too_large",
-                f"the image is {width}x{height} = {width * height:,} pixels, above the limit of "
-                f"{max_pixels:,}; raise --max-pixels (0: no limit) if images this big are "
-                "expected, or downscale the image.",
-            )
+        _check_size(fmt, width, height, max_pixels)
         orientation = _exif_orientation(image)
         if verify_decode:
             _decode_all(image, fmt)
@@ -324,6 +328,23 @@ def _jpeg_scan_start(data: bytes) -> int:
         f"the JPEG header runs past the end of the data ({size} bytes) before any image data; "
         "the file was cut short, fetch it again.",
     )
+
+
+def _check_size(fmt: str, width: int, height: int, max_pixels: int | None) -> None:
+    """Rejects a header size of zero pixels, or one above ``max_pixels``."""
+    if width <= 0 or height <= 0:
+        raise ImageRejected(
+            "corrupt",
+            f"the {fmt.upper()} header says the image is {width}x{height} pixels; "
+            "the file is damaged, re-export it.",
+        )
+    if max_pixels is not None and width * height > max_pixels:
+        raise ImageRejected(
+            "too_large",
+            f"the image is {width}x{height} = {width * height:,} pixels, above the limit of "
+            f"{max_pixels:,}; raise --max-pixels (0: no limit) if images this big are "
+            "expected, or downscale the image.",
+        )
 
 
 def _open_header(data: bytes, fmt: str) -> Image.Image:
