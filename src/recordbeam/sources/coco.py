@@ -18,6 +18,7 @@ import gc
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -369,42 +370,67 @@ class _ReadInputs(beam.DoFn):
                 "--captions takes a COCO captions file such as captions_train2017.json")
 
     def _read_section(self, path: str, section: str, stop_early: bool = False):
+        if section == "annotations":
+            yield from self._read_annotations(path)
+            return
         count = 0
+        for position, item in enumerate(stream_section(path, section, stop_early)):
+            count += 1
+            if not isinstance(item, dict):
+                yield TaggedOutput("rejects", _bad_item(
+                    section, _where(path, section, position), "is not a JSON object"))
+            elif section == "images":
+                yield from _check_image(
+                    item, _where(path, section, position), self._options.allow_outside_root)
+            else:
+                yield TaggedOutput("categories", _check_category(
+                    item, _where(path, section, position), self._options.include_keypoints))
+        if count == 0:
+            raise CocoFormatError(
+                f"{path} has no '{section}' (the list is missing or empty); is it a COCO "
+                "instances file?"
+            )
+
+    def _read_annotations(self, path: str):
+        """The long list (860k items in train2017): this loop runs once per annotation,
+        so what it calls per item is bound to local names and the common case (integer
+        ids, as in every COCO file) takes the short paths."""
         buffered: dict[Any, list[Annotation]] = {}
         pending = 0
         include_masks = self._options.include_masks
         include_keypoints = self._options.include_keypoints
         keypoints_not_written = densepose = 0
         annotation_ids = _IdTally()
-        count_id = annotation_ids.add  # bound once: called for every annotation
-        for position, item in enumerate(stream_section(path, section, stop_early)):
-            count += 1
+        count_integer_id, count_id = annotation_ids.add_integer, annotation_ids.add
+        check = _check_annotation
+        position = -1
+        for position, item in enumerate(stream_section(path, "annotations")):
             if not isinstance(item, dict):
                 yield TaggedOutput("rejects", _bad_item(
-                    section, _where(path, section, position), "is not a JSON object"))
-            elif section == "annotations":  # the long list: its checks are kept lean
-                checked = _check_annotation(item, path, position, include_masks,
-                                            include_keypoints)
-                if not include_keypoints and "keypoints" in item:
-                    keypoints_not_written += 1
-                if "dp_masks" in item or "dp_I" in item:
-                    densepose += 1
-                if isinstance(checked, Reject):
-                    yield TaggedOutput("rejects", checked)
-                    continue
-                image_id, annotation = checked
-                count_id(annotation.id)
-                buffered.setdefault(image_id, []).append(annotation)
-                pending += 1
-                if pending >= ANNOTATION_BUFFER:
-                    yield from _flush_annotations(buffered)
-                    pending = 0
-            elif section == "images":
-                yield from _check_image(
-                    item, _where(path, section, position), self._options.allow_outside_root)
+                    "annotations", _where(path, "annotations", position),
+                    "is not a JSON object"))
+                continue
+            checked = check(item, path, position, include_masks, include_keypoints)
+            if "keypoints" in item and not include_keypoints:
+                keypoints_not_written += 1
+            if "dp_masks" in item or "dp_I" in item:
+                densepose += 1
+            if type(checked) is Reject:
+                yield TaggedOutput("rejects", checked)
+                continue
+            image_id, annotation = checked
+            ann_id = annotation[0]
+            if type(ann_id) is not int or not count_integer_id(ann_id):
+                count_id(ann_id)
+            batch = buffered.get(image_id)
+            if batch is None:
+                buffered[image_id] = [annotation]
             else:
-                yield TaggedOutput("categories", _check_category(
-                    item, _where(path, section, position), include_keypoints))
+                batch.append(annotation)
+            pending += 1
+            if pending >= ANNOTATION_BUFFER:
+                yield from _flush_annotations(buffered)
+                pending = 0
         yield from _flush_annotations(buffered)
         for name, count_of in ((KEYPOINTS_NOT_WRITTEN, keypoints_not_written),
                                (DENSEPOSE_NOT_WRITTEN, densepose)):
@@ -412,18 +438,13 @@ class _ReadInputs(beam.DoFn):
                 yield TaggedOutput("counts", (name, count_of))
         for duplicate in annotation_ids.repeated():
             yield TaggedOutput("duplicate_annotation_ids", duplicate)
-        if count == 0 and section in ("images", "categories"):
-            raise CocoFormatError(
-                f"{path} has no '{section}' (the list is missing or empty); is it a COCO "
-                "instances file?"
-            )
-        if count == 0:  # no annotations: fine when there are none, not when they are no list
-            kind = _section_value_kind(path, section)
+        if position < 0:  # no annotations: fine when there are none, not when they are no list
+            kind = _section_value_kind(path, "annotations")
             if kind not in (None, "start_array"):
                 raise CocoFormatError(
-                    f"{path}: '{section}' is {_JSON_KINDS.get(kind, kind)}, not a list; a COCO "
-                    f"instances file has a list of objects there (or no '{section}' at all). "
-                    "Fix or re-export the annotation file."
+                    f"{path}: 'annotations' is {_JSON_KINDS.get(kind, kind)}, not a list; a "
+                    "COCO instances file has a list of objects there (or no 'annotations' at "
+                    "all). Fix or re-export the annotation file."
                 )
 
 
@@ -467,6 +488,15 @@ class _IdTally:
     def __init__(self) -> None:
         self._integers = array("q")
         self._others: list[Any] = []
+
+    def add_integer(self, value: int) -> bool:
+        """Adds an ``int`` id that fits in 64 bits and says True; False (nothing added)
+        for a larger one, which :meth:`add` keeps."""
+        try:
+            self._integers.append(value)
+        except OverflowError:
+            return False
+        return True
 
     def add(self, value: Any) -> None:
         if type(value) is int:
@@ -618,7 +648,8 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
         missing = [k for k in _ANNOTATION_KEYS if k not in item]
         return _bad_item("annotations", _where(path, "annotations", position),
                          f"lacks {', '.join(missing)}")
-    if not (_is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
+    if not (type(ann_id) is int and type(image_id) is int and type(category_id) is int) and not (
+            _is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
         return _bad_item("annotations", _where(path, "annotations", position),
                          "has an invalid 'id', 'image_id' or 'category_id' (need a number or string)")
     keypoints = None
@@ -634,11 +665,16 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
         area = _as_float(area)
         if area is None:
             area = _box_area(bbox)
-    return image_id, Annotation(
+    return image_id, _new_annotation(Annotation, (
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
         area, 1 if item.get("iscrowd", 0) else 0,
         item.get("segmentation") if include_masks else None, keypoints,
-    )
+    ))
+
+
+#: Builds an :class:`Annotation` from a tuple of all its fields without the Python-level
+#: ``__new__`` a NamedTuple has (a third of the cost, once per annotation).
+_new_annotation = tuple.__new__
 
 
 #: COCO's keypoint visibility flags: 0 not labeled, 1 labeled but not visible, 2 visible.
@@ -844,6 +880,29 @@ class _LocateOutside(beam.DoFn):
                                                entry.height)
 
 
+#: Builds an :class:`ObjectLabel` from a tuple of all its fields (see ``_new_annotation``).
+_new_object = tuple.__new__
+
+
+def _annotations_in_id_order(batches: list[AnnotationBatch]) -> list[tuple[Annotation, Any]]:
+    """``(annotation, image id as its file spelled it)`` of every batch, ordered by
+    annotation id, then image id (ids ordered as by :func:`_id_order`)."""
+    if len(batches) == 1:
+        batch = batches[0]
+        annotations = unpack_annotations(batch.packed)
+        if all(type(a[0]) is int for a in annotations):
+            # One batch has one image id, and integers order as _id_order orders them.
+            image_id = batch.image_id
+            return [(a, image_id) for a in sorted(annotations, key=_first)]
+    return sorted(
+        ((a, m.image_id) for m in batches for a in unpack_annotations(m.packed)),
+        key=lambda pair: (_id_order(pair[0].id), _id_order(pair[1])),
+    )
+
+
+_first = itemgetter(0)
+
+
 def _kind_of_id(value: Any) -> str:
     return "text" if isinstance(value, str) else "a number"
 
@@ -885,46 +944,59 @@ class _JoinAnnotations(beam.DoFn):
             self._keypoint_names = {c.id: c.keypoints for c in categories}
             self._duplicates = {(type(i), i) for i in duplicate_annotation_ids}
         key, messages = element
-        images = [m for m in messages if type(m) in (LocatedImage, ImageNotLocated)]
-        annotations = sorted(
-            ((a, m.image_id) for m in messages if type(m) is AnnotationBatch
-             for a in unpack_annotations(m.packed)),
-            key=lambda pair: (_id_order(pair[0].id), _id_order(pair[1])),
-        )
+        images: list[JoinMessage] = []
+        batches: list[AnnotationBatch] = []
+        caption_batches: list[CaptionBatch] = []
+        lists: list[ImageCategoryLists] = []
+        for message in messages:  # one pass: the grouped values may be read lazily
+            kind = type(message)
+            if kind is AnnotationBatch:
+                batches.append(message)
+            elif kind is LocatedImage or kind is ImageNotLocated:
+                images.append(message)
+            elif kind is CaptionBatch:
+                caption_batches.append(message)
+            elif kind is ImageCategoryLists:
+                lists.append(message)
+        annotations = _annotations_in_id_order(batches)
         captions = sorted(
-            ((caption_id, text, m.image_id) for m in messages if type(m) is CaptionBatch
+            ((caption_id, text, m.image_id) for m in caption_batches
              for caption_id, text in m.captions),
             key=lambda caption: (_id_order(caption[0]), _id_order(caption[2]), caption[1]),
         )
-        lists = [m for m in messages if type(m) is ImageCategoryLists]
         if len(images) != 1 or type(images[0]) is not LocatedImage:
             yield from self._image_not_written(key, images, annotations)
             yield from self._captions_not_written(images, captions)
             return
         image = images[0]
+        image_id = image.image_id
         labels = {"source_id": key, "filename": image.name, "width": image.width,
                   "height": image.height}
         objects = []
+        written_labels, duplicates = self._labels, self._duplicates
         for annotation, ann_image_id in annotations:
-            ann_id = annotation.id
-            problem = self._problem(ann_id, ann_image_id, image.image_id, annotation.category_id)
-            if problem is not None:
-                reason, detail = problem
-                yield TaggedOutput("rejects", Reject(
-                    "annotation", f"annotation {ann_id}", reason,
-                    f"{detail}; the image was written without this object",
-                ))
-                continue
+            ann_id, category_id = annotation[0], annotation[1]
+            # The checks of _problem, short: no duplicate ids, one id type, a known category.
+            if duplicates or type(ann_image_id) is not type(image_id) \
+                    or category_id not in written_labels:
+                problem = self._problem(ann_id, ann_image_id, image_id, category_id)
+                if problem is not None:
+                    reason, detail = problem
+                    yield TaggedOutput("rejects", Reject(
+                        "annotation", f"annotation {ann_id}", reason,
+                        f"{detail}; the image was written without this object",
+                    ))
+                    continue
             keypoints = None
             if self._include_keypoints:
                 keypoints = self._named_keypoints(annotation)
                 if isinstance(keypoints, Reject):
                     yield TaggedOutput("rejects", keypoints)
                     continue
-            label = self._labels[annotation.category_id]
-            objects.append(ObjectLabel(ann_id, label.label, label.name, annotation.bbox,
-                                       annotation.area, annotation.iscrowd,
-                                       annotation.segmentation, keypoints))
+            label = written_labels[category_id]
+            objects.append(_new_object(ObjectLabel, (
+                ann_id, label.label, label.name, annotation.bbox, annotation.area,
+                annotation.iscrowd, annotation.segmentation, keypoints)))
         labels["objects"] = pack_annotations(objects)
         if self._captions:
             labels["captions"] = tuple(
