@@ -15,6 +15,7 @@ image id -> ``ImageRecord``s for the sink.
 from __future__ import annotations
 
 import gc
+import io
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -241,6 +242,57 @@ def _events_to_section_end(f: Any, section: str, backend: Any) -> Iterator[tuple
             raise _SectionNotNearStart()
 
 
+#: How much of the file's end :func:`section_at_end` keeps, looking for its section there
+#: (COCO's 80 categories take 8 KB, LVIS's 1203 about 0.5 MB).
+TAIL_BYTES = 4 << 20
+#: The size of the reads of :func:`section_at_end`.
+READ_BYTES = 1 << 20
+
+
+def section_at_end(path: str, section: str) -> list[Any] | None:
+    """The items of the top-level list ``section``, parsed from the end of the file
+    alone when that is certain to give what a pass over the whole file gives; else None.
+
+    COCO's categories come last, after the annotations: parsing the whole file for them
+    costs as much as the annotations pass (0.85 s of CPU at 20k images). Here the file
+    is read, not parsed: the bytes ``"categories"`` are counted and the last
+    :data:`TAIL_BYTES` kept. When the key appears once in the whole file, inside that
+    tail and not after a backslash, and ``{`` followed by the tail from the key on is a
+    whole JSON object, then the key is the top-level one (only a member of the
+    outermost object is closed by the file's last ``}``), and that object's ``section``
+    list is the file's. Anything else (the key also named elsewhere, early in a large
+    file, spelled with escapes) returns None and the caller parses the whole file.
+    Whether the bytes before the key are valid JSON is left to the annotations pass,
+    which parses all of them.
+    """
+    key = f'"{section}"'.encode()
+    chunks: list[bytes] = []
+    kept = mentions = 0
+    overlap = b""  # a key split between two reads is counted once, in the later one
+    f = filesystems.open_read(path)
+    try:
+        while chunk := f.read(READ_BYTES):
+            mentions += (overlap + chunk).count(key)
+            if mentions > 1:
+                return None
+            overlap = chunk[-(len(key) - 1):]
+            chunks.append(chunk)
+            kept += len(chunk)
+            while kept - len(chunks[0]) >= TAIL_BYTES:
+                kept -= len(chunks.pop(0))
+    finally:
+        f.close()
+    tail = b"".join(chunks)
+    start = tail.find(key)
+    if mentions != 1 or start < 1 or tail[start - 1:start] == b"\\":
+        return None
+    try:
+        return list(ijson.items(io.BytesIO(b"{" + tail[start:]), f"{section}.item",
+                                use_float=True))
+    except (ijson.JSONError, ValueError):  # not a whole object, or an odd value: parse all
+        return None
+
+
 def _tell(f: Any) -> str:
     try:
         return str(f.tell())
@@ -373,8 +425,11 @@ class _ReadInputs(beam.DoFn):
         if section == "annotations":
             yield from self._read_annotations(path)
             return
+        items = section_at_end(path, section) if section == "categories" else None
+        if items is None:
+            items = stream_section(path, section, stop_early)
         count = 0
-        for position, item in enumerate(stream_section(path, section, stop_early)):
+        for position, item in enumerate(items):
             count += 1
             if not isinstance(item, dict):
                 yield TaggedOutput("rejects", _bad_item(
