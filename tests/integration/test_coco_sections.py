@@ -54,3 +54,63 @@ def test_malformed_images_list_names_the_file_and_section(tmp_path):
     path = _write(tmp_path / "d.json", '{"images": [{"id": 1, "file_name": "a.jpg"},, ]}')
     with pytest.raises(coco.CocoFormatError, match=r"d\.json: malformed JSON while reading 'images'"):
         list(coco.stream_section(path, "images", stop_early=True))
+
+
+CATEGORIES = [{"id": 1, "name": "one"}, {"id": 2, "name": "two", "supercategory": "x"}]
+
+
+def _coco_with_categories(*order: str, categories=CATEGORIES) -> str:
+    parts = {"images": IMAGES, "annotations": ANNOTATIONS, "categories": categories}
+    return "{" + ", ".join(f'"{k}": {json.dumps(parts[k])}' for k in order) + "}"
+
+
+def test_categories_at_the_end_are_read_without_parsing_the_annotations(tmp_path, monkeypatch):
+    # COCO's own order: the categories pass reads the file's end, and never parses the
+    # annotations before it (which the annotations pass parses).
+    path = _write(tmp_path / "e.json", _coco_with_categories("images", "annotations", "categories"))
+    parsed: list[str] = []
+    monkeypatch.setattr(coco, "stream_section",
+                        lambda p, section, stop_early=False: parsed.append(section) or iter(()))
+    monkeypatch.setattr(coco, "TAIL_BYTES", 200)
+    monkeypatch.setattr(coco, "READ_BYTES", 64)  # the key read over several reads
+    read = coco._ReadInputs(coco.CocoOptions(str(tmp_path), path))
+    found = [output.value for output in read.process("categories")]
+    assert found == [coco.Category(1, "one"), coco.Category(2, "two")]
+    assert parsed == []
+
+
+@pytest.mark.parametrize("body", [
+    # The key also inside an annotation: which one is the file's is not certain.
+    '{"annotations": [{"id": 1, "categories": [9]}], "categories": %s}',
+    # Early in a file larger than the tail kept (the whole file fits when it is small).
+    '{"categories": %s, "annotations": [{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}]}',
+    # Only inside an object, not at the top level.
+    '{"info": {"categories": %s}, "annotations": []}',
+    # A key ending in an escaped quote and "categories".
+    '{"annotations": [], "say \\"categories": %s}',
+])
+def test_categories_elsewhere_are_left_to_the_whole_file_pass(tmp_path, monkeypatch, body):
+    path = _write(tmp_path / "f.json", body % json.dumps(CATEGORIES))
+    monkeypatch.setattr(coco, "TAIL_BYTES", 40)
+    monkeypatch.setattr(coco, "READ_BYTES", 8)
+    assert coco.section_at_end(path, "categories") is None
+
+
+def test_categories_at_the_end_match_the_whole_file_pass(tmp_path):
+    odd = [{"id": 1, "name": "caf\u00e9 \"one\""}, {"id": 2, "name": "two", "x": [1.5, None]}]
+    for order in (("images", "annotations", "categories"), ("categories", "images")):
+        path = _write(tmp_path / "g.json", _coco_with_categories(*order, categories=odd))
+        assert coco.section_at_end(path, "categories") == odd
+        assert list(coco.stream_section(path, "categories")) == odd
+    # A value the fast C parser refuses: left to the whole-file pass and its fallback.
+    big = [{"id": 2**70, "name": "big"}]
+    path = _write(tmp_path / "h.json", _coco_with_categories("images", "categories", categories=big))
+    assert coco.section_at_end(path, "categories") is None
+    assert list(coco.stream_section(path, "categories")) == big
+
+
+def test_malformed_file_before_the_categories_is_reported_by_the_annotations_pass(tmp_path):
+    path = _write(tmp_path / "i.json", '{"annotations": [{"id": 1},, ], "categories": []}')
+    assert coco.section_at_end(path, "categories") == []
+    with pytest.raises(coco.CocoFormatError, match="malformed JSON while reading 'annotations'"):
+        list(coco.stream_section(path, "annotations"))

@@ -85,7 +85,10 @@ def pack_annotations(objects: Iterable[Annotation | ObjectLabel]) -> bytes:
 
     Each is pickled as a plain tuple, without its trailing optional fields
     (``segmentation``, ``keypoints``) that are None: as compact as before these had names."""
-    plain = tuple(_without_trailing_none(tuple(o)) for o in objects)
+    plain = tuple([
+        # Slicing a NamedTuple gives a plain tuple: the usual case, neither field set.
+        o[:-2] if o[-1] is None and o[-2] is None and o[-3] is not None
+        else _without_trailing_none(tuple(o)) for o in objects])
     return pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -102,12 +105,25 @@ def _without_trailing_none(fields: tuple) -> tuple:
 
 def unpack_annotations(blob: bytes) -> tuple[Annotation, ...]:
     """The annotations of :func:`pack_annotations`."""
-    return tuple(Annotation(*fields) for fields in _unpickle(blob))
+    return _with_type(Annotation, _unpickle(blob))
 
 
 def unpack_objects(blob: bytes) -> tuple[ObjectLabel, ...]:
     """The objects of an ``ImageRecord``'s ``labels["objects"]``."""
-    return tuple(ObjectLabel(*fields) for fields in _unpickle(blob))
+    return _with_type(ObjectLabel, _unpickle(blob))
+
+
+_NONES = (None,) * len(ObjectLabel._fields)
+
+
+def _with_type(kind: type, rows: tuple[tuple, ...]) -> tuple:
+    """``rows`` as ``kind``s, the optional fields they were packed without set to None;
+    built with ``tuple.__new__``, not the NamedTuple's Python-level ``__new__`` (once
+    per object of every image)."""
+    size = len(kind._fields)  # type: ignore[attr-defined]
+    new = tuple.__new__
+    return tuple([new(kind, fields if len(fields) == size else fields + _NONES[:size - len(fields)])
+                  for fields in rows])
 
 
 def _unpickle(blob: bytes) -> tuple[tuple, ...]:
