@@ -57,13 +57,14 @@ except ImportError:  # a Beam without the FnApiRunner: nothing to install into
 
 _LOG = logging.getLogger(__name__)
 
-#: Bytes one shuffle (or one materialized collection) keeps in memory (as Beam's buffer, decoded: ~1.5x more) before it
-#: moves to disk, counted as the encoded bytes the workers sent it. A 20k-image COCO
-#: conversion's largest shuffle is ~15 MiB, so it stays in memory; from ~40k images on
-#: the large ones spill. 8 MiB took ~80 MiB less at 20k but ~9% longer (spilling costs
-#: the launcher CPU); either way the peak no longer grows with the data.
+#: Bytes one shuffle (or one materialized collection) keeps in memory before it moves to
+#: disk, counted as the encoded bytes the workers sent it. Beam's grouping buffer holds
+#: them decoded, several times larger for rich records, and encodes them again when it
+#: deals them: at 32 MiB a 100k-row manifest's launcher peaked at 410-480 MiB, at 8 MiB
+#: at ~300 MiB (the same bytes written; ``benchmarks/scale.py``). Spilling costs the
+#: launcher some CPU (a 20k COCO run took ~9% longer when its shuffles spilled).
 #: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
-SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 32 << 20))
+SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 8 << 20))
 
 #: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512
 #: keep that to ~1 MiB per 500 MiB spilled.
