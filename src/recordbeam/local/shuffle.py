@@ -481,7 +481,7 @@ class SpillingListBuffer(_BeamListBuffer or object):
             chunks.extend(self._inputs)
             self._inputs = chunks
             self._held = 0
-            _LOG.info("A materialized collection moved to disk past %.1f MiB", self._budget / 2**20)
+            _LOG.info("A materialized collection spilled to disk past %.1f MiB", self._budget / 2**20)
 
 
 def _size_of(chunks: Sequence[bytes]) -> int:
