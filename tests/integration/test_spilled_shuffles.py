@@ -74,3 +74,34 @@ def test_a_failed_run_leaves_no_spill_files(spill_everything):
         _ = p | beam.Create([("a", 1), ("a", 2)]) | beam.GroupByKey() | beam.Map(fail)
     assert len(spill_everything()) == 1
     assert not local_shuffle.installed()
+
+
+def test_a_manifest_whose_waiting_rows_spill_writes_the_same_bytes(tmp_path, spill_everything,
+                                                                   monkeypatch):
+    # The manifest's rows wait for every range's line count, its records for the shard
+    # plan: collections the runner materializes whole, in the launcher unless they spill.
+    from recordbeam import pipeline
+    from recordbeam.images.transcode import ImageFixes
+    from recordbeam.sources.tabular import ReadTable, TableOptions
+    from recordbeam.testing.samples import make_manifest_sample
+    from recordbeam.write.image_encoder import ImageChecks
+    from recordbeam.write.sink import ShardOptions
+
+    sample = make_manifest_sample(tmp_path / "in", fmt="csv", num_rows=40)
+    table = TableOptions(sample.manifest, split_column="split", range_bytes=512)
+    assert len(ReadTable(table).ranges) > 2
+
+    def convert(output) -> dict[str, bytes]:
+        out = os.fspath(output)
+        pipeline.run(lambda p: pipeline.table_to_tfrecord(
+            p, out, table, ShardOptions(num_shards=3, max_reject_fraction=0.5), ImageChecks(),
+            ImageFixes()), out, beam_args=[*MULTI_PROCESS], show_progress=False)
+        return {name: (output / name).read_bytes() for name in sorted(os.listdir(output))}
+
+    spilled = convert(tmp_path / "spilled")
+    assert [m for m in spill_everything() if m.startswith("A materialized collection")]
+    monkeypatch.setattr(local_shuffle, "SHUFFLE_MEMORY", 1 << 40)
+    before = len(spill_everything())
+    in_memory = convert(tmp_path / "in_memory")
+    assert len(spill_everything()) == before  # nothing spilled the second time
+    assert len(spilled) > 4 and spilled == in_memory

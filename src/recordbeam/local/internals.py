@@ -44,6 +44,11 @@ RUNNER_INTERNALS = (
     ("apache_beam.runners.portability.fn_api_runner.execution", "GroupingBuffer"),
     ("apache_beam.runners.portability.fn_api_runner.execution",
      "BundleContextManager.get_buffer"),
+    # Materialized collections that spill to disk too.
+    ("apache_beam.runners.portability.fn_api_runner.execution", "ListBuffer.partition"),
+    ("apache_beam.runners.portability.fn_api_runner.execution",
+     "FnApiRunnerExecutionContext.bundle_manager_for"),
+    ("apache_beam.runners.portability.fn_api_runner.translations", "split_buffer_id"),
 )
 
 

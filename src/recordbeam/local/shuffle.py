@@ -1,4 +1,4 @@
-"""Shuffles of local runs that move to disk past a memory budget.
+"""Shuffles and materialized collections of local runs that move to disk past a memory budget.
 
 Beam's FnApiRunner keeps every ``GroupByKey`` of a run in the launcher process: its
 ``GroupingBuffer`` holds the decoded values of every key in a dict, and builds a second,
@@ -20,7 +20,14 @@ key's values in the order they arrived, and parts whose numbers of keys differ b
 one. Only which keys share a part, and their order in it, differ: Beam's follow the keys'
 arrival, which is not deterministic either once several workers send them.
 
-:func:`spilling_shuffles` installs the buffer in Beam's runner for the duration of a run;
+The runner also holds in this process every collection it materializes between two
+stages: one whose consumer waits for a side input computed from all the data (a
+manifest's rows wait for every range's line count, its records for the shard plan), or
+that two stages read. Beam's ``ListBuffer`` keeps its chunks in a list; past the same
+budget :class:`SpillingListBuffer` keeps them in a temp file instead, and the workers
+receive the same chunks in the same parts.
+
+:func:`spilling_shuffles` installs both buffers in Beam's runner for the duration of a run;
 ``recordbeam.local.runner.LocalRunner`` does so for every run where ``recordbeam.local.internals``
 allows it. This reaches into Beam's private runner module; :data:`AVAILABLE` is False
 when a Beam version lacks what it needs, and runs then keep Beam's buffer.
@@ -37,25 +44,27 @@ import threading
 import weakref
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 try:
     from apache_beam.coders.coder_impl import create_InputStream
     from apache_beam.runners.portability.fn_api_runner import execution
+    from apache_beam.runners.portability.fn_api_runner.translations import split_buffer_id
     from apache_beam.transforms.window import GlobalWindows
 except ImportError:  # a Beam without the FnApiRunner: nothing to install into
     execution = None
 
 _LOG = logging.getLogger(__name__)
 
-#: Bytes one shuffle keeps in memory (as Beam's buffer, decoded: ~1.5x more) before it
-#: moves to disk, counted as the encoded bytes the workers sent it. A 20k-image COCO
-#: conversion's largest shuffle is ~15 MiB, so it stays in memory; from ~40k images on
-#: the large ones spill. 8 MiB took ~80 MiB less at 20k but ~9% longer (spilling costs
-#: the launcher CPU); either way the peak no longer grows with the data.
+#: Bytes one shuffle (or one materialized collection) keeps in memory before it moves to
+#: disk, counted as the encoded bytes the workers sent it. Beam's grouping buffer holds
+#: them decoded, several times larger for rich records, and encodes them again when it
+#: deals them: at 32 MiB a 100k-row manifest's launcher peaked at 410-480 MiB, at 8 MiB
+#: at ~300 MiB (the same bytes written; ``benchmarks/scale.py``). Spilling costs the
+#: launcher some CPU (a 20k COCO run took ~9% longer when its shuffles spilled).
 #: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
-SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 32 << 20))
+SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 8 << 20))
 
 #: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512
 #: keep that to ~1 MiB per 500 MiB spilled.
@@ -68,6 +77,8 @@ WRITE_BUFFER = 8 << 20
 PART_CHUNK = 1 << 20
 
 _BeamGroupingBuffer: Any = getattr(execution, "GroupingBuffer", None)
+_BeamListBuffer: Any = getattr(execution, "ListBuffer", None)
+_BeamBundleContextManager: Any = getattr(execution, "BundleContextManager", None)
 
 
 def _beam_has_what_we_need() -> bool:
@@ -87,8 +98,25 @@ def _beam_has_what_we_need() -> bool:
         if code is None:
             return False
         names.update(code.co_names)
-    return {"_table", "_grouped_output", "_key_coder", "_pre_grouped_coder",
-            "_post_grouped_coder", "_windowing"} <= names
+    if not {"_table", "_grouped_output", "_key_coder", "_pre_grouped_coder",
+            "_post_grouped_coder", "_windowing"} <= names:
+        return False
+    return _beam_materializes_as_we_expect()
+
+
+def _beam_materializes_as_we_expect() -> bool:
+    """The runner builds its stage managers by a global name lookup in ``execution``, and
+    a ``ListBuffer`` keeps its chunks in ``_inputs``, which every method of it goes
+    through (so a list look-alike there keeps them all working)."""
+    context = getattr(execution, "FnApiRunnerExecutionContext", None)
+    builds = getattr(getattr(context, "bundle_manager_for", None), "__code__", None)
+    if builds is None or "BundleContextManager" not in builds.co_names:
+        return False
+    for method in ("__init__", "append", "extend", "partition", "__iter__", "clear"):
+        code = getattr(getattr(_BeamListBuffer, method, None), "__code__", None)
+        if code is None or "_inputs" not in code.co_names:
+            return False
+    return True
 
 
 #: Whether this Beam version can take the spilling buffer.
@@ -355,6 +383,121 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
         return list(self._spills)
 
 
+class _SpilledChunks(Sequence):
+    """A materialized collection's chunks on disk, in the shape Beam's ``ListBuffer`` keeps
+    them in memory (its ``_inputs`` list): appended, counted, sliced into per-worker parts,
+    iterated. A slice is a view over the same files; reading seals the open file, and
+    later appends go to a new one."""
+
+    def __init__(self, folder: str, chunks: list[tuple[_SpillFile, int, int]] | None = None) -> None:
+        self._folder = folder
+        self._chunks = chunks if chunks is not None else []
+        self._open: _SpillFile | None = None
+
+    def append(self, chunk: bytes) -> None:
+        if self._open is None:
+            self._open = _SpillFile(self._folder)
+        self._chunks.append((self._open, self._open.write(chunk), len(chunk)))
+
+    def extend(self, chunks: Iterable[bytes]) -> None:
+        for chunk in chunks:
+            self.append(chunk)
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    @property
+    def size(self) -> int:
+        return sum(length for _file, _offset, length in self._chunks)
+
+    def __getitem__(self, index):
+        self._seal()
+        if isinstance(index, slice):
+            return _SpilledChunks(self._folder, self._chunks[index])
+        file, offset, length = self._chunks[index]
+        return next(file.read(array("q", (offset, length))))
+
+    def __iter__(self) -> Iterator[bytes]:
+        self._seal()
+        for file, offset, length in self._chunks:
+            yield from file.read(array("q", (offset, length)))
+
+    def _seal(self) -> None:
+        if self._open is not None:
+            self._open.finish()
+            self._open = None
+
+
+class SpillingListBuffer(_BeamListBuffer or object):
+    """Beam's ``ListBuffer`` (a collection the runner materializes between two stages)
+    that moves its chunks to disk past ``budget`` bytes.
+
+    The runner materializes a collection whose consumer must wait for something else: a
+    side input computed from all the data (a manifest's rows wait for every range's line
+    count, its records for the shard plan), or a second consumer. Such a collection is as
+    large as the data, and Beam holds it in this process. Past the budget its chunks, as
+    the workers sent them, go to one temp file, kept in order; the workers then receive
+    the same chunks in the same parts as from Beam's buffer. ``budget`` and ``folder``
+    default as for :class:`SpillingGroupingBuffer`.
+    """
+
+    def __init__(self, coder_impl, *, budget: int | None = None,
+                 folder: str | None = None) -> None:
+        super().__init__(coder_impl)
+        self._budget = SHUFFLE_MEMORY if budget is None else budget
+        self._folder = folder
+        self._held = 0
+
+    @property
+    def spilled(self) -> bool:
+        return isinstance(self._inputs, _SpilledChunks)
+
+    def append(self, element: bytes) -> None:
+        super().append(element)
+        self._count(len(element))
+
+    def extend(self, extra) -> None:
+        super().extend(extra)
+        self._count(_size_of(extra._inputs))
+
+    def clear(self) -> None:
+        super().clear()
+        self._held = 0
+
+    def copy(self):
+        if not self.spilled:
+            return super().copy()
+        self._inputs._seal()  # a second consumer reads the same, finished files
+        twin = SpillingListBuffer(self._coder_impl, budget=self._budget, folder=self._folder)
+        twin._inputs = self._inputs[:]
+        return twin
+
+    def _count(self, size: int) -> None:
+        if self.spilled:
+            return
+        self._held += size
+        if self._held > self._budget:
+            chunks = _SpilledChunks(self._folder or _current_run_folder() or tempfile.gettempdir())
+            chunks.extend(self._inputs)
+            self._inputs = chunks
+            self._held = 0
+            _LOG.info("A materialized collection spilled to disk past %.1f MiB", self._budget / 2**20)
+
+
+def _size_of(chunks: Sequence[bytes]) -> int:
+    return chunks.size if isinstance(chunks, _SpilledChunks) else sum(map(len, chunks))
+
+
+class _SpillingBundleContextManager(_BeamBundleContextManager or object):
+    """Beam's stage manager, whose materialized collections are :class:`SpillingListBuffer`s."""
+
+    def get_buffer(self, buffer_id: bytes, transform_id: str):
+        buffers = self.execution_context.pcoll_buffers
+        if split_buffer_id(buffer_id)[0] == "materialize" and buffer_id not in buffers:
+            buffers[buffer_id] = SpillingListBuffer(self.get_input_coder_impl(transform_id))
+        return super().get_buffer(buffer_id, transform_id)
+
+
 _install_lock = threading.Lock()
 _runs = 0
 _run_folder: str | None = None
@@ -377,6 +520,7 @@ def spilling_shuffles() -> Iterator[None]:
     with _install_lock:
         if _runs == 0:
             execution.GroupingBuffer = SpillingGroupingBuffer
+            execution.BundleContextManager = _SpillingBundleContextManager
         _runs += 1
     try:
         yield
@@ -385,6 +529,7 @@ def spilling_shuffles() -> Iterator[None]:
             _runs -= 1
             if _runs == 0:
                 execution.GroupingBuffer = _BeamGroupingBuffer
+                execution.BundleContextManager = _BeamBundleContextManager
                 if _run_folder is not None:
                     shutil.rmtree(_run_folder, ignore_errors=True)
                     _run_folder = None
@@ -401,4 +546,5 @@ def _current_run_folder() -> str | None:
 
 def installed() -> bool:
     """Whether Beam's runner builds spilling buffers right now."""
-    return execution is not None and execution.GroupingBuffer is SpillingGroupingBuffer
+    return (execution is not None and execution.GroupingBuffer is SpillingGroupingBuffer
+            and execution.BundleContextManager is _SpillingBundleContextManager)
