@@ -256,3 +256,18 @@ def test_the_hook_makes_the_runner_materialize_into_spilling_buffers():
         assert issubclass(manager, beams_manager) and manager is not beams_manager
         assert local_shuffle.installed()
     assert execution.BundleContextManager is beams_manager
+
+
+@pytest.mark.parametrize("text", ["8MB", "-1", "1.5e6", ""])
+def test_a_shuffle_budget_that_is_no_byte_count_is_refused_with_the_variable_named(
+        monkeypatch, text):
+    monkeypatch.setenv("RECORDBEAM_SHUFFLE_MEMORY", text)
+    with pytest.raises(ValueError, match=r"RECORDBEAM_SHUFFLE_MEMORY must be a whole number"):
+        local_shuffle._budget_from_environment()
+
+
+def test_the_shuffle_budget_comes_from_the_environment_or_its_default(monkeypatch):
+    monkeypatch.setenv("RECORDBEAM_SHUFFLE_MEMORY", "33554432")
+    assert local_shuffle._budget_from_environment() == 32 << 20
+    monkeypatch.delenv("RECORDBEAM_SHUFFLE_MEMORY")
+    assert local_shuffle._budget_from_environment() == 8 << 20

@@ -62,9 +62,24 @@ _LOG = logging.getLogger(__name__)
 #: them decoded, several times larger for rich records, and encodes them again when it
 #: deals them: at 32 MiB a 100k-row manifest's launcher peaked at 410-480 MiB, at 8 MiB
 #: at ~300 MiB (the same bytes written; ``benchmarks/scale.py``). Spilling costs the
-#: launcher some CPU (a 20k COCO run took ~9% longer when its shuffles spilled).
+#: launcher some CPU (~4% of a 20k COCO run's CPU on a quiet machine, no wall time).
 #: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
-SHUFFLE_MEMORY = int(os.environ.get("RECORDBEAM_SHUFFLE_MEMORY", 8 << 20))
+def _budget_from_environment(default: int = 8 << 20) -> int:
+    text = os.environ.get("RECORDBEAM_SHUFFLE_MEMORY")
+    if text is None:
+        return default
+    try:
+        budget = int(text)
+    except ValueError:
+        budget = -1
+    if budget < 0:
+        raise ValueError(
+            f"RECORDBEAM_SHUFFLE_MEMORY must be a whole number of bytes such as 33554432, "
+            f"got {text!r}; unset it for the default of {default >> 20} MiB")
+    return budget
+
+
+SHUFFLE_MEMORY = _budget_from_environment()
 
 #: Hash buckets of a spilled shuffle; grouping holds one in memory at a time, so 512
 #: keep that to ~1 MiB per 500 MiB spilled.
