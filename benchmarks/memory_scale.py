@@ -41,14 +41,20 @@ def dataset(data_dir: str, images: int) -> str:
     if not os.path.exists(os.path.join(root, "annotations", "instances.json")):
         from recordbeam.testing.samples import make_coco_benchmark
 
-        make_coco_benchmark(root, num_images=images, distinct=8)
+        # Enough distinct files that none needs more hard links than ext4 allows (65,000).
+        distinct = max(8, -(-images // LINKS_PER_FILE))
+        make_coco_benchmark(root, num_images=images, distinct=distinct)
         small = _small_jpeg()
         images_dir = os.path.join(root, "images")
-        for image_id in range(1, 9):  # the distinct files; every other name links to one
+        for image_id in range(1, distinct + 1):  # every other name links to one of these
             with open(os.path.join(images_dir, f"{image_id:012d}.jpg"), "r+b") as f:
                 f.write(small)
                 f.truncate()
     return root
+
+
+#: Names per distinct file of :func:`dataset`, under ext4's limit of 65,000 hard links.
+LINKS_PER_FILE = 50_000
 
 
 def _tree(pid: int) -> list[int]:

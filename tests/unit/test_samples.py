@@ -6,6 +6,7 @@ recordbeam.images.checks, the JSON through ijson as a converter reads it), not t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections import Counter
@@ -254,6 +255,31 @@ def test_benchmark_links_few_files_under_many_names(tmp_path):
         info = inspect_file(os.path.join(bench.images_dir, name))
         assert (info.format, info.width, info.height) == ("jpeg", 640, 480)
         assert 80_000 < os.path.getsize(os.path.join(bench.images_dir, name)) < 250_000
+
+
+def test_benchmark_starts_a_new_file_when_one_reaches_the_link_limit(tmp_path, monkeypatch):
+    # ext4 refuses a 65,001st hard link (EMLINK). The generator once copied every name
+    # after that, and a 1M-image set of 8 distinct files filled 64 GB of disk.
+    links: dict[int, int] = {}
+    real_link = os.link
+
+    def link_with_a_limit_of_4(source, target):
+        inode = os.stat(source).st_ino
+        if links.get(inode, 1) >= 4:
+            raise OSError(errno.EMLINK, "Too many links", source)
+        real_link(source, target)
+        links[inode] = links.get(inode, 1) + 1
+
+    monkeypatch.setattr(os, "link", link_with_a_limit_of_4)
+    bench = make_coco_benchmark(tmp_path, num_images=40, distinct=2, seed=1)
+    names = sorted(os.listdir(bench.images_dir))
+    assert len(names) == 40
+    by_inode: dict[int, int] = {}
+    for name in names:
+        inode = os.stat(os.path.join(bench.images_dir, name)).st_ino
+        by_inode[inode] = by_inode.get(inode, 0) + 1
+    assert max(by_inode.values()) == 4  # every file used up to the limit
+    assert len(by_inode) == 10  # 40 names, 4 per file: one copy per 4 names, not per name
 
 
 def test_benchmark_annotations_stream_as_valid_coco(tmp_path):

@@ -12,6 +12,7 @@ and zlib). Needs Pillow and numpy only.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -240,13 +241,15 @@ def make_coco_benchmark(
     width, height = 640, 480
     names = [f"{image_id:012d}.jpg" for image_id in range(1, num_images + 1)]
 
+    link_to: dict[int, str] = {}  # distinct file -> the name new names are linked to
     for index, name in enumerate(names):
         path = os.path.join(images_dir, name)
         if index < distinct:
             with open(path, "wb") as f:
                 f.write(_photo_like_jpeg(rng, width, height))
+            link_to[index] = path
         else:
-            _link_or_copy(os.path.join(images_dir, names[index % distinct]), path)
+            link_to[index % distinct] = _link_or_copy(link_to[index % distinct], path)
 
     category_ids = [k for k in range(1, 91) if k not in _COCO_MISSING_CATEGORY_IDS]
     categories = [
@@ -567,11 +570,18 @@ def _photo_like_jpeg(rng: np.random.Generator, width: int, height: int) -> bytes
     return out.getvalue()
 
 
-def _link_or_copy(source: str, target: str) -> None:
+def _link_or_copy(source: str, target: str) -> str:
+    """Hard-links ``target`` to ``source``, or copies it where that fails (file systems
+    without hard links: some FUSE and network mounts). Returns the file the next name of
+    the same bytes should link to: ``target`` when ``source`` had reached its file
+    system's link limit (65,000 on ext4), so a million names cost a few copies, not one
+    per name."""
     try:
         os.link(source, target)
-    except OSError:  # file systems without hard links (some FUSE and network mounts)
+    except OSError as error:
         shutil.copyfile(source, target)
+        return target if error.errno == errno.EMLINK else source
+    return source
 
 
 def _benchmark_annotations(
