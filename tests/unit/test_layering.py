@@ -219,6 +219,10 @@ ALLOWED_PRIVATE = {
     # them to name the closest option of the right subcommand.
     ("cli.parser", "argparse._SubParsersAction"),
     ("cli.parser", "parser._actions"),
+    # A NamedTuple's _fields is its documented public API (the underscore only keeps it
+    # apart from the field names).
+    ("sources.coco_records", "ObjectLabel._fields"),
+    ("sources.coco_records", "kind._fields"),
 }
 
 
