@@ -57,6 +57,7 @@ from recordbeam.sources.coco_records import (
     LocatedImage,
     NamedKeypoints,
     ObjectLabel,
+    new_record,
     pack_annotations,
     unpack_annotations,
     unpack_objects,
@@ -456,7 +457,7 @@ class _ReadInputs(beam.DoFn):
         include_keypoints = self._options.include_keypoints
         keypoints_not_written = densepose = 0
         annotation_ids = _IdTally()
-        count_integer_id, count_id = annotation_ids.add_integer, annotation_ids.add
+        count_id = annotation_ids.add
         check = _check_annotation
         position = -1
         for position, item in enumerate(stream_section(path, "annotations")):
@@ -475,8 +476,7 @@ class _ReadInputs(beam.DoFn):
                 continue
             image_id, annotation = checked
             ann_id = annotation[0]
-            if type(ann_id) is not int or not count_integer_id(ann_id):
-                count_id(ann_id)
+            count_id(ann_id)
             batch = buffered.get(image_id)
             if batch is None:
                 buffered[image_id] = [annotation]
@@ -543,15 +543,6 @@ class _IdTally:
     def __init__(self) -> None:
         self._integers = array("q")
         self._others: list[Any] = []
-
-    def add_integer(self, value: int) -> bool:
-        """Adds an ``int`` id that fits in 64 bits and says True; False (nothing added)
-        for a larger one, which :meth:`add` keeps."""
-        try:
-            self._integers.append(value)
-        except OverflowError:
-            return False
-        return True
 
     def add(self, value: Any) -> None:
         if type(value) is int:
@@ -703,8 +694,7 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
         missing = [k for k in _ANNOTATION_KEYS if k not in item]
         return _bad_item("annotations", _where(path, "annotations", position),
                          f"lacks {', '.join(missing)}")
-    if not (type(ann_id) is int and type(image_id) is int and type(category_id) is int) and not (
-            _is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
+    if not (_is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
         return _bad_item("annotations", _where(path, "annotations", position),
                          "has an invalid 'id', 'image_id' or 'category_id' (need a number or string)")
     keypoints = None
@@ -720,16 +710,11 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
         area = _as_float(area)
         if area is None:
             area = _box_area(bbox)
-    return image_id, _new_annotation(Annotation, (
+    return image_id, new_record(Annotation, (
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
         area, 1 if item.get("iscrowd", 0) else 0,
         item.get("segmentation") if include_masks else None, keypoints,
     ))
-
-
-#: Builds an :class:`Annotation` from a tuple of all its fields without the Python-level
-#: ``__new__`` a NamedTuple has (a third of the cost, once per annotation).
-_new_annotation = tuple.__new__
 
 
 #: COCO's keypoint visibility flags: 0 not labeled, 1 labeled but not visible, 2 visible.
@@ -935,10 +920,6 @@ class _LocateOutside(beam.DoFn):
                                                entry.height)
 
 
-#: Builds an :class:`ObjectLabel` from a tuple of all its fields (see ``_new_annotation``).
-_new_object = tuple.__new__
-
-
 def _annotations_in_id_order(batches: list[AnnotationBatch]) -> list[tuple[Annotation, Any]]:
     """``(annotation, image id as its file spelled it)`` of every batch, ordered by
     annotation id, then image id (ids ordered as by :func:`_id_order`)."""
@@ -1028,20 +1009,17 @@ class _JoinAnnotations(beam.DoFn):
         labels = {"source_id": key, "filename": image.name, "width": image.width,
                   "height": image.height}
         objects = []
-        written_labels, duplicates = self._labels, self._duplicates
+        written_labels, problem_of = self._labels, self._problem
         for annotation, ann_image_id in annotations:
             ann_id, category_id = annotation[0], annotation[1]
-            # The checks of _problem, short: no duplicate ids, one id type, a known category.
-            if duplicates or type(ann_image_id) is not type(image_id) \
-                    or category_id not in written_labels:
-                problem = self._problem(ann_id, ann_image_id, image_id, category_id)
-                if problem is not None:
-                    reason, detail = problem
-                    yield TaggedOutput("rejects", Reject(
-                        "annotation", f"annotation {ann_id}", reason,
-                        f"{detail}; the image was written without this object",
-                    ))
-                    continue
+            problem = problem_of(ann_id, ann_image_id, image_id, category_id)
+            if problem is not None:
+                reason, detail = problem
+                yield TaggedOutput("rejects", Reject(
+                    "annotation", f"annotation {ann_id}", reason,
+                    f"{detail}; the image was written without this object",
+                ))
+                continue
             keypoints = None
             if self._include_keypoints:
                 keypoints = self._named_keypoints(annotation)
@@ -1049,7 +1027,7 @@ class _JoinAnnotations(beam.DoFn):
                     yield TaggedOutput("rejects", keypoints)
                     continue
             label = written_labels[category_id]
-            objects.append(_new_object(ObjectLabel, (
+            objects.append(new_record(ObjectLabel, (
                 ann_id, label.label, label.name, annotation.bbox, annotation.area,
                 annotation.iscrowd, annotation.segmentation, keypoints)))
         labels["objects"] = pack_annotations(objects)

@@ -85,10 +85,7 @@ def pack_annotations(objects: Iterable[Annotation | ObjectLabel]) -> bytes:
 
     Each is pickled as a plain tuple, without its trailing optional fields
     (``segmentation``, ``keypoints``) that are None: as compact as before these had names."""
-    plain = tuple([
-        # Slicing a NamedTuple gives a plain tuple: the usual case, neither field set.
-        o[:-2] if o[-1] is None and o[-2] is None and o[-3] is not None
-        else _without_trailing_none(tuple(o)) for o in objects])
+    plain = tuple([_without_trailing_none(o) for o in objects])
     return pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -97,6 +94,8 @@ _REQUIRED_FIELDS = 5
 
 
 def _without_trailing_none(fields: tuple) -> tuple:
+    """``fields`` less its trailing optional None fields, as a plain tuple (a slice of a
+    NamedTuple is one)."""
     end = len(fields)
     while end > _REQUIRED_FIELDS and fields[end - 1] is None:
         end -= 1
@@ -113,16 +112,19 @@ def unpack_objects(blob: bytes) -> tuple[ObjectLabel, ...]:
     return _with_type(ObjectLabel, _unpickle(blob))
 
 
+#: Builds one of our NamedTuples from a tuple of all its fields: ``new_record(Annotation,
+#: fields)``. It skips the NamedTuple's Python-level ``__new__`` (a third of the cost),
+#: which matters once per annotation and per object of every image.
+new_record = tuple.__new__
+
 _NONES = (None,) * len(ObjectLabel._fields)
 
 
 def _with_type(kind: type, rows: tuple[tuple, ...]) -> tuple:
-    """``rows`` as ``kind``s, the optional fields they were packed without set to None;
-    built with ``tuple.__new__``, not the NamedTuple's Python-level ``__new__`` (once
-    per object of every image)."""
+    """``rows`` as ``kind``s, the optional fields they were packed without set to None."""
     size = len(kind._fields)  # type: ignore[attr-defined]
-    new = tuple.__new__
-    return tuple([new(kind, fields if len(fields) == size else fields + _NONES[:size - len(fields)])
+    return tuple([new_record(kind, fields if len(fields) == size
+                             else fields + _NONES[:size - len(fields)])
                   for fields in rows])
 
 
