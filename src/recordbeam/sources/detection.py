@@ -270,13 +270,10 @@ class DetectionEncoder(ImageExampleEncoder):
                 column.append(value)
             for column, values in zip(flat_columns, flat, strict=True):
                 column.extend(values)
-        columns: dict[str, list] = {
-            "image/object/bbox/xmin": xmins, "image/object/bbox/xmax": xmaxs,
-            "image/object/bbox/ymin": ymins, "image/object/bbox/ymax": ymaxs,
-            "image/object/class/label": labels, "image/object/class/text": texts,
-            **dict(zip(self.extra_kinds, extra_columns, strict=True)),
-            **dict(zip(self.flat_kinds, flat_columns, strict=True)),
-        }
+        box_columns = (xmins, xmaxs, ymins, ymaxs, labels, texts)  # in BOX_KINDS' order
+        columns: dict[str, list] = dict(zip(
+            (*BOX_KINDS, *self.extra_kinds, *self.flat_kinds),
+            (*box_columns, *extra_columns, *flat_columns), strict=True))
         warning = None if geometry.annotated_rotated else warn_size_mismatch(
             record, info, record.labels)
         if warning:
