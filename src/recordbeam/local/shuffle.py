@@ -358,7 +358,7 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
         return self._spills[-1]
 
     def _spill_folder(self) -> str:
-        return self._folder or _current_run_folder() or tempfile.gettempdir()
+        return _spill_folder(self._folder)
 
     def _spill_table(self, table: dict | None = None) -> None:
         """Move ``table`` (ours by default, then emptied) into the open spill, encoded as
@@ -492,7 +492,7 @@ class SpillingListBuffer(_BeamListBuffer or object):
             return
         self._held += size
         if self._held > self._budget:
-            chunks = _SpilledChunks(self._folder or _current_run_folder() or tempfile.gettempdir())
+            chunks = _SpilledChunks(_spill_folder(self._folder))
             chunks.extend(self._inputs)
             self._inputs = chunks
             self._held = 0
@@ -548,6 +548,11 @@ def spilling_shuffles() -> Iterator[None]:
                 if _run_folder is not None:
                     shutil.rmtree(_run_folder, ignore_errors=True)
                     _run_folder = None
+
+
+def _spill_folder(chosen: str | None) -> str:
+    """Where a buffer spills: its own folder if given, else the runs' folder, else TMPDIR."""
+    return chosen or _current_run_folder() or tempfile.gettempdir()
 
 
 def _current_run_folder() -> str | None:
