@@ -7,6 +7,7 @@ is called again after it failed, as a runner that retries (Dataflow, Flink) woul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -227,6 +228,25 @@ def larger_sample(tmp_path_factory):
                             image_size=(320, 240), include_bad=False)
 
 
+@contextlib.contextmanager
+def _sigint_as_a_terminal_gives_it():
+    """Start the command with SIGINT handled and unblocked, as a command typed at a terminal.
+
+    A process inherits an ignored or blocked SIGINT across exec, and a non-interactive
+    shell ignores it for the jobs it starts with ``&``: pytest started that way would
+    pass it on, and the command keeps an ignored SIGINT on purpose (a background job must
+    not stop on the terminal's Ctrl-C), so the run would finish and this test fail.
+    A handled signal is reset to its default in the new program, so catching it here
+    for the moment of the start gives the command the default."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize(
     "whom",
     [
@@ -245,8 +265,10 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom):
     # No --quiet: stderr is a pipe, so no progress line may appear either.
     argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
             larger_sample.annotations, "--output", out, "--direct_num_workers=2"]
-    proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv], start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _sigint_as_a_terminal_gives_it():
+        proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv],
+                                start_new_session=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
     while proc.poll() is None and not _temp_shard_written(out, 0):
         assert time.monotonic() - started < 120, "the run never started writing"
