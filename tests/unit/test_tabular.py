@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 
 import pytest
@@ -12,6 +13,9 @@ from apache_beam.pvalue import TaggedOutput
 from recordbeam import filesystems
 from recordbeam.errors import UsageError
 from recordbeam.sources.tabular import (
+    DEFAULT_RANGE_BYTES,
+    MIN_RANGE_BYTES,
+    MIN_RANGES,
     ManifestRange,
     TableError,
     TableOptions,
@@ -24,6 +28,7 @@ from recordbeam.sources.tabular import (
     merge_types,
     parse_split_fractions,
     plan_ranges,
+    range_count,
     range_lines,
     split_by_fraction,
     value_type,
@@ -330,6 +335,25 @@ def test_new_options_are_checked(tmp_path):
         TableOptions("m.csv", splits=("train",))
     with pytest.raises(UsageError, match="--schema-sample-rows"):
         TableOptions("m.csv", schema_sample_rows=-1)
+
+
+def test_a_small_manifest_is_still_cut_for_several_workers(tmp_path, monkeypatch):
+    mib = 1024 * 1024
+    # A 3 MiB manifest: 12 ranges of 256 KiB, not one 64 MiB range.
+    assert range_count(3 * mib, DEFAULT_RANGE_BYTES) == 12
+    assert range_count(MIN_RANGE_BYTES - 1, DEFAULT_RANGE_BYTES) == 1
+    assert range_count(100 * mib, DEFAULT_RANGE_BYTES) == MIN_RANGES
+    assert range_count(10_000 * mib, DEFAULT_RANGE_BYTES) == 157  # 64 MiB at most
+    assert range_count(3 * mib, 1000) == math.ceil(3 * mib / 1000)  # a smaller cap wins
+    path = _write(tmp_path, "m.csv", "image,label\na.jpg,1\n")
+    schema = infer_schema(TableOptions(path))
+    size = 5 * MIN_RANGE_BYTES + 3
+    monkeypatch.setattr(filesystems, "size_of", lambda _path: size)
+    ranges = plan_ranges(path, schema, DEFAULT_RANGE_BYTES)
+    assert [r.index for r in ranges] == list(range(5))
+    assert ranges[0].start == 0 and ranges[-1].end == size
+    assert all(a.end == b.start for a, b in zip(ranges, ranges[1:], strict=False))
+    assert {r.end - r.start for r in ranges} <= {size // 5, size // 5 + 1}
 
 
 def test_a_manifest_of_unknown_size_is_read_whole(tmp_path, monkeypatch):

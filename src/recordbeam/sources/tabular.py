@@ -92,9 +92,13 @@ _INT = re.compile(r"[+-]?\d+")
 MAX_SPLITS = 64
 #: Rows the launcher reads to infer the schema (``--schema-sample-rows``).
 DEFAULT_SAMPLE_ROWS = 10_000
-#: Bytes of manifest per reading task: big enough that a task's start-up is noise,
+#: Bytes of manifest per reading task at most: big enough that a task's start-up is noise,
 #: small enough that a 10 GB manifest spreads over 160 tasks.
 DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
+#: A smaller manifest is still cut into this many ranges, while each holds at least
+#: :data:`MIN_RANGE_BYTES`: a 3 MB manifest of 100k rows took seconds on one worker.
+MIN_RANGES = 16
+MIN_RANGE_BYTES = 256 * 1024
 _SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -543,16 +547,21 @@ class ManifestRange(NamedTuple):
     end: int
 
 
+def range_count(size: int, range_bytes: int) -> int:
+    """How many equal ranges a manifest of ``size`` bytes is cut into: none longer than
+    ``range_bytes``, and up to :data:`MIN_RANGES` while each keeps :data:`MIN_RANGE_BYTES`."""
+    return max(1, math.ceil(size / range_bytes), min(MIN_RANGES, size // MIN_RANGE_BYTES))
+
+
 def plan_ranges(path: str, schema: Schema, range_bytes: int) -> list[ManifestRange]:
-    """Cut the manifest into ranges of ``range_bytes``, or one when it cannot be cut."""
+    """Cut the manifest into :func:`range_count` ranges, or one when it cannot be cut."""
     size = filesystems.size_of(path)
     reason = schema.one_reader_reason or (size is None and "its size is unknown")
     if reason:
         logging.info("%s: one worker reads the manifest (%s)", path, reason)
         return [ManifestRange(0, 0, -1)]
-    count = max(1, math.ceil(size / range_bytes))
-    return [ManifestRange(i, i * range_bytes, min(size, (i + 1) * range_bytes))
-            for i in range(count)]
+    count = range_count(size, range_bytes)
+    return [ManifestRange(i, i * size // count, (i + 1) * size // count) for i in range(count)]
 
 
 def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
