@@ -61,6 +61,12 @@ BENCH_VENV ?= .venv-bench
 $(BENCH_VENV)/.bench: pyproject.toml setup.py
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install $(PIP_FLAGS) -e . tensorflow-cpu google-crc32c
+	# The model_garden case: Model Garden's converter without its declared dependencies
+	# (they would replace TensorFlow), and what its converter imports.
+	$(BENCH_VENV)/bin/python -m pip install $(PIP_FLAGS) --no-deps tf-models-official==2.20.0 \
+		tf-keras==2.21.0 gin-config==0.5.0 tf-slim==1.1.0
+	$(BENCH_VENV)/bin/python -m pip install $(PIP_FLAGS) tensorflow-datasets matplotlib pyyaml \
+		scipy pycocotools opencv-python-headless immutabledict
 	touch $@
 
 bench-coco: $(BENCH_VENV)/.bench

@@ -28,11 +28,11 @@ With two sizes or more (``--images 2000,20000``) it also prints each case's marg
 per image between the smallest and the largest size, and the fixed cost that leaves:
 starting Beam's workers and importing Beam or TensorFlow costs seconds whatever the size.
 
-``model_garden`` needs ``tf-models-official`` (installed with ``--no-deps``, plus tf-keras,
-gin-config, tf-slim, pyyaml, scipy, pycocotools, opencv-python-headless); it stops at the
-first missing image, which the benchmark data never has. The ``beam`` case needs a fast CRC32C for Beam's TFRecord writer (google-crc32c, python-snappy
-or crcmod); ``beam`` and ``loop`` need TensorFlow. Without them those cases are skipped with a
-note.
+``model_garden`` needs ``tf-models-official`` (installed with ``--no-deps``, plus what its
+converter imports; ``make bench-coco`` installs it all); it stops at the first missing
+image, which the benchmark data never has. The ``beam`` case needs a fast CRC32C for Beam's
+TFRecord writer (google-crc32c, python-snappy or crcmod); ``beam`` and ``loop`` need
+TensorFlow. Without them those cases are skipped with a note that says what is missing.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ LABELS = {
     "model_garden": "Model Garden (2 procs)",
 }
 MODEL_GARDEN_MODULE = "official.vision.data.create_coco_tf_record"
+MODEL_GARDEN_INSTALL = ("pip install --no-deps tf-models-official tf-keras gin-config tf-slim, then "
+                        "tensorflow-datasets matplotlib pyyaml scipy pycocotools "
+                        "opencv-python-headless immutabledict")
 MODEL_GARDEN_PROCESSES = 2  # the issue's comparison: --num_processes 2 on 2 cores
 BEAM_MEMORY_FACTOR = 6  # launcher peak RSS / image bytes, measured at 20000 images
 DATASET_MARKER = "benchmark.json"  # written last: a folder without it is an interrupted run
@@ -338,14 +341,14 @@ def skip_reason(case: str) -> str | None:
     if importlib.util.find_spec("tensorflow") is None:
         return "tensorflow does not import"
     if case == "model_garden":
-        try:
-            found = importlib.util.find_spec(MODEL_GARDEN_MODULE) is not None
-        except ImportError:  # its parent package "official" is not installed
-            found = False
-        if not found:
-            return ("Model Garden is not installed (pip install --no-deps tf-models-official, "
-                    "then tf-keras gin-config tf-slim pyyaml scipy pycocotools "
-                    "opencv-python-headless)")
+        # Imported in a child, as the case runs: its own import pulls in modules (matplotlib,
+        # tensorflow_datasets) that --no-deps leaves out, and find_spec would not see them.
+        probe = subprocess.run([sys.executable, "-c", f"import {MODEL_GARDEN_MODULE}"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            lines = probe.stderr.strip().splitlines()
+            return (f"Model Garden does not import ({lines[-1] if lines else 'no message'}); "
+                    f"install it as `make bench-coco` does: {MODEL_GARDEN_INSTALL}")
     if case == "beam" and not any(
         importlib.util.find_spec(m) for m in ("google_crc32c", "snappy", "crcmod")
     ):
