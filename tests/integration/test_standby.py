@@ -290,6 +290,66 @@ def test_the_standby_starts_with_the_workers_malloc_arenas(monkeypatch):
     assert expected in environment.split(b"\0")
 
 
+def _probe_module(folder: Path, monkeypatch) -> tuple[str, Path]:
+    """A module that, imported, appends the importing process's pid to a file; importable
+    by processes started from here on."""
+    record = folder / "imported_by"
+    (folder / "preload_probe.py").write_text(
+        f"import os\nwith open({str(record)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [
+        str(folder), os.environ.get("PYTHONPATH")])))
+    return "preload_probe", record
+
+
+def _importers(record: Path) -> list[int]:
+    return [int(pid) for pid in record.read_text().split()] if record.exists() else []
+
+
+@needs_standby
+def test_the_standby_imports_the_preloaded_modules_once_for_all_its_workers(tmp_path, monkeypatch):
+    module, record = _probe_module(tmp_path, monkeypatch)
+    # Workers that wait for a control service nobody runs: alive until killed.
+    environment = {**os.environ, "CONTROL_API_SERVICE_DESCRIPTOR": "url: 'localhost:1'",
+                   "PIPELINE_OPTIONS": "{}"}
+    environment.pop("LOGGING_API_SERVICE_DESCRIPTOR", None)
+    with standby.started(2, preload=(module,)) as process:
+        workers = [standby.take().hand_off(environment) for _ in range(2)]
+        try:
+            assert all(workers)
+            # Imported by the standby before it forked: the workers have it already.
+            assert _importers(record) == [process.pid]
+        finally:
+            for worker in workers:
+                if worker is not None:
+                    worker.kill()
+
+
+@needs_standby
+def test_a_preloaded_module_that_fails_to_import_still_gives_workers(hand_offs, tmp_path):
+    with standby.started(2, preload=("recordbeam_no_such_module",)):
+        pids = _worker_pids(pipeline_options([*TWO_WORKERS, *CLOUDPICKLE]), tmp_path / "pids")
+    assert len(hand_offs) == 2 and all(hand_offs) and set(hand_offs) >= pids
+
+
+@needs_standby
+def test_the_command_preloads_its_pipeline_module_in_the_standby(
+        coco_sample, tmp_path, monkeypatch):
+    spawned = []
+    spawn = standby._spawn
+
+    def recorded(workers, preload=()):
+        spawned.append(tuple(preload))
+        return spawn(workers, preload)
+
+    monkeypatch.setattr(standby, "_spawn", recorded)
+    assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == 0
+    assert spawned == [(cli.PIPELINE_MODULE,)]
+    # The name is a module that defines the run's transforms.
+    import importlib
+
+    assert hasattr(importlib.import_module(cli.PIPELINE_MODULE), "WriteShards")
+
+
 @needs_standby
 def test_a_standby_whose_launcher_is_gone_exits_by_itself():
     orphan = standby._spawn(1)

@@ -36,6 +36,10 @@ from recordbeam.errors import (
 )
 from recordbeam.local import standby
 
+#: Where every transform a command's pipeline runs is defined (or imported from): the
+#: standby imports it before forking the workers, which then need not import it each.
+PIPELINE_MODULE = "recordbeam.pipeline"
+
 
 def _drop_beam_import_noise(record: logging.LogRecord) -> bool:
     """Beam warns at import time that optional GCP client libraries are absent; local
@@ -88,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A local run's workers: their standby imports Beam while this process does and
         # builds the pipeline. A command that ends up running nothing (--if-changed, a
         # usage error) pays little for it: ~0.05 s on two cores.
-        with standby.started(standby.workers_needed(extra) if handler is not None else 0):
+        with standby.started(standby.workers_needed(extra) if handler is not None else 0,
+                             preload=(PIPELINE_MODULE,)):
             return _dispatch(args, extra, handler)
     except KeyboardInterrupt as interrupt:
         return _interrupted(args, interrupt)

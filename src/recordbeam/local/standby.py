@@ -25,6 +25,7 @@ died exits once its workers have. This module does not import Beam.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import select
@@ -112,16 +113,22 @@ class _StandbyProcess:
 
 
 @contextlib.contextmanager
-def started(workers: int) -> Iterator[subprocess.Popen | None]:
+def started(workers: int, preload: Sequence[str] = ()) -> Iterator[subprocess.Popen | None]:
     """Start a standby able to fork ``workers`` workers for the runs inside the block, and
-    end it at the end of the block. Yields its process (None when none was started)."""
+    end it at the end of the block. Yields its process (None when none was started).
+
+    ``preload``: modules the standby imports after Beam's worker, before it forks: those
+    that define the run's transforms (the command's pipeline module). Each worker would
+    otherwise import them itself as it unpickles its first stage, one copy per worker
+    while the run waits; a module that fails to import is left for the worker to import
+    (and report) as usual."""
     standby = None
     if SUPPORTED and workers > 0:
         # Workers read MALLOC_ARENA_MAX as they start, and this process starts now: set
         # it first, as the run would (recordbeam.pipeline.run) before starting workers.
         limit_malloc_arenas()
         with contextlib.suppress(OSError):  # no more processes: the runner starts them
-            standby = _spawn(workers)
+            standby = _spawn(workers, preload)
     if standby is None:
         yield None
         return
@@ -135,11 +142,11 @@ def started(workers: int) -> Iterator[subprocess.Popen | None]:
         standby.end()
 
 
-def _spawn(workers: int) -> _StandbyProcess:
+def _spawn(workers: int, preload: Sequence[str] = ()) -> _StandbyProcess:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         # Started before the run sends its output to the log: nothing for the terminal.
-        process = subprocess.Popen(_COMMAND, stdin=theirs, stdout=subprocess.DEVNULL,
+        process = subprocess.Popen((*_COMMAND, *preload), stdin=theirs, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
     except BaseException:
         ours.close()
@@ -235,12 +242,16 @@ def _read_line(channel: socket.socket) -> bytes:
 # --- the standby's side -----------------------------------------------------------------
 
 
-def serve() -> None:
-    """Run as the standby, with Beam's worker imported: fork a worker for each request on
-    standard input. Returns only in a forked child, set up to run as the worker; the
-    standby itself exits once its launcher has closed the channel and its workers are gone.
+def serve(preload: Sequence[str] = ()) -> None:
+    """Run as the standby, with Beam's worker imported: import the ``preload`` modules,
+    then fork a worker for each request on standard input. Returns only in a forked child,
+    set up to run as the worker; the standby itself exits once its launcher has closed the
+    channel and its workers are gone.
     """
     try:
+        for name in preload:
+            with contextlib.suppress(Exception):  # the worker imports it again, and reports
+                importlib.import_module(name)
         fds = _fork_on_request()
     except BaseException:  # noqa: BLE001 - whatever it was, the standby must not go on as a worker
         os._exit(1)

@@ -6,9 +6,9 @@ log handler has flushed; the interpreter's own shutdown after that (gRPC's threa
 large heap) took about 0.6 s per worker here, and the local runner stops its workers one
 after the other. Exiting without it saves that wait on every local run.
 
-``python -m recordbeam.local.worker --standby`` is started ahead of the run
-(:mod:`recordbeam.local.standby`): it imports Beam's worker, then forks one worker per request
-of the launcher; each fork takes on the environment the launcher sends and runs as above.
+``python -m recordbeam.local.worker --standby [module...]`` is started ahead of the run
+(:mod:`recordbeam.local.standby`): it imports Beam's worker and the modules named, then
+forks one worker per request of the launcher; each fork takes on the environment the launcher sends and runs as above.
 
 Workers send their outputs to the launcher in messages of about :data:`MESSAGE_BYTES`
 instead of Beam's 10 MB: the launcher holds several messages per worker at once
@@ -61,10 +61,10 @@ def main() -> None:
     from apache_beam.runners.worker import data_plane, sdk_worker_main
 
     smaller_messages(data_plane)
-    if sys.argv[1:] == ["--standby"]:
+    if sys.argv[1:2] == ["--standby"]:  # then the modules to import before forking
         from recordbeam.local import standby
 
-        standby.serve()  # returns in each forked worker
+        standby.serve(preload=sys.argv[2:])  # returns in each forked worker
     code = 0
     try:
         sdk_worker_main.main(sys.argv)
