@@ -62,3 +62,40 @@ def test_rows_disagreeing_with_the_sample_are_rejects_counted_against_the_limit(
     assert cli.main(declared) == 0
     written = json.loads((tmp_path / "declared" / "manifest.json").read_text())
     assert written["splits"]["test"]["examples"] == 1
+
+
+@CASE("Manifest rows that are not UTF-8, read by one worker (`--csv-multiline`) or in byte "
+      "ranges",
+      "reject `bad_row` naming `<manifest>:<line>`; the other rows are written; the run goes on")
+@pytest.mark.parametrize("multiline", [False, True])
+def test_rows_that_are_not_utf8_are_rejects_wherever_they_are_read(tmp_path, multiline):
+    (tmp_path / "img").mkdir()
+    for name in "abcd":
+        (tmp_path / "img" / f"{name}.jpg").write_bytes(jpeg())
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"image,label,note\nimg/a.jpg,0,x\nimg/b.jpg,1,\"two\nlines\"\n"
+                     b"img/c.jpg,2,caf\xe9\nimg/d.jpg,3,y\n")  # line 5: Latin-1, not UTF-8
+    more = ["--csv-multiline"] if multiline else ["--schema-sample-rows", "1"]
+    argv = ["convert", "manifest", "--manifest", str(path), "--output", str(tmp_path / "out"),
+            "--max-reject-fraction", "0.9", "--quiet", *more, *IN_MEMORY]
+    assert cli.main(argv) == 0
+    rejects = [json.loads(line) for line in
+               (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    not_utf8 = [r for r in rejects if "not UTF-8" in r["detail"]]
+    assert [(r["source"], r["reason"]) for r in not_utf8] == [(f"{path}:5", "bad_row")]
+    written = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    # One reader parses the quoted line break; byte ranges reject its two lines instead.
+    assert written["splits"]["train"]["examples"] == (3 if multiline else 2)
+
+
+@CASE("A file that is no manifest (a JPEG named `.csv` or `.jsonl`)",
+      "the run stops before it starts (exit 1), naming the file and what it expected")
+@pytest.mark.parametrize("name", ["pic.csv", "pic.jsonl"])
+def test_a_file_that_is_no_manifest_stops_the_run_naming_it(tmp_path, capsys, name):
+    (tmp_path / name).write_bytes(jpeg())
+    argv = ["convert", "manifest", "--manifest", str(tmp_path / name),
+            "--output", str(tmp_path / "out"), "--quiet", *IN_MEMORY]
+    assert cli.main(argv) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{tmp_path / name}" in err and "not UTF-8" in err
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -37,7 +37,8 @@ from recordbeam.sources.tabular import (
 
 def _write(tmp_path, name: str, text: str) -> str:
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
+    # A lone surrogate in ``text`` writes the byte it stands for: bytes that are not UTF-8.
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
     return str(path)
 
 
@@ -106,6 +107,30 @@ def test_bad_rows_are_reported_with_their_line_and_skipped_by_inference(tmp_path
     assert set(problems) == {3, 4} and "not an object" in problems[3]
 
 
+def test_rows_that_are_not_utf8_are_problems_at_their_line(tmp_path):
+    csv_path = _write(tmp_path, "m.csv", "image,label\na.jpg,1\nb\udcff.jpg,2\nc.jpg,3\n")
+    jsonl = _write(tmp_path, "m.jsonl", '{"image": "a.jpg"}\n{"image": "\udce9.jpg"}\n')
+    for path, bad_line in ((csv_path, 3), (jsonl, 2)):
+        problems = {line: row for line, row in iter_rows(path) if isinstance(row, str)}
+        assert list(problems) == [bad_line] and "not UTF-8" in problems[bad_line], path
+        assert infer_schema(TableOptions(path)).types["image"] == "image"
+
+
+def test_a_file_that_is_no_manifest_gets_an_error_naming_it(tmp_path):
+    binary = "\udcff\udcd8\udcff\udce0\x00\x10JFIF\x00\udc80\n\udcff\n"  # a JPEG's start
+    with pytest.raises(TableError, match=r"pic\.csv:1: the header is not UTF-8 text; is this "
+                                         r"a CSV file"):
+        infer_schema(TableOptions(_write(tmp_path, "pic.csv", binary)))
+    with pytest.raises(TableError, match=r"pic\.jsonl: no line of it is a row \(line 1 is not "
+                                         r"UTF-8 text.*CSV or JSON Lines manifest"):
+        infer_schema(TableOptions(_write(tmp_path, "pic.jsonl", binary)))
+    with pytest.raises(TableError, match=r"list\.jsonl: no line of it is a row \(line 1 is a "
+                                         r"JSON list"):
+        infer_schema(TableOptions(_write(tmp_path, "list.jsonl", "[1, 2]\n")))
+    with pytest.raises(TableError, match=r"blank\.jsonl holds no rows"):
+        infer_schema(TableOptions(_write(tmp_path, "blank.jsonl", "\n\n")))
+
+
 def test_multiline_csv_cells_keep_line_numbers_right(tmp_path):
     rows = list(iter_rows(_write(tmp_path, "m.csv", CSV)))
     assert [line for line, _ in rows] == [2, 3, 4]
@@ -125,6 +150,9 @@ def test_schema_file_wins_and_must_name_every_column(tmp_path):
     wrong = _write(tmp_path, "w.json", json.dumps({"pic": "picture", "label": "int64"}))
     with pytest.raises(TableError, match="type 'picture'"):
         infer_schema(TableOptions(path, schema=wrong))
+    image = _write(tmp_path, "pic.json", "\udcff\udcd8\udcff\udce0")  # a JPEG's first bytes
+    with pytest.raises(TableError, match=r"pic\.json: cannot read the schema: it is not UTF-8"):
+        infer_schema(TableOptions(path, schema=image))
 
 
 def test_no_image_column_is_an_error_unless_named(tmp_path):
@@ -257,6 +285,7 @@ MESSY_CSV = (
     'b.jpg,2,"with, comma"\r\n'
     "c.jpg,3\r\n"  # a field short: rejected
     "d.jpg,4,\u00e9t\u00e9\r\n"
+    "x.jpg,6,Latin-1 \udce9t\udce9\r\n"  # not UTF-8: rejected at its line
     "\r\n"
     "e.jpg,5,last without an end"
 )
@@ -265,7 +294,8 @@ MESSY_CSV = (
 @pytest.mark.parametrize("name,text", [
     ("m.csv", MESSY_CSV),
     ("m.jsonl", '{"image": "a.jpg", "label": 1}\n\n{"image": "b.jpg", "label": 2}\n'
-                '[1, 2]\n{"image": "c.jpg",\n{"image": "d.jpg", "label": 4}'),
+                '[1, 2]\n{"image": "c.jpg",\n{"image": "\udcff.jpg", "label": 3}\n'
+                '{"image": "d.jpg", "label": 4}'),
 ])
 def test_byte_ranges_give_the_rows_and_lines_of_one_reader(tmp_path, name, text):
     path = _write(tmp_path, name, text)

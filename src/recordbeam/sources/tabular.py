@@ -221,11 +221,19 @@ def iter_rows(path: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     ``line`` is where the row starts (1 is a CSV's header).
     """
     with filesystems.open_read(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        # Bytes that are not UTF-8 become lone surrogates, found row by row below: such a
+        # row is a problem at its line, as in a byte range (RangeRows._lines), not an
+        # exception that stops the whole read.
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
         if is_csv(path):
             yield from _csv_rows(text, "\t" if path.lower().endswith(".tsv") else ",")
         else:
             yield from _jsonl_rows(text)
+
+
+#: A row whose bytes are not UTF-8 (decoded with ``surrogateescape``, they hold lone surrogates).
+NOT_UTF8 = "is not UTF-8 text; save the file as UTF-8"
+_not_utf8 = re.compile("[\udc80-\udcff]").search
 
 
 def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dict | str]]:
@@ -236,6 +244,9 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
         return
     except csv.Error as error:
         yield 1, f"cannot read the header ({error})"
+        return
+    if any(map(_not_utf8, header)):
+        yield 1, "the header is not UTF-8 text; is this a CSV file? Save it as UTF-8"
         return
     if len(set(header)) != len(header) or any(not h.strip() for h in header):
         yield 1, "the header has empty or repeated column names; give every column a unique name"
@@ -253,6 +264,9 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
         line, start = start, reader.line_num + 1
         if not cells:
             continue
+        if any(map(_not_utf8, cells)):
+            yield line, NOT_UTF8
+            continue
         if len(cells) != len(header):
             yield line, f"has {len(cells)} fields but the header has {len(header)}"
             continue
@@ -261,7 +275,7 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
     for line, content in enumerate(text, 1):
-        row = _json_line(content)
+        row = NOT_UTF8 if _not_utf8(content) else _json_line(content)
         if row is not None:
             yield line, row
 
@@ -344,6 +358,7 @@ def infer_schema(options: TableOptions) -> Schema:
     from_csv = is_csv(path)
     header: tuple[str, ...] = ()
     line_breaks_in_cells = False
+    first_problem: tuple[int, str] | None = None
     limit = options.schema_sample_rows or None
     sample = iter_rows(path)
     with closing(sample):  # leaving the loop early closes the file unread
@@ -353,6 +368,7 @@ def infer_schema(options: TableOptions) -> Schema:
             if isinstance(row, str):
                 if line == 1 and from_csv:
                     raise TableError(f"{path}:1: {row}")
+                first_problem = first_problem or (line, row)
                 continue
             rows += 1
             if from_csv and not header:
@@ -391,6 +407,10 @@ def infer_schema(options: TableOptions) -> Schema:
                 if merged != known and known is None:
                     first[column] = line
                 types[column] = merged
+    if rows == 0 and first_problem:
+        line, problem = first_problem
+        raise TableError(f"{path}: no line of it is a row (line {line} {problem}); is it a "
+                         "CSV or JSON Lines manifest?")
     if rows == 0:
         raise TableError(f"{path} holds no rows")
     if given is not None:
@@ -451,6 +471,9 @@ def load_schema_file(path: str) -> dict[str, str]:
     """``{"column": "type"}`` from a JSON file (``{"columns": {...}}`` also accepted)."""
     try:
         data = json.loads(filesystems.read_bytes(path).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TableError(f"{path}: cannot read the schema: it is not UTF-8 text; --schema "
+                         'takes a JSON file {"column": "type", ...}') from None
     except (OSError, ValueError) as error:
         raise TableError(f"{path}: cannot read the schema ({error})") from None
     columns = data.get("columns", data) if isinstance(data, dict) else None
@@ -643,8 +666,8 @@ class _ReadRange(beam.DoFn):
                 at_top = piece.start == 0 and line == 1
                 try:
                     text = data.decode("utf-8-sig" if at_top else "utf-8")
-                except UnicodeDecodeError as error:
-                    yield line, f"is not UTF-8 text (byte {error.start + 1}); save the file as UTF-8"
+                except UnicodeDecodeError:
+                    yield line, NOT_UTF8
                     continue
                 if from_csv:
                     # Line 1 is the header, read (and checked) by the launcher.
