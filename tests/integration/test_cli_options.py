@@ -128,6 +128,30 @@ def test_annotations_naming_a_folder_is_a_usage_error(coco_sample, tmp_path, cap
                            "instances JSON file, e.g. annotations/instances_train2017.json")
 
 
+@pytest.mark.parametrize("flag", ["--annotations", "--captions"])
+@pytest.mark.parametrize("content,said", [
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "is not a JSON object (it starts with the bytes "
+                                          "ff d8 ff e0 00 10 4a 46)"),
+    (b"image,label\na.jpg,1\n", "is not a JSON object (it starts with "
+                               "'image,label\\na.jpg,1\\n')"),
+    (b"[]", "is not a JSON object (it starts with '[]')"),
+    (b"", "is empty"),
+])
+def test_a_coco_file_that_is_no_json_object_is_a_usage_error(
+        coco_sample, tmp_path, capsys, flag, content, said):
+    given = tmp_path / "given.json"
+    given.write_bytes(content)
+    argv = ["convert", "coco", "--images", coco_sample.images_dir, flag, str(given),
+            "--output", str(tmp_path / "out"), "--quiet", *IN_MEMORY]
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    kind = "instances" if flag == "--annotations" else "captions"
+    assert err.strip().startswith(f"recordbeam: {given} {said}; {flag} takes the COCO {kind} "
+                                  "JSON file"), err
+    assert not (tmp_path / "out").exists()
+
+
 def test_detach_on_the_local_runner_is_refused(coco_sample, tmp_path, capsys):
     code = cli.main(_coco(coco_sample, tmp_path / "out", "--detach", *IN_MEMORY))
     err = capsys.readouterr().err

@@ -534,6 +534,27 @@ def test_malformed_json_fails_naming_the_file(coco_sample, tmp_path, capsys):
     assert not (out / MANIFEST).exists()
 
 
+def test_a_byte_order_mark_before_the_json_changes_nothing(coco_sample, tmp_path):
+    # Some Windows tools write one; JSON readers may skip it (RFC 8259), ijson's C parser does not.
+    marked = tmp_path / "marked.json"
+    with open(coco_sample.annotations, "rb") as f:
+        marked.write_bytes(b"\xef\xbb\xbf" + f.read())
+    plain = tmp_path / "plain"
+    assert cli.main(_cli_convert(coco_sample, plain, "--max-reject-fraction", str(LENIENT))) == 0
+    argv = _cli_convert(coco_sample, tmp_path / "marked", "--max-reject-fraction", str(LENIENT))
+    argv[argv.index("--annotations") + 1] = str(marked)
+    assert cli.main(argv) == 0
+    shards = sorted(n for n in os.listdir(plain) if n.endswith(".tfrecord"))
+    assert shards
+    for name in [*shards, "labels.txt"]:
+        assert (tmp_path / "marked" / name).read_bytes() == (plain / name).read_bytes(), name
+    # The same rejects (those naming the annotation file name the file given).
+    rejects = (plain / "rejects.jsonl").read_text()
+    assert rejects
+    assert (tmp_path / "marked" / "rejects.jsonl").read_text() == rejects.replace(
+        coco_sample.annotations, str(marked))
+
+
 def _delete_when_seen(record, victim: str):
     if record.path == victim and os.path.exists(victim):
         os.remove(victim)

@@ -143,16 +143,37 @@ def _require_file(path: str, flag: str, kind: str, what: str) -> None:
         raise UsageError(f"{path}: no such {kind} (check {flag})")
 
 
+def _require_json_object(path: str, flag: str, what: str) -> None:
+    """Fail fast on a file given as a JSON document that does not start like one (an image,
+    a CSV...): its first bytes, not the parser's error from a worker."""
+    from recordbeam import filesystems
+
+    with filesystems.open_read(path) as f:
+        start = f.read(256)
+    text = start.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if text.startswith(b"{"):
+        return
+    if not start:
+        raise UsageError(f"{path} is empty; {flag} takes {what}")
+    try:
+        shown = repr(text[:24].decode("utf-8"))
+    except UnicodeDecodeError:
+        shown = "the bytes " + " ".join(f"{b:02x}" for b in start[:8])
+    raise UsageError(f"{path} is not a JSON object (it starts with {shown}); {flag} takes {what}")
+
+
 def _check_inputs(images_dir: str, annotations: str | None, captions: str | None = None) -> None:
     """Fail fast, before Beam starts, on input paths that do not exist."""
     if annotations is None and captions is None:
         raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
-    if annotations is not None:
-        _require_file(annotations, "--annotations", "annotation file",
-                      "the COCO instances JSON file, e.g. annotations/instances_train2017.json")
-    if captions is not None:
-        _require_file(captions, "--captions", "captions file",
-                      "the COCO captions JSON file, e.g. annotations/captions_train2017.json")
+    given = ((annotations, "--annotations", "annotation file",
+              "the COCO instances JSON file, e.g. annotations/instances_train2017.json"),
+             (captions, "--captions", "captions file",
+              "the COCO captions JSON file, e.g. annotations/captions_train2017.json"))
+    for path, flag, kind, what in given:
+        if path is not None:
+            _require_file(path, flag, kind, what)
+            _require_json_object(path, flag, what)
     _require_folder(images_dir, " (check --images)")
 
 

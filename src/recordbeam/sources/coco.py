@@ -187,9 +187,21 @@ def stream_section(path: str, section: str, stop_early: bool = False) -> Iterato
                 yield item
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _open_json(path: str) -> Any:
+    """The file, open for ijson after the UTF-8 byte order mark some Windows tools write
+    (JSON readers may ignore it, RFC 8259; ijson's C parser refuses it)."""
+    f = filesystems.open_read(path)
+    if f.read(len(_BOM)) != _BOM:
+        f.seek(0)
+    return f
+
+
 def _section_items(path: str, section: str, backend: Any, fallback: bool,
                    stop_early: bool) -> Iterator[Any]:
-    f = filesystems.open_read(path)
+    f = _open_json(path)
     try:
         if stop_early:
             try:
@@ -198,7 +210,7 @@ def _section_items(path: str, section: str, backend: Any, fallback: bool,
                 return
             except _SectionNotNearStart:  # nothing was yielded: read the whole file
                 f.close()
-                f = filesystems.open_read(path)
+                f = _open_json(path)
         yield from backend.items(f, f"{section}.item", use_float=True)
     except (ijson.JSONError, UnicodeDecodeError) as error:
         if fallback and (
@@ -579,7 +591,7 @@ def _section_value_kind(path: str, section: str) -> str | None:
     ``null``, ``start_map``...), or None when the file has no such key. Runs only after a
     pass found the section empty, so its cost does not matter."""
     for backend in (ijson, ijson.get_backend("python")):
-        f = filesystems.open_read(path)
+        f = _open_json(path)
         try:
             for prefix, event, _value in backend.parse(f):
                 if prefix == section and event != "map_key":
