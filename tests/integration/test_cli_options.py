@@ -152,6 +152,39 @@ def test_a_coco_file_that_is_no_json_object_is_a_usage_error(
     assert not (tmp_path / "out").exists()
 
 
+def test_an_output_folder_that_cannot_be_created_is_a_usage_error_before_the_job(
+        coco_sample, tmp_path, capsys, monkeypatch):
+    (tmp_path / "a_file").write_text("x")
+    under_a_file = tmp_path / "a_file" / "out"
+    assert cli.main(_coco(coco_sample, under_a_file, *IN_MEMORY)) == cli.EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (
+        f"recordbeam: cannot write the output folder {under_a_file}: {tmp_path / 'a_file'} is "
+        "a file, not a folder; choose a folder that can be created and written")
+
+    # Permissions: the test may run as root, whom they do not stop; the probe's own error.
+    import tempfile
+
+    def refused(*_args, **_kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refused)
+    started = []
+    monkeypatch.setattr("recordbeam.pipeline._run_locally",
+                        lambda *a, **k: started.append(a))
+    deep = tmp_path / "new" / "deeper"
+    assert cli.main(_coco(coco_sample, deep, *IN_MEMORY)) == cli.EXIT_USAGE
+    assert capsys.readouterr().err.strip() == (
+        f"recordbeam: cannot write the output folder {deep}: Permission denied in {tmp_path}; "
+        "choose a folder that can be created and written")
+    assert not started and not (tmp_path / "new").exists()
+
+
+def test_the_output_probe_leaves_nothing_behind(coco_sample, tmp_path):
+    out = tmp_path / "new" / "out"
+    assert cli.main(_coco(coco_sample, out, "--max-reject-fraction", "0.5", *IN_MEMORY)) == 0
+    assert not [p for p in tmp_path.rglob("*") if ".recordbeam-probe-" in p.name]
+
+
 def test_detach_on_the_local_runner_is_refused(coco_sample, tmp_path, capsys):
     code = cli.main(_coco(coco_sample, tmp_path / "out", "--detach", *IN_MEMORY))
     err = capsys.readouterr().err

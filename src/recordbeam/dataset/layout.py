@@ -77,6 +77,11 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
     """
     if "://" not in output_dir and _is_plain_file(output_dir):
         raise OutputFolderError(f"{output_dir} is a file; --output must be a folder")
+    unwritable = _local_folder_unwritable(output_dir)
+    if unwritable:
+        raise OutputFolderError(
+            f"cannot write the output folder {output_dir}: {unwritable}; choose a folder "
+            "that can be created and written")
     files = existing_files(output_dir)
     ours = known_files(output_dir, files)
     foreign = [p for p in files if p not in ours]
@@ -92,6 +97,30 @@ def _is_plain_file(path: str) -> bool:
     import os
 
     return os.path.isfile(path)  # the local launcher's own argument, not a data path
+
+
+def _local_folder_unwritable(output_dir: str) -> str | None:
+    """Why a local output folder cannot be created or written, found before the job
+    reads anything (the write stage would find it after the whole read); None when it
+    can, and always for object stores, whose permissions only a write tells.
+
+    Probes with an empty folder created and removed in the output folder, or in its
+    nearest existing parent: nothing is left behind."""
+    if "://" in output_dir.removeprefix("file://"):
+        return None
+    import os  # the local launcher's own argument, not a data path
+    import tempfile
+
+    existing = os.path.abspath(output_dir.removeprefix("file://"))
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"{existing} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
+    except OSError as error:
+        return f"{error.strerror or error} in {existing}"
+    return None
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
