@@ -173,8 +173,10 @@ def _check_inputs(images_dir: str, annotations: str | None, captions: str | None
     for path, flag, kind, what in given:
         if path is not None:
             _require_file(path, flag, kind, what)
-            _require_json_object(path, flag, what)
     _require_folder(images_dir, " (check --images)")
+    for path, flag, _kind, what in given:  # every path exists: now what the files hold
+        if path is not None:
+            _require_json_object(path, flag, what)
 
 
 def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
