@@ -58,7 +58,7 @@ bench: $(VENV)/.test
 # (what `pip install recordbeam` gives a user) plus what the comparison cases need. The
 # test environment's cloud extras make every Beam process import ~0.5 s more.
 BENCH_VENV ?= .venv-bench
-$(BENCH_VENV)/.bench: pyproject.toml setup.py
+$(BENCH_VENV)/.bench: pyproject.toml setup.py Makefile
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install $(PIP_FLAGS) -e . tensorflow-cpu google-crc32c
 	# The model_garden case: Model Garden's converter without its declared dependencies

@@ -343,8 +343,11 @@ def skip_reason(case: str) -> str | None:
     if case == "model_garden":
         # Imported in a child, as the case runs: its own import pulls in modules (matplotlib,
         # tensorflow_datasets) that --no-deps leaves out, and find_spec would not see them.
-        probe = subprocess.run([sys.executable, "-c", f"import {MODEL_GARDEN_MODULE}"],
-                               capture_output=True, text=True)
+        try:
+            probe = subprocess.run([sys.executable, "-c", f"import {MODEL_GARDEN_MODULE}"],
+                                   capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            return "importing Model Garden took over 10 minutes"
         if probe.returncode != 0:
             lines = probe.stderr.strip().splitlines()
             return (f"Model Garden does not import ({lines[-1] if lines else 'no message'}); "

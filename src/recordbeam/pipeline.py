@@ -448,6 +448,8 @@ def run(
     options = options or pipeline_options(beam_args)
     check_run_options(options, detach=detach)
     layout.check_writable(output_dir, overwrite=overwrite)
+    if is_local(options):
+        layout.check_creatable(output_dir)
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     sink = build(p)

@@ -135,7 +135,10 @@ def test_annotations_naming_a_folder_is_a_usage_error(coco_sample, tmp_path, cap
     (b"image,label\na.jpg,1\n", "is not a JSON object (it starts with "
                                "'image,label\\na.jpg,1\\n')"),
     (b"[]", "is not a JSON object (it starts with '[]')"),
-    (b"", "is empty"),
+    (b"", "holds no JSON (it is empty or blank)"),
+    (b"\xef\xbb\xbf" + b" \n" * 40000, "holds no JSON (it is empty or blank)"),
+    ("a图像标签说明路径图像标签说明路径".encode(), "is not a JSON object (it starts with "
+                                          "'a图像标签说明路径')"),  # cut after a whole character
 ])
 def test_a_coco_file_that_is_no_json_object_is_a_usage_error(
         coco_sample, tmp_path, capsys, flag, content, said):
@@ -150,6 +153,17 @@ def test_a_coco_file_that_is_no_json_object_is_a_usage_error(
     assert err.strip().startswith(f"recordbeam: {given} {said}; {flag} takes the COCO {kind} "
                                   "JSON file"), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_coco_file_with_much_whitespace_before_its_object_is_read(coco_sample, tmp_path):
+    padded = tmp_path / "padded.json"
+    with open(coco_sample.annotations, "rb") as f:
+        padded.write_bytes(b"\n" * 100_000 + f.read())
+    argv = ["convert", "coco", "--images", coco_sample.images_dir, "--annotations", str(padded),
+            "--output", str(tmp_path / "out"), "--quiet", "--max-reject-fraction", "0.5",
+            *IN_MEMORY]
+    assert cli.main(argv) == cli.EXIT_OK
+    assert (tmp_path / "out" / "manifest.json").exists()
 
 
 def test_an_output_folder_that_cannot_be_created_is_a_usage_error_before_the_job(

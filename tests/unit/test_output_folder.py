@@ -13,6 +13,7 @@ from recordbeam.dataset.layout import (
     REJECTS,
     TEMP_PREFIX,
     OutputFolderError,
+    check_creatable,
     check_split_name,
     check_writable,
     existing_files,
@@ -132,6 +133,39 @@ def test_check_writable_refuses_an_output_path_that_is_a_file(tmp_path):
     _touch(tmp_path, "out")
     with pytest.raises(OutputFolderError, match="is a file"):
         check_writable(str(tmp_path / "out"), overwrite=False)
+
+
+def test_check_creatable_accepts_what_can_be_created_and_leaves_nothing(tmp_path, monkeypatch):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    for given in (str(tmp_path / "a" / "b"), "relative/out", "link/out", f"file://{tmp_path}/x",
+                  str(tmp_path), "gs://bucket/never/probed"):
+        check_creatable(given)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["link", "real"]
+
+
+@pytest.mark.parametrize("make,said", [
+    (lambda t: (t / "a_file").write_text("x"), "a_file is a file, not a folder"),
+    (lambda t: (t / "a_file").symlink_to(t / "nowhere"), "a_file is a broken symbolic link"),
+    (lambda t: (t / "a_file").symlink_to(t / "a_file"), "a_file is a broken symbolic link"),
+])
+def test_check_creatable_names_what_stands_in_the_way(tmp_path, make, said):
+    make(tmp_path)
+    with pytest.raises(OutputFolderError, match=f"cannot write the output folder "
+                                                f"{tmp_path}/a_file/out: {tmp_path}/{said}; "):
+        check_creatable(str(tmp_path / "a_file" / "out"))
+
+
+def test_check_creatable_lets_the_kernel_resolve_dot_dot_after_a_link(tmp_path, monkeypatch):
+    # link/.. is the link target's parent, not tmp_path: a path normalized by its text
+    # would probe the wrong folder.
+    (tmp_path / "deep" / "target").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "deep" / "target")
+    (tmp_path / "deep" / "blocker").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputFolderError, match="blocker is a file, not a folder"):
+        check_creatable("link/../blocker/out")
 
 
 def test_check_writable_refuses_foreign_files_and_names_them(tmp_path):

@@ -121,12 +121,19 @@ def test_a_file_that_is_no_manifest_gets_an_error_naming_it(tmp_path):
     with pytest.raises(TableError, match=r"pic\.csv:1: the header is not UTF-8 text; is this "
                                          r"a CSV file"):
         infer_schema(TableOptions(_write(tmp_path, "pic.csv", binary)))
-    with pytest.raises(TableError, match=r"pic\.jsonl: no line of it is a row \(line 1 is not "
+    with pytest.raises(TableError, match=r"pic\.jsonl: no line of it is a row \(line 1: is not "
                                          r"UTF-8 text.*CSV or JSON Lines manifest"):
         infer_schema(TableOptions(_write(tmp_path, "pic.jsonl", binary)))
-    with pytest.raises(TableError, match=r"list\.jsonl: no line of it is a row \(line 1 is a "
+    with pytest.raises(TableError, match=r"list\.jsonl: no line of it is a row \(line 1: is a "
                                          r"JSON list"):
         infer_schema(TableOptions(_write(tmp_path, "list.jsonl", "[1, 2]\n")))
+    # Bad lines only where the sample stops: the rows after it are not the file's fault.
+    late = _write(tmp_path, "late.jsonl", "[1]\n[2]\n" + '{"image": "a.jpg"}\n' * 3)
+    with pytest.raises(TableError, match=r"late\.jsonl: none of the first 2 lines read for the "
+                                         r"schema is a row \(line 1: is a JSON list.*"
+                                         r"--schema-sample-rows"):
+        infer_schema(TableOptions(late, schema_sample_rows=2))
+    assert infer_schema(TableOptions(late, schema_sample_rows=3)).types == {"image": "image"}
     with pytest.raises(TableError, match=r"blank\.jsonl holds no rows"):
         infer_schema(TableOptions(_write(tmp_path, "blank.jsonl", "\n\n")))
 

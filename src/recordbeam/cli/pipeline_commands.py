@@ -144,26 +144,41 @@ def _require_file(path: str, flag: str, kind: str, what: str) -> None:
 
 
 def _require_json_object(path: str, flag: str, what: str) -> None:
-    """Fail fast on a file given as a JSON document that does not start like one (an image,
-    a CSV...): its first bytes, not the parser's error from a worker."""
+    """Fail fast on a local file given as a JSON document that does not start like one (an
+    image, a CSV...): its first bytes, not the parser's error from a worker. Files on object
+    stores are left to the parser: a small read there can fetch a large block."""
     from recordbeam import filesystems
 
+    if "://" in path.removeprefix("file://"):
+        return
+    start = b""
     with filesystems.open_read(path) as f:
-        start = f.read(256)
-    text = start.removeprefix(b"\xef\xbb\xbf").lstrip()
-    if text.startswith(b"{"):
+        while chunk := f.read(1 << 16):  # whitespace may come first, any amount of it
+            start = (start + chunk).removeprefix(b"\xef\xbb\xbf").lstrip()
+            if start:
+                break
+    if start.startswith(b"{"):
         return
     if not start:
-        raise UsageError(f"{path} is empty; {flag} takes {what}")
-    try:
-        shown = repr(text[:24].decode("utf-8"))
-    except UnicodeDecodeError:
-        shown = "the bytes " + " ".join(f"{b:02x}" for b in start[:8])
-    raise UsageError(f"{path} is not a JSON object (it starts with {shown}); {flag} takes {what}")
+        raise UsageError(f"{path} holds no JSON (it is empty or blank); {flag} takes {what}")
+    raise UsageError(
+        f"{path} is not a JSON object (it starts with {_shown_start(start)}); {flag} takes {what}")
+
+
+def _shown_start(data: bytes) -> str:
+    """The first characters of ``data`` as text, or its first bytes in hex when binary."""
+    for cut in range(24, 28):  # a cut inside a multi-byte character moves on to its end
+        try:
+            return repr(data[:cut].decode("utf-8"))
+        except UnicodeDecodeError as error:
+            if error.start < cut - 3:
+                break
+    return "the bytes " + " ".join(f"{b:02x}" for b in data[:8])
 
 
 def _check_inputs(images_dir: str, annotations: str | None, captions: str | None = None) -> None:
-    """Fail fast, before Beam starts, on input paths that do not exist."""
+    """Fail fast, before Beam starts, on input paths that do not exist, then on annotation
+    files that are no JSON object."""
     if annotations is None and captions is None:
         raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
     given = ((annotations, "--annotations", "annotation file",

@@ -43,8 +43,8 @@ from recordbeam.dataset.tfds import is_tfds_file
 __all__ = [
     "COMMIT_PLAN", "FAILED_REJECTS", "LABELS", "MANIFEST", "PREVIOUS_MANIFEST", "REJECTS",
     "TEMP_PREFIX", "OutputFolderError", "check_labels_agree", "check_split_name",
-    "check_writable", "existing_files", "is_ours", "is_shard_file", "known_files",
-    "read_manifest", "recorded_manifest", "shard_name",
+    "check_creatable", "check_writable", "existing_files", "is_ours", "is_shard_file",
+    "known_files", "read_manifest", "recorded_manifest", "shard_name",
 ]
 
 
@@ -77,11 +77,6 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
     """
     if "://" not in output_dir and _is_plain_file(output_dir):
         raise OutputFolderError(f"{output_dir} is a file; --output must be a folder")
-    unwritable = _local_folder_unwritable(output_dir)
-    if unwritable:
-        raise OutputFolderError(
-            f"cannot write the output folder {output_dir}: {unwritable}; choose a folder "
-            "that can be created and written")
     files = existing_files(output_dir)
     ours = known_files(output_dir, files)
     foreign = [p for p in files if p not in ours]
@@ -99,28 +94,38 @@ def _is_plain_file(path: str) -> bool:
     return os.path.isfile(path)  # the local launcher's own argument, not a data path
 
 
-def _local_folder_unwritable(output_dir: str) -> str | None:
-    """Why a local output folder cannot be created or written, found before the job
-    reads anything (the write stage would find it after the whole read); None when it
-    can, and always for object stores, whose permissions only a write tells.
+def check_creatable(output_dir: str) -> None:
+    """Refuse a local output folder that cannot be created or written, before the job reads
+    anything (the write stage would find it after the whole read). For local runs: on a
+    cluster the folder is the workers' to write, wherever it is mounted there. Object
+    stores are never probed; only a write tells their permissions.
 
     Probes with an empty folder created and removed in the output folder, or in its
     nearest existing parent: nothing is left behind."""
-    if "://" in output_dir.removeprefix("file://"):
-        return None
+    local = output_dir.removeprefix("file://")
+    if "://" in local:
+        return
     import os  # the local launcher's own argument, not a data path
     import tempfile
 
-    existing = os.path.abspath(output_dir.removeprefix("file://"))
+    # Joined, not normalized: ``..`` after a symbolic link is the kernel's to resolve.
+    existing = local.rstrip("/") or "/"
+    existing = existing if os.path.isabs(existing) else os.path.join(os.getcwd(), existing)
     while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
         existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        return f"{existing} is a file, not a folder"
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
-    except OSError as error:
-        return f"{error.strerror or error} in {existing}"
-    return None
+    problem = None
+    if os.path.islink(existing) and not os.path.exists(existing):
+        problem = f"{existing} is a broken symbolic link"
+    elif not os.path.isdir(existing):
+        problem = f"{existing} is a file, not a folder"
+    else:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
+        except OSError as error:
+            problem = f"{error.strerror or error} in {existing}"
+    if problem:
+        raise OutputFolderError(f"cannot write the output folder {output_dir}: {problem}; "
+                                "choose a folder that can be created and written")
 
 
 def _read_json(path: str) -> dict[str, Any] | None:

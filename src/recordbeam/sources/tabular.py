@@ -222,7 +222,7 @@ def iter_rows(path: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """
     with filesystems.open_read(path) as raw:
         # Bytes that are not UTF-8 become lone surrogates, found row by row below: such a
-        # row is a problem at its line, as in a byte range (RangeRows._lines), not an
+        # row is a problem at its line, as in a byte range (_ReadRange._lines), not an
         # exception that stops the whole read.
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
         if is_csv(path):
@@ -232,7 +232,7 @@ def iter_rows(path: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
 
 #: A row whose bytes are not UTF-8 (decoded with ``surrogateescape``, they hold lone surrogates).
-NOT_UTF8 = "is not UTF-8 text; save the file as UTF-8"
+NOT_UTF8 = "is not UTF-8 text (the manifest must be saved as UTF-8)"
 _not_utf8 = re.compile("[\udc80-\udcff]").search
 
 
@@ -246,7 +246,7 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
         yield 1, f"cannot read the header ({error})"
         return
     if any(map(_not_utf8, header)):
-        yield 1, "the header is not UTF-8 text; is this a CSV file? Save it as UTF-8"
+        yield 1, "the header is not UTF-8 text; is this a CSV file, saved as UTF-8?"
         return
     if len(set(header)) != len(header) or any(not h.strip() for h in header):
         yield 1, "the header has empty or repeated column names; give every column a unique name"
@@ -360,6 +360,7 @@ def infer_schema(options: TableOptions) -> Schema:
     line_breaks_in_cells = False
     first_problem: tuple[int, str] | None = None
     limit = options.schema_sample_rows or None
+    seen = 0
     sample = iter_rows(path)
     with closing(sample):  # leaving the loop early closes the file unread
         for seen, (line, row) in enumerate(sample, 1):
@@ -409,7 +410,11 @@ def infer_schema(options: TableOptions) -> Schema:
                 types[column] = merged
     if rows == 0 and first_problem:
         line, problem = first_problem
-        raise TableError(f"{path}: no line of it is a row (line {line} {problem}); is it a "
+        if limit is not None and seen > limit:
+            raise TableError(
+                f"{path}: none of the first {limit} lines read for the schema is a row (line "
+                f"{line}: {problem}); fix them, or read further with --schema-sample-rows")
+        raise TableError(f"{path}: no line of it is a row (line {line}: {problem}); is it a "
                          "CSV or JSON Lines manifest?")
     if rows == 0:
         raise TableError(f"{path} holds no rows")
