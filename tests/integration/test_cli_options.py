@@ -155,6 +155,35 @@ def test_a_coco_file_that_is_no_json_object_is_a_usage_error(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_output_path_is_a_usage_error(coco_sample, tmp_path, capsys, value):
+    # Not the filesystem's root, nor the working folder.
+    with pytest.raises(SystemExit) as exited:
+        cli.main(_coco(coco_sample, value, *IN_MEMORY))
+    assert exited.value.code == cli.EXIT_USAGE
+    assert "argument --output: is empty; give the path of a folder" in capsys.readouterr().err
+
+
+@pytest.mark.case("`--jpeg-quality` where no image is re-encoded as JPEG",
+                  "usage error (exit 2) naming the options that use it; never silently unused")
+def test_a_jpeg_quality_nothing_uses_is_a_usage_error(coco_sample, tmp_path, capsys):
+    for more in ([], ["--transcode", "keep"], ["--transcode", "png"],
+                 ["--transcode", "png", "--max-side", "64"]):
+        code = cli.main(_coco(coco_sample, tmp_path / "out", "--jpeg-quality", "50", *more,
+                              *IN_MEMORY))
+        assert code == cli.EXIT_USAGE, more
+        err = capsys.readouterr().err
+        assert err.startswith("recordbeam: --jpeg-quality 50 would be ignored: no image is "
+                              "re-encoded as JPEG"), err
+        assert not (tmp_path / "out").exists()
+    # Where JPEGs are re-encoded, it is taken.
+    for index, more in enumerate((["--transcode", "jpeg"], ["--max-side", "64"])):
+        out = tmp_path / f"used{index}"
+        assert cli.main(_coco(coco_sample, out, "--jpeg-quality", "50", "--max-reject-fraction",
+                              "0.5", *more, *IN_MEMORY)) == cli.EXIT_OK, more
+        assert json.loads((out / "manifest.json").read_text())["options"], more
+
+
 def test_a_coco_file_with_much_whitespace_before_its_object_is_read(coco_sample, tmp_path):
     padded = tmp_path / "padded.json"
     with open(coco_sample.annotations, "rb") as f:

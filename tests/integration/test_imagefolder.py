@@ -179,3 +179,22 @@ def test_note_files_beside_images_are_skipped_and_counted_not_rejected(tmp_path)
     assert entry["rejects"]["total"] == 0
     assert entry["counts"]["skipped_non_image_files"] == len(notes)
     assert manifest["label_map"] == {"0": "cat"}
+
+
+@pytest.mark.parametrize("content,said", [
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF", "is not UTF-8 text; --classes takes a text file"),
+    (b"cat\ndog\ncat\n", "class 'cat' on line 3 already appears on line 1"),
+])
+def test_a_classes_file_that_cannot_be_read_stops_the_command_before_the_job(
+        tmp_path, capsys, monkeypatch, content, said):
+    sample = make_image_folder_sample(str(tmp_path / "data"))
+    classes = tmp_path / "classes.txt"
+    classes.write_bytes(content)
+    started = []
+    monkeypatch.setattr(pipeline, "run", lambda *a, **k: started.append(a))
+    argv = ["convert", "imagefolder", "--root", sample.root, "--classes", str(classes),
+            "--output", str(tmp_path / "out"), "--quiet", *IN_MEMORY]
+    assert cli.main(argv) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert str(classes) in err and said in err, err
+    assert "Traceback" not in err and not started

@@ -82,6 +82,14 @@ def _size(text: str) -> str:
     return text
 
 
+def _folder(text: str) -> str:
+    """An argparse type: a folder's path, never empty (``--output ""`` would be the
+    filesystem's root, or the working folder, depending on who reads it)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give the path of a folder")
+    return text
+
+
 _POSITIVE = _whole_number(1, "1 or more")
 _NON_NEGATIVE = _whole_number(0, "0 or more")
 
@@ -94,7 +102,7 @@ def _add_fix_args(parser: argparse.ArgumentParser) -> None:
                         "and convert GIF, BMP, WebP and TIFF; default: keep (bytes written as "
                         "they are, other formats rejected)")
     parser.add_argument("--jpeg-quality", type=_whole_number(1, "between 1 and 100"),
-                        default=DEFAULT_JPEG_QUALITY, metavar="1-100",
+                        default=None, metavar="1-100",  # None: not given, DEFAULT_JPEG_QUALITY
                         help=f"quality of re-encoded JPEGs (default: {DEFAULT_JPEG_QUALITY})")
     parser.add_argument("--max-side", type=_POSITIVE, default=None, metavar="PIXELS",
                         help="downsize images whose longer side exceeds this many pixels, "
@@ -108,7 +116,7 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
     from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
     from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
 
-    parser.add_argument("--output", required=output_required, metavar="OUT",
+    parser.add_argument("--output", required=output_required, metavar="OUT", type=_folder,
                         help="output folder, on any Beam filesystem (local, gs://, s3://)")
     parser.add_argument("--split", default="train",
                         help="split name used in shard names (default: train)")
@@ -310,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
                 epilog=_TO_BEAM)
     p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
-    p.add_argument("output", metavar="OUT", help="new output folder (any Beam filesystem)")
+    p.add_argument("output", metavar="OUT", type=_folder,
+                   help="new output folder (any Beam filesystem)")
     p.add_argument("--split", default=None,
                    help="put every input in this split (default: each input keeps the split "
                    "its shard name gives, else train; refused when the inputs hold several)")

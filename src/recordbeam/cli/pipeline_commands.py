@@ -98,8 +98,13 @@ def _require_folder(path: str, advice: str) -> None:
 
 
 def _require_classes_file(path: str | None) -> None:
+    """A --classes file that exists and reads as class names, checked before the job (a
+    small file; the job reads it again)."""
     if path:
         _require_file(path, "--classes", "classes file", "a text file with one class name per line")
+        from recordbeam.sources.imagefolder import read_classes_file
+
+        read_classes_file(path)
 
 
 def _refuse_split(args: argparse.Namespace, splits: Sequence[str], named_by: str, *,
@@ -210,14 +215,21 @@ def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
 
 def _fixes(args: argparse.Namespace):
-    from recordbeam.images.transcode import ImageFixes
+    from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, ImageFixes
 
-    return ImageFixes(
+    quality = getattr(args, "jpeg_quality", None)
+    fixes = ImageFixes(
         transcode=getattr(args, "transcode", "keep"),
-        quality=getattr(args, "jpeg_quality", 95),
+        quality=DEFAULT_JPEG_QUALITY if quality is None else quality,
         max_side=getattr(args, "max_side", None),
         apply_exif=getattr(args, "apply_exif", False),
     )
+    if quality is not None and (not fixes.active or fixes.transcode == "png"):
+        raise UsageError(
+            f"--jpeg-quality {quality} would be ignored: no image is re-encoded as JPEG. It "
+            "applies with --transcode jpeg, and to the JPEGs --max-side or --apply-exif "
+            "re-encode (not with --transcode png); drop it or add one of those")
+    return fixes
 
 
 def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[str],

@@ -97,7 +97,12 @@ def val_share(relative_path: str) -> float:
 def read_classes_file(path: str) -> list[str]:
     """Class names from a file, one per line in label order; blank lines are skipped."""
     with filesystems.open_read(path) as f:
-        text = f.read().decode("utf-8-sig")
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ImageFolderError(f"{path} is not UTF-8 text; --classes takes a text file with "
+                               "one class name per line, saved as UTF-8") from None
     names = [line.strip() for line in text.splitlines() if line.strip()]
     seen: dict[str, int] = {}
     for number, name in enumerate(names, 1):
