@@ -19,3 +19,26 @@ def test_exif_count_row_says_the_orientation_was_not_applied():
     assert rows["exif orientation not applied"] == "2"
     assert rows["boxes clipped"] == "1"  # others keep the manifest's name, spaced
     assert "exif rotated" not in table
+
+
+def _folder(**splits):
+    """A manifest whose splits have shard files of the given suffix ('' for none)."""
+    return {"splits": {
+        split: {"examples": 3, "bytes": 10, "rejects": {"by_reason": {}}, "counts": {},
+                "shards": [{"file": f"{split}-00000-of-00001.tfrecord{suffix}", "examples": 3}]}
+        for split, suffix in splits.items()}}
+
+
+def test_splits_written_with_different_compressions_are_a_warning(capsys):
+    from recordbeam.cli.summary import print_summary
+
+    for same in (_folder(train="", val=""), _folder(train=".gz", val=".gz")):
+        print_summary(SimpleNamespace(manifest=same, wall_seconds=1.0), ["train"], "out")
+        assert capsys.readouterr().err == ""
+    mixed = _folder(train=".gz", val="", test=".zz")
+    print_summary(SimpleNamespace(manifest=mixed, wall_seconds=1.0), ["train"], "out")
+    assert capsys.readouterr().err == (
+        "warning: the splits of this folder differ in compression (train: gzip; val: none; "
+        "test: zlib): a reader given the folder needs one compression, and no TFDS files "
+        "(dataset_info.json...) are written for it; write every split with the same "
+        "--compression\n")

@@ -75,15 +75,15 @@ def _missing_folder_note(examples: int, rejects: Counter[str], counts: Counter[s
 def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
     """The summary table and the output folder on stdout; warnings about what was
     written (empty shards) on stderr."""
-    from recordbeam.dataset.manifest import empty_shards_warning
+    from recordbeam.dataset.manifest import empty_shards_warning, mixed_compression_warning
 
     print(summary_table(result, splits))
     print(f"output: {output_dir}")
-    for split in splits:
-        entry = result.manifest["splits"].get(split)
-        warning = entry and empty_shards_warning(split, entry)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+    warnings = [empty_shards_warning(split, result.manifest["splits"][split])
+                for split in splits if result.manifest["splits"].get(split)]
+    warnings.append(mixed_compression_warning(result.manifest))
+    for warning in filter(None, warnings):
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def submitted_text(result: Any, output: str) -> str:

@@ -122,6 +122,24 @@ def empty_shards_warning(split: str, entry: Mapping[str, Any]) -> str | None:
             "(a much smaller --shards, or a larger --shard-size)")
 
 
+def mixed_compression_warning(manifest: Mapping[str, Any]) -> str | None:
+    """What to say when the splits of one folder are written with different compressions
+    (a split rewritten with another ``--compression``), else None."""
+    by_kind: dict[str, set[str]] = {}
+    for split, entry in manifest.get("splits", {}).items():
+        for shard in entry.get("shards", []):
+            name = shard["file"]
+            kind = "gzip" if name.endswith(".gz") else "zlib" if name.endswith(".zz") else "none"
+            by_kind.setdefault(kind, set()).add(split)
+    if len(by_kind) < 2:
+        return None
+    described = "; ".join(f"{', '.join(sorted(splits))}: {kind}"
+                          for kind, splits in sorted(by_kind.items()))
+    return (f"the splits of this folder differ in compression ({described}): a reader given "
+            "the folder needs one compression, and no TFDS files (dataset_info.json...) are "
+            "written for it; write every split with the same --compression")
+
+
 #: What every split of one folder must agree on: the name of each label value, and (for
 #: COCO) the label each category id is written as. ``labels.txt``, the TFDS class names
 #: and the manifest's top level hold one map for the whole folder.
