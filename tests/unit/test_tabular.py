@@ -175,6 +175,19 @@ def test_split_column_values_are_collected(tmp_path):
     bad = _write(tmp_path, "b.csv", "image,split\na.jpg,tr ain\n")
     with pytest.raises(TableError, match="b.csv:2"):
         infer_schema(TableOptions(bad, split_column="split"))
+    # A column that is not there is named as such, with those that are.
+    for flag, options in (("--split-column", TableOptions(path, split_column="nope")),
+                          ("--group-by", TableOptions(path, group_by="nope"))):
+        with pytest.raises(TableError, match=rf"m\.csv: {flag} names 'nope', which is not a "
+                                             r"column; the columns are 'image', 'split'"):
+            infer_schema(options)
+
+
+def test_a_csv_manifest_with_another_name_is_told_to_be_named_csv(tmp_path):
+    text = _write(tmp_path, "m.txt", "image,label\na.jpg,1\n")
+    with pytest.raises(TableError, match=r"m\.txt: no line of it is a row \(line 1: not valid "
+                                         r"JSON.*read as JSON Lines.*must be named \.csv"):
+        infer_schema(TableOptions(text))
 
 
 def test_value_types_and_merges():

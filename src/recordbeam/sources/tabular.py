@@ -377,7 +377,8 @@ def infer_schema(options: TableOptions) -> Schema:
                 line_breaks_in_cells = any(_breaks_line(c) for c in header)
             if from_csv and not line_breaks_in_cells:
                 line_breaks_in_cells = any(_breaks_line(v) for v in row.values())
-            if options.split_column and not options.splits:
+            if options.split_column and not options.splits and options.split_column in row:
+                # A column no row has is named below, with the columns there are.
                 _note_split(path, line, row, options.split_column, splits)
             for column, value in row.items():
                 if given is not None:
@@ -414,6 +415,11 @@ def infer_schema(options: TableOptions) -> Schema:
             raise TableError(
                 f"{path}: none of the first {limit} lines read for the schema is a row (line "
                 f"{line}: {problem}); fix them, or read further with --schema-sample-rows")
+        if not from_csv and not path.lower().endswith((".jsonl", ".json", ".ndjson")):
+            raise TableError(
+                f"{path}: no line of it is a row (line {line}: {problem}); it was read as "
+                "JSON Lines, as every manifest not named .csv or .tsv is: a CSV manifest "
+                "must be named .csv")
         raise TableError(f"{path}: no line of it is a row (line {line}: {problem}); is it a "
                          "CSV or JSON Lines manifest?")
     if rows == 0:
@@ -432,9 +438,10 @@ def infer_schema(options: TableOptions) -> Schema:
             f"{path}: no column holds image paths (values ending in .jpg, .png...); name it "
             "with --image-columns or give it the type 'image' in --schema"
         )
-    for column in (options.split_column, options.group_by):
+    for column, flag in ((options.split_column, "--split-column"), (options.group_by, "--group-by")):
         if column and column not in resolved:
-            raise TableError(f"{path}: there is no column {column!r}")
+            raise TableError(f"{path}: {flag} names {column!r}, which is not a column; the "
+                             f"columns are {', '.join(map(repr, resolved))}")
     one_reader = None
     if from_csv and options.csv_multiline:
         one_reader = "--csv-multiline"
