@@ -4,6 +4,7 @@ generated sample's own expectations."""
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import pytest
@@ -198,3 +199,23 @@ def test_a_classes_file_that_cannot_be_read_stops_the_command_before_the_job(
     err = capsys.readouterr().err
     assert str(classes) in err and said in err, err
     assert "Traceback" not in err and not started
+
+
+@pytest.mark.case("A FIFO (or other special file) named like an image in an input folder",
+                  "reject `empty`, never opened: the run does not wait for a writer")
+def test_a_fifo_named_like_an_image_is_rejected_unopened(tmp_path):
+    import subprocess
+    import sys
+
+    sample = make_image_folder_sample(str(tmp_path / "data"), include_bad=False)
+    cls = sorted(sample.classes)[0]
+    os.mkfifo(os.path.join(sample.root, cls, "pipe.jpg"))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "recordbeam", "convert", "imagefolder", "--root", sample.root,
+         "--output", str(out), "--quiet", "--max-reject-fraction", "0.5", *IN_MEMORY],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["source"].rsplit("/", 1)[1], r["reason"]) for r in rejects] == [
+        ("pipe.jpg", "empty")]

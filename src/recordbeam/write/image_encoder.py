@@ -144,6 +144,10 @@ class ImageExampleEncoder(ExampleEncoder):
                 f"file is {size} bytes, above the {self.checks.max_bytes}-byte limit; "
                 "raise --max-image-bytes if it really is an image",
             )
+        if data is None and size == 0:
+            # Listed as empty: not opened, and rejected as empty below. A FIFO or another
+            # special file lists as empty, and reading it would wait for a writer forever.
+            data = b""
         try:
             data = filesystems.read_bytes(path) if data is None else data
         except Exception as error:  # noqa: BLE001 - each filesystem raises its own types
