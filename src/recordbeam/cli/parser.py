@@ -309,7 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
                 epilog=_TO_BEAM)
-    p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
+    p.add_argument("inputs", metavar="IN_GLOB",
+                   help="input files (quote the glob), or an output folder (the shards its "
+                   "manifest lists)")
     p.add_argument("output", metavar="OUT", help="new output folder (any Beam filesystem)")
     p.add_argument("--split", default=None,
                    help="put every input in this split (default: each input keeps the split "

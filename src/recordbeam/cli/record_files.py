@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from recordbeam.errors import UsageError
+from recordbeam.errors import DataError, UsageError
 
 
 def expand_paths(patterns: Sequence[str]) -> list[str]:
@@ -46,6 +46,22 @@ class RecordFile:
 
     path: str
     listed: int | None = None
+
+
+def missing_text(file: RecordFile) -> str:
+    """What to say of a shard ``manifest.json`` lists that is not there."""
+    return (f"{file.path}: listed in manifest.json but missing; the folder is incomplete "
+            "(re-run the conversion)")
+
+
+def check_listed_exist(files: Sequence[RecordFile]) -> None:
+    """Raise :class:`DataError` for the first shard an output folder's manifest lists that
+    is not there, before a command reads any (it failed with the bare OS error)."""
+    from recordbeam import filesystems
+
+    for file in files:
+        if file.listed is not None and not filesystems.exists(file.path):
+            raise DataError(missing_text(file))
 
 
 def record_files(arguments: Sequence[str]) -> list[RecordFile]:
