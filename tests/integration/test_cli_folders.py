@@ -62,6 +62,25 @@ def test_verify_a_folder_finds_missing_and_foreign_shards(folder, capsys):
     assert f"{second}: " in out and "but manifest.json lists" in out
 
 
+@pytest.mark.case(
+    "Shard listed in manifest.json deleted; `inspect`, `index`, `report`, `reshard` of the folder",
+    "exit 1 naming the shard: listed but missing, re-run the conversion (as `verify` says)",
+)
+@pytest.mark.parametrize("command", ["inspect", "index", "report", "reshard"])
+def test_a_missing_shard_is_named_as_verify_names_it(command, folder, tmp_path, capsys):
+    missing = shards_of(folder)[1]
+    os.remove(missing)
+    extra = {"report": ["--html", str(tmp_path / "r.html")],
+             "reshard": [str(tmp_path / "new"), "--quiet"]}.get(command, [])
+    assert cli.main([command, folder, *extra]) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"recordbeam: {missing}: listed in manifest.json but missing; the folder is " \
+        "incomplete (re-run the conversion)" in err
+    assert "No such file" not in err
+    assert not os.path.exists(tmp_path / "r.html") and not os.path.exists(tmp_path / "new")
+    assert not any(n.endswith(".idx") for n in os.listdir(folder))
+
+
 def test_inspect_a_folder_prints_its_first_records(three_shards, capsys):
     assert cli.main(["inspect", three_shards.output, "-n", "2"]) == cli.EXIT_OK
     headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# ")]

@@ -9,7 +9,12 @@ import json
 import sys
 from typing import Any
 
-from recordbeam.cli.record_files import open_record_file, read_file_records, record_files
+from recordbeam.cli.record_files import (
+    check_listed_exist,
+    open_record_file,
+    read_file_records,
+    record_files,
+)
 from recordbeam.cli.show import example_json, example_text, parse_record
 from recordbeam.cli.verify import record_error_text, verify_listed
 from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError, counted
@@ -19,7 +24,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from recordbeam.tfrecord.framing import RecordError
 
     shown = 0
-    for file in record_files(args.paths):
+    files = record_files(args.paths)
+    check_listed_exist(files)
+    for file in files:
         try:
             for number, data in enumerate(read_file_records(file.path)):
                 if shown >= args.n:
@@ -64,7 +71,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from recordbeam.tfrecord.framing import Compression, RecordError, compression_for_path
     from recordbeam.tfrecord.index import index_path_for, write_index
 
-    files = list(record_files(args.paths))
+    files = record_files(args.paths)
+    check_listed_exist(files)
     compressed = [f.path for f in files if compression_for_path(f.path) is not Compression.NONE]
     if compressed:
         # Offsets into a compressed shard would count decompressed bytes: no reader (ours,
@@ -110,6 +118,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from recordbeam.dataset.report import write_report
 
     _finished_manifest(args.output_dir)
+    check_listed_exist(record_files([args.output_dir]))
     html_path, charts = write_report(
         args.output_dir, args.html, max_examples=args.max_examples, gallery=args.gallery
     )
