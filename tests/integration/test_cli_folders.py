@@ -139,6 +139,39 @@ def test_a_folder_without_manifest_is_a_usage_error(command, tmp_path, capsys):
     assert "Error" not in err
 
 
+@pytest.mark.case(
+    "`manifest.json` cut short (`{`); every read-side command on the folder",
+    "exit 1 naming manifest.json: there but not valid JSON, re-run the conversion",
+)
+@pytest.mark.parametrize("command", [
+    ["inspect"], ["verify"], ["index"], ["schema"], ["report"], ["check", "--for", "torch"],
+    ["reshard"],
+])
+def test_a_damaged_manifest_is_named_as_damaged_not_missing(command, folder, tmp_path, capsys):
+    from recordbeam.dataset.layout import read_manifest
+
+    manifest = os.path.join(folder, "manifest.json")
+    with open(manifest, "w") as f:
+        f.write("{\n")
+    extra = {"report": ["--html", str(tmp_path / "r.html")],
+             "reshard": [str(tmp_path / "new"), "--quiet"]}.get(command[0], [])
+    assert cli.main([command[0], folder, *command[1:], *extra]) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"recordbeam: {manifest} is there but is not valid JSON" in err
+    assert "re-run the conversion" in err
+    assert "no manifest" not in err and "without a finished" not in err
+    assert read_manifest(folder) is None  # the writer's view: the folder is not finished
+
+
+def test_a_manifest_of_another_format_is_not_called_missing(folder, capsys):
+    manifest = os.path.join(folder, "manifest.json")
+    with open(manifest, "w") as f:
+        f.write('{"format": "someone-else/2"}')
+    assert cli.main(["verify", folder]) == cli.EXIT_DATA
+    assert f"{manifest} is not a recordbeam manifest (its format is 'someone-else/2'" \
+        in capsys.readouterr().err
+
+
 def test_verify_an_index_file_says_it_is_an_index_not_a_damaged_shard(folder, capsys):
     assert cli.main(["index", folder]) == 0
     index = shards_of(folder)[0] + ".idx"

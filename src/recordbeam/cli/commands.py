@@ -95,9 +95,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _finished_manifest(output_dir: str) -> dict[str, Any]:
-    from recordbeam.dataset.layout import read_manifest
+    from recordbeam.dataset.layout import finished_manifest
 
-    manifest = read_manifest(output_dir)
+    manifest = finished_manifest(output_dir)
     if manifest is None:
         raise UsageError(f"{output_dir}: no manifest.json; point at a finished recordbeam output folder")
     return manifest

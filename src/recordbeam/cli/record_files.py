@@ -80,7 +80,7 @@ def record_files(arguments: Sequence[str]) -> list[RecordFile]:
 def _output_folder_shards(argument: str) -> list[RecordFile] | None:
     """The shards of the output folder ``argument``; None when it names no folder."""
     from recordbeam import filesystems
-    from recordbeam.dataset.layout import MANIFEST, read_manifest
+    from recordbeam.dataset.layout import MANIFEST, finished_manifest
 
     if any(c in argument for c in "*?["):
         return None
@@ -88,7 +88,7 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
     # On object stores a folder is a prefix: it counts as one when a manifest is below it.
     if not (os.path.isdir(argument) if "://" not in argument else filesystems.exists(manifest_path)):
         return None
-    manifest = read_manifest(argument)
+    manifest = finished_manifest(argument)
     if manifest is None:
         raise UsageError(
             f"{argument} is a folder without a finished recordbeam manifest ({MANIFEST}); "
