@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any
 
+from recordbeam.cli.output_file import check_output_file, write_output_file
 from recordbeam.cli.record_files import (
     check_listed_exist,
     open_record_file,
@@ -115,30 +116,32 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from recordbeam.dataset.report import write_report
+    from recordbeam.dataset.report import report_page
 
+    check_output_file(args.html, "--html", "report.html")
     _finished_manifest(args.output_dir)
     check_listed_exist(record_files([args.output_dir]))
-    html_path, charts = write_report(
-        args.output_dir, args.html, max_examples=args.max_examples, gallery=args.gallery
-    )
+    page, charts = report_page(args.output_dir, max_examples=args.max_examples,
+                               gallery=args.gallery)
+    write_output_file(args.html, page.encode("utf-8"), "--html")
     note = "" if charts else " (tables only: install recordbeam[report] for charts)"
-    print(f"report: {html_path}{note}")
+    print(f"report: {args.html}{note}")
     return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from recordbeam import filesystems
     from recordbeam.dataset.consumers import CONSUMERS, check_folder, label_map_pbtxt, summary_line
 
     if args.write_label_map is not None and args.consumer != "od-api":
         raise UsageError("--write-label-map writes the Object Detection API's label map; "
                          "use it with --for od-api")
+    if args.write_label_map is not None:
+        check_output_file(args.write_label_map, "--write-label-map", "label_map.pbtxt")
     result = check_folder(args.output_dir, args.consumer, max_records=args.max_records,
                           max_shown=args.max_problems)
     if args.write_label_map is not None:
-        filesystems.write_bytes(args.write_label_map,
-                                label_map_pbtxt(result.manifest).encode("utf-8"))
+        write_output_file(args.write_label_map, label_map_pbtxt(result.manifest).encode("utf-8"),
+                          "--write-label-map")
     read = counted(result.records, "record")
     stopped = " (stopped there: --max-records; shards not read to their end are not counted)" \
         if result.stopped_early else ""

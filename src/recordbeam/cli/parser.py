@@ -281,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("report", help="write a static HTML report of an output folder")
     p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
-    p.add_argument("--html", default="report.html", help="where to write it (default: report.html)")
+    p.add_argument("--html", default="report.html",
+                   help="where to write it (default: report.html; missing folders are created)")
     p.add_argument("--max-examples", type=_POSITIVE, default=None, metavar="N",
                    help="read at most this many examples per split for the histograms "
                    "(default: all)")
