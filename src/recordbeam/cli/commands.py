@@ -28,6 +28,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     files = record_files(args.paths)
     check_listed_exist(files)
     for file in files:
+        if shown >= args.n:
+            return EXIT_OK
+        number = -1
         try:
             for number, data in enumerate(read_file_records(file.path)):
                 if shown >= args.n:
@@ -42,6 +45,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         except RecordError as error:
             print(f"recordbeam: {record_error_text(error, 'inspect')}", file=sys.stderr)
             return EXIT_DATA
+        if number < 0:
+            # A valid TFRecord file of no records: say so rather than print nothing (stdout
+            # keeps JSON lines only with --json).
+            print(f"# {file.path}: 0 records (a TFRecord file of no records)",
+                  file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
 
 
@@ -91,7 +99,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"recordbeam: {record_error_text(error, 'index')}", file=sys.stderr)
             return EXIT_DATA
         filesystems.write_bytes(index_path_for(path), out.getvalue().encode("ascii"))
-        print(f"{index_path_for(path)}: {count} records")
+        empty = f" ({path} is a TFRecord file of no records)" if not count else ""
+        print(f"{index_path_for(path)}: {count} records{empty}")
     return EXIT_OK
 
 
