@@ -73,6 +73,18 @@ def test_inspect_shows_three_records_by_default(three_shards, capsys):
     assert len(_headers(capsys.readouterr().out)) == 3
 
 
+def test_inspect_an_empty_file_says_it_holds_no_records(converted, tmp_path, capsys):
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    assert cli.main(["inspect", str(empty)]) == cli.EXIT_OK
+    assert capsys.readouterr().out == f"# {empty}: 0 records (a TFRecord file of no records)\n"
+    # With --json, stdout keeps JSON lines only: the note goes to stderr.
+    assert cli.main(["inspect", "--json", "-n", "1", str(empty), converted.shard_paths()[0]]) == 0
+    captured = capsys.readouterr()
+    assert [json.loads(line) for line in captured.out.splitlines()]
+    assert f"{empty}: 0 records" in captured.err
+
+
 def test_inspect_json_prints_one_object_per_example(converted, capsys):
     shard = converted.shard_paths()[0]
     assert cli.main(["inspect", shard, "--json", "-n", "4"]) == 0
@@ -147,6 +159,15 @@ def test_index_writes_what_the_writer_writes(converted, tmp_path, capsys):
     idx = tmp_path / "train-00000-of-00001.tfrecord.idx"
     assert idx.read_text(encoding="ascii") == _writer_index(records, Compression.NONE)
     assert f"{idx}: {len(records)} records" in capsys.readouterr().out
+
+
+def test_index_of_an_empty_file_says_it_holds_no_records(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    assert cli.main(["index", str(empty)]) == cli.EXIT_OK
+    assert (tmp_path / "empty.txt.idx").read_text() == ""  # the index of no records
+    assert capsys.readouterr().out == (
+        f"{empty}.idx: 0 records ({empty} is a TFRecord file of no records)\n")
 
 
 def test_index_of_a_gzip_shard_is_refused(converted, tmp_path, capsys):

@@ -62,6 +62,25 @@ def test_verify_a_folder_finds_missing_and_foreign_shards(folder, capsys):
     assert f"{second}: " in out and "but manifest.json lists" in out
 
 
+@pytest.mark.case(
+    "Shard listed in manifest.json deleted; `inspect`, `index`, `report`, `reshard` of the folder",
+    "exit 1 naming the shard: listed but missing, re-run the conversion (as `verify` says)",
+)
+@pytest.mark.parametrize("command", ["inspect", "index", "report", "reshard"])
+def test_a_missing_shard_is_named_as_verify_names_it(command, folder, tmp_path, capsys):
+    missing = shards_of(folder)[1]
+    os.remove(missing)
+    extra = {"report": ["--html", str(tmp_path / "r.html")],
+             "reshard": [str(tmp_path / "new"), "--quiet"]}.get(command, [])
+    assert cli.main([command, folder, *extra]) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"recordbeam: {missing}: listed in manifest.json but missing; the folder is " \
+        "incomplete (re-run the conversion)" in err
+    assert "No such file" not in err
+    assert not os.path.exists(tmp_path / "r.html") and not os.path.exists(tmp_path / "new")
+    assert not any(n.endswith(".idx") for n in os.listdir(folder))
+
+
 def test_inspect_a_folder_prints_its_first_records(three_shards, capsys):
     assert cli.main(["inspect", three_shards.output, "-n", "2"]) == cli.EXIT_OK
     headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("# ")]
@@ -118,6 +137,39 @@ def test_a_folder_without_manifest_is_a_usage_error(command, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{tmp_path / 'loose'} is a folder without a finished recordbeam manifest" in err
     assert "Error" not in err
+
+
+@pytest.mark.case(
+    "`manifest.json` cut short (`{`); every read-side command on the folder",
+    "exit 1 naming manifest.json: there but not valid JSON, re-run the conversion",
+)
+@pytest.mark.parametrize("command", [
+    ["inspect"], ["verify"], ["index"], ["schema"], ["report"], ["check", "--for", "torch"],
+    ["reshard"],
+])
+def test_a_damaged_manifest_is_named_as_damaged_not_missing(command, folder, tmp_path, capsys):
+    from recordbeam.dataset.layout import read_manifest
+
+    manifest = os.path.join(folder, "manifest.json")
+    with open(manifest, "w") as f:
+        f.write("{\n")
+    extra = {"report": ["--html", str(tmp_path / "r.html")],
+             "reshard": [str(tmp_path / "new"), "--quiet"]}.get(command[0], [])
+    assert cli.main([command[0], folder, *command[1:], *extra]) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"recordbeam: {manifest} is there but is not valid JSON" in err
+    assert "re-run the conversion" in err
+    assert "no manifest" not in err and "without a finished" not in err
+    assert read_manifest(folder) is None  # the writer's view: the folder is not finished
+
+
+def test_a_manifest_of_another_format_is_not_called_missing(folder, capsys):
+    manifest = os.path.join(folder, "manifest.json")
+    with open(manifest, "w") as f:
+        f.write('{"format": "someone-else/2"}')
+    assert cli.main(["verify", folder]) == cli.EXIT_DATA
+    assert f"{manifest} is not a recordbeam manifest (its format is 'someone-else/2'" \
+        in capsys.readouterr().err
 
 
 def test_verify_an_index_file_says_it_is_an_index_not_a_damaged_shard(folder, capsys):

@@ -44,6 +44,30 @@ def test_stats_count_what_the_records_hold(converted):
     assert len(stats.box_widths) == sum(want.values())
 
 
+@pytest.mark.case(
+    "`report --html` below a file, or naming a folder",
+    "usage error (exit 2) naming --html and the path, before the folder is read",
+)
+@pytest.mark.parametrize("where", ["below a file", "a folder"])
+def test_html_at_a_path_that_cannot_be_a_file_is_a_usage_error(where, converted, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    page = str(tmp_path / "a-file" / "r.html") if where == "below a file" else str(tmp_path)
+    assert cli.main(["report", converted.output, "--html", page]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"recordbeam: --html {page}")
+    if where == "a folder":
+        assert f"is a folder; give a file path, e.g. --html {tmp_path}/report.html" in err
+    else:
+        assert f"{tmp_path / 'a-file'} is a file, not a folder" in err
+    assert "Not a directory" not in err and "Is a directory" not in err
+
+
+def test_html_in_a_missing_folder_creates_it_as_convert_creates_output(converted, tmp_path):
+    page = tmp_path / "reports" / "today" / "r.html"
+    assert cli.main(["report", converted.output, "--html", str(page)]) == cli.EXIT_OK
+    assert "Examples per shard" in page.read_text()
+
+
 def test_report_has_tables_and_charts(converted, tmp_path, capsys):
     page = tmp_path / "report.html"
     assert cli.main(["report", converted.output, "--html", str(page)]) == cli.EXIT_OK

@@ -163,3 +163,55 @@ def test_split_option_renames_the_one_input_split(tmp_path, capsys):
     manifest = json.loads((out / "manifest.json").read_text())
     assert list(manifest["splits"]) == ["all"]
     assert sorted(_split_records(out, "all")) == sorted(records)
+
+
+@pytest.mark.case(
+    '`reshard OUT NEW` (a finished output folder as the input)',
+    "reshards the shards its manifest lists, as `verify OUT` reads them",
+)
+def test_an_output_folder_as_input_means_its_shards(three_shards, tmp_path, capsys):
+    out = tmp_path / "new"
+    code = cli.main(["reshard", three_shards.output, str(out), "--shards", "2", "--quiet",
+                     *IN_MEMORY])
+    assert code == cli.EXIT_OK, capsys.readouterr().err
+    after = [r for p in shard_paths(str(out)) for r in open_records(p)]
+    assert sorted(after) == sorted(three_shards.records())
+
+
+@pytest.mark.case(
+    "`reshard` of a JPEG, or of `'OUT/*'` (matching dataset_info.json)",
+    "refused (exit 1) before the job, naming the file: not a TFRecord file",
+)
+@pytest.mark.parametrize("kind", ["jpeg", "folder glob"])
+def test_inputs_that_are_not_tfrecord_files_are_refused_before_the_job(
+        kind, three_shards, tmp_path, capsys):
+    if kind == "jpeg":
+        given = tmp_path / "photo.jpg"
+        given.write_bytes(b"\xff\xd8\xff\xe0" + bytes(64))
+        named = str(given)
+    else:
+        given = os.path.join(three_shards.output, "*")
+        named = os.path.join(three_shards.output, "dataset_info.json")
+    out = tmp_path / "new"
+    code = cli.main(["reshard", str(given), str(out), "--quiet", *IN_MEMORY])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_DATA, err
+    assert f"{named}: not a TFRecord file" in err
+    assert "CRC" not in err and "skip_corrupt" not in err
+    assert "full log of the run" not in err  # no job was started
+    assert not out.exists()
+
+
+def test_a_record_damaged_in_the_middle_gets_advice_for_the_command_line(
+        three_shards, tmp_path, capsys):
+    bad = tmp_path / "train-00000-of-00001.tfrecord"
+    data = bytearray(open(three_shards.shard_paths()[0], "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    code = cli.main(["reshard", str(bad), str(tmp_path / "new"), "--quiet", *IN_MEMORY])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_DATA, err
+    assert f"{bad}: record " in err
+    assert "skip_corrupt" not in err
+    assert f"recordbeam verify {bad}" in err
+    assert not (tmp_path / "new" / "manifest.json").exists()

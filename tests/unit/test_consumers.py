@@ -218,6 +218,28 @@ def test_write_label_map_writes_the_od_api_label_map(tmp_path, capsys):
     assert "use it with --for od-api" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where", ["below a file", "a folder"])
+def test_write_label_map_at_a_path_that_cannot_be_a_file_is_a_usage_error(where, tmp_path, capsys):
+    folder = write_folder(tmp_path / "f", [[detection_example(0)]], label_map={"1": "cat"})
+    (tmp_path / "a-file").write_text("x")
+    target = str(tmp_path / "a-file" / "lm.pbtxt") if where == "below a file" else str(tmp_path)
+    assert main(["check", folder, "--for", "od-api", "--write-label-map", target]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"recordbeam: --write-label-map {target}")
+    if where == "a folder":
+        assert f"is a folder; give a file path, e.g. --write-label-map {tmp_path}/label_map.pbtxt" in err
+    else:
+        assert f"{tmp_path / 'a-file'} is a file, not a folder" in err
+    assert "File exists" not in err and "Is a directory" not in err
+
+
+def test_write_label_map_creates_its_missing_folders(tmp_path):
+    folder = write_folder(tmp_path / "f", [[detection_example(0)]], label_map={"1": "cat"})
+    target = tmp_path / "new" / "deeper" / "label_map.pbtxt"
+    assert main(["check", folder, "--for", "od-api", "--write-label-map", str(target)]) == 0
+    assert 'name: "cat"' in target.read_text()
+
+
 def test_a_label_map_with_label_zero_is_refused_for_the_od_api():
     with pytest.raises(UsageError, match="reserves 0 for the background"):
         label_map_pbtxt({"label_map": {"0": "cat", "1": "dog"}})

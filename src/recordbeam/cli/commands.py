@@ -9,7 +9,13 @@ import json
 import sys
 from typing import Any
 
-from recordbeam.cli.record_files import open_record_file, read_file_records, record_files
+from recordbeam.cli.output_file import check_output_file, write_output_file
+from recordbeam.cli.record_files import (
+    check_listed_exist,
+    open_record_file,
+    read_file_records,
+    record_files,
+)
 from recordbeam.cli.show import example_json, example_text, parse_record
 from recordbeam.cli.verify import record_error_text, verify_listed
 from recordbeam.errors import EXIT_DATA, EXIT_OK, UsageError, counted
@@ -19,7 +25,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from recordbeam.tfrecord.framing import RecordError
 
     shown = 0
-    for file in record_files(args.paths):
+    files = record_files(args.paths)
+    check_listed_exist(files)
+    for file in files:
+        if shown >= args.n:
+            return EXIT_OK
+        number = -1
         try:
             for number, data in enumerate(read_file_records(file.path)):
                 if shown >= args.n:
@@ -34,6 +45,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         except RecordError as error:
             print(f"recordbeam: {record_error_text(error, 'inspect')}", file=sys.stderr)
             return EXIT_DATA
+        if number < 0:
+            # A valid TFRecord file of no records: say so rather than print nothing (stdout
+            # keeps JSON lines only with --json).
+            print(f"# {file.path}: 0 records (a TFRecord file of no records)",
+                  file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
 
 
@@ -64,7 +80,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from recordbeam.tfrecord.framing import Compression, RecordError, compression_for_path
     from recordbeam.tfrecord.index import index_path_for, write_index
 
-    files = list(record_files(args.paths))
+    files = record_files(args.paths)
+    check_listed_exist(files)
     compressed = [f.path for f in files if compression_for_path(f.path) is not Compression.NONE]
     if compressed:
         # Offsets into a compressed shard would count decompressed bytes: no reader (ours,
@@ -82,14 +99,15 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"recordbeam: {record_error_text(error, 'index')}", file=sys.stderr)
             return EXIT_DATA
         filesystems.write_bytes(index_path_for(path), out.getvalue().encode("ascii"))
-        print(f"{index_path_for(path)}: {count} records")
+        empty = f" ({path} is a TFRecord file of no records)" if not count else ""
+        print(f"{index_path_for(path)}: {count} records{empty}")
     return EXIT_OK
 
 
 def _finished_manifest(output_dir: str) -> dict[str, Any]:
-    from recordbeam.dataset.layout import read_manifest
+    from recordbeam.dataset.layout import finished_manifest
 
-    manifest = read_manifest(output_dir)
+    manifest = finished_manifest(output_dir)
     if manifest is None:
         raise UsageError(f"{output_dir}: no manifest.json; point at a finished recordbeam output folder")
     return manifest
@@ -107,29 +125,32 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from recordbeam.dataset.report import write_report
+    from recordbeam.dataset.report import report_page
 
+    check_output_file(args.html, "--html", "report.html")
     _finished_manifest(args.output_dir)
-    html_path, charts = write_report(
-        args.output_dir, args.html, max_examples=args.max_examples, gallery=args.gallery
-    )
+    check_listed_exist(record_files([args.output_dir]))
+    page, charts = report_page(args.output_dir, max_examples=args.max_examples,
+                               gallery=args.gallery)
+    write_output_file(args.html, page.encode("utf-8"), "--html")
     note = "" if charts else " (tables only: install recordbeam[report] for charts)"
-    print(f"report: {html_path}{note}")
+    print(f"report: {args.html}{note}")
     return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from recordbeam import filesystems
     from recordbeam.dataset.consumers import CONSUMERS, check_folder, label_map_pbtxt, summary_line
 
     if args.write_label_map is not None and args.consumer != "od-api":
         raise UsageError("--write-label-map writes the Object Detection API's label map; "
                          "use it with --for od-api")
+    if args.write_label_map is not None:
+        check_output_file(args.write_label_map, "--write-label-map", "label_map.pbtxt")
     result = check_folder(args.output_dir, args.consumer, max_records=args.max_records,
                           max_shown=args.max_problems)
     if args.write_label_map is not None:
-        filesystems.write_bytes(args.write_label_map,
-                                label_map_pbtxt(result.manifest).encode("utf-8"))
+        write_output_file(args.write_label_map, label_map_pbtxt(result.manifest).encode("utf-8"),
+                          "--write-label-map")
     read = counted(result.records, "record")
     stopped = " (stopped there: --max-records; shards not read to their end are not counted)" \
         if result.stopped_early else ""

@@ -289,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("report", help="write a static HTML report of an output folder")
     p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
-    p.add_argument("--html", default="report.html", help="where to write it (default: report.html)")
+    p.add_argument("--html", default="report.html",
+                   help="where to write it (default: report.html; missing folders are created)")
     p.add_argument("--max-examples", type=_POSITIVE, default=None, metavar="N",
                    help="read at most this many examples per split for the histograms "
                    "(default: all)")
@@ -317,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
                 epilog=_TO_BEAM)
-    p.add_argument("inputs", metavar="IN_GLOB", help="input files (quote the glob)")
+    p.add_argument("inputs", metavar="IN_GLOB",
+                   help="input files (quote the glob), or an output folder (the shards its "
+                   "manifest lists)")
     p.add_argument("output", metavar="OUT", type=_folder,
                    help="new output folder (any Beam filesystem)")
     p.add_argument("--split", default=None,

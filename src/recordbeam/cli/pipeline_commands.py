@@ -14,8 +14,9 @@ from functools import partial
 from typing import Any
 
 from recordbeam.cli.commands import cmd_inspect
-from recordbeam.cli.record_files import expand_paths
+from recordbeam.cli.record_files import check_listed_exist, expand_paths, record_files
 from recordbeam.cli.summary import print_summary, submitted_text
+from recordbeam.cli.verify import check_first_records
 from recordbeam.errors import EXIT_OK, UsageError
 
 
@@ -24,7 +25,12 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.sources.reshard import ReshardOptions, check_not_in_place, input_splits, reshard
     from recordbeam.write.planning import ShardOptions, parse_size
 
-    inputs = expand_paths([args.inputs])
+    # An output folder means its shards, as for inspect and verify; every input is checked
+    # to be there and to start as a TFRecord file before the job starts.
+    files = record_files([args.inputs])
+    check_listed_exist(files)
+    check_first_records(files, "reshard")
+    inputs = [file.path for file in files]
     check_not_in_place(inputs, args.output)
     splits = sorted(set(input_splits(inputs, args.split).values()))
     shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),

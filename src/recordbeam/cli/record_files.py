@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from recordbeam.errors import UsageError
+from recordbeam.errors import DataError, UsageError
 
 
 def expand_paths(patterns: Sequence[str]) -> list[str]:
@@ -48,6 +48,22 @@ class RecordFile:
     listed: int | None = None
 
 
+def missing_text(file: RecordFile) -> str:
+    """What to say of a shard ``manifest.json`` lists that is not there."""
+    return (f"{file.path}: listed in manifest.json but missing; the folder is incomplete "
+            "(re-run the conversion)")
+
+
+def check_listed_exist(files: Sequence[RecordFile]) -> None:
+    """Raise :class:`DataError` for the first shard an output folder's manifest lists that
+    is not there, before a command reads any (it failed with the bare OS error)."""
+    from recordbeam import filesystems
+
+    for file in files:
+        if file.listed is not None and not filesystems.exists(file.path):
+            raise DataError(missing_text(file))
+
+
 def record_files(arguments: Sequence[str]) -> list[RecordFile]:
     """The files named by each argument: an output folder (the shards its manifest lists,
     every split), a file, or a glob (see :func:`expand_paths`)."""
@@ -64,7 +80,7 @@ def record_files(arguments: Sequence[str]) -> list[RecordFile]:
 def _output_folder_shards(argument: str) -> list[RecordFile] | None:
     """The shards of the output folder ``argument``; None when it names no folder."""
     from recordbeam import filesystems
-    from recordbeam.dataset.layout import MANIFEST, read_manifest
+    from recordbeam.dataset.layout import MANIFEST, finished_manifest
 
     if any(c in argument for c in "*?["):
         return None
@@ -72,7 +88,7 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
     # On object stores a folder is a prefix: it counts as one when a manifest is below it.
     if not (os.path.isdir(argument) if "://" not in argument else filesystems.exists(manifest_path)):
         return None
-    manifest = read_manifest(argument)
+    manifest = finished_manifest(argument)
     if manifest is None:
         raise UsageError(
             f"{argument} is a folder without a finished recordbeam manifest ({MANIFEST}); "

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from recordbeam.cli.record_files import RecordFile, open_record_file
+from recordbeam.cli.record_files import (
+    RecordFile,
+    missing_text,
+    open_record_file,
+    read_file_records,
+)
+from recordbeam.errors import DataError
 
 #: Checks that fail at byte 0 of a file that was never a TFRecord file (JSON, text, images).
 _NO_RECORD_HEADER = ("length_crc", "truncated_header", "too_large")
@@ -83,10 +90,29 @@ def verify_listed(file: RecordFile) -> tuple[int, list[str]]:
     from recordbeam import filesystems
 
     if file.listed is not None and not filesystems.exists(file.path):
-        return 0, [f"{file.path}: listed in manifest.json but missing; the folder is "
-                   "incomplete (re-run the conversion)"]
+        return 0, [missing_text(file)]
     clean, problems = verify_file(file.path)
     if file.listed is not None and not problems and clean != file.listed:
         problems.append(f"{file.path}: {clean} records, but manifest.json lists {file.listed}; "
                         "the shard does not belong to this manifest (re-run the conversion)")
     return clean, problems
+
+
+def check_first_records(files: Sequence[RecordFile], command: str) -> None:
+    """Before a job reads ``files``: raise :class:`DataError` for the first local one whose
+    first record does not read (not a TFRecord file, or damaged at its start), in the words
+    ``inspect`` uses. Files on object stores are left to the job: one open per shard there
+    adds up, and the job names the file too. An empty file is a TFRecord file of no records.
+    """
+    from contextlib import closing
+
+    from recordbeam.tfrecord.framing import RecordError
+
+    for file in files:
+        if "://" in file.path.removeprefix("file://"):
+            continue
+        try:
+            with closing(read_file_records(file.path)) as records:
+                next(records, None)
+        except RecordError as error:
+            raise DataError(record_error_text(error, command)) from None

@@ -57,6 +57,7 @@ from recordbeam.dataset.example_rules import (
     object_lists,
     parse_record,
 )
+from recordbeam.dataset.manifest import parse_manifest
 from recordbeam.errors import UsageError, counted
 from recordbeam.tfrecord.framing import (
     Compression,
@@ -228,7 +229,8 @@ def _read_manifest(folder: str) -> dict[str, Any]:
     if not _exists(path):
         raise UsageError(f"{folder}: no {_MANIFEST}; point check at a finished recordbeam output folder")
     with _open(path) as f:
-        return json.loads(f.read())
+        # Any JSON object: the readers never asked for the format field.
+        return parse_manifest(f.read(), path, check_format=False)
 
 
 def _shards(folder: str, manifest: Mapping[str, Any]) -> list[_Shard]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
-from recordbeam.dataset.manifest import check_label_maps_agree
+from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
     FAILED_REJECTS,
@@ -44,7 +44,7 @@ __all__ = [
     "COMMIT_PLAN", "FAILED_REJECTS", "LABELS", "MANIFEST", "PREVIOUS_MANIFEST", "REJECTS",
     "TEMP_PREFIX", "OutputFolderError", "check_labels_agree", "check_split_name",
     "check_creatable", "check_writable", "existing_files", "is_ours", "is_shard_file",
-    "known_files", "read_manifest", "recorded_manifest", "shard_name",
+    "finished_manifest", "known_files", "read_manifest", "recorded_manifest", "shard_name",
 ]
 
 
@@ -143,6 +143,17 @@ def read_manifest(output_dir: str) -> dict[str, Any] | None:
         return None
     manifest = _read_json(path)
     return manifest if manifest and manifest.get("format") == MANIFEST_FORMAT else None
+
+
+def finished_manifest(output_dir: str) -> dict[str, Any] | None:
+    """For the commands that read a finished folder: its manifest, or None when the folder
+    holds no ``manifest.json``. Unlike :func:`read_manifest` (the writer's question, "is
+    it finished?"), a manifest that is there but unreadable raises
+    :class:`recordbeam.dataset.manifest.DamagedManifest` naming it."""
+    path = filesystems.join(output_dir, MANIFEST)
+    if not filesystems.exists(path):
+        return None
+    return parse_manifest(filesystems.read_bytes(path), path)
 
 
 def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ all splits, the label map, and the recordbeam version.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,6 +23,38 @@ FORMAT = "recordbeam.dataset.manifest/1"
 
 #: Metadata keys that describe one split's inputs rather than the whole dataset.
 SPLIT_KEYS = ("inputs_fingerprint", "input_files", "settings")
+
+
+class DamagedManifest(DataError):
+    """A folder's ``manifest.json`` is there but cannot be read as a recordbeam manifest."""
+
+
+def parse_manifest(data: bytes, path: str, *, check_format: bool = True) -> dict[str, Any]:
+    """The manifest in ``data``, the bytes of the file ``path``, for the commands and
+    readers of a finished folder.
+
+    Raises:
+        DamagedManifest: ``data`` is not valid JSON, not a JSON object, or (``check_format``)
+            not a recordbeam manifest (its ``format``). The writer asks instead whether a folder is
+            finished (:func:`recordbeam.dataset.layout.read_manifest`: None for all of these).
+    """
+    redo = "re-run the conversion that wrote the folder"
+    try:
+        value = json.loads(data)
+    except UnicodeDecodeError:
+        raise DamagedManifest(f"{path} is there but is not valid JSON (it is not UTF-8 text); "
+                              f"the manifest is damaged: {redo}") from None
+    except ValueError as error:
+        raise DamagedManifest(f"{path} is there but is not valid JSON ({error}); the manifest "
+                              f"is damaged: {redo}") from None
+    if not isinstance(value, dict):
+        raise DamagedManifest(f"{path} is there but holds a JSON {type(value).__name__}, not the "
+                              f"object a manifest is; the manifest is damaged: {redo}")
+    if check_format and value.get("format") != FORMAT:
+        found = f"its format is {value['format']!r}" if "format" in value else "it names no format"
+        raise DamagedManifest(f"{path} is not a recordbeam manifest ({found}; expected "
+                              f"{FORMAT!r}); point at a folder recordbeam wrote, or {redo}")
+    return value
 
 
 def reject_summary(rejects: Iterable[Reject], examples: int,

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import bisect
 import io
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from recordbeam.dataset.manifest import parse_manifest
 from recordbeam.dataset.schema import FeatureShape, feature_shapes, image_features
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import Compression, compression_for_path, read_records
@@ -82,7 +82,8 @@ def read_manifest(output_dir: str) -> dict[str, Any]:
             "that did not finish leaves none). Point at the folder given as --output."
         )
     with _open(path) as f:
-        return json.loads(f.read())
+        # Any JSON object: the readers never asked for the format field.
+        return parse_manifest(f.read(), path, check_format=False)
 
 
 def decode_image(data: bytes, mode: str | None = "RGB") -> np.ndarray:

@@ -35,7 +35,7 @@ from recordbeam.dataset.schema import label_features
 from recordbeam.dataset.tfds import class_names
 from recordbeam.errors import counted
 
-__all__ = ["SplitStats", "collect_stats", "render_report", "write_report"]
+__all__ = ["SplitStats", "collect_stats", "render_report", "report_page", "write_report"]
 
 _BOX = (
     "image/object/bbox/xmin",
@@ -464,6 +464,29 @@ def _rejects_lines(output_dir: str) -> list[str]:
         return f.read().splitlines()
 
 
+def report_page(
+    output_dir: str,
+    *,
+    max_examples: int | None = None,
+    charts: bool = True,
+    gallery: int = DEFAULT_GALLERY,
+) -> tuple[str, bool]:
+    """Read the folder and make the page (see :func:`write_report`), without writing it.
+
+    Returns:
+        ``(html, charts_drawn)``; charts are missing when matplotlib is not installed.
+    """
+    manifest = read_manifest(output_dir)
+    stats = {
+        name: collect_stats(read(output_dir, name), max_examples, gallery)
+        for name in sorted(manifest.get("splits", {}))
+        if manifest["splits"][name]["examples"]
+    }
+    rejected = rejected_images(_rejects_lines(output_dir), gallery) if gallery else None
+    page = render_report(output_dir, manifest, stats, charts=charts, rejected=rejected)
+    return page, charts and _pyplot() is not None
+
+
 def write_report(
     output_dir: str,
     html_path: str,
@@ -480,14 +503,8 @@ def write_report(
     Returns:
         ``(html_path, charts_drawn)``; charts are missing when matplotlib is not installed.
     """
-    manifest = read_manifest(output_dir)
-    stats = {
-        name: collect_stats(read(output_dir, name), max_examples, gallery)
-        for name in sorted(manifest.get("splits", {}))
-        if manifest["splits"][name]["examples"]
-    }
-    rejected = rejected_images(_rejects_lines(output_dir), gallery) if gallery else None
-    page = render_report(output_dir, manifest, stats, charts=charts, rejected=rejected)
+    page, drawn = report_page(output_dir, max_examples=max_examples, charts=charts,
+                              gallery=gallery)
     with open(html_path, "w", encoding="utf-8") as f:
         f.write(page)
-    return html_path, charts and _pyplot() is not None
+    return html_path, drawn

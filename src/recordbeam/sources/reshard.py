@@ -25,14 +25,15 @@ import apache_beam as beam
 from recordbeam import filesystems
 from recordbeam.dataset import layout
 from recordbeam.dataset.manifest import split_of_shard_file
-from recordbeam.errors import UsageError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.tfrecord.feature_spec import is_list_feature
-from recordbeam.tfrecord.framing import compression_for_path, read_records
+from recordbeam.tfrecord.framing import RecordError, compression_for_path, read_records
 from recordbeam.write.encoder import Encoded, ExampleEncoder
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
 __all__ = [
+    "DamagedInput",
     "ReadRecordFiles",
     "ReshardError",
     "ReshardOptions",
@@ -93,12 +94,29 @@ class SplitRecordEncoder(ExampleEncoder):
         return Encoded(serialized=record.data)
 
 
-class _ReadFile(beam.DoFn):
-    """All records of one TFRecord file, streamed (compression from the file name)."""
+class DamagedInput(DataError):
+    """An input file failed a check while it was read. Its message keeps the reader's
+    problem and gives advice a reshard can follow: ``skip_corrupt``, the reader's own
+    advice to Python callers, is no option of a reshard."""
 
-    def process(self, path: str) -> Iterator[bytes]:
+
+def _records(path: str) -> Iterator[bytes]:
+    """All records of one TFRecord file, streamed (compression from the file name)."""
+    try:
         with filesystems.open_read(path) as f:
             yield from read_records(f, path=path, compression=compression_for_path(path))
+    except RecordError as error:
+        raise DamagedInput(
+            f"{error.problem}. The input file is damaged: re-create it, or "
+            f"reshard without it (`recordbeam verify {path}` lists every damaged record)"
+        ) from None
+
+
+class _ReadFile(beam.DoFn):
+    """All records of one TFRecord file, streamed."""
+
+    def process(self, path: str) -> Iterator[bytes]:
+        yield from _records(path)
 
 
 class _ReadFileSplit(beam.DoFn):
@@ -106,9 +124,8 @@ class _ReadFileSplit(beam.DoFn):
 
     def process(self, path_split: tuple[str, str]) -> Iterator[SplitRecord]:
         path, split = path_split
-        with filesystems.open_read(path) as f:
-            for data in read_records(f, path=path, compression=compression_for_path(path)):
-                yield SplitRecord(split, data)
+        for data in _records(path):
+            yield SplitRecord(split, data)
 
 
 class ReadRecordFiles(beam.PTransform):
