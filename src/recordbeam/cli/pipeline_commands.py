@@ -104,11 +104,14 @@ def _require_classes_file(path: str | None) -> None:
 
 def _refuse_split(args: argparse.Namespace, splits: Sequence[str], named_by: str, *,
                   accepted: bool | None = None) -> None:
-    """Refuse a --split that names no split of a format whose splits come from its files
-    (``named_by`` says where they come from): it would be ignored."""
+    """Refuse a --split typed on the command line (not the default) when the input's files
+    name the splits (``named_by`` says where): it would be ignored, and a run writing
+    splits other than the one asked for replaces them in OUT. By default a --split is
+    accepted only when it names the input's one split (an input without splits of its own
+    has the one --split names); ``accepted`` overrides that where the format uses --split."""
     if accepted is None:
-        accepted = args.split in splits
-    if args.split != "train" and not accepted:
+        accepted = list(splits) == [args.split]
+    if getattr(args, "split_given", False) and not accepted:
         raise UsageError(f"--split {args.split} would be ignored: {named_by} "
                          f"({', '.join(splits)}); drop --split")
 
@@ -243,7 +246,10 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
     _require_classes_file(args.classes)
     folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
                                 args.val_fraction)
-    return _convert(args, beam_args, folder, ReadImageFolder(folder).splits,
+    read = ReadImageFolder(folder)  # looks for split folders
+    if read.split_folders:
+        _refuse_split(args, read.split_folders, f"the split folders of {args.root} name the splits")
+    return _convert(args, beam_args, folder, read.splits,
                     imagefolder_input_patterns(folder), imagefolder_settings,
                     imagefolder_to_tfrecord)
 
@@ -269,6 +275,9 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
         csv_multiline=args.csv_multiline,
     )
     read = ReadTable(table)  # reads the first rows to learn the column types
+    if args.split_column and not fractions:
+        _refuse_split(args, read.splits, f"the column {args.split_column!r} (--split-column) "
+                      "names each row's split", accepted=False)
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     settings = table_settings(table, shards, checks, fixes)
     if _up_to_date(args, read.splits, table_input_patterns(table), settings):
@@ -310,8 +319,7 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
                          "<split>/label_2/ (to write unlabeled images, use convert imagefolder)")
     names = [s.name for s in splits]
     # One split folder may take the name --split gives; several name themselves.
-    _refuse_split(args, names, "the split folders name the splits",
-                  accepted=names == [args.split])
+    _refuse_split(args, names, "the split folders name the splits")
     return _convert(args, beam_args, kitti, names, kitti_input_patterns(splits), kitti_settings,
                     kitti_to_tfrecord)
 
@@ -325,8 +333,13 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         raise UsageError(f"{cvat.xml_pattern} matches no file; --input takes the CVAT export "
                          "folder holding annotations.xml (or <subset>.xml files) and images/")
     _require_folder(cvat.image_folder, _PASS_IMAGES)
-    splits = plan(cvat).splits  # reads each XML's <meta>, up to its first <image>
-    _refuse_split(args, splits, "the XMLs name the subsets")
+    planned = plan(cvat)  # reads each XML's <meta>, up to its first <image>
+    splits = planned.splits
+    # An annotations.xml declaring several subsets puts its <image>s without a subset
+    # attribute in --split: there it must name one of them. Elsewhere the subsets decide.
+    places_images = len(splits) > 1 and any(subset is None for _path, subset in planned.files)
+    _refuse_split(args, splits, "the XMLs name the subsets",
+                  accepted=args.split in splits if places_images else None)
     return _convert(args, beam_args, cvat, splits, cvat_input_patterns(cvat), cvat_settings,
                     cvat_to_tfrecord)
 
