@@ -217,3 +217,14 @@ def test_split_option_naming_the_inputs_one_split_is_accepted(layout, tmp_path, 
     assert cli.main([*argv, "--split", "val", "--output", str(tmp_path / "out"),
                      "--quiet"]) == 0
     assert started == [["val"]]
+
+
+def test_imagefolder_val_fraction_into_split_val_is_refused(tmp_path, capsys):
+    # The held-out share goes to val: with --split val the rest went there too, each image
+    # written twice under one name.
+    _files(tmp_path / "in", {"dog/a.jpg": "", "cat/b.jpg": ""})
+    message = _refused(capsys, ["convert", "imagefolder", "--root", str(tmp_path / "in"),
+                                "--split", "val", "--val-fraction", "0.3"], tmp_path / "out")
+    assert message == ("recordbeam: --split val with --val-fraction would write the held-out "
+                       "share and the rest both to split val; name the rest's split with "
+                       "--split (default train), or drop --val-fraction")
