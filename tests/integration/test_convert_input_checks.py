@@ -228,3 +228,61 @@ def test_imagefolder_val_fraction_into_split_val_is_refused(tmp_path, capsys):
     assert message == ("recordbeam: --split val with --val-fraction would write the held-out "
                        "share and the rest both to split val; name the rest's split with "
                        "--split (default train), or drop --val-fraction")
+
+
+# --- no annotation file at all: every image would be written without objects ----------
+
+NO_OBJECTS = ("so every image would be written without objects; {} (to write unlabeled "
+              "images, use convert imagefolder)")
+
+
+@pytest.mark.parametrize("files", [
+    {"a.jpg": "", "b.jpg": ""},  # a folder of images
+    {"Annotations/a.xml": "<annotation/>", "JPEGImages/a.jpg": ""},  # a VOC folder
+])
+def test_labelme_without_any_json_is_refused(files, tmp_path, capsys):
+    _files(tmp_path / "in", files)
+    message = _refused(capsys, ["convert", "labelme", "--input", str(tmp_path / "in")],
+                       tmp_path / "out")
+    assert message == f"recordbeam: {tmp_path / 'in'}: no .json file below it, " + NO_OBJECTS.format(
+        "--input takes the folder labelme saved its JSONs into")
+
+
+def test_voc_whose_annotations_hold_no_xml_is_refused(tmp_path, capsys):
+    _files(tmp_path / "voc", {"Annotations/README": "labels come later", "JPEGImages/a.jpg": ""})
+    message = _refused(capsys, ["convert", "voc", "--input", str(tmp_path / "voc")],
+                       tmp_path / "out")
+    assert message == (f"recordbeam: {tmp_path / 'voc'}/Annotations: no .xml annotation file, "
+                       + NO_OBJECTS.format("--input takes a Pascal VOC folder holding "
+                                           "Annotations/<id>.xml"))
+
+
+def test_yolo_without_any_label_file_is_refused(tmp_path, capsys):
+    # labels/ misspelled label/: no image finds its label file.
+    root = tmp_path / "yolo"
+    _files(root, {"data.yaml": "train: images/train\nval: images/val\nnames: [dog]\n",
+                  "images/train/a.jpg": "", "images/val/b.jpg": "",
+                  "label/train/a.txt": "0 0.5 0.5 0.1 0.1\n", "label/val/b.txt": ""})
+    message = _refused(capsys, ["convert", "yolo", "--input", str(root)], tmp_path / "out")
+    assert message == (f"recordbeam: {root}/labels/train, {root}/labels/val: no label file "
+                       "(.txt), " + NO_OBJECTS.format(
+                           "an image's labels are its path with images/ as labels/ and .txt "
+                           "as extension (labels/<split>/<id>.txt), or beside it"))
+
+
+def test_darknet_lists_in_root_are_no_label_files(tmp_path, capsys):
+    root = tmp_path / "yolo"
+    _files(root, {"obj.data": "classes = 1\ntrain = train.txt\nnames = obj.names\n",
+                  "obj.names": "dog\n", "train.txt": "obj_train_data/a.jpg\n",
+                  "obj_train_data/a.jpg": ""})
+    message = _refused(capsys, ["convert", "yolo", "--input", str(root)], tmp_path / "out")
+    assert message.startswith(f"recordbeam: {root}: no label file (.txt), so every image")
+
+
+def test_one_annotation_file_is_enough_to_start(tmp_path, monkeypatch):
+    # Images without an annotation file beside one with it stay warnings of the run.
+    _files(tmp_path / "in", {"a.jpg": "", "b.jpg": "", "b.json": "{}"})
+    started = _started(monkeypatch)
+    assert cli.main(["convert", "labelme", "--input", str(tmp_path / "in"), "--output",
+                     str(tmp_path / "out"), "--quiet"]) == 0
+    assert started == [["train"]]

@@ -86,6 +86,10 @@ def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
 #: What a missing or empty image folder's message advises, for formats with --images.
 _PASS_IMAGES = " (pass --images if the images are elsewhere)"
 
+#: Said of an input without any annotation file, after where they were looked for.
+_NO_OBJECTS = ", so every image would be written without objects; "
+_UNLABELED = " (to write unlabeled images, use convert imagefolder)"
+
 
 def _require_folder(path: str, advice: str) -> None:
     """Fail fast, before Beam starts, on a folder that is missing or holds no files
@@ -295,8 +299,12 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     _require_folder(voc.annotations_dir, "; --input takes a Pascal VOC folder holding "
                     "Annotations/ and JPEGImages/")
     _require_folder(voc.image_folder, _PASS_IMAGES)
-    splits = ReadVoc(voc).splits  # lists ImageSets/Main, reads labelmap.txt
+    read = ReadVoc(voc, skip_below=args.output)  # lists ImageSets/Main, reads labelmap.txt
+    splits = read.splits
     _refuse_split(args, splits, f"{voc.split_lists_dir} lists the splits")
+    if not read.finds_annotation_file():
+        raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{_NO_OBJECTS}--input "
+                         f"takes a Pascal VOC folder holding Annotations/<id>.xml{_UNLABELED}")
     return _convert(args, beam_args, voc, splits, voc_input_patterns(voc), voc_settings,
                     voc_to_tfrecord)
 
@@ -346,7 +354,7 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
 def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
-    from recordbeam.sources.labelme import LabelmeOptions, labelme_input_patterns, read_classes
+    from recordbeam.sources.labelme import LabelmeOptions, ReadLabelme, labelme_input_patterns
 
     _require_folder(args.input, "; --input takes the folder labelme saved its JSONs into")
     if args.images:
@@ -354,7 +362,10 @@ def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> i
     _require_classes_file(args.classes)
     labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
                              args.include_masks)
-    read_classes(labelme)  # a broken classes file is said before Beam starts
+    read = ReadLabelme(labelme, skip_below=args.output)  # a broken classes file is said here
+    if not read.finds_annotation_file():
+        raise UsageError(f"{args.input}: no .json file below it{_NO_OBJECTS}--input takes the "
+                         f"folder labelme saved its JSONs into{_UNLABELED}")
     return _convert(args, beam_args, labelme, [args.split], labelme_input_patterns(labelme),
                     labelme_settings, labelme_to_tfrecord)
 
@@ -392,13 +403,19 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
 
 def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
+    from recordbeam.sources.annotated_files import annotation_folders
     from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
 
     yolo = YoloOptions(args.input, args.split)
     _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet) "
                     "or data.yaml (Ultralytics)")
-    read = ReadYolo(yolo)  # reads obj.data + obj.names or data.yaml (a YoloError: exit 1)
+    read = ReadYolo(yolo, skip_below=args.output)  # reads obj.data + obj.names or data.yaml
     _refuse_split(args, read.splits, f"{read.layout.description} names the splits")
+    if not read.finds_annotation_file():
+        folders = ", ".join(annotation_folders(read.annotation_format()))
+        raise UsageError(f"{folders}: no label file (.txt){_NO_OBJECTS}an image's labels are "
+                         "its path with images/ as labels/ and .txt as extension "
+                         f"(labels/<split>/<id>.txt), or beside it{_UNLABELED}")
     # Masks are no YoloOptions field: the settings record them only when on.
     masks = args.include_masks
     return _convert(args, beam_args, yolo, read.splits, yolo_input_patterns(yolo, read.layout),
