@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from recordbeam.cli import main as cli
+from recordbeam.cli import pipeline_commands
 
 NO_FILES = "no such folder, or it holds no files"
 
@@ -93,7 +94,7 @@ def test_box_csv_split_option_names_where_the_splits_come_from(tmp_path, capsys)
                        "the folders holding _annotations.csv (valid); drop --split")
 
 
-@pytest.mark.parametrize("split", ["holdout", "training"])
+@pytest.mark.parametrize("split", ["holdout", "training", "train"])
 def test_kitti_split_option_beside_several_split_folders_is_refused(split, tmp_path, capsys):
     # Even a --split naming one of the folders: the folders name every split themselves.
     for name in ("training", "testing"):
@@ -104,3 +105,184 @@ def test_kitti_split_option_beside_several_split_folders_is_refused(split, tmp_p
                                 "--split", split], tmp_path / "out")
     assert message == (f"recordbeam: --split {split} would be ignored: the split folders name "
                        "the splits (testing, training); drop --split")
+
+
+# --- a --split naming one of the input's own splits is ignored too: refused ----------
+
+CVAT_HEAD = ('<annotations><version>1.1</version><meta><project><labels><label><name>dog'
+             '</name></label></labels><subsets>{}</subsets></project></meta>')
+
+
+def _files(root, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+SPLITS = ("train", "val")
+
+
+def _voc(root, splits=SPLITS):
+    _files(root, {"Annotations/a.xml": "<annotation/>", "JPEGImages/a.jpg": "not read"}
+           | {f"ImageSets/Main/{split}.txt": "a\n" for split in splits})
+    return ["convert", "voc", "--input", str(root)], f"{root}/ImageSets/Main lists the splits"
+
+
+def _yolo(root, splits=SPLITS):
+    _files(root, {"data.yaml": "".join(f"{split}: images/{split}\n" for split in splits)
+                  + "names: [dog]\n"}
+           | {f"{kind}/{split}/a.{ext}": "" for split in splits
+              for kind, ext in (("images", "jpg"), ("labels", "txt"))})
+    return ["convert", "yolo", "--input", str(root)], f"{root}/data.yaml names the splits"
+
+
+def _cvat(root, splits=SPLITS):
+    _files(root, {f"{split}.xml": CVAT_HEAD.format("") + "</annotations>" for split in splits}
+           | {"images/a.jpg": ""})
+    return ["convert", "cvat", "--input", str(root)], "the XMLs name the subsets"
+
+
+def _box_csv(root, splits=SPLITS):
+    header = "filename,width,height,class,xmin,ymin,xmax,ymax\n"
+    _files(root, {f"{split}/_annotations.csv": header for split in splits})
+    return (["convert", "box-csv", "--input", str(root)],
+            "the splits come from the folders holding _annotations.csv")
+
+
+def _openimages(root, splits=SPLITS):
+    header = "ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax\n"
+    _files(root, {"class-descriptions-boxable.csv": "/m/01,dog\n"}
+           | {f"{split}-annotations-bbox.csv": header for split in splits}
+           | {f"images/{split}/a.jpg": "" for split in splits})
+    return (["convert", "openimages", "--input", str(root)],
+            "the splits come from the tables' names")
+
+
+def _imagefolder(root, splits=SPLITS):
+    _files(root, {f"{split}/dog/a.jpg": "" for split in splits})
+    return (["convert", "imagefolder", "--root", str(root)],
+            f"the split folders of {root} name the splits")
+
+
+def _manifest(root, splits=SPLITS):
+    _files(root, {"data.csv": "path,split\n" + "".join(f"{s}.jpg,{s}\n" for s in splits)}
+           | {f"{split}.jpg": "" for split in splits})
+    return (["convert", "manifest", "--manifest", str(root / "data.csv"), "--split-column",
+             "split"], "the column 'split' (--split-column) names each row's split")
+
+
+@pytest.mark.parametrize("split", ["val", "train"])
+@pytest.mark.parametrize("layout", [_voc, _yolo, _cvat, _box_csv, _openimages, _imagefolder,
+                                    _manifest])
+def test_split_option_naming_one_of_the_inputs_splits_is_refused(layout, split, tmp_path,
+                                                                 capsys):
+    # It would be ignored: every split of the input is written, and a val already in OUT
+    # (or, with --split train typed, a train) replaced. The default train stays silent.
+    argv, named_by = layout(tmp_path / "in")
+    message = _refused(capsys, [*argv, "--split", split], tmp_path / "out")
+    assert message == (f"recordbeam: --split {split} would be ignored: {named_by} "
+                       "(train, val); drop --split")
+
+
+def _started(monkeypatch) -> list:
+    """Stand in for the run: the splits each command would start a job for."""
+    started = []
+
+    def record(args, beam_args, inputs, splits, *rest):
+        started.append(list(splits))
+        return 0
+
+    monkeypatch.setattr(pipeline_commands, "_convert", record)
+    return started
+
+
+def test_cvat_split_option_places_images_without_subset_in_annotations_xml(tmp_path,
+                                                                          monkeypatch):
+    # CVAT's own annotations.xml: an <image> without subset= goes to --split, so a --split
+    # naming a declared subset is used, not ignored.
+    _files(tmp_path / "in", {"annotations.xml": CVAT_HEAD.format("train\nval")
+                             + '<image id="0" name="a.jpg"/></annotations>',
+                             "images/a.jpg": ""})
+    started = _started(monkeypatch)
+    assert cli.main(["convert", "cvat", "--input", str(tmp_path / "in"), "--split", "val",
+                     "--output", str(tmp_path / "out"), "--quiet"]) == 0
+    assert started == [["train", "val"]]
+
+
+@pytest.mark.parametrize("layout", [_voc, _yolo, _cvat, _box_csv, _openimages, _imagefolder])
+def test_split_option_naming_the_inputs_one_split_is_accepted(layout, tmp_path, monkeypatch):
+    # Nothing is ignored: the one split written is the one asked for.
+    argv, _named_by = layout(tmp_path / "in", splits=("val",))
+    started = _started(monkeypatch)
+    assert cli.main([*argv, "--split", "val", "--output", str(tmp_path / "out"),
+                     "--quiet"]) == 0
+    assert started == [["val"]]
+
+
+def test_imagefolder_val_fraction_into_split_val_is_refused(tmp_path, capsys):
+    # The held-out share goes to val: with --split val the rest went there too, each image
+    # written twice under one name.
+    _files(tmp_path / "in", {"dog/a.jpg": "", "cat/b.jpg": ""})
+    message = _refused(capsys, ["convert", "imagefolder", "--root", str(tmp_path / "in"),
+                                "--split", "val", "--val-fraction", "0.3"], tmp_path / "out")
+    assert message == ("recordbeam: --split val with --val-fraction would write the held-out "
+                       "share and the rest both to split val; name the rest's split with "
+                       "--split (default train), or drop --val-fraction")
+
+
+# --- no annotation file at all: every image would be written without objects ----------
+
+NO_OBJECTS = ("so every image would be written without objects; {} (to write unlabeled "
+              "images, use convert imagefolder)")
+
+
+@pytest.mark.parametrize("files", [
+    {"a.jpg": "", "b.jpg": ""},  # a folder of images
+    {"Annotations/a.xml": "<annotation/>", "JPEGImages/a.jpg": ""},  # a VOC folder
+])
+def test_labelme_without_any_json_is_refused(files, tmp_path, capsys):
+    _files(tmp_path / "in", files)
+    message = _refused(capsys, ["convert", "labelme", "--input", str(tmp_path / "in")],
+                       tmp_path / "out")
+    assert message == f"recordbeam: {tmp_path / 'in'}: no .json file below it, " + NO_OBJECTS.format(
+        "--input takes the folder labelme saved its JSONs into")
+
+
+def test_voc_whose_annotations_hold_no_xml_is_refused(tmp_path, capsys):
+    _files(tmp_path / "voc", {"Annotations/README": "labels come later", "JPEGImages/a.jpg": ""})
+    message = _refused(capsys, ["convert", "voc", "--input", str(tmp_path / "voc")],
+                       tmp_path / "out")
+    assert message == (f"recordbeam: {tmp_path / 'voc'}/Annotations: no .xml annotation file, "
+                       + NO_OBJECTS.format("--input takes a Pascal VOC folder holding "
+                                           "Annotations/<id>.xml"))
+
+
+def test_yolo_without_any_label_file_is_refused(tmp_path, capsys):
+    # labels/ misspelled label/: no image finds its label file.
+    root = tmp_path / "yolo"
+    _files(root, {"data.yaml": "train: images/train\nval: images/val\nnames: [dog]\n",
+                  "images/train/a.jpg": "", "images/val/b.jpg": "",
+                  "label/train/a.txt": "0 0.5 0.5 0.1 0.1\n", "label/val/b.txt": ""})
+    message = _refused(capsys, ["convert", "yolo", "--input", str(root)], tmp_path / "out")
+    assert message == (f"recordbeam: {root}/labels/train, {root}/labels/val: no label file "
+                       "(.txt), " + NO_OBJECTS.format(
+                           "an image's labels are its path with images/ as labels/ and .txt "
+                           "as extension (labels/<split>/<id>.txt), or beside it"))
+
+
+def test_darknet_lists_in_root_are_no_label_files(tmp_path, capsys):
+    root = tmp_path / "yolo"
+    _files(root, {"obj.data": "classes = 1\ntrain = train.txt\nnames = obj.names\n",
+                  "obj.names": "dog\n", "train.txt": "obj_train_data/a.jpg\n",
+                  "obj_train_data/a.jpg": ""})
+    message = _refused(capsys, ["convert", "yolo", "--input", str(root)], tmp_path / "out")
+    assert message.startswith(f"recordbeam: {root}: no label file (.txt), so every image")
+
+
+def test_one_annotation_file_is_enough_to_start(tmp_path, monkeypatch):
+    # Images without an annotation file beside one with it stay warnings of the run.
+    _files(tmp_path / "in", {"a.jpg": "", "b.jpg": "", "b.json": "{}"})
+    started = _started(monkeypatch)
+    assert cli.main(["convert", "labelme", "--input", str(tmp_path / "in"), "--output",
+                     str(tmp_path / "out"), "--quiet"]) == 0
+    assert started == [["train"]]

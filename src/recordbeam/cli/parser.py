@@ -112,14 +112,25 @@ def _add_fix_args(parser: argparse.ArgumentParser) -> None:
                         "(default: off; images are written unrotated and counted)")
 
 
+class _GivenSplit(argparse.Action):
+    """``--split NAME`` that remembers it was typed (``split_given``): an input that names
+    its own splits refuses a --split given, even ``--split train``, but not the default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.split_given = True
+
+
 def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool = True) -> None:
     from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
     from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
 
     parser.add_argument("--output", required=output_required, metavar="OUT", type=_folder,
                         help="output folder, on any Beam filesystem (local, gs://, s3://)")
-    parser.add_argument("--split", default="train",
+    parser.add_argument("--split", default="train", action=_GivenSplit,
                         help="split name used in shard names (default: train)")
+    parser.set_defaults(split_given=False)
     _add_shard_args(parser, "the shards", "when --shards is not given, in bytes or with a "
                     "unit: B, KiB, MiB, GiB, KB, MB, GB")
     parser.add_argument("--max-reject-fraction", type=_fraction(zero_allowed=True, one_allowed=True),

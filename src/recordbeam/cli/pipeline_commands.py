@@ -92,6 +92,10 @@ def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
 #: What a missing or empty image folder's message advises, for formats with --images.
 _PASS_IMAGES = " (pass --images if the images are elsewhere)"
 
+#: Said of an input without any annotation file, after where they were looked for.
+_NO_OBJECTS = ", so every image would be written without objects; "
+_UNLABELED = " (to write unlabeled images, use convert imagefolder)"
+
 
 def _require_folder(path: str, advice: str) -> None:
     """Fail fast, before Beam starts, on a folder that is missing or holds no files
@@ -115,11 +119,14 @@ def _require_classes_file(path: str | None) -> None:
 
 def _refuse_split(args: argparse.Namespace, splits: Sequence[str], named_by: str, *,
                   accepted: bool | None = None) -> None:
-    """Refuse a --split that names no split of a format whose splits come from its files
-    (``named_by`` says where they come from): it would be ignored."""
+    """Refuse a --split typed on the command line (not the default) when the input's files
+    name the splits (``named_by`` says where): it would be ignored, and a run writing
+    splits other than the one asked for replaces them in OUT. By default a --split is
+    accepted only when it names the input's one split (an input without splits of its own
+    has the one --split names); ``accepted`` overrides that where the format uses --split."""
     if accepted is None:
-        accepted = args.split in splits
-    if args.split != "train" and not accepted:
+        accepted = list(splits) == [args.split]
+    if getattr(args, "split_given", False) and not accepted:
         raise UsageError(f"--split {args.split} would be ignored: {named_by} "
                          f"({', '.join(splits)}); drop --split")
 
@@ -261,7 +268,10 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
     _require_classes_file(args.classes)
     folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
                                 args.val_fraction)
-    return _convert(args, beam_args, folder, ReadImageFolder(folder).splits,
+    read = ReadImageFolder(folder)  # looks for split folders
+    if read.split_folders:
+        _refuse_split(args, read.split_folders, f"the split folders of {args.root} name the splits")
+    return _convert(args, beam_args, folder, read.splits,
                     imagefolder_input_patterns(folder), imagefolder_settings,
                     imagefolder_to_tfrecord)
 
@@ -287,6 +297,9 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
         csv_multiline=args.csv_multiline,
     )
     read = ReadTable(table)  # reads the first rows to learn the column types
+    if args.split_column and not fractions:
+        _refuse_split(args, read.splits, f"the column {args.split_column!r} (--split-column) "
+                      "names each row's split", accepted=False)
     shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
     settings = table_settings(table, shards, checks, fixes)
     if _up_to_date(args, read.splits, table_input_patterns(table), settings):
@@ -304,8 +317,12 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     _require_folder(voc.annotations_dir, "; --input takes a Pascal VOC folder holding "
                     "Annotations/ and JPEGImages/")
     _require_folder(voc.image_folder, _PASS_IMAGES)
-    splits = ReadVoc(voc).splits  # lists ImageSets/Main, reads labelmap.txt
+    read = ReadVoc(voc, skip_below=args.output)  # lists ImageSets/Main, reads labelmap.txt
+    splits = read.splits
     _refuse_split(args, splits, f"{voc.split_lists_dir} lists the splits")
+    if not read.finds_annotation_file():
+        raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{_NO_OBJECTS}--input "
+                         f"takes a Pascal VOC folder holding Annotations/<id>.xml{_UNLABELED}")
     return _convert(args, beam_args, voc, splits, voc_input_patterns(voc), voc_settings,
                     voc_to_tfrecord)
 
@@ -328,8 +345,7 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
                          "<split>/label_2/ (to write unlabeled images, use convert imagefolder)")
     names = [s.name for s in splits]
     # One split folder may take the name --split gives; several name themselves.
-    _refuse_split(args, names, "the split folders name the splits",
-                  accepted=names == [args.split])
+    _refuse_split(args, names, "the split folders name the splits")
     return _convert(args, beam_args, kitti, names, kitti_input_patterns(splits), kitti_settings,
                     kitti_to_tfrecord)
 
@@ -343,15 +359,20 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         raise UsageError(f"{cvat.xml_pattern} matches no file; --input takes the CVAT export "
                          "folder holding annotations.xml (or <subset>.xml files) and images/")
     _require_folder(cvat.image_folder, _PASS_IMAGES)
-    splits = plan(cvat).splits  # reads each XML's <meta>, up to its first <image>
-    _refuse_split(args, splits, "the XMLs name the subsets")
+    planned = plan(cvat)  # reads each XML's <meta>, up to its first <image>
+    splits = planned.splits
+    # An annotations.xml declaring several subsets puts its <image>s without a subset
+    # attribute in --split: there it must name one of them. Elsewhere the subsets decide.
+    places_images = len(splits) > 1 and any(subset is None for _path, subset in planned.files)
+    _refuse_split(args, splits, "the XMLs name the subsets",
+                  accepted=args.split in splits if places_images else None)
     return _convert(args, beam_args, cvat, splits, cvat_input_patterns(cvat), cvat_settings,
                     cvat_to_tfrecord)
 
 
 def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
-    from recordbeam.sources.labelme import LabelmeOptions, labelme_input_patterns, read_classes
+    from recordbeam.sources.labelme import LabelmeOptions, ReadLabelme, labelme_input_patterns
 
     _require_folder(args.input, "; --input takes the folder labelme saved its JSONs into")
     if args.images:
@@ -359,7 +380,10 @@ def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> i
     _require_classes_file(args.classes)
     labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
                              args.include_masks)
-    read_classes(labelme)  # a broken classes file is said before Beam starts
+    read = ReadLabelme(labelme, skip_below=args.output)  # a broken classes file is said here
+    if not read.finds_annotation_file():
+        raise UsageError(f"{args.input}: no .json file below it{_NO_OBJECTS}--input takes the "
+                         f"folder labelme saved its JSONs into{_UNLABELED}")
     return _convert(args, beam_args, labelme, [args.split], labelme_input_patterns(labelme),
                     labelme_settings, labelme_to_tfrecord)
 
@@ -397,13 +421,19 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
 
 def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
+    from recordbeam.sources.annotated_files import annotation_folders
     from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
 
     yolo = YoloOptions(args.input, args.split)
     _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet) "
                     "or data.yaml (Ultralytics)")
-    read = ReadYolo(yolo)  # reads obj.data + obj.names or data.yaml (a YoloError: exit 1)
+    read = ReadYolo(yolo, skip_below=args.output)  # reads obj.data + obj.names or data.yaml
     _refuse_split(args, read.splits, f"{read.layout.description} names the splits")
+    if not read.finds_annotation_file():
+        folders = ", ".join(annotation_folders(read.annotation_format()))
+        raise UsageError(f"{folders}: no label file (.txt){_NO_OBJECTS}an image's labels are "
+                         "its path with images/ as labels/ and .txt as extension "
+                         f"(labels/<split>/<id>.txt), or beside it{_UNLABELED}")
     # Masks are no YoloOptions field: the settings record them only when on.
     masks = args.include_masks
     return _convert(args, beam_args, yolo, read.splits, yolo_input_patterns(yolo, read.layout),

@@ -382,6 +382,31 @@ def listed_images(folder: str, skip_prefix: str | None, skipped: str | None = No
             yield TaggedOutput("counts", (skipped, 1))
 
 
+def annotation_folders(fmt: AnnotationFormat) -> list[str]:
+    """The folders where ``fmt`` looks for annotation files, for messages."""
+    return list(dict.fromkeys(listing.folder for listing in fmt.listings()
+                              if listing.annotation_suffixes))
+
+
+def find_annotation_file(fmt: AnnotationFormat, skip_prefix: str | None = None) -> str | None:
+    """The first annotation file ``fmt``'s listings would pair by id, or None when there is
+    none, so that every image would be written without objects: a launcher check made
+    before the job. It stops at the first file found (a short listing for a labelled
+    dataset); a folder without any is listed whole, once, to say so."""
+    for listing in fmt.listings():
+        if not listing.annotation_suffixes:
+            continue
+        for meta in filesystems.iter_match(filesystems.everything_below(listing.folder)):
+            path = meta.path
+            if ((skip_prefix and path.startswith(skip_prefix)) or not is_text(path)
+                    or not path.lower().endswith(listing.annotation_suffixes)):
+                continue
+            if listing.ids is None or listing.ids(
+                    filesystems.relative_name(listing.folder, path)) is not None:
+                return path
+    return None
+
+
 class _List(beam.DoFn):
     """One listing task: a :class:`Listing`, a :class:`SplitList`, or the small inputs;
     files keyed by image id for the join, and every file read to the fingerprint."""

@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
@@ -76,6 +76,12 @@ class ImageFolderOptions:
             )
         if self.label_offset < 0:
             raise ImageFolderError(f"--label-offset must be 0 or more, got {self.label_offset}")
+        if self.val_fraction is not None and self.split == "val":
+            raise UsageError(
+                "--split val with --val-fraction would write the held-out share and the rest "
+                "both to split val; name the rest's split with --split (default train), or "
+                "drop --val-fraction"
+            )
 
 
 def split_folders(root: str) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ from recordbeam.sources.annotated_files import (
     NamedObject,
     ParsedAnnotation,
     ReadAnnotatedImages,
+    find_annotation_file,
 )
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.imagefolder import read_classes_file
@@ -404,9 +405,15 @@ class ReadLabelme(beam.PTransform):
         self.splits = (options.split,)
         self.classes = read_classes(options)
 
+    def annotation_format(self) -> LabelmeFormat:
+        return LabelmeFormat(self._options, self.classes)
+
+    def finds_annotation_file(self) -> bool:
+        """Whether any annotation file is there (a listing that stops at the first one)."""
+        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
+
     def expand(self, pbegin):
-        fmt = LabelmeFormat(self._options, self.classes)
-        return pbegin | ReadAnnotatedImages(fmt, self._skip_prefix)
+        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
 
 
 class LabelmeEncoder(DetectionEncoder):

@@ -41,6 +41,7 @@ from recordbeam.sources.annotated_files import (
     ParsedAnnotation,
     ReadAnnotatedImages,
     SplitList,
+    find_annotation_file,
     label_metadata,  # noqa: F401 - re-exported for pipeline.py
 )
 from recordbeam.sources.detection import DetectionEncoder
@@ -303,9 +304,15 @@ class ReadVoc(beam.PTransform):
         self.splits = tuple(self._split_lists) or (options.split,)
         self.classes = read_labelmap(options)
 
+    def annotation_format(self) -> VocFormat:
+        return VocFormat(self._options, self._split_lists, self.classes)
+
+    def finds_annotation_file(self) -> bool:
+        """Whether any annotation file is there (a listing that stops at the first one)."""
+        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
+
     def expand(self, pbegin):
-        fmt = VocFormat(self._options, self._split_lists, self.classes)
-        return pbegin | ReadAnnotatedImages(fmt, self._skip_prefix)
+        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
 
 
 class VocEncoder(DetectionEncoder):

@@ -51,6 +51,7 @@ from recordbeam.sources.annotated_files import (
     ReadAnnotatedImages,
     SplitLineError,
     SplitList,
+    find_annotation_file,
 )
 from recordbeam.sources.detection import DetectionEncoder, Geometry
 
@@ -578,9 +579,15 @@ class ReadYolo(beam.PTransform):
         self.splits = tuple(dict.fromkeys(self.layout.splits)) or (options.split,)
         self.classes = list(self.layout.classes)
 
+    def annotation_format(self) -> YoloFormat:
+        return YoloFormat(self._options, self.layout)
+
+    def finds_annotation_file(self) -> bool:
+        """Whether any annotation file is there (a listing that stops at the first one)."""
+        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
+
     def expand(self, pbegin):
-        fmt = YoloFormat(self._options, self.layout)
-        return pbegin | ReadAnnotatedImages(fmt, self._skip_prefix)
+        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
 
 
 class YoloEncoder(DetectionEncoder):
