@@ -53,6 +53,17 @@ def test_a_missing_image_folder_names_its_option(argv, flag, tmp_path, capsys):
     assert message == f"recordbeam: {missing}: {NO_FILES} (check {flag})"
 
 
+@pytest.mark.parametrize("kind", ["kitti", "openimages", "box-csv"])
+def test_a_missing_images_option_folder_is_named_before_the_job(kind, tmp_path, capsys):
+    # Before: the whole job ran, to reject every image as missing.
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "any.txt").write_text("x")
+    missing = tmp_path / "missing"
+    message = _refused(capsys, ["convert", kind, "--input", str(tmp_path / "input"),
+                                "--images", str(missing)], tmp_path / "out")
+    assert message == f"recordbeam: {missing}: {NO_FILES} (check --images)"
+
+
 def test_labelme_images_folder_is_checked_when_given(tmp_path, capsys):
     (tmp_path / "jsons").mkdir()
     (tmp_path / "jsons" / "a.json").write_text("{}")

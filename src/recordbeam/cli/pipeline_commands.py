@@ -107,6 +107,13 @@ def _require_folder(path: str, advice: str) -> None:
         raise UsageError(f"{path}: no such folder, or it holds no files{advice}")
 
 
+def _require_images_option(args: argparse.Namespace) -> None:
+    """An --images folder given beside --input: there, with files (else the whole job would
+    run to reject every image as missing)."""
+    if getattr(args, "images", None):
+        _require_folder(args.images, " (check --images)")
+
+
 def _require_classes_file(path: str | None) -> None:
     """A --classes file that exists and reads as class names, checked before the job (a
     small file; the job reads it again)."""
@@ -332,6 +339,7 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
     from recordbeam.sources.kitti import KittiOptions, ReadKitti, kitti_input_patterns
 
     kitti = KittiOptions(args.input, args.images, args.split)
+    _require_images_option(args)
     splits = ReadKitti(kitti).split_folders  # lists the split folders
     if not splits:
         raise UsageError(f"{kitti.images_root}: no <split>/image_2/ or <split>/label_2/ folder "
@@ -399,6 +407,7 @@ def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -
     oid = OpenImagesOptions(args.input, args.images)
     _require_folder(args.input, "; --input takes an Open Images folder holding the "
                     "*-annotations-bbox.csv tables (or annotations/ with them) and images/")
+    _require_images_option(args)
     read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
     _refuse_split(args, read.splits, "the splits come from the tables' names")
     return _convert(args, beam_args, oid, read.splits,
@@ -413,6 +422,7 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
     boxes = BoxCsvOptions(args.input, args.images)
     _require_folder(args.input, "; --input takes the folder a box CSV export holds: "
                     "<split>/_annotations.csv beside the images")
+    _require_images_option(args)
     splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
     _refuse_split(args, splits, "the splits come from the folders holding _annotations.csv")
     return _convert(args, beam_args, boxes, splits, box_csv_input_patterns(boxes, splits),
