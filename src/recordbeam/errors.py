@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
@@ -53,9 +53,11 @@ class Failure:
 
 
 def unknown_arguments_error(unknown: Sequence[str], known_flags: Sequence[str],
-                            command: str, *, beam: bool = True) -> UsageError:
+                            command: str, *, beam: bool = True,
+                            explained: Mapping[str, str] | None = None) -> UsageError:
     """The error for arguments nobody takes: one line naming them, with the closest known
-    option as a suggestion (``beam``: Beam was asked too).
+    option as a suggestion (``beam``: Beam was asked too), or, for an option in
+    ``explained`` (one another command has), what this command takes instead.
 
     The options among ``unknown`` are named first (a word after an unknown option is
     likely its value); a stray word alone is named when there is no unknown option.
@@ -67,6 +69,9 @@ def unknown_arguments_error(unknown: Sequence[str], known_flags: Sequence[str],
                           f"argument (a path with spaces needs quotes); see {command} --help")
     named = []
     for option in options:
+        if explained and option in explained:
+            named.append(f"{option} ({explained[option]})")
+            continue
         close = difflib.get_close_matches(option, known_flags, n=1)
         named.append(option + (f" (did you mean {close[0]}?)" if close else ""))
     it = "it" if len(named) == 1 else "them"

@@ -56,6 +56,38 @@ def test_unknown_option_is_a_usage_error_naming_it(coco_sample, tmp_path, capsys
     assert not out.exists()  # refused before anything ran
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["convert", "yolo", "--input", "IN", "--images", "X"],
+     "recordbeam: unknown option --images (YOLO finds each image's labels from the image's "
+     "path, so the images are where obj.data or data.yaml say; give their folder as --input): "
+     "neither recordbeam convert yolo nor Beam defines it; see recordbeam convert yolo --help"),
+    (["convert", "voc", "--input", "IN", "--label-map", "X"],
+     "recordbeam: unknown option --label-map (VOC's classes are the lines of labelmap.txt in "
+     "--input, else the names in the XMLs): neither"),
+    (["convert", "manifest", "--manifest", "M.csv", "--images", "X"],
+     "recordbeam: unknown option --images (the manifest's rows name the images"),
+])
+def test_an_option_of_another_converter_says_what_this_one_takes(tmp_path, capsys, argv, said):
+    # Not "did you mean --max-image-bytes?": --images is no typo there.
+    code = cli.main([*argv, "--output", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE and err.startswith(said), err
+    assert "did you mean" not in err
+
+
+@pytest.mark.parametrize(("kind", "given", "said"), [
+    ("imagefolder", "--input", "--input: convert imagefolder takes the class folders' parent "
+                               "as --root"),
+    ("coco", "--input", "--input: convert coco takes --images FOLDER and --annotations FILE"),
+])
+def test_a_missing_required_option_explains_the_option_given_instead(tmp_path, capsys, kind,
+                                                                     given, said):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["convert", kind, given, str(tmp_path), "--output", str(tmp_path / "out")])
+    assert exited.value.code == cli.EXIT_USAGE
+    assert said in capsys.readouterr().err
+
+
 def test_stray_word_is_a_usage_error(coco_sample, tmp_path, capsys):
     code = cli.main(_coco(coco_sample, tmp_path / "out", "gzip", *IN_MEMORY))
     err = capsys.readouterr().err

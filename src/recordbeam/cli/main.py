@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from recordbeam.cli.parser import build_parser, own_flags
+from recordbeam.cli.parser import build_parser, options_not_here, own_flags
 from recordbeam.errors import (
     EXIT_DATA,  # noqa: F401 - part of the command's interface (cli.EXIT_DATA)
     EXIT_FAILED,  # noqa: F401 - part of the command's interface (cli.EXIT_FAILED)
@@ -109,7 +109,8 @@ def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any) -> i
         from recordbeam.local.runner import check_beam_args, pipeline_options
         from recordbeam.pipeline import check_run_options
 
-        check_beam_args(extra, command=command.prog, other_flags=own_flags(command))
+        check_beam_args(extra, command=command.prog, other_flags=own_flags(command),
+                        explained=options_not_here(command))
         args.beam_options = pipeline_options(extra)  # also configures filesystems here
         check_run_options(args.beam_options, detach=getattr(args, "detach", False))
         return handler(args, extra)

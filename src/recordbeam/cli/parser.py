@@ -232,7 +232,13 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         if message.startswith("the following arguments are required"):
-            message += _typo_hint(message, getattr(self, "_given", []))
+            given = getattr(self, "_given", [])
+            message += _typo_hint(message, given)
+            explained = options_not_here(self)
+            brought = [flag for flag in dict.fromkeys(t.split("=", 1)[0] for t in given)
+                       if flag in explained]
+            if brought:
+                message += "; " + "; ".join(f"{flag}: {explained[flag]}" for flag in brought)
         super().error(message)
 
 
@@ -517,4 +523,30 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
 
 def own_flags(parser: argparse.ArgumentParser) -> list[str]:
     return [flag for action in parser._actions for flag in action.option_strings]
+
+
+#: Options a user brings from another converter, and what this one takes instead: said in
+#: place of a typo suggestion (``--images`` is no typo of ``--max-image-bytes``).
+_NOT_HERE: dict[str, dict[str, str]] = {
+    "convert yolo": {
+        "--images": "YOLO finds each image's labels from the image's path, so the images "
+                    "are where obj.data or data.yaml say; give their folder as --input",
+    },
+    "convert voc": dict.fromkeys(
+        ("--label-map", "--labels", "--classes"),
+        "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
+    "convert coco": dict.fromkeys(
+        ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
+    "convert imagefolder": dict.fromkeys(
+        ("--input", "--images"), "convert imagefolder takes the class folders' parent as --root"),
+    "convert manifest": {
+        "--input": "convert manifest takes the CSV or JSONL file as --manifest",
+        "--images": "the manifest's rows name the images, relative to the manifest's folder",
+    },
+}
+
+
+def options_not_here(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """What the command of ``parser`` takes instead of options other commands have."""
+    return _NOT_HERE.get(parser.prog.removeprefix(f"{parser.prog.split()[0]} "), {})
 

@@ -250,14 +250,16 @@ def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
 
 
 def check_beam_args(beam_args: Sequence[str], *, command: str = "recordbeam",
-                    other_flags: Sequence[str] = ()) -> None:
+                    other_flags: Sequence[str] = (),
+                    explained: Mapping[str, str] | None = None) -> None:
     """Raise ``UsageError`` unless every argument is a Beam pipeline option (and its value):
     Beam itself only logs a warning and drops the rest, so a typo would change the run
-    without a word. ``other_flags`` join Beam's as suggestions."""
+    without a word. ``other_flags`` join Beam's as suggestions; ``explained`` says what
+    ``command`` takes instead of an option other commands have."""
     unknown = unknown_beam_args(beam_args)
     if unknown:
         flags = [*other_flags, *beam_option_flags()]
-        raise unknown_arguments_error(unknown, flags, command)
+        raise unknown_arguments_error(unknown, flags, command, explained=explained)
 
 
 def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:
