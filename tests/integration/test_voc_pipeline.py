@@ -140,3 +140,27 @@ def test_if_changed_skips_a_rerun_until_an_xml_changes(voc_root, tmp_path, capsy
         assert "is up to date" not in capsys.readouterr().out
     finally:
         xml.unlink()
+
+
+@pytest.mark.case("A split list that is not text (binary, bytes that are not UTF-8, control "
+                  "characters)",
+                  "reject `malformed_line` for the file (NUL bytes) or for each bad line, "
+                  "with no raw bytes in the message; the run goes on")
+def test_split_lists_that_are_not_text_are_rejected_without_raw_bytes(voc_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "voc"
+    shutil.copytree(voc_root, root)
+    (root / "ImageSets/Main/train.txt").write_bytes(b"a\nb\xff\xfe\nc\x07\nd\n")
+    (root / "ImageSets/Main/val.txt").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01g\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out),
+                     "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",
+                     "--quiet", *IN_MEMORY])
+    assert code == 0
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    bad = {r["source"].rsplit("/", 1)[1]: r for r in rejects if r["reason"] == "malformed_line"}
+    assert sorted(bad) == ["train.txt:2", "train.txt:3", "val.txt"]
+    assert "is not a text file (it holds NUL bytes)" in bad["val.txt"]["detail"]
+    assert "the line is not text" in bad["train.txt:2"]["detail"]
+    assert not any(ch in json.dumps(r) for r in rejects for ch in ("\\u0000", "\\ufffd", "\\u0007"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import pickle
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -93,6 +94,11 @@ class SplitList:
     split: str
     path: str
     image_id: Callable[[str], str | None]
+
+
+#: What no line of a split list holds: bytes that were not UTF-8 (decoded as U+FFFD) and
+#: control characters other than tab.
+_NOT_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffd]")
 
 
 class SplitLineError(Exception):
@@ -453,9 +459,23 @@ class _List(beam.DoFn):
 
     def _split_ids(self, split_list: SplitList):
         with filesystems.open_read(split_list.path) as f:
-            text = f.read().decode("utf-8-sig", "replace")
+            data = f.read()
+        if b"\x00" in data:
+            yield TaggedOutput("rejects", Reject(
+                "image", split_list.path, "malformed_line",
+                f"{split_list.path} is not a text file (it holds NUL bytes), so none of its "
+                "lines names an image of this split; replace it with the list of image ids, "
+                "one per line", split_list.split))
+            return
+        text = data.decode("utf-8-sig", "replace")
         for number, line in enumerate(text.splitlines(), 1):
             where = f"{split_list.path}:{number}"
+            if _NOT_TEXT.search(line):
+                yield TaggedOutput("rejects", Reject(
+                    "image", where, "malformed_line",
+                    f"{where}: the line is not text (bytes that are not UTF-8, or control "
+                    "characters); fix the split list", split_list.split))
+                continue
             try:
                 image_id = split_list.image_id(line)
             except SplitLineError as bad:
