@@ -86,3 +86,17 @@ def test_elements_sharing_a_key_keep_the_order_by_identity_then_content():
         packed = [_pack_keyed(key, element, coder) for key, element in arrival]
         assert list(_decoded_in_key_order(packed, coder, encoder)) == expected
     assert [key for key, _ in expected] == [3, 7, 7, 7, 7, 7]
+
+
+def test_the_failure_example_names_its_source_once():
+    from recordbeam.records import Reject
+    from recordbeam.write.commit import _example
+
+    with_source = Reject("annotation", "t.csv:4", "malformed_row",
+                         "t.csv:4: row 'x' has 2 fields; fix it.", "train")
+    assert _example([with_source], "train", "annotation") == (
+        "The most frequent, malformed_row, e.g. t.csv:4: row 'x' has 2 fields; fix it. ")
+    without = Reject("image", "a.jpg", "truncated", "the JPEG ends before its EOI marker",
+                     "train")
+    assert _example([without], "train", "image") == (
+        "The most frequent, truncated, e.g. a.jpg: the JPEG ends before its EOI marker. ")

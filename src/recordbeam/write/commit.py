@@ -307,7 +307,10 @@ def _example(rejects: Sequence[Reject], split: str, kind: str) -> str:
         return ""
     common = Counter(r.reason for r in mine).most_common(1)[0][0]
     first = next(r for r in mine if r.reason == common)
-    return f"The most frequent, {common}, e.g. {first.source}: {first.detail.rstrip('.')}. "
+    # Many details start with their source already (``file:line: ...``): not said twice.
+    said = first.detail if first.detail.startswith(first.source) else (
+        f"{first.source}: {first.detail}")
+    return f"The most frequent, {common}, e.g. {said.rstrip('.')}. "
 
 
 def _write_tfds_files(output_dir: str, manifest: Mapping[str, Any]) -> list[str]:
