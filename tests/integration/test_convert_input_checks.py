@@ -53,6 +53,22 @@ def test_a_missing_image_folder_names_its_option(argv, flag, tmp_path, capsys):
     assert message == f"recordbeam: {missing}: {NO_FILES} (check {flag})"
 
 
+@pytest.mark.parametrize(("kind", "said"), [
+    ("yolo", "holds neither data.yaml (Ultralytics) nor obj.data (darknet); --input takes the "
+             "YOLO folder as exported"),
+    ("box-csv", "has no <split>/_annotations.csv; --input takes the folder a box CSV export "
+                "holds"),
+    ("openimages", "--input takes the Open Images folder holding the box tables"),
+])
+def test_an_input_folder_of_another_layout_is_a_usage_error(kind, said, tmp_path, capsys):
+    # Exit 2, as VOC, KITTI and CVAT give for a folder that is not theirs (it was 1 here).
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "a.jpg").write_bytes(b"not read")
+    message = _refused(capsys, ["convert", kind, "--input", str(tmp_path / "input")],
+                       tmp_path / "out")
+    assert said in message, message
+
+
 @pytest.mark.parametrize("kind", ["kitti", "openimages", "box-csv"])
 def test_a_missing_images_option_folder_is_named_before_the_job(kind, tmp_path, capsys):
     # Before: the whole job ran, to reject every image as missing.

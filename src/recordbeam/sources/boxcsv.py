@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     SortedNames,
@@ -53,6 +53,12 @@ COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax
 
 class BoxCsvError(DataError, ValueError):
     """A box CSV folder that cannot be used as given (no tables, a table without the columns)."""
+
+
+class NotABoxCsvFolder(BoxCsvError, UsageError):
+    """--input is not a box CSV folder at all: a usage error (exit 2), as for the other formats."""
+
+    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,7 @@ class ReadBoxCsv(beam.PTransform):
         self._options = options
         self.splits = tuple(find_splits(options))
         if not self.splits:
-            raise BoxCsvError(f"{options.root} has no <split>/{TABLE_NAME}; --input takes the "
+            raise NotABoxCsvFolder(f"{options.root} has no <split>/{TABLE_NAME}; --input takes the "
                               "folder a box CSV export holds (train/_annotations.csv, ...)")
         for split in self.splits:
             read_header(options.table(split))

@@ -45,7 +45,7 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     detection_metadata,
@@ -90,6 +90,12 @@ _CLASS_TABLE = re.compile(_VERSION + r"class-descriptions(?P<boxable>-boxable)?\
 class OpenImagesError(DataError, ValueError):
     """An Open Images folder that cannot be used as given (no box table, no class
     descriptions, a table without its columns)."""
+
+
+class NotAnOpenImagesFolder(OpenImagesError, UsageError):
+    """--input is not an Open Images folder at all: a usage error (exit 2), as for the other formats."""
+
+    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)
@@ -162,7 +168,7 @@ def find_tables(options: OpenImagesOptions) -> Tables:
             others.append(path)
     where = " or ".join(options.table_patterns)
     if not boxes:
-        raise OpenImagesError(f"no <split>-annotations-bbox.csv in {where}; --input takes the "
+        raise NotAnOpenImagesFolder(f"no <split>-annotations-bbox.csv in {where}; --input takes the "
                               "Open Images folder holding the box tables")
     if not classes:
         raise OpenImagesError(f"no class-descriptions*.csv in {where}; it maps the tables' "

@@ -39,7 +39,7 @@ import apache_beam as beam
 import yaml
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
@@ -67,6 +67,12 @@ UNDO_ORIENTATION = {2: 2, 3: 3, 4: 4, 5: 5, 6: 8, 7: 7, 8: 6}
 
 class YoloError(DataError, ValueError):
     """The YOLO folder cannot be used as given (no class names, a split that is not there)."""
+
+
+class NotAYoloFolder(YoloError, UsageError):
+    """--input is not a YOLO folder at all: a usage error (exit 2), as for the other formats."""
+
+    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)
@@ -395,7 +401,7 @@ def read_layout(options: YoloOptions) -> YoloLayout:
             return _ultralytics_layout(options, options.path(name))
     if filesystems.exists(options.path(DARKNET_DATA)):
         return _darknet_layout(options)
-    raise YoloError(f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data "
+    raise NotAYoloFolder(f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data "
                     "(darknet); --input takes the YOLO folder as exported")
 
 
