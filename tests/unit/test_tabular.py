@@ -183,6 +183,25 @@ def test_split_column_values_are_collected(tmp_path):
             infer_schema(options)
 
 
+def test_options_that_do_not_fit_the_manifest_are_usage_errors(tmp_path):
+    from recordbeam.errors import EXIT_DATA, EXIT_USAGE
+
+    path = _write(tmp_path, "m.csv", "image,split\na.jpg,train\n")
+    not_json = _write(tmp_path, "s.json", "")
+    for options in (TableOptions(path, split_column="nope"), TableOptions(path, group_by="x"),
+                    TableOptions(path, image_columns=("x",)), TableOptions(path, schema=not_json)):
+        with pytest.raises(TableError) as caught:
+            infer_schema(options)
+        assert caught.value.exit_code == EXIT_USAGE, caught.value
+    with pytest.raises(TableError) as caught:
+        TableOptions(path, split_fractions=(("train", 0.8), ("val", 0.3)))
+    assert caught.value.exit_code == EXIT_USAGE
+    # What the rows hold is the data's fault: exit 1.
+    with pytest.raises(TableError) as caught:
+        infer_schema(TableOptions(_write(tmp_path, "d.csv", "image,v\na.jpg,1\nb.jpg,x\n")))
+    assert caught.value.exit_code == EXIT_DATA
+
+
 def test_a_csv_manifest_with_another_name_is_told_to_be_named_csv(tmp_path):
     text = _write(tmp_path, "m.txt", "image,label\na.jpg,1\n")
     with pytest.raises(TableError, match=r"m\.txt: no line of it is a row \(line 1: not valid "

@@ -51,6 +51,13 @@ class ImageFolderError(DataError, ValueError):
     """The class folders or the classes file cannot be used as given."""
 
 
+class ImageFolderOptionError(ImageFolderError, UsageError):
+    """An option that does not fit the folder (``--val-fraction`` beside split folders):
+    exit 2."""
+
+    exit_code = UsageError.exit_code
+
+
 @dataclass(frozen=True)
 class ImageFolderOptions:
     """What to read and how to label it.
@@ -269,7 +276,7 @@ class ReadImageFolder(beam.PTransform):
         self._skipped_prefix = skipped_prefix(self._root, skip_below)
         self.split_folders = split_folders(self._root)
         if self.split_folders and options.val_fraction is not None:
-            raise ImageFolderError(
+            raise ImageFolderOptionError(
                 f"{options.root} already has split folders ({', '.join(self.split_folders)}); "
                 "--val-fraction only splits a flat <root>/<class>/ layout"
             )

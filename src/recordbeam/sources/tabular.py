@@ -106,6 +106,13 @@ class TableError(DataError, ValueError):
     """The manifest or its schema cannot be used as given (names the file and line)."""
 
 
+class TableOptionError(TableError, UsageError):
+    """An option that does not fit the manifest (a column it does not have, split
+    fractions that do not add up, a --schema file that is no schema): exit 2."""
+
+    exit_code = UsageError.exit_code
+
+
 @dataclass(frozen=True)
 class TableOptions:
     """What to read and how to lay it out.
@@ -166,11 +173,11 @@ class TableOptions:
             if any(f <= 0 for _, f in self.split_fractions) or not math.isclose(
                 total, 1.0, abs_tol=1e-6
             ):
-                raise TableError(
+                raise TableOptionError(
                     f"--split fractions must be positive and add up to 1, got {total:g}"
                 )
             if self.split_column:
-                raise TableError("give either a split column or split fractions, not both")
+                raise TableOptionError("give either a split column or split fractions, not both")
 
 
 def parse_split_fractions(text: str) -> tuple[tuple[str, float], ...]:
@@ -183,7 +190,8 @@ def parse_split_fractions(text: str) -> tuple[tuple[str, float], ...]:
         except ValueError:
             sep = ""
         if not sep or not name.strip():
-            raise TableError(f"cannot read split {part!r}: write NAME=FRACTION, e.g. train=0.8")
+            raise TableOptionError(f"cannot read split {part!r}: write NAME=FRACTION, e.g. "
+                                   "train=0.8")
     return tuple(out)
 
 
@@ -430,7 +438,8 @@ def infer_schema(options: TableOptions) -> Schema:
         resolved = {c: _settle(t) for c, t in types.items()}
     for column in options.image_columns:
         if column not in resolved:
-            raise TableError(f"{path}: --image-columns names {column!r}, which is not a column")
+            raise TableOptionError(f"{path}: --image-columns names {column!r}, which is not a "
+                                   f"column; the columns are {', '.join(map(repr, resolved))}")
         resolved[column] = "image"
     images = tuple(c for c, t in resolved.items() if t == "image")
     if not images:
@@ -440,7 +449,7 @@ def infer_schema(options: TableOptions) -> Schema:
         )
     for column, flag in ((options.split_column, "--split-column"), (options.group_by, "--group-by")):
         if column and column not in resolved:
-            raise TableError(f"{path}: {flag} names {column!r}, which is not a column; the "
+            raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; the "
                              f"columns are {', '.join(map(repr, resolved))}")
     one_reader = None
     if from_csv and options.csv_multiline:
@@ -484,18 +493,19 @@ def load_schema_file(path: str) -> dict[str, str]:
     try:
         data = json.loads(filesystems.read_bytes(path).decode("utf-8"))
     except UnicodeDecodeError:
-        raise TableError(f"{path}: cannot read the schema: it is not UTF-8 text; --schema "
+        raise TableOptionError(f"{path}: cannot read the schema: it is not UTF-8 text; --schema "
                          'takes a JSON file {"column": "type", ...}') from None
     except (OSError, ValueError) as error:
-        raise TableError(f"{path}: cannot read the schema ({error})") from None
+        raise TableOptionError(f"{path}: cannot read the schema ({error}); --schema takes a "
+                               'JSON file {"column": "type", ...}') from None
     columns = data.get("columns", data) if isinstance(data, dict) else None
     if not isinstance(columns, dict) or not columns:
-        raise TableError(f'{path}: a schema is a JSON object {{"column": "type", ...}}')
+        raise TableOptionError(f'{path}: a schema is a JSON object {{"column": "type", ...}}')
     out = {}
     for column, kind in columns.items():
         kind = _ALIASES.get(kind, kind) if isinstance(kind, str) else kind
         if kind not in TYPES:
-            raise TableError(
+            raise TableOptionError(
                 f"{path}: column {column!r} has type {kind!r}; use one of {', '.join(TYPES)}"
             )
         out[column] = kind
