@@ -80,6 +80,17 @@ def test_a_missing_images_option_folder_is_named_before_the_job(kind, tmp_path, 
     assert message == f"recordbeam: {missing}: {NO_FILES} (check --images)"
 
 
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["convert", "imagefolder", "--root"], "--root"),
+    (["convert", "coco", "--annotations", __file__, "--images"], "--images"),
+])
+def test_a_file_given_as_a_folder_is_called_a_file(argv, flag, tmp_path, capsys):
+    given = tmp_path / "a.jpg"
+    given.write_bytes(b"x")
+    message = _refused(capsys, [*argv, str(given)], tmp_path / "out")
+    assert message == f"recordbeam: {given} is a file, not a folder (check {flag})"
+
+
 def test_labelme_images_folder_is_checked_when_given(tmp_path, capsys):
     (tmp_path / "jsons").mkdir()
     (tmp_path / "jsons" / "a.json").write_text("{}")

@@ -102,6 +102,8 @@ def _require_folder(path: str, advice: str) -> None:
     (``advice`` follows the message: what the option takes, or which one to check)."""
     from recordbeam import filesystems
 
+    if "://" not in path and os.path.isfile(path):
+        raise UsageError(f"{path} is a file, not a folder{advice}")
     # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
     if not filesystems.has_files(path):
         raise UsageError(f"{path}: no such folder, or it holds no files{advice}")
