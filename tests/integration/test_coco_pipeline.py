@@ -534,6 +534,21 @@ def test_malformed_json_fails_naming_the_file(coco_sample, tmp_path, capsys):
     assert not (out / MANIFEST).exists()
 
 
+@pytest.mark.parametrize("section", ["categories", "images"])
+def test_a_section_that_is_no_list_is_named_as_such(coco_sample, tmp_path, capsys, section):
+    with open(coco_sample.annotations, encoding="utf-8") as f:
+        coco = json.load(f)
+    coco[section] = {str(i): item for i, item in enumerate(coco[section])}  # keyed, not listed
+    keyed = tmp_path / "keyed.json"
+    keyed.write_text(json.dumps(coco), encoding="utf-8")
+    argv = _cli_convert(coco_sample, tmp_path / "out", "--max-reject-fraction", str(LENIENT))
+    argv[argv.index("--annotations") + 1] = str(keyed)
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{keyed}: '{section}' is an object, not a list" in err, err
+    assert not (tmp_path / "out" / MANIFEST).exists()
+
+
 def test_a_byte_order_mark_before_the_json_changes_nothing(coco_sample, tmp_path):
     # Some Windows tools write one; JSON readers may skip it (RFC 8259), ijson's C parser does not.
     marked = tmp_path / "marked.json"

@@ -454,6 +454,12 @@ class _ReadInputs(beam.DoFn):
                 yield TaggedOutput("categories", _check_category(
                     item, _where(path, section, position), self._options.include_keypoints))
         if count == 0:
+            kind = _section_value_kind(path, section)
+            if kind not in (None, "start_array"):
+                raise CocoFormatError(
+                    f"{path}: '{section}' is {_JSON_KINDS.get(kind, kind)}, not a list; a COCO "
+                    "instances file has a list of objects there. Fix or re-export the "
+                    "annotation file.")
             raise CocoFormatError(
                 f"{path} has no '{section}' (the list is missing or empty); is it a COCO "
                 "instances file?"
