@@ -246,6 +246,7 @@ def test_folder_prefix_of_missing_images_is_pointed_out(tmp_path, capsys):
     code, _, err = _run(capsys, images, annotations, tmp_path / "failed")
     assert code == 1
     assert f"pass --images {tmp_path / 'coco'}" in err
+    assert f"which is not in the images folder {images}" in err  # the folder looked in
     code, out, err = _run(capsys, images, annotations, tmp_path / "lenient",
                           "--max-reject-fraction", "1")
     assert code == 0, err

@@ -892,7 +892,8 @@ class _JoinFiles(beam.DoFn):
                                                entry.height)
 
     def _missing(self, image_id: Any, name: str):
-        detail = f"image id {image_id} names {name!r}, which is not in the images folder"
+        detail = (f"image id {image_id} names {name!r}, which is not in the images folder "
+                  f"{self._images_dir}")
         if self._folder_prefix and name.startswith(self._folder_prefix):
             # The commonest wrong path: --images train2017/ for names like train2017/x.jpg.
             detail += (
