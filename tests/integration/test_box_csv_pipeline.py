@@ -83,13 +83,17 @@ def test_box_csv_converts_with_every_reject_named(box_root, tmp_path):
     assert manifest["splits"]["train"]["counts"]["box_csv_images_without_rows"] == 1
 
 
-def test_no_tables_is_a_data_error_no_folder_a_usage_error(tmp_path):
+def test_a_table_without_its_columns_is_a_data_error_no_tables_a_usage_error(tmp_path):
+    # No table at all: --input is not a box CSV export (exit 2, as for VOC, KITTI, CVAT);
+    # a table that is there but lacks its columns: the data's problem (exit 1).
     (tmp_path / "in" / "train").mkdir(parents=True)
     (tmp_path / "in" / "train" / "a.jpg").write_bytes(b"")
-    for root, expected in (("in", 1), ("nowhere", 2)):
+    (tmp_path / "bad" / "train").mkdir(parents=True)
+    (tmp_path / "bad" / "train" / "_annotations.csv").write_text("name,size\na.jpg,1\n")
+    for root, expected in (("in", 2), ("nowhere", 2), ("bad", 1)):
         code = cli.main(["convert", "box-csv", "--input", str(tmp_path / root), "--output",
                          str(tmp_path / "out"), "--quiet", *IN_MEMORY])
-        assert code == expected
+        assert code == expected, root
 
 
 def test_if_changed_skips_a_rerun_until_a_table_changes(box_root, tmp_path, capsys):
