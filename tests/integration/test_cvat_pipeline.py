@@ -164,3 +164,27 @@ def test_if_changed_skips_a_rerun_until_the_xml_changes(cvat_root, tmp_path, cap
         assert "is up to date" not in capsys.readouterr().out
     finally:
         xml.write_bytes(before)
+
+
+@pytest.mark.case("CVAT `--split` where every `<image>` carries its own subset",
+                  "the run says on stderr that --split placed no image; never silently unused")
+def test_a_split_option_that_placed_no_image_is_said(cvat_root, tmp_path, capsys):
+    argv = ["convert", "cvat", "--input", str(cvat_root), "--split", "Validation",
+            "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1", "--quiet",
+            *IN_MEMORY]
+    assert cli.main([*argv, "--output", str(tmp_path / "every")]) == 0
+    assert ("warning: --split Validation placed no image: every <image> of the XMLs carries "
+            "its own subset") in capsys.readouterr().err
+    # One <image> without a subset: --split places it, and nothing is said.
+    root = tmp_path / "cvat"
+    import shutil
+
+    shutil.copytree(cvat_root, root)
+    xml = (root / "annotations.xml").read_bytes()
+    (root / "annotations.xml").write_bytes(xml.replace(b' subset="Validation"', b"", 1))
+    argv[argv.index(str(cvat_root))] = str(root)
+    assert cli.main([*argv, "--output", str(tmp_path / "one")]) == 0
+    assert "placed no image" not in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "one" / "manifest.json").read_text())
+    counts = [e.get("counts", {}) for e in manifest["splits"].values()]
+    assert sum(c.get("cvat_images_placed_by_split", 0) for c in counts) == 1

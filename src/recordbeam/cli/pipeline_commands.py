@@ -376,8 +376,25 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     places_images = len(splits) > 1 and any(subset is None for _path, subset in planned.files)
     _refuse_split(args, splits, "the XMLs name the subsets",
                   accepted=args.split in splits if places_images else None)
-    return _convert(args, beam_args, cvat, splits, cvat_input_patterns(cvat), cvat_settings,
+    code = _convert(args, beam_args, cvat, splits, cvat_input_patterns(cvat), cvat_settings,
                     cvat_to_tfrecord)
+    if code == EXIT_OK and places_images and getattr(args, "split_given", False):
+        _warn_if_split_placed_nothing(args)
+    return code
+
+
+def _warn_if_split_placed_nothing(args: argparse.Namespace) -> None:
+    """Known only once the XML was read: every <image> had its own subset, so the typed
+    --split placed none of them. Said, not silently ignored."""
+    from recordbeam.dataset import layout
+    from recordbeam.sources.cvat import PLACED_BY_SPLIT_OPTION
+
+    manifest = layout.read_manifest(args.output) or {}
+    placed = sum(entry.get("counts", {}).get(PLACED_BY_SPLIT_OPTION, 0)
+                 for entry in manifest.get("splits", {}).values())
+    if manifest and not placed:
+        print(f"warning: --split {args.split} placed no image: every <image> of the XMLs "
+              "carries its own subset, which decides its split; drop --split", file=sys.stderr)
 
 
 def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

@@ -63,6 +63,10 @@ CVAT_OBJECT_KINDS = {"image/object/occluded": "int64"}
 #: Shapes that are objects; the other children of ``<image>`` are counted and skipped.
 OBJECT_SHAPES = ("box", "polygon", "mask")
 
+#: Count of ``<image>``s without a subset that ``--split`` placed, in an XML declaring
+#: several subsets.
+PLACED_BY_SPLIT_OPTION = "cvat_images_placed_by_split"
+
 #: The subset CVAT names images that have none.
 DEFAULT_SUBSET = "default"
 
@@ -511,8 +515,11 @@ def _image(path: str, element: Element, index: int, subset: str | None,
            splits: Sequence[str], default_split: str, keep_masks: bool) -> Iterator[Any]:
     name = (element.get("name") or "").strip()
     where = f"{path}: <image name={name!r}>" if name else f"{path}: <image>[{index}]"
-    split = subset or (element.get("subset") or "").strip() or (
-        splits[0] if len(splits) == 1 else default_split)
+    split = subset or (element.get("subset") or "").strip()
+    if not split:
+        split = splits[0] if len(splits) == 1 else default_split
+        if len(splits) > 1:  # placed by --split: the command says when none was
+            yield TaggedOutput("counts", (PLACED_BY_SPLIT_OPTION, 1))
     if split not in splits:
         yield TaggedOutput("rejects", Reject("image", where, "undeclared_subset", (
             f"{where} is in subset {split!r}, which the <meta> of {path} does not declare "
