@@ -18,6 +18,7 @@ from typing import Any
 from recordbeam.errors import DataError, counted
 from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec, merge_spec_json
+from recordbeam.tfrecord.framing import compression_for_path
 
 FORMAT = "recordbeam.dataset.manifest/1"
 
@@ -161,8 +162,7 @@ def mixed_compression_warning(manifest: Mapping[str, Any]) -> str | None:
     by_kind: dict[str, set[str]] = {}
     for split, entry in manifest.get("splits", {}).items():
         for shard in entry.get("shards", []):
-            name = shard["file"]
-            kind = "gzip" if name.endswith(".gz") else "zlib" if name.endswith(".zz") else "none"
+            kind = compression_for_path(shard["file"]).name.lower()  # --compression's words
             by_kind.setdefault(kind, set()).add(split)
     if len(by_kind) < 2:
         return None
