@@ -115,6 +115,28 @@ def size_of(path: str) -> int | None:
         return None
 
 
+def local_path(path: str) -> str | None:
+    """The local path ``path`` names (``file://`` dropped), or None on another filesystem
+    (``gs://``, ``s3://``...)."""
+    if FileSystems.get_scheme(path) not in (None, "file"):
+        return None
+    return path.removeprefix("file://")
+
+
+def nearest_existing_local(local: str) -> str:
+    """The local path ``local`` when it exists, else its nearest parent that does: where a
+    file or folder there would be created. Relative paths are joined to the working
+    folder, not normalized: ``..`` after a symbolic link is the kernel's to resolve."""
+    import os  # local paths only
+
+    existing = local.rstrip("/") or "/"
+    if not os.path.isabs(existing):
+        existing = os.path.join(os.getcwd(), existing)
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    return existing
+
+
 def local_real_path(path: str, real_folders: dict[str, str] | None = None) -> str | None:
     """``path`` with symbolic links resolved, for local paths; None on object stores
     (``gs://``, ``s3://``...), which have no links to follow.
@@ -123,12 +145,12 @@ def local_real_path(path: str, real_folders: dict[str, str] | None = None) -> st
     file that is not itself a link costs one ``lstat`` instead of one per component of
     its path (33 µs down to 5 µs a file here).
     """
-    if FileSystems.get_scheme(path) not in (None, "file"):
+    local = local_path(path)
+    if local is None:
         return None
-    import os  # local paths only: the one place this module looks at the local disk
+    import os  # local paths only
     import stat
 
-    local = path.removeprefix("file://")
     folder, slash, name = local.rpartition("/")
     if real_folders is None or not slash or name in ("", ".", ".."):
         return os.path.realpath(local)

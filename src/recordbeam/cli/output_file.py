@@ -9,26 +9,20 @@ import os
 from recordbeam.errors import UsageError
 
 
-def _local(path: str) -> str | None:
-    """The local path ``path`` names, or None for another filesystem (an object store)."""
-    local = path.removeprefix("file://")
-    return None if "://" in local else local
-
-
 def check_output_file(path: str, option: str, name: str) -> None:
     """Raise :class:`UsageError` when the local ``path`` given to ``option`` is a folder
     (``name``: the file name to suggest in it) or lies below a file. Other filesystems
     are left to the write."""
-    local = _local(path)
+    from recordbeam import filesystems  # Beam: not while the command parses its arguments
+
+    local = filesystems.local_path(path)
     if local is None:
         return
     if os.path.isdir(local):
         raise UsageError(f"{option} {path} is a folder; give a file path, e.g. "
                          f"{option} {os.path.join(path, name)}")
     # The nearest existing folder above it: a file there means no folder can be created.
-    parent = os.path.dirname(os.path.abspath(local))
-    while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
-        parent = os.path.dirname(parent)
+    parent = filesystems.nearest_existing_local(os.path.dirname(local) or ".")
     if not os.path.isdir(parent):
         raise UsageError(f"{option} {path}: {parent} is a file, not a folder; choose a path "
                          "in a folder")
@@ -37,11 +31,11 @@ def check_output_file(path: str, option: str, name: str) -> None:
 def write_output_file(path: str, data: bytes, option: str) -> None:
     """Write ``data`` to ``path``, creating its missing local folders; a failure is a
     :class:`UsageError` naming ``option`` and the path."""
-    local = _local(path)
+    from recordbeam import filesystems
+
+    local = filesystems.local_path(path)
     try:
         if local is None:
-            from recordbeam import filesystems
-
             filesystems.write_bytes(path, data)
             return
         folder = os.path.dirname(local)

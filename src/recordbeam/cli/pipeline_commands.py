@@ -102,7 +102,8 @@ def _require_folder(path: str, advice: str) -> None:
     (``advice`` follows the message: what the option takes, or which one to check)."""
     from recordbeam import filesystems
 
-    if "://" not in path and os.path.isfile(path):
+    local = filesystems.local_path(path)
+    if local is not None and os.path.isfile(local):
         raise UsageError(f"{path} is a file, not a folder{advice}")
     # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
     if not filesystems.has_files(path):
@@ -176,7 +177,7 @@ def _require_json_object(path: str, flag: str, what: str) -> None:
     stores are left to the parser: a small read there can fetch a large block."""
     from recordbeam import filesystems
 
-    if "://" in path.removeprefix("file://"):
+    if filesystems.local_path(path) is None:
         return
     start = b""
     with filesystems.open_read(path) as f:

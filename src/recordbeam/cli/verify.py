@@ -106,10 +106,11 @@ def check_first_records(files: Sequence[RecordFile], command: str) -> None:
     """
     from contextlib import closing
 
+    from recordbeam import filesystems
     from recordbeam.tfrecord.framing import RecordError
 
     for file in files:
-        if "://" in file.path.removeprefix("file://"):
+        if filesystems.local_path(file.path) is None:
             continue
         try:
             with closing(read_file_records(file.path)) as records:

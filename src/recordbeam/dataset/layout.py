@@ -102,17 +102,13 @@ def check_creatable(output_dir: str) -> None:
 
     Probes with an empty folder created and removed in the output folder, or in its
     nearest existing parent: nothing is left behind."""
-    local = output_dir.removeprefix("file://")
-    if "://" in local:
+    local = filesystems.local_path(output_dir)
+    if local is None:
         return
     import os  # the local launcher's own argument, not a data path
     import tempfile
 
-    # Joined, not normalized: ``..`` after a symbolic link is the kernel's to resolve.
-    existing = local.rstrip("/") or "/"
-    existing = existing if os.path.isabs(existing) else os.path.join(os.getcwd(), existing)
-    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
+    existing = filesystems.nearest_existing_local(local)
     problem = None
     if os.path.islink(existing) and not os.path.exists(existing):
         problem = f"{existing} is a broken symbolic link"
