@@ -55,10 +55,8 @@ class BoxCsvError(DataError, ValueError):
     """A box CSV folder that cannot be used as given (no tables, a table without the columns)."""
 
 
-class NotABoxCsvFolder(BoxCsvError, UsageError):
+class NotABoxCsvFolder(UsageError, BoxCsvError):  # UsageError first: its exit code
     """--input is not a box CSV folder at all: a usage error (exit 2), as for the other formats."""
-
-    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)
@@ -248,8 +246,9 @@ class ReadBoxCsv(beam.PTransform):
         self._options = options
         self.splits = tuple(find_splits(options))
         if not self.splits:
-            raise NotABoxCsvFolder(f"{options.root} has no <split>/{TABLE_NAME}; --input takes the "
-                              "folder a box CSV export holds (train/_annotations.csv, ...)")
+            raise NotABoxCsvFolder(f"{options.root} has no <split>/{TABLE_NAME}; --input takes "
+                                   "the folder a box CSV export holds (train/_annotations.csv, "
+                                   "...)")
         for split in self.splits:
             read_header(options.table(split))
         self._skip_prefix = None

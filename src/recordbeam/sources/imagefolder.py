@@ -51,11 +51,9 @@ class ImageFolderError(DataError, ValueError):
     """The class folders or the classes file cannot be used as given."""
 
 
-class ImageFolderOptionError(ImageFolderError, UsageError):
+class ImageFolderOptionError(UsageError, ImageFolderError):  # UsageError first: its exit code
     """An option that does not fit the folder (``--val-fraction`` beside split folders):
     exit 2."""
-
-    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)

@@ -92,10 +92,9 @@ class OpenImagesError(DataError, ValueError):
     descriptions, a table without its columns)."""
 
 
-class NotAnOpenImagesFolder(OpenImagesError, UsageError):
-    """--input is not an Open Images folder at all: a usage error (exit 2), as for the other formats."""
-
-    exit_code = UsageError.exit_code
+class NotAnOpenImagesFolder(UsageError, OpenImagesError):  # UsageError first: its exit code
+    """--input is not an Open Images folder at all: a usage error (exit 2), as for the
+    other formats."""
 
 
 @dataclass(frozen=True)
@@ -168,8 +167,8 @@ def find_tables(options: OpenImagesOptions) -> Tables:
             others.append(path)
     where = " or ".join(options.table_patterns)
     if not boxes:
-        raise NotAnOpenImagesFolder(f"no <split>-annotations-bbox.csv in {where}; --input takes the "
-                              "Open Images folder holding the box tables")
+        raise NotAnOpenImagesFolder(f"no <split>-annotations-bbox.csv in {where}; --input "
+                                    "takes the Open Images folder holding the box tables")
     if not classes:
         raise OpenImagesError(f"no class-descriptions*.csv in {where}; it maps the tables' "
                               "LabelName (/m/...) to class names and is needed")

@@ -106,11 +106,9 @@ class TableError(DataError, ValueError):
     """The manifest or its schema cannot be used as given (names the file and line)."""
 
 
-class TableOptionError(TableError, UsageError):
+class TableOptionError(UsageError, TableError):  # UsageError first: its exit code
     """An option that does not fit the manifest (a column it does not have, split
     fractions that do not add up, a --schema file that is no schema): exit 2."""
-
-    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)
@@ -449,8 +447,8 @@ def infer_schema(options: TableOptions) -> Schema:
         )
     for column, flag in ((options.split_column, "--split-column"), (options.group_by, "--group-by")):
         if column and column not in resolved:
-            raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; the "
-                             f"columns are {', '.join(map(repr, resolved))}")
+            raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; "
+                                   f"the columns are {', '.join(map(repr, resolved))}")
     one_reader = None
     if from_csv and options.csv_multiline:
         one_reader = "--csv-multiline"

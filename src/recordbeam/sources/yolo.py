@@ -69,10 +69,8 @@ class YoloError(DataError, ValueError):
     """The YOLO folder cannot be used as given (no class names, a split that is not there)."""
 
 
-class NotAYoloFolder(YoloError, UsageError):
+class NotAYoloFolder(UsageError, YoloError):  # UsageError first: its exit code
     """--input is not a YOLO folder at all: a usage error (exit 2), as for the other formats."""
-
-    exit_code = UsageError.exit_code
 
 
 @dataclass(frozen=True)
@@ -401,8 +399,8 @@ def read_layout(options: YoloOptions) -> YoloLayout:
             return _ultralytics_layout(options, options.path(name))
     if filesystems.exists(options.path(DARKNET_DATA)):
         return _darknet_layout(options)
-    raise NotAYoloFolder(f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data "
-                    "(darknet); --input takes the YOLO folder as exported")
+    raise NotAYoloFolder(f"{options.folder} holds neither data.yaml (Ultralytics) nor "
+                         "obj.data (darknet); --input takes the YOLO folder as exported")
 
 
 def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
