@@ -774,3 +774,22 @@ class ReadAnnotatedImages(beam.PTransform):
         sizes = parsed.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
         return {"records": built.records, "rejects": rejects, "counts": counts,
                 "metadata": metadata, "sizes": sizes}
+
+
+class ReadFormat(beam.PTransform):
+    """The read transform of a format with one annotation file per image: a subclass sets
+    ``_skip_prefix`` (the output folder, when inside an input folder) and gives its
+    :meth:`annotation_format`; the reading is :class:`ReadAnnotatedImages`'."""
+
+    _skip_prefix: str | None = None
+
+    def annotation_format(self) -> AnnotationFormat:
+        raise NotImplementedError
+
+    def finds_annotation_file(self) -> bool:
+        """Whether any annotation file is there (a listing that stops at the first one;
+        see :func:`find_annotation_file`)."""
+        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
+
+    def expand(self, pbegin):
+        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)

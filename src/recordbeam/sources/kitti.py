@@ -31,8 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import isfinite
 
-import apache_beam as beam
-
 from recordbeam import filesystems
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError
@@ -43,7 +41,7 @@ from recordbeam.sources.annotated_files import (
     Listing,
     NamedObject,
     ParsedAnnotation,
-    ReadAnnotatedImages,
+    ReadFormat,
 )
 from recordbeam.sources.detection import DetectionEncoder
 
@@ -316,7 +314,7 @@ class KittiFormat(AnnotationFormat):
         return f"{stem}.* in {self._images.get(split, self.image_folder)}"
 
 
-class ReadKitti(beam.PTransform):
+class ReadKitti(ReadFormat):
     """Read a KITTI folder into ``ImageRecord``s for :class:`KittiEncoder`.
 
     Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
@@ -335,9 +333,8 @@ class ReadKitti(beam.PTransform):
         self.split_folders = find_splits(options)
         self.splits = tuple(split.name for split in self.split_folders) or (options.split,)
 
-    def expand(self, pbegin):
-        fmt = KittiFormat(self._options, self.split_folders)
-        return pbegin | ReadAnnotatedImages(fmt, self._skip_prefix)
+    def annotation_format(self) -> KittiFormat:
+        return KittiFormat(self._options, self.split_folders)
 
 
 class KittiEncoder(DetectionEncoder):

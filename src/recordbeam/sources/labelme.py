@@ -34,8 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import apache_beam as beam
-
 from recordbeam import filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
@@ -46,8 +44,7 @@ from recordbeam.sources.annotated_files import (
     Listing,
     NamedObject,
     ParsedAnnotation,
-    ReadAnnotatedImages,
-    find_annotation_file,
+    ReadFormat,
 )
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.imagefolder import read_classes_file
@@ -386,7 +383,7 @@ class LabelmeFormat(AnnotationFormat):
         return f"labelme JSON naming {image_id!r}"
 
 
-class ReadLabelme(beam.PTransform):
+class ReadLabelme(ReadFormat):
     """Read a folder of labelme JSONs into ``ImageRecord``s for :class:`LabelmeEncoder`.
 
     Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
@@ -407,13 +404,6 @@ class ReadLabelme(beam.PTransform):
 
     def annotation_format(self) -> LabelmeFormat:
         return LabelmeFormat(self._options, self.classes)
-
-    def finds_annotation_file(self) -> bool:
-        """Whether any annotation file is there (a listing that stops at the first one)."""
-        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
-
-    def expand(self, pbegin):
-        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
 
 
 class LabelmeEncoder(DetectionEncoder):

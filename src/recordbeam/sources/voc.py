@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from math import isfinite
 from xml.etree.ElementTree import Element, ParseError
 
-import apache_beam as beam
 import defusedxml.ElementTree as safe_xml
 from apache_beam.io.filesystems import FileSystems
 from defusedxml import DefusedXmlException
@@ -39,9 +38,8 @@ from recordbeam.sources.annotated_files import (
     Listing,
     NamedObject,
     ParsedAnnotation,
-    ReadAnnotatedImages,
+    ReadFormat,
     SplitList,
-    find_annotation_file,
     label_metadata,  # noqa: F401 - re-exported for pipeline.py
 )
 from recordbeam.sources.detection import DetectionEncoder
@@ -284,7 +282,7 @@ class VocFormat(AnnotationFormat):
         return f"Annotations/{image_id}.xml"
 
 
-class ReadVoc(beam.PTransform):
+class ReadVoc(ReadFormat):
     """Read a Pascal VOC folder into ``ImageRecord``s for :class:`VocEncoder`.
 
     Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
@@ -306,13 +304,6 @@ class ReadVoc(beam.PTransform):
 
     def annotation_format(self) -> VocFormat:
         return VocFormat(self._options, self._split_lists, self.classes)
-
-    def finds_annotation_file(self) -> bool:
-        """Whether any annotation file is there (a listing that stops at the first one)."""
-        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
-
-    def expand(self, pbegin):
-        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
 
 
 class VocEncoder(DetectionEncoder):

@@ -35,7 +35,6 @@ from functools import partial
 from math import isfinite
 from typing import Any
 
-import apache_beam as beam
 import yaml
 
 from recordbeam import filesystems
@@ -48,10 +47,9 @@ from recordbeam.sources.annotated_files import (
     Listing,
     NamedObject,
     ParsedAnnotation,
-    ReadAnnotatedImages,
+    ReadFormat,
     SplitLineError,
     SplitList,
-    find_annotation_file,
 )
 from recordbeam.sources.detection import DetectionEncoder, Geometry
 
@@ -562,7 +560,7 @@ class YoloFormat(AnnotationFormat):
         return "/".join(folders) + f".* in {self.image_folder}"
 
 
-class ReadYolo(beam.PTransform):
+class ReadYolo(ReadFormat):
     """Read a YOLO folder (darknet or Ultralytics) into ``ImageRecord``s for
     :class:`YoloEncoder`.
 
@@ -585,13 +583,6 @@ class ReadYolo(beam.PTransform):
 
     def annotation_format(self) -> YoloFormat:
         return YoloFormat(self._options, self.layout)
-
-    def finds_annotation_file(self) -> bool:
-        """Whether any annotation file is there (a listing that stops at the first one)."""
-        return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
-
-    def expand(self, pbegin):
-        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
 
 
 class YoloEncoder(DetectionEncoder):
