@@ -43,10 +43,14 @@ def test_a_missing_input_folder_says_what_input_takes(kind, folder, advice, tmp_
     assert message == f"recordbeam: {named}{': ' if folder != '*.xml' else ' '}{advice}"
 
 
-@pytest.mark.parametrize(("argv", "flag"), [
+#: Commands and the option that names their image folder (the annotations: a file that exists).
+IMAGE_FOLDER_OPTIONS = [
     (["convert", "imagefolder", "--root"], "--root"),
     (["convert", "coco", "--annotations", __file__, "--images"], "--images"),
-])
+]
+
+
+@pytest.mark.parametrize(("argv", "flag"), IMAGE_FOLDER_OPTIONS)
 def test_a_missing_image_folder_names_its_option(argv, flag, tmp_path, capsys):
     missing = tmp_path / "missing"
     message = _refused(capsys, [*argv, str(missing)], tmp_path / "out")
@@ -80,10 +84,7 @@ def test_a_missing_images_option_folder_is_named_before_the_job(kind, tmp_path, 
     assert message == f"recordbeam: {missing}: {NO_FILES} (check --images)"
 
 
-@pytest.mark.parametrize(("argv", "flag"), [
-    (["convert", "imagefolder", "--root"], "--root"),
-    (["convert", "coco", "--annotations", __file__, "--images"], "--images"),
-])
+@pytest.mark.parametrize(("argv", "flag"), IMAGE_FOLDER_OPTIONS)
 def test_a_file_given_as_a_folder_is_called_a_file(argv, flag, tmp_path, capsys):
     given = tmp_path / "a.jpg"
     given.write_bytes(b"x")

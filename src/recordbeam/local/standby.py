@@ -146,8 +146,8 @@ def _spawn(workers: int, preload: Sequence[str] = ()) -> _StandbyProcess:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         # Started before the run sends its output to the log: nothing for the terminal.
-        process = subprocess.Popen((*_COMMAND, *preload), stdin=theirs, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        process = subprocess.Popen((*_COMMAND, *preload), stdin=theirs,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except BaseException:
         ours.close()
         raise

@@ -8,7 +8,8 @@ after the other. Exiting without it saves that wait on every local run.
 
 ``python -m recordbeam.local.worker --standby [module...]`` is started ahead of the run
 (:mod:`recordbeam.local.standby`): it imports Beam's worker and the modules named, then
-forks one worker per request of the launcher; each fork takes on the environment the launcher sends and runs as above.
+forks one worker per request of the launcher; each fork takes on the environment the
+launcher sends and runs as above.
 
 Workers send their outputs to the launcher in messages of about :data:`MESSAGE_BYTES`
 instead of Beam's 10 MB: the launcher holds several messages per worker at once
