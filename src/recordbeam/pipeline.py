@@ -35,6 +35,7 @@ from recordbeam.local.internals import submitted_job_id
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
+from recordbeam.local.worker import fork_standby_from_launcher
 from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
 from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
@@ -469,6 +470,9 @@ def run(
 def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
                  show_progress: bool) -> None:
     limit_malloc_arenas()
+    # The command's standby, if it left it for now: forked with the modules this process
+    # has imported, before the run starts any thread.
+    fork_standby_from_launcher()
     # Beam's and its worker processes' logs go to a file; the terminal gets progress.
     with worker_output_to_log() as (console, log_path):
         try:

@@ -1,8 +1,10 @@
-"""Standby workers: the ``recordbeam`` command starts a standby process as it starts, and the
-local runner's workers are forks of it; anything wrong with it means new worker processes."""
+"""Standby workers: the ``recordbeam`` command forks a standby from itself once its pipeline is
+built (a new standby interpreter where other threads run), and the local runner's workers
+are forks of it; anything wrong with it means new worker processes."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -331,9 +333,72 @@ def test_a_preloaded_module_that_fails_to_import_still_gives_workers(hand_offs, 
     assert len(hand_offs) == 2 and all(hand_offs) and set(hand_offs) >= pids
 
 
+_FORKED_LAUNCHER = """
+import json, os, sys
+from recordbeam.cli import main as cli
+from recordbeam.local import standby
+
+held = open(sys.argv[1], "w")  # open in this process as it forks the standby
+seen = []
+hand_off = standby.Standby.hand_off
+
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+def recorded(self, environment):
+    worker = hand_off(self, environment)
+    if worker is not None:  # alive: it waits for the runner, which waits for this call
+        forker = parent(worker.pid)
+        with open(f"/proc/{forker}/cmdline", "rb") as f:
+            command = f.read().hex()
+        fds = []
+        for fd in os.listdir(f"/proc/{worker.pid}/fd"):
+            try:
+                fds.append(os.readlink(f"/proc/{worker.pid}/fd/{fd}"))
+            except OSError:
+                pass
+        seen.append({"forker": forker, "forker_parent": parent(forker),
+                     "forker_command": command, "fds": fds})
+    return worker
+
+standby.Standby.hand_off = recorded
+code = cli.main(sys.argv[2:])
+with open("/proc/self/cmdline", "rb") as f:
+    print(json.dumps({"code": code, "pid": os.getpid(), "command": f.read().hex(),
+                      "workers": seen}))
+"""
+
+
 @needs_standby
-def test_the_command_preloads_its_pipeline_module_in_the_standby(
-        coco_sample, tmp_path, monkeypatch):
+def test_the_command_forks_its_standby_from_itself_once_the_pipeline_is_built(
+        coco_sample, tmp_path):
+    # A launcher in a new interpreter, as the command runs: one thread until the run.
+    held = tmp_path / "held-open"
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_LAUNCHER, str(held),
+         *_convert_args(coco_sample, tmp_path / "out")],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 0
+    workers = result["workers"]
+    assert len(workers) == 2
+    for worker in workers:
+        # Forked by one standby, itself a fork of the launcher (the same command line:
+        # no new interpreter), not by a `python -m recordbeam.local.worker --standby`.
+        assert worker["forker_parent"] == result["pid"]
+        assert worker["forker_command"] == result["command"]
+        # Nothing the launcher held open reached the workers.
+        assert str(held) not in worker["fds"]
+    assert len({worker["forker"] for worker in workers}) == 1
+
+
+@needs_standby
+def test_with_other_threads_running_the_command_starts_a_new_standby_with_its_pipeline_module(
+        coco_sample, tmp_path, monkeypatch, hand_offs):
+    # A fork could copy a lock another thread holds: a new interpreter instead, which
+    # imports the command's pipeline module before forking the workers.
     spawned = []
     spawn = standby._spawn
 
@@ -342,8 +407,11 @@ def test_the_command_preloads_its_pipeline_module_in_the_standby(
         return spawn(workers, preload)
 
     monkeypatch.setattr(standby, "_spawn", recorded)
+    monkeypatch.setattr(standby, "_only_thread", lambda: False)
+    monkeypatch.setattr(standby, "_fork", lambda *_: pytest.fail("forked with threads running"))
     assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == 0
     assert spawned == [(cli.PIPELINE_MODULE,)]
+    assert len(hand_offs) == 2 and all(hand_offs)
     # The name is a module that defines the run's transforms.
     import importlib
 

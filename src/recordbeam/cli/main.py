@@ -86,14 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     args = argparse.Namespace()  # what _interrupted knows when Ctrl-C comes while parsing
     try:
-        parser = build_parser()  # imports no Beam: the standby workers get a head start
+        parser = build_parser()  # imports no Beam: a usage error is told at once
         args, extra = parser.parse_known_args(argv)
         handler = getattr(args, "pipeline_handler", None)
-        # A local run's workers: their standby imports Beam while this process does and
-        # builds the pipeline. A command that ends up running nothing (--if-changed, a
-        # usage error) pays little for it: ~0.05 s on two cores.
+        # A local run's workers: their standby is forked from this process once it has
+        # imported Beam and built the pipeline, so that both are imported once.
         with standby.started(standby.workers_needed(extra) if handler is not None else 0,
-                             preload=(PIPELINE_MODULE,)):
+                             preload=(PIPELINE_MODULE,), fork_later=True):
             return _dispatch(args, extra, handler)
     except KeyboardInterrupt as interrupt:
         return _interrupted(args, interrupt)

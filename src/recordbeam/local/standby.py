@@ -16,6 +16,17 @@ One standby that forks, rather than one per worker: the launcher's own imports a
 critical path, and on two cores two more processes importing Beam beside it slowed it by
 ~0.5 s; forked workers also share the imported modules' memory.
 
+The ``recordbeam`` command does not start its standby as a new interpreter: it forks it
+from the launcher (:func:`fork_from_launcher`) once the launcher has imported Beam and
+built the pipeline, just before the run starts its first thread. Beam and the pipeline's
+modules are then imported once per command rather than twice (about 0.5 s of CPU here),
+and the workers start as soon as the run asks for them. The child is made to look like a
+new process first: SIGINT as a new interpreter would have it, no logging handlers, no
+launcher file descriptors but its channel, standard output and error on ``/dev/null``.
+Where the launcher already runs other threads (the library used from a program), a fork
+could copy a lock another thread holds: the standby is then a new interpreter, as
+:func:`started` starts it.
+
 Whatever goes wrong before a worker is running (the standby died, its import failed, the
 platform cannot fork or pass file descriptors) only means the runner starts a worker the
 usual way. A standby nobody used is ended when the command is done; one whose launcher
@@ -25,8 +36,10 @@ died exits once its workers have. This module does not import Beam.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
+import logging
 import os
 import select
 import signal
@@ -34,7 +47,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 
@@ -50,7 +64,7 @@ _ACCEPTED = b"+"  # then the worker's pid
 _EXITED = b"exit "  # then its exit code, as subprocess reports it
 
 _lock = threading.Lock()
-_current: list[_StandbyProcess] = []  # the standby of the command running, if any
+_current: list[_StandbyProcess | _Later] = []  # the standby of the command running, if any
 
 
 def workers_needed(beam_args: Sequence[str]) -> int:
@@ -93,7 +107,8 @@ def _last_values(args: Sequence[str]) -> dict[str, str]:
 class _StandbyProcess:
     """The standby process, its request channel, and how many workers it may still fork."""
 
-    def __init__(self, process: subprocess.Popen, channel: socket.socket, workers: int) -> None:
+    def __init__(self, process: subprocess.Popen | _ForkedChild, channel: socket.socket,
+                 workers: int) -> None:
         self.process = process
         self.channel = channel
         self.workers_left = workers
@@ -112,34 +127,153 @@ class _StandbyProcess:
             self.process.wait()
 
 
+class _Later:
+    """A standby the command will fork from itself (:func:`fork_from_launcher`)."""
+
+    def __init__(self, workers: int, preload: Sequence[str]) -> None:
+        self.workers_left = workers
+        self.preload = tuple(preload)
+
+
 @contextlib.contextmanager
-def started(workers: int, preload: Sequence[str] = ()) -> Iterator[subprocess.Popen | None]:
+def started(workers: int, preload: Sequence[str] = (), *,
+            fork_later: bool = False) -> Iterator[subprocess.Popen | None]:
     """Start a standby able to fork ``workers`` workers for the runs inside the block, and
-    end it at the end of the block. Yields its process (None when none was started).
+    end it at the end of the block. Yields its process (None when none was started now).
 
     ``preload``: modules the standby imports after Beam's worker, before it forks: those
     that define the run's transforms (the command's pipeline module). Each worker would
     otherwise import them itself as it unpickles its first stage, one copy per worker
     while the run waits; a module that fails to import is left for the worker to import
-    (and report) as usual."""
-    standby = None
+    (and report) as usual.
+
+    ``fork_later``: start none now; the first run inside the block forks it from this
+    process (:func:`fork_from_launcher`), with everything this process has imported by then.
+    """
+    standby: _StandbyProcess | _Later | None = None
     if SUPPORTED and workers > 0:
         # Workers read MALLOC_ARENA_MAX as they start, and this process starts now: set
         # it first, as the run would (recordbeam.pipeline.run) before starting workers.
         limit_malloc_arenas()
-        with contextlib.suppress(OSError):  # no more processes: the runner starts them
-            standby = _spawn(workers, preload)
+        if fork_later:
+            standby = _Later(workers, preload)
+        else:
+            with contextlib.suppress(OSError):  # no more processes: the runner starts them
+                standby = _spawn(workers, preload)
     if standby is None:
         yield None
         return
     with _lock:
+        position = len(_current)
         _current.append(standby)
     try:
-        yield standby.process
+        yield standby.process if isinstance(standby, _StandbyProcess) else None
     finally:
         with _lock:
-            _current.remove(standby)
+            ended = _current.pop(position)  # the standby, or what it became when forked
+        if isinstance(ended, _StandbyProcess):
+            ended.end()
+
+
+def fork_from_launcher(serve: Callable[[], None]) -> None:
+    """Fork the standby :func:`started` left for later, if any, from this process: call it
+    once the run's modules are imported, before the run starts a thread. The child runs
+    ``serve`` (:func:`recordbeam.local.worker.serve_as_standby`), which never returns.
+
+    With other threads running, a forked child could inherit a lock one of them holds, so
+    the standby is started as a new interpreter instead. Failing both, the runner starts
+    its workers as usual."""
+    with _lock:
+        later = _current[-1] if _current else None
+    if not isinstance(later, _Later):
+        return
+    standby = None
+    with contextlib.suppress(OSError):
+        standby = _fork(later.workers_left, serve) if _only_thread() else _spawn(
+            later.workers_left, later.preload)
+    with _lock:
+        index = next((i for i, s in enumerate(_current) if s is later), None)
+        if index is not None and standby is not None:
+            _current[index] = standby  # ended with the block of started()
+    if index is None and standby is not None:  # that block ended meanwhile
         standby.end()
+
+
+def _only_thread() -> bool:
+    return threading.active_count() == 1
+
+
+def _fork(workers: int, serve: Callable[[], None]) -> _StandbyProcess:
+    """The standby, forked from this process; see the module's docstring."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()  # or the child would write this process's buffered output again
+    # Nor need the child collect what this process allocated so far (see serve()).
+    gc.freeze()
+    try:
+        pid = os.fork()
+    except BaseException:
+        gc.unfreeze()
+        ours.close()
+        theirs.close()
+        raise
+    if pid == 0:
+        try:
+            ours.detach()
+            _as_new_process(theirs.detach())
+            serve()
+        finally:
+            os._exit(1)
+    gc.unfreeze()
+    theirs.close()
+    return _StandbyProcess(_ForkedChild(pid), ours, workers)
+
+
+def _as_new_process(channel: int) -> None:
+    """In the standby forked from the launcher: what a new interpreter would have, as
+    :func:`_spawn` starts it: the channel as standard input, standard output and error
+    on /dev/null, no other file descriptor, no logging handler, and SIGINT raising
+    KeyboardInterrupt unless the launcher was started with it ignored."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    logging.getLogger().handlers.clear()
+    os.dup2(channel, 0)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16)
+
+
+class _ForkedChild:
+    """The parts of ``subprocess.Popen`` :class:`_StandbyProcess` uses, for a forked child."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its code is lost
+                pid, status = self.pid, 1 << 8
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"standby {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 def _spawn(workers: int, preload: Sequence[str] = ()) -> _StandbyProcess:
@@ -191,8 +325,8 @@ class Standby:
 def take() -> Standby | None:
     """A worker the running command's standby can fork, or None: then start one as usual."""
     with _lock:
-        if not _current:
-            return None
+        if not _current or not isinstance(_current[-1], _StandbyProcess):
+            return None  # none, or one not forked yet: the runner starts its workers
         standby = _current[-1]
         if standby.workers_left <= 0 or standby.process.poll() is not None:
             return None
@@ -252,6 +386,9 @@ def serve(preload: Sequence[str] = ()) -> None:
         for name in preload:
             with contextlib.suppress(Exception):  # the worker imports it again, and reports
                 importlib.import_module(name)
+        # What is imported by now lives as long as the workers: their garbage collector
+        # need not scan it, nor copy the pages it shares with the standby.
+        gc.freeze()
         fds = _fork_on_request()
     except BaseException:  # noqa: BLE001 - whatever it was, the standby must not go on as a worker
         os._exit(1)

@@ -9,7 +9,8 @@ after the other. Exiting without it saves that wait on every local run.
 ``python -m recordbeam.local.worker --standby [module...]`` is started ahead of the run
 (:mod:`recordbeam.local.standby`): it imports Beam's worker and the modules named, then
 forks one worker per request of the launcher; each fork takes on the environment the
-launcher sends and runs as above.
+launcher sends and runs as above. A standby forked from the launcher runs the same way
+(:func:`serve_as_standby`), with the modules it inherited.
 
 Workers send their outputs to the launcher in messages of about :data:`MESSAGE_BYTES`
 instead of Beam's 10 MB: the launcher holds several messages per worker at once
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 #: Bytes of output a worker gathers into one message to the launcher (Beam: 10 MB).
@@ -58,14 +60,42 @@ def smaller_messages(data_plane: Any) -> bool:
     return True
 
 
+def import_beam_worker() -> None:
+    """Import what a worker runs (Beam's SDK worker): in a standby, before it forks."""
+    from apache_beam.runners.worker import data_plane, sdk_worker_main  # noqa: F401
+
+
+def fork_standby_from_launcher() -> None:
+    """In the launcher, once it has built the pipeline and before the run starts a thread:
+    fork the standby the ``recordbeam`` command left for later, if any
+    (:func:`recordbeam.local.standby.fork_from_launcher`), with Beam's worker imported."""
+    from recordbeam.local import standby
+
+    import_beam_worker()  # here, once, for the standby and every worker
+    standby.fork_from_launcher(serve_as_standby)
+
+
+def serve_as_standby(preload: Sequence[str] = ()) -> None:
+    """Run as the standby (:func:`recordbeam.local.standby.serve`), then, in each worker it
+    forks, as the worker. Never returns."""
+    from recordbeam.local import standby
+
+    import_beam_worker()  # before forking: each worker then has it
+    standby.serve(preload=preload)  # returns in each forked worker
+    _work()
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--standby"]:  # then the modules to import before forking
+        serve_as_standby(sys.argv[2:])
+    _work()
+
+
+def _work() -> None:
+    """Run Beam's SDK worker with smaller messages, then exit at once with its code."""
     from apache_beam.runners.worker import data_plane, sdk_worker_main
 
     smaller_messages(data_plane)
-    if sys.argv[1:2] == ["--standby"]:  # then the modules to import before forking
-        from recordbeam.local import standby
-
-        standby.serve(preload=sys.argv[2:])  # returns in each forked worker
     code = 0
     try:
         sdk_worker_main.main(sys.argv)
