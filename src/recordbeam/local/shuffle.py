@@ -6,8 +6,10 @@ encoded copy of them when it deals the groups to the workers. The launcher's mem
 grows with the dataset (a COCO conversion's three shuffles take ~1.5 KB per image encoded,
 more decoded).
 
-:class:`SpillingGroupingBuffer` is that buffer with a budget. Below it, it is Beam's
-buffer, untouched. Past it, each element goes to one of :data:`BUCKETS` buckets by a hash
+:class:`SpillingGroupingBuffer` is that buffer with a budget. Below it, it keeps what the
+workers sent as they sent it, and gives it to Beam's buffer when the runner asks for the
+groups (so a shuffle that ends up on disk is never decoded into values and encoded
+again). Past it, each element goes to one of :data:`BUCKETS` buckets by a hash
 of its key, still encoded, into one temp file; when the runner asks for the groups, one
 bucket at a time is grouped and encoded by Beam's own buffer and its groups dealt to the
 workers' parts (temp files too, read back in whole-element chunks). Memory then holds one
@@ -275,8 +277,11 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
         default = SHUFFLE_MEMORY if budget is None else budget
         self._budget = default if windowing.is_default() else None
         self._folder = folder
-        self._held = 0  # bytes appended to the in-memory table
-        self._spills: list[_BucketedSpill] = []  # once spilled, the table stays empty
+        self._held = 0  # bytes held in memory, as the workers sent them
+        # What the workers sent, as they sent it: decoded into the table only at
+        # partition(), so a shuffle that spills never decodes and encodes it again.
+        self._raw: list[bytes] = []
+        self._spills: list[_BucketedSpill] = []  # once spilled, nothing stays in memory
         self.cleared = False
 
     @property
@@ -288,32 +293,41 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
             raise RuntimeError("Grouping table append after read.")
         if self._spills:
             self._spill_elements(elements_data)
-            return
-        super().append(elements_data)
-        self._held += len(elements_data)
-        self._spill_if_over_budget()
+        elif self._budget is None:
+            super().append(elements_data)
+        else:
+            self._raw.append(elements_data)
+            self._held += len(elements_data)
+            self._spill_if_over_budget()
 
     def extend(self, input_buffer) -> None:
         if not isinstance(input_buffer, _BeamGroupingBuffer):
             super().extend(input_buffer)  # Beam ignores list buffers, refuses the rest
             return
-        theirs = (input_buffer._shared_spills()
-                  if isinstance(input_buffer, SpillingGroupingBuffer) else [])
+        spilling = isinstance(input_buffer, SpillingGroupingBuffer)
+        theirs = input_buffer._shared_spills() if spilling else []
+        their_raw = list(input_buffer._raw) if spilling else []
         if not self._spills and not theirs:
+            self._decode_raw()  # ours arrived first
             super().extend(input_buffer)
+            for elements_data in their_raw:
+                super().append(elements_data)
             self._held += getattr(input_buffer, "_held", 0)
             self._spill_if_over_budget()
             return
         if not self._spills:
-            self._spill_table()  # ours arrived first
+            self._spill_held()  # ours arrived first
         if theirs:
             self._spills[-1].finish()  # later appends start a new spill after theirs
             self._spills.extend(theirs)
         else:
             self._spill_table(input_buffer._table)
+            for elements_data in their_raw:
+                self._spill_elements(elements_data)
 
     def partition(self, n: int) -> list:
         if self._grouped_output or not self._spills:
+            self._decode_raw()
             return super().partition(n)
         for spill in self._spills:
             spill.finish()
@@ -340,6 +354,7 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
 
     def clear(self) -> None:
         self._table.clear()
+        self._raw = []
         self._held = 0
         self._spills = []
         self._grouped_output = None
@@ -350,7 +365,21 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
 
     def _spill_if_over_budget(self) -> None:
         if self._budget is not None and self._held > self._budget:
-            self._spill_table()
+            self._spill_held()
+
+    def _spill_held(self) -> None:
+        """Move what memory holds into the open spill, in the order it arrived: the table
+        (what :meth:`extend` took from another buffer), then what the workers sent since."""
+        self._spill_table()
+        raw, self._raw = self._raw, []
+        for elements_data in raw:
+            self._spill_elements(elements_data)
+
+    def _decode_raw(self) -> None:
+        """What the workers sent, into Beam's table, as its own ``append`` would have."""
+        raw, self._raw = self._raw, []
+        for elements_data in raw:
+            super().append(elements_data)
 
     def _open_spill(self) -> _BucketedSpill:
         if not self._spills or self._spills[-1].finished:
@@ -368,11 +397,11 @@ class SpillingGroupingBuffer(_BeamGroupingBuffer or object):
         spill = self._open_spill()
         key_coder = self._key_coder.get_impl()
         element_coder = self._pre_grouped_coder.get_impl()
+        in_global_window = GlobalWindows.windowed_value(None).with_value
         for encoded_key, values in table.items():
             key = key_coder.decode(encoded_key)
             for value in values:
-                element = GlobalWindows.windowed_value((key, value))
-                spill.add(encoded_key, element_coder.encode_nested(element))
+                spill.add(encoded_key, element_coder.encode_nested(in_global_window((key, value))))
         if own:
             self._table.clear()
             self._held = 0
