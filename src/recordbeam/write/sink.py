@@ -70,14 +70,19 @@ class _CountingWriter:
 
 
 class _KeyElements(beam.DoFn):
-    def __init__(self, encoder: ExampleEncoder, salt: str) -> None:
+    """``element -> (split, order key, planned bytes, element)``; the planned bytes are 0
+    when the shard plan comes from sizes the reader gave (``WriteShards(sizes=...)``)."""
+
+    def __init__(self, encoder: ExampleEncoder, salt: str, sized: bool) -> None:
         self._encoder = encoder
         self._salt = salt
+        self._sized = sized
 
     def process(self, element: Any) -> Iterable[tuple[str, int, int, Any]]:
         enc = self._encoder
         split = names.check_split_name(enc.split(element))
-        yield split, order_key(enc.identity(element), self._salt), enc.size(element), element
+        size = enc.size(element) if self._sized else 0
+        yield split, order_key(enc.identity(element), self._salt), size, element
 
 
 _ORDER_KEY = struct.Struct(">Q")
@@ -331,7 +336,8 @@ class WriteShards(beam.PTransform):
         p = elements.pipeline
         keyed = (
             elements  # element, as the encoder reads it
-            | "KeyByIdentity" >> beam.ParDo(_KeyElements(self._encoder, self._options.salt))
+            | "KeyByIdentity" >> beam.ParDo(
+                _KeyElements(self._encoder, self._options.salt, sized=self._sizes is None))
         )  # (split, order_key, planned_bytes, element)
         sizes = self._sizes
         if sizes is None:
