@@ -519,6 +519,18 @@ def marginal_lines(by_size: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def compile_recordbeam() -> None:
+    """Write recordbeam's bytecode caches, as ``pip install`` does: run from a source tree
+    with ``PYTHONDONTWRITEBYTECODE`` set, every command would otherwise compile the
+    package again (~0.1 CPU s per launcher here). TensorFlow, Beam and Model Garden come
+    from installed packages, compiled at their install."""
+    import compileall
+
+    import recordbeam
+
+    compileall.compile_dir(os.path.dirname(recordbeam.__file__), quiet=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -562,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.cases) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s) {unknown}; choose from {', '.join(CASES)}")
+    compile_recordbeam()
     scratch = args.scratch or tempfile.mkdtemp(prefix="coco-bench-")
     os.makedirs(scratch, exist_ok=True)
     print(f"outputs and logs in {scratch}; {args.workers} Beam workers", flush=True)
