@@ -36,8 +36,9 @@ from recordbeam.errors import (
 )
 from recordbeam.local import standby
 
-#: Where every transform a command's pipeline runs is defined (or imported from): the
-#: standby imports it before forking the workers, which then need not import it each.
+#: Where every transform a command's pipeline runs is defined (or imported from): a
+#: standby started as a new interpreter (when a fork of the launcher is not safe) imports
+#: it before forking the workers, which then need not import it each.
 PIPELINE_MODULE = "recordbeam.pipeline"
 
 
