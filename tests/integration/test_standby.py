@@ -161,6 +161,45 @@ def test_the_command_leaves_no_process_behind(coco_sample, tmp_path):
     assert _tagged(f"{name}={value}") == []
 
 
+def test_the_command_keeps_openblas_to_one_thread_unless_told_otherwise(monkeypatch):
+    seen = []
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setattr(cli, "main", lambda argv=None: seen.append(
+        os.environ.get("OPENBLAS_NUM_THREADS")) or 0)
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # keep pytest's handler
+    monkeypatch.setattr(cli.logging, "shutdown", lambda: None)
+
+    def exit_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli.os, "_exit", exit_now)
+    with pytest.raises(SystemExit):
+        cli.console([])
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    with pytest.raises(SystemExit):
+        cli.console([])
+    assert seen == ["1", "4"]
+
+
+def test_with_one_blas_thread_numpy_starts_no_thread():
+    # OpenBLAS's threads spin for ~0.1 CPU s each once numpy loads them.
+    code = ("import os, sys\n"
+            "if sys.argv[1] == 'one':\n"
+            "    from recordbeam.cli.main import one_blas_thread; one_blas_thread()\n"
+            "import numpy\n"
+            "print(len(os.listdir('/proc/self/task')))\n")
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def threads(mode):
+        done = subprocess.run([sys.executable, "-c", code, mode], env=environment,
+                              capture_output=True, text=True, timeout=120, check=True)
+        return int(done.stdout)
+
+    assert threads("one") == 1
+    if (os.cpu_count() or 1) > 1:  # one thread per core otherwise
+        assert threads("default") > 1
+
+
 @needs_standby
 def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
         coco_sample, tmp_path, hand_offs, capfd, monkeypatch):

@@ -69,6 +69,7 @@ def console(argv: Sequence[str] | None = None) -> None:
     # A shell that starts a background job ignores SIGINT for it: keep that.
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, _interrupt_once)
+    one_blas_thread()
     code = main(argv)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -77,6 +78,14 @@ def console(argv: Sequence[str] | None = None) -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
     os._exit(code)
+
+
+def one_blas_thread() -> None:
+    """Before numpy loads: OpenBLAS, which it loads, starts a thread per core that spins
+    for about 0.1 CPU s each once loaded (on 2 cores, 0.1 of a 20k-image COCO run's 8 CPU
+    s; more on larger machines). recordbeam does no linear algebra, so its processes (the
+    local workers inherit the environment) keep to one. A value the user set is kept."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
