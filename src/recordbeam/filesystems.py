@@ -27,7 +27,7 @@ _LOCAL_FILESYSTEM = LocalFileSystem(pipeline_options=None)
 
 
 def _filesystem_of(path: str) -> FileSystem:
-    if FileSystems.get_scheme(path) in (None, "file"):
+    if local_path(path) is not None:
         return _LOCAL_FILESYSTEM
     return FileSystems.get_filesystem(path)
 

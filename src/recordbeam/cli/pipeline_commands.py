@@ -165,7 +165,8 @@ def _require_file(path: str, flag: str, kind: str, what: str) -> None:
     (``kind`` names the file, ``what`` says what ``flag`` takes)."""
     from recordbeam import filesystems
 
-    if "://" not in path and os.path.isdir(path):
+    local = filesystems.local_path(path)
+    if local is not None and os.path.isdir(local):
         raise UsageError(f"{path} is a folder; {flag} takes {what}")
     if not filesystems.exists(path):
         raise UsageError(f"{path}: no such {kind} (check {flag})")

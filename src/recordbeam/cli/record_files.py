@@ -86,7 +86,8 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
         return None
     manifest_path = filesystems.join(argument, MANIFEST)
     # On object stores a folder is a prefix: it counts as one when a manifest is below it.
-    if not (os.path.isdir(argument) if "://" not in argument else filesystems.exists(manifest_path)):
+    local = filesystems.local_path(argument)
+    if not (os.path.isdir(local) if local is not None else filesystems.exists(manifest_path)):
         return None
     manifest = finished_manifest(argument)
     if manifest is None:

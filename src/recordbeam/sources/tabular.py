@@ -492,7 +492,7 @@ def load_schema_file(path: str) -> dict[str, str]:
         data = json.loads(filesystems.read_bytes(path).decode("utf-8"))
     except UnicodeDecodeError:
         raise TableOptionError(f"{path}: cannot read the schema: it is not UTF-8 text; --schema "
-                         'takes a JSON file {"column": "type", ...}') from None
+                               'takes a JSON file {"column": "type", ...}') from None
     except (OSError, ValueError) as error:
         raise TableOptionError(f"{path}: cannot read the schema ({error}); --schema takes a "
                                'JSON file {"column": "type", ...}') from None
