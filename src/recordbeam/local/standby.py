@@ -173,10 +173,11 @@ def started(workers: int, preload: Sequence[str] = (), *,
             ended.end()
 
 
-def fork_from_launcher(serve: Callable[[], None]) -> None:
+def fork_from_launcher(prepare: Callable[[], None], serve: Callable[[], None]) -> None:
     """Fork the standby :func:`started` left for later, if any, from this process: call it
-    once the run's modules are imported, before the run starts a thread. The child runs
-    ``serve`` (:func:`recordbeam.local.worker.serve_as_standby`), which never returns.
+    once the run's modules are imported, before the run starts a thread. ``prepare`` runs
+    here just before the fork (the imports every worker needs); the child runs ``serve``
+    (:func:`recordbeam.local.worker.serve_as_standby`), which never returns.
 
     With other threads running, a forked child could inherit a lock one of them holds, so
     the standby is started as a new interpreter instead. Failing both, the runner starts
@@ -187,14 +188,14 @@ def fork_from_launcher(serve: Callable[[], None]) -> None:
         return
     standby = None
     with contextlib.suppress(OSError):
-        standby = _fork(later.workers_left, serve) if _only_thread() else _spawn(
-            later.workers_left, later.preload)
-    with _lock:
-        index = next((i for i, s in enumerate(_current) if s is later), None)
-        if index is not None and standby is not None:
-            _current[index] = standby  # ended with the block of started()
-    if index is None and standby is not None:  # that block ended meanwhile
-        standby.end()
+        if _only_thread():
+            prepare()
+            standby = _fork(later.workers_left, serve)
+        else:
+            standby = _spawn(later.workers_left, later.preload)
+    if standby is not None:
+        with _lock:
+            _current[_current.index(later)] = standby  # ended with the block of started()
 
 
 def _only_thread() -> bool:

@@ -71,8 +71,8 @@ def fork_standby_from_launcher() -> None:
     (:func:`recordbeam.local.standby.fork_from_launcher`), with Beam's worker imported."""
     from recordbeam.local import standby
 
-    import_beam_worker()  # here, once, for the standby and every worker
-    standby.fork_from_launcher(serve_as_standby)
+    # Beam's worker imported here, once, for the standby and every worker.
+    standby.fork_from_launcher(import_beam_worker, serve_as_standby)
 
 
 def serve_as_standby(preload: Sequence[str] = ()) -> None:
