@@ -148,6 +148,15 @@ def test_grayscale_and_cmyk_jpegs_are_scaled_too(pixels, decoded_sizes, mode, tr
     assert _psnr(fixed.data, reference) >= 38
 
 
+def test_a_progressive_jpeg_is_scaled_too(pixels, decoded_sizes):
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90, progressive=True)
+    data = out.getvalue()
+    fixed = fix_image(data, inspect_image(data), ImageFixes(max_side=256))
+    assert ("JPEG", (401, 301)) in decoded_sizes
+    assert _psnr(fixed.data, _full_size_reference(data, (256, 192))) >= 38
+
+
 def test_a_png_is_decoded_whole_and_resized_as_it_always_was(pixels, decoded_sizes):
     out = io.BytesIO()
     Image.fromarray(pixels).save(out, "PNG")

@@ -42,9 +42,9 @@ TRANSCODE_CHOICES = ("keep", "jpeg", "png")
 DEFAULT_JPEG_QUALITY = 95
 #: A JPEG being downsized is decoded (by libjpeg's DCT scaling) to no less than this many
 #: times the written size on each side, so the final LANCZOS still shrinks it by at least
-#: as much: below 1.5 its pictures drift under 38 dB PSNR from a full-size decode's, and
-#: 2 would decode 4000x3000 -> 640 and 1600x1200 -> 512 at twice the scale for little
-#: gain (measured in benchmarks/resize_bench.py).
+#: as much: below 1.5 its pictures drift under 38 dB PSNR from a full-size decode's; at 2,
+#: 4000x3000 -> 640 and 1600x1200 -> 512 decode at twice the scale and cost 1.5x and 2x
+#: the CPU (measured in benchmarks/resize_bench.py).
 DRAFT_MARGIN = 1.5
 
 #: Names of the fixes :func:`fix_image` reports; each becomes a ``fix_<name>`` count.
@@ -356,9 +356,9 @@ def _decode(
     """The decoded image and, when a JPEG was decoded at a DCT scale (``draft``: the least
     size wanted), the region of it that holds the picture; None: all of it.
 
-    libjpeg rounds a scaled size up, so a 4001-pixel row at 1/4 decodes to 1001 pixels
-    of which the last holds a quarter of a source pixel: the region is 1000.25 wide, and
-    resizing exactly it keeps every pixel where a full-size decode would put it.
+    libjpeg rounds a scaled size up, so a 4001-pixel row at 1/4 decodes to 1001 pixels of
+    which the last stands for one source pixel instead of four: the region is 1000.25
+    wide, and resizing exactly it keeps every pixel where a full-size decode puts it.
     """
     # The plugin class directly, as in images.py: Image.open would apply Pillow's global
     # decompression-bomb limit, which inspect_image's max_pixels already replaced.
@@ -391,12 +391,16 @@ def _oriented_region(
     """``region`` of an image of ``size``, moved as ``orientation`` moves the image's pixels
     (the partial last column of a scaled decode is the first one after a mirror)."""
     width, height = size
-    moved = orient_box(region[0] / width, region[1] / height, region[2] / width,
-                       region[3] / height, orientation)
+    xmin, ymin, xmax, ymax = orient_box(region[0] / width, region[1] / height,
+                                        region[2] / width, region[3] / height, orientation)
     shown_width, shown_height = _displayed(width, height, orientation)
-    scales = (shown_width, shown_height, shown_width, shown_height)
-    return tuple(round(edge * scale * _DRAFT_GRID) / _DRAFT_GRID
-                 for edge, scale in zip(moved, scales, strict=True))
+    return (_on_draft_grid(xmin * shown_width), _on_draft_grid(ymin * shown_height),
+            _on_draft_grid(xmax * shown_width), _on_draft_grid(ymax * shown_height))
+
+
+def _on_draft_grid(edge: float) -> float:
+    """``edge`` rounded to the eighth of a pixel it stands for (undoing float error)."""
+    return round(edge * _DRAFT_GRID) / _DRAFT_GRID
 
 
 __all__ = [
