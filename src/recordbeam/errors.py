@@ -173,7 +173,8 @@ def _message_in_text(text: str) -> str:
 
 def _runner_error(error: BaseException) -> str:
     """A runner's error as ``Type: message``: the last line of the traceback a job sent
-    back as text, else the innermost error's own; with what an unknown environment means."""
+    back as text, else the innermost error's own; with what it means when it says the
+    workers lack recordbeam, or that the runner has no such environment."""
     text = str(error)
     matches = list(_TRACEBACK_LAST_LINE.finditer(text))
     if matches:
@@ -182,6 +183,9 @@ def _runner_error(error: BaseException) -> str:
         innermost = list(_chain(error))[-1]
         message = _plain_message(innermost) if str(innermost).strip() else ""
         line = f"{type(innermost).__name__}: {message}" if message else type(innermost).__name__
+    if line == "ModuleNotFoundError: No module named 'recordbeam'":
+        line += (" (the workers do not have recordbeam: give --setup_file ./setup.py, or "
+                 "--extra_package with its wheel, or a container image that holds it)")
     environment = _UNKNOWN_ENVIRONMENT.fullmatch(line)
     if environment:
         line += (f" (the job service cannot start --environment_type "

@@ -102,6 +102,15 @@ def test_a_remote_runner_error_without_a_traceback_names_its_type():
         "https://example/x.jar", EXIT_FAILED)
 
 
+def test_workers_without_recordbeam_are_told_how_to_give_it_to_them():
+    text = _job_service_traceback("ModuleNotFoundError: No module named 'recordbeam'")
+    failure = describe(RunFailed(RuntimeError(text), None, "PortableRunner"))
+    assert failure.message == (
+        "the PortableRunner failed: ModuleNotFoundError: No module named 'recordbeam' (the "
+        "workers do not have recordbeam: give --setup_file ./setup.py, or --extra_package with "
+        "its wheel, or a container image that holds it)")
+
+
 def test_our_error_inside_a_remote_job_keeps_its_message_and_code():
     text = _job_service_traceback("recordbeam.write.commit.RejectLimitExceeded: 3 of 9 images "
                                   "were rejected (33.3%)")
