@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from apache_beam.options.pipeline_options import FlinkRunnerOptions
 
 from recordbeam.errors import UsageError
 from recordbeam.job_server import check_job_server
@@ -38,8 +39,9 @@ def test_a_misspelt_option_of_that_runner_is_refused_naming_the_option():
 
 
 def test_flink_options_are_accepted_and_a_typo_in_one_is_refused():
+    oldest_flink = FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[0]  # each Beam has its list
     options = pipeline_options(["--runner", "FlinkRunner", "--flink_master", "flink:8081",
-                                "--flink_version", "1.19", "--flink_job_server_jar", "js.jar"])
+                                "--flink_version", oldest_flink, "--flink_job_server_jar", "js.jar"])
     assert options.get_all_options()["flink_master"] == "flink:8081"
     with pytest.raises(UsageError, match=r"--flink_mastr \(did you mean --flink_master\?\)"):
         check_beam_args(["--runner=FlinkRunner", "--flink_mastr", "flink:8081"])
