@@ -33,7 +33,7 @@ test: $(VENV)/.test
 	$(PY) -m pytest tests --ignore=tests/cluster
 
 # What cluster workers get from a job, installed in fresh venvs as Beam's SDK container
-# installs it, run through Beam's job service and worker pool (~4 min; builds venvs).
+# installs it, run through Beam's job service and worker pool (3.5-5 min on 2 cores; builds venvs).
 test-cluster: $(VENV)/.test
 	$(PY) -m pytest tests/cluster
 
