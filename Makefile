@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
 
-.PHONY: demo test test-oldest lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,12 @@ demo: $(VENV)/.runtime
 
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --ignore=tests/cluster
+
+# What cluster workers get from a job, installed in fresh venvs as Beam's SDK container
+# installs it, run through Beam's job service and worker pool (3.5-5 min on 2 cores; builds venvs).
+test-cluster: $(VENV)/.test
+	$(PY) -m pytest tests/cluster
 
 # The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
 # numpy that Beam accepts (4.25 and 2.1 for 2.60) and a TensorFlow that installs beside

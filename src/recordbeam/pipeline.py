@@ -29,8 +29,9 @@ from apache_beam.options.pipeline_options import (
 
 from recordbeam import __version__, filesystems
 from recordbeam.dataset import layout
-from recordbeam.errors import RecordbeamError, UsageError
+from recordbeam.errors import RecordbeamError, RunFailed, UsageError
 from recordbeam.images.transcode import ImageFixes
+from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
@@ -61,17 +62,6 @@ from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
 from recordbeam.write.sink import WriteShards
-
-
-class RunFailed(RuntimeError):
-    """A run failed; ``cause`` is the runner's error (which may carry a worker's error as
-    text: :func:`recordbeam.errors.describe` finds it), ``log_path`` holds Beam's full log
-    of a local run (None on remote runners: their logs are the runner's)."""
-
-    def __init__(self, cause: BaseException, log_path: str | None) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.log_path = log_path
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -408,7 +398,8 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real)."""
+    would run the job for real). Also raises it when nothing listens at ``--job_endpoint``
+    (:func:`recordbeam.job_server.check_job_server`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
         raise UsageError(
@@ -421,6 +412,8 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
         raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
                          "run the job for real")
+    if not is_local(options):
+        check_job_server(options)
 
 
 def _runner_name(options: PipelineOptions) -> str:
@@ -500,8 +493,23 @@ def _after_interruption(output_dir: str, temp_dir: str) -> str:
 def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
                   detach: bool) -> SubmittedRun | None:
     """Submit the job; unless detached (or a dry run), wait for its end. Returns the
-    :class:`SubmittedRun` when not waiting, None once the job has finished."""
+    :class:`SubmittedRun` when not waiting, None once the job has finished. Beam's log of
+    the submission and of the job's messages goes to a file, kept when the run fails."""
     runner = _runner_name(options)
+    with worker_output_to_log(prefix="recordbeam-job-") as (_console, log_path):
+        try:
+            return _submit_and_wait(p, options, detach, runner, log_path)
+        except RecordbeamError:
+            raise
+        except Exception as error:
+            refused = no_job_server_error(error, options)
+            if refused is not None:
+                raise refused from error
+            raise RunFailed(error, log_path, runner) from error
+
+
+def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, runner: str,
+                     log_path: str) -> SubmittedRun | None:
     result = p.run()
     if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
         return SubmittedRun(None, runner, dry_run=True)
@@ -513,7 +521,5 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
         job = submitted_job_id(result)
         raise RunInterrupted(
             f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
-            "if it should stop") from None
-    except Exception as error:
-        raise RunFailed(error, None) from error
+            "if it should stop", log_path) from None
     return None

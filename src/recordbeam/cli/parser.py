@@ -33,6 +33,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_demo,
     cmd_reshard,
 )
+from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
 
 
@@ -332,6 +333,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "as the Object Detection API's label_map.pbtxt (default FILE: label_map.pbtxt "
                    "in the current folder)")
     p.set_defaults(handler=cmd_check)
+
+    p = command("worker-requirements",
+                help="print the requirements file for workers that install recordbeam's wheel "
+                "without a package index (--requirements_file, beside --extra_package)",
+                description="Print what recordbeam needs beyond apache-beam and its "
+                "dependencies (which Beam's SDK container holds), pinned to this environment's "
+                "versions: a requirements file for Dataflow or portable-runner workers that "
+                "install recordbeam from its wheel (--extra_package) and reach no package index.")
+    p.set_defaults(handler=cmd_worker_requirements)
 
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
                 epilog=_TO_BEAM)
