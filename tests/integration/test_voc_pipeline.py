@@ -164,3 +164,38 @@ def test_split_lists_that_are_not_text_are_rejected_without_raw_bytes(voc_root, 
     assert "is not a text file (it holds NUL bytes)" in bad["val.txt"]["detail"]
     assert "the line is not text" in bad["train.txt:2"]["detail"]
     assert not any(ch in json.dumps(r) for r in rejects for ch in ("\\u0000", "\\ufffd", "\\u0007"))
+
+
+def _small_voc(root, stems=("a", "b")):
+    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        (root / folder).mkdir(parents=True)
+    for stem in stems:
+        Image.new("RGB", (80, 40), (90, 20, 200)).save(root / "JPEGImages" / f"{stem}.jpg")
+        (root / "Annotations" / f"{stem}.xml").write_text(
+            _xml(f"{stem}.jpg", [("dog", (8, 4, 40, 20), 0, 0)]))
+    return root
+
+
+def test_comment_and_blank_lines_of_a_split_list_name_no_image(tmp_path):
+    root = _small_voc(tmp_path / "voc")
+    (root / "ImageSets/Main/train.txt").write_text("# a comment\na\n\n  # indented comment\nb\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    assert set(_examples(out, "train")) == {"a", "b"}
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
+def test_a_listed_id_without_files_names_the_images_folder_once(tmp_path):
+    root = _small_voc(tmp_path / "voc")
+    (root / "ImageSets/Main/train.txt").write_text("a\nb\nghost\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     "--max-reject-fraction", "1", *IN_MEMORY])
+    assert code == 0
+    [reject] = map(json.loads, (out / "rejects.jsonl").read_text().splitlines())
+    assert reject["reason"] == "missing"
+    images = str(root / "JPEGImages")
+    assert reject["detail"].count(images) == 1, reject["detail"]
+    assert f"no image named ghost.* in {images}" in reject["detail"]

@@ -537,8 +537,7 @@ class _JoinAndParse(beam.DoFn):
                     "image", where, "missing",
                     f"{where} lists {image_id!r}, but there is no "
                     f"{fmt.expected_annotation(image_id)} and no image named "
-                    f"{fmt.expected_image(image_id)} in "
-                    f"{fmt.image_folder}", split))
+                    f"{fmt.expected_image(image_id)}", split))
             return
         if len(annotations) > 1:
             paths = [path for path, _split in annotations]

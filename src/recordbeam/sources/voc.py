@@ -239,11 +239,13 @@ def _whole(text: str | None) -> int | None:
 # --- the pipeline ---------------------------------------------------------------------
 
 
-def split_list_id(line: str) -> str:
-    """The image id on one line of a split list: the whole line, stripped. Ids may hold
+def split_list_id(line: str) -> str | None:
+    """The image id on one line of a split list: the whole line, stripped; None for a
+    comment (``# ...``), which Datumaro's and VOC's own readers skip too. Ids may hold
     spaces (labelImg keeps file names as they are); only per-class lists, which are not
     read, add a flag column."""
-    return line.strip()
+    image_id = line.strip()
+    return None if image_id.startswith("#") else image_id
 
 
 class VocFormat(AnnotationFormat):
