@@ -21,8 +21,8 @@ def _refused(capsys, argv: list[str], out) -> str:
 
 
 @pytest.mark.parametrize(("kind", "folder", "advice"), [
-    ("voc", "Annotations", f"{NO_FILES}; --input takes a Pascal VOC folder holding "
-     "Annotations/ and JPEGImages/"),
+    ("voc", "", f"{NO_FILES}; --input takes a Pascal VOC folder holding Annotations/ and "
+     "JPEGImages/, or a flat export with each <name>.xml beside its image"),
     ("labelme", "", f"{NO_FILES}; --input takes the folder labelme saved its JSONs into"),
     ("openimages", "", f"{NO_FILES}; --input takes an Open Images folder holding the "
      "*-annotations-bbox.csv tables (or annotations/ with them) and images/"),
@@ -63,6 +63,8 @@ def test_a_missing_image_folder_names_its_option(argv, flag, tmp_path, capsys):
     ("box-csv", "has no <split>/_annotations.csv; --input takes the folder a box CSV export "
                 "holds"),
     ("openimages", "--input takes the Open Images folder holding the box tables"),
+    ("voc", "has no Annotations/ folder with files, and no .xml file in it or in its train/, "
+            "valid/, val/, test/ folders; --input takes a Pascal VOC folder"),
 ])
 def test_an_input_folder_of_another_layout_is_a_usage_error(kind, said, tmp_path, capsys):
     # Exit 2, as VOC, KITTI and CVAT give for a folder that is not theirs (it was 1 here).

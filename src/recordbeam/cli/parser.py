@@ -443,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
         "voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
         cmd_convert_voc,
         input_help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
-        "ImageSets/Main/<split>.txt and labelmap.txt",
+        "ImageSets/Main/<split>.txt and labelmap.txt; or a flat export, each <id>.xml beside "
+        "its image (in train/, valid/, test/ folders as Roboflow writes them)",
         images_help="folder of the images (default: ROOT/JPEGImages)",
         rejected=("objects", "unknown class, invalid or degenerate box"))
 

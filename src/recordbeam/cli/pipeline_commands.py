@@ -325,17 +325,21 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.sources.voc import ReadVoc, VocOptions, voc_input_patterns
 
     voc = VocOptions(args.input, args.images, args.split)
-    _require_folder(voc.annotations_dir, "; --input takes a Pascal VOC folder holding "
-                    "Annotations/ and JPEGImages/")
-    _require_folder(voc.image_folder, _PASS_IMAGES)
-    read = ReadVoc(voc, skip_below=args.output)  # lists ImageSets/Main, reads labelmap.txt
+    _require_folder(voc.root, "; --input takes a Pascal VOC folder holding Annotations/ and "
+                    "JPEGImages/, or a flat export with each <name>.xml beside its image")
+    _require_images_option(args)
+    # Finds Annotations/ or the XMLs of a flat export, lists ImageSets/Main, reads labelmap.txt.
+    read = ReadVoc(voc, skip_below=args.output)
+    if not read.layout.flat:
+        _require_folder(voc.image_folder, _PASS_IMAGES)
     splits = read.splits
-    _refuse_split(args, splits, f"{voc.split_lists_dir} lists the splits")
+    _refuse_split(args, splits, f"the split folders of {voc.root} name the splits" if read.layout.flat
+                  else f"{voc.split_lists_dir} lists the splits")
     if not read.finds_annotation_file():
         raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{_NO_OBJECTS}--input "
                          f"takes a Pascal VOC folder holding Annotations/<id>.xml{_UNLABELED}")
-    return _convert(args, beam_args, voc, splits, voc_input_patterns(voc), voc_settings,
-                    voc_to_tfrecord)
+    return _convert(args, beam_args, voc, splits, voc_input_patterns(voc, read.layout),
+                    voc_settings, voc_to_tfrecord)
 
 
 def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
