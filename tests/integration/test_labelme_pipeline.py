@@ -161,3 +161,59 @@ def test_images_option_and_if_changed(labelme_root, tmp_path, capsys):
 def test_folder_without_files_is_a_usage_error(tmp_path):
     (tmp_path / "empty").mkdir()
     assert _convert(tmp_path / "empty", tmp_path / "out") == 2
+
+
+#: labelme's own labels.txt (examples/instance_segmentation): its reserved names first.
+LABELME_LABELS_TXT = (
+    "__ignore__\n_background_\naeroplane\nbicycle\nbird\nboat\nbottle\nbus\ncar\ncat\nchair\n"
+    "cow\ndiningtable\ndog\nhorse\nmotorbike\nperson\npotted plant\nsheep\nsofa\ntrain\n"
+    "tv/monitor\n")
+
+
+def _polygon(x, y, size, sides=4):
+    return [[x + size * (1 + np.cos(2 * np.pi * i / sides)) / 2,
+             y + size * (1 + np.sin(2 * np.pi * i / sides)) / 2] for i in range(sides)]
+
+
+def test_labelmes_own_example_layout_with_its_labels_txt_converts(tmp_path):
+    # The shape of labelme's examples/instance_segmentation/data_annotated (its files are
+    # GPL, so recreated): labelme 4 JSONs beside their JPEGs, imageData "", polygons with
+    # group_id 0 for the parts of one person or sofa, and __ignore__ regions.
+    root = tmp_path / "data_annotated"
+    root.mkdir()
+    images = {
+        "2011_000003": (500, 338, [("person", None), ("person", 0), ("person", 0),
+                                   ("bottle", None), ("__ignore__", None)]),
+        "2011_000006": (500, 375, [("person", None), ("person", None), ("chair", None),
+                                   ("__ignore__", None), ("sofa", 0), ("sofa", 0)]),
+        "2011_000025": (500, 375, [("bus", None), ("car", None)]),
+    }
+    for stem, (width, height, shapes) in images.items():
+        (root / f"{stem}.jpg").write_bytes(_image_bytes(size=(width, height)))
+        document = {"version": "4.0.0", "flags": {}, "shapes": [
+            {"label": label, "points": _polygon(20 + 40 * i, 30, 35), "group_id": group,
+             "shape_type": "polygon", "flags": {}}
+            for i, (label, group) in enumerate(shapes)],
+            "imagePath": f"{stem}.jpg", "imageData": "", "imageHeight": height,
+            "imageWidth": width}
+        (root / f"{stem}.json").write_text(json.dumps(document))
+    labels = tmp_path / "labels.txt"
+    labels.write_text(LABELME_LABELS_TXT)
+    out = tmp_path / "out"
+    code = cli.main(["convert", "labelme", "--input", str(root), "--output", str(out),
+                     "--classes", str(labels), "--include-masks", "--quiet", *IN_MEMORY])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    classes = LABELME_LABELS_TXT.splitlines()[2:]
+    assert manifest["label_map"] == {str(label): name for label, name in enumerate(classes, 1)}
+    counts = manifest["splits"]["train"]["counts"]
+    assert counts["labelme_ignore_shapes_skipped"] == 2
+    examples = split_examples(out, "train", kinds={"image/object/class/text": "bytes",
+                                                   "image/object/class/label": "int64"})
+    texts = {key: e["image/object/class/text"].tolist() for key, e in examples.items()}
+    assert texts == {"2011_000003": [b"person", b"person", b"bottle"],
+                     "2011_000006": [b"person", b"person", b"chair", b"sofa"],
+                     "2011_000025": [b"bus", b"car"]}
+    assert examples["2011_000025"]["image/object/class/label"].tolist() == [
+        classes.index("bus") + 1, classes.index("car") + 1]
+    assert (out / "rejects.jsonl").read_text() == ""

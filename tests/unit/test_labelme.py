@@ -84,6 +84,20 @@ def test_point_and_line_shapes_are_counted_and_skipped():
                                    "labelme_linestrip_shapes_skipped": 1}
 
 
+def test_shapes_labelled_with_labelmes_reserved_names_are_counted_and_skipped():
+    # labelme2coco drops __ignore__ shapes; _background_ is its label 0, no object.
+    parsed = parse(labelme_json([
+        shape("__ignore__", [[1, 1], [9, 1], [9, 9]]),
+        shape("_background_", [[1, 2], [30, 40]], "rectangle"),
+        shape("__ignore__", [[2, 2], [8, 8]], "rectangle", group_id=1),
+        shape("dog", [[1, 2], [30, 40]], "rectangle", group_id=1),
+    ]))
+    assert [o.name for o in parsed.objects] == ["dog"] and parsed.rejects == ()
+    assert parsed.objects[0].bbox == (1, 2, 29, 38)
+    assert dict(parsed.counts) == {"labelme_ignore_shapes_skipped": 2,
+                                   "labelme_background_shapes_skipped": 1}
+
+
 def test_shapes_of_one_group_are_one_object_other_label_rejects_naming_both():
     parsed = parse(labelme_json([
         shape("person", [[10, 10], [20, 10], [20, 20]], group_id=1),

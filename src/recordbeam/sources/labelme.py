@@ -18,8 +18,10 @@ cross the shuffle.
 Shapes: ``rectangle`` (two opposite corners, any order), ``polygon`` (its bounds; with
 ``--include-masks`` its mask) and ``circle`` (centre and a point on the rim; its mask a
 64-sided polygon) are objects. ``point``, ``points``, ``line`` and ``linestrip`` mark no
-area: they are counted (``labelme_<type>_shapes_skipped``) and skipped. Shapes sharing a
-non-null ``group_id`` are one object: the union of their boxes and of their masks.
+area: they are counted (``labelme_<type>_shapes_skipped``) and skipped, as are shapes
+labelled ``__ignore__`` or ``_background_`` (labelme's reserved names, which its
+``labels.txt`` lists first). Shapes sharing a non-null ``group_id`` are one object: the
+union of their boxes and of their masks.
 Coordinates are pixels of the image (0-based, continuous), normalized by the header's size.
 """
 
@@ -52,8 +54,12 @@ from recordbeam.sources.imagefolder import read_classes_file
 #: Shape types that mark no area: counted and skipped.
 SKIPPED_SHAPES = ("point", "points", "line", "linestrip")
 
-#: Names labelme's own ``labels.txt`` lists first (``labelme2voc.py``); not classes.
+#: Names labelme's own ``labels.txt`` lists first (``labelme2voc.py``); not classes. A
+#: shape labelled with one marks no object (labelme2coco drops ``__ignore__`` shapes, and
+#: ``_background_`` is label 0): it is counted under its counter and skipped.
 RESERVED_CLASS_NAMES = ("__ignore__", "_background_")
+RESERVED_SHAPE_COUNTERS = {"__ignore__": "labelme_ignore_shapes_skipped",
+                           "_background_": "labelme_background_shapes_skipped"}
 
 #: Sides of the polygon a circle's mask is drawn as.
 CIRCLE_SIDES = 64
@@ -249,6 +255,8 @@ def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
     if not label:
         return Reject("annotation", where, "missing_field",
                       f"{where} has no label; the image was written without this shape")
+    if label in RESERVED_SHAPE_COUNTERS:
+        return RESERVED_SHAPE_COUNTERS[label]
     kind = shape.get("shape_type") or "polygon"  # labelme before 3.x wrote polygons only
     if kind in SKIPPED_SHAPES:
         return f"labelme_{kind}_shapes_skipped"
