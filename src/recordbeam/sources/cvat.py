@@ -42,6 +42,7 @@ from defusedxml.ElementTree import iterparse
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError
+from recordbeam.images.masks import mask_to_coco_rle
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     ImageFile,
@@ -313,17 +314,6 @@ def decode_cvat_rle(rle: str, left: int, top: int, width: int, height: int,
     mask = np.zeros((image_height, image_width), dtype=np.uint8)
     mask[top:top + height, left:left + width] = box
     return mask
-
-
-def mask_to_coco_rle(mask: np.ndarray) -> dict[str, Any]:
-    """A 0/1 mask as COCO's uncompressed RLE: column-major runs starting with 0s."""
-    flat = mask.T.reshape(-1)
-    changes = np.flatnonzero(np.diff(flat)) + 1
-    bounds = np.concatenate(([0], changes, [flat.size]))
-    counts = np.diff(bounds).tolist()
-    if flat.size and flat[0] == 1:
-        counts = [0, *counts]
-    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
 
 
 class _Shape(NamedTuple):
