@@ -386,6 +386,8 @@ def box_csv_to_tfrecord(
 def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
                   fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
     settings = _settings("yolo", yolo, shards, checks, fixes)
+    if yolo.classes_file is None:  # only when given, so other runs keep their fingerprints
+        del settings["yolo"]["classes_file"]
     if include_masks:  # only when on, so runs without masks keep their fingerprints
         settings["include_masks"] = True
     return settings

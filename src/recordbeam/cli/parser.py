@@ -498,7 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
         "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
         "(data.yaml, images/, labels/)", cmd_convert_yolo,
         input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics)",
+        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics); without "
+        "either, images/ + labels/ (or labels beside images) and a classes.txt",
+        classes_help="class names, one per line, class 0 first, for a folder without "
+        "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
         masks_from="the segment lines (the box for box lines)",
         rejected=("objects", "unknown class id, malformed line, empty box"))
 

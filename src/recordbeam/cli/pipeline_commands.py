@@ -459,11 +459,17 @@ def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.sources.annotated_files import annotation_folders
     from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
 
-    yolo = YoloOptions(args.input, args.split)
-    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet) "
-                    "or data.yaml (Ultralytics)")
-    read = ReadYolo(yolo, skip_below=args.output)  # reads obj.data + obj.names or data.yaml
-    _refuse_split(args, read.splits, f"{read.layout.description} names the splits")
+    yolo = YoloOptions(args.input, args.split, args.classes)
+    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet), "
+                    "data.yaml (Ultralytics), or images and labels with a classes.txt")
+    if args.classes:
+        _require_file(args.classes, "--classes", "classes file",
+                      "a text file with one class name per line, class 0 first")
+    # Reads obj.data + obj.names, data.yaml, or looks for split folders and a names file.
+    read = ReadYolo(yolo, skip_below=args.output)
+    _refuse_split(args, read.splits, f"the split folders of {yolo.folder} name the splits"
+                  if read.layout.kind == "folders" else
+                  f"{read.layout.description} names the splits")
     if not read.finds_annotation_file():
         folders = ", ".join(annotation_folders(read.annotation_format()))
         raise UsageError(f"{folders}: no label file (.txt){_NO_OBJECTS}an image's labels are "
