@@ -457,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
         rejected=("objects", "malformed line, degenerate box"))
 
     detection_format(
-        "cvat", "CVAT for images 1.1 XML: annotations.xml (or <subset>.xml), images/",
+        "cvat", "CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/",
         cmd_convert_cvat,
         input_help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
         "images/ (or images/<subset>/)",
