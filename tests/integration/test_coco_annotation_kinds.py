@@ -226,3 +226,22 @@ def test_the_command_passes_keypoints_and_captions_on(sample, tmp_path, capsys):
         manifest = json.load(f)
     assert manifest["splits"]["train"]["counts"]["captions_written"] == 3
     assert manifest["keypoints"]["1"]["names"] == list(EXTRAS_KEYPOINT_NAMES)
+
+
+def test_a_category_with_no_keypoint_names_converts_beside_the_skeletons(sample, tmp_path):
+    # Keypoints files where every category carries "keypoints" and "skeleton" keys, the
+    # categories without points an empty list beside a skeleton copied from the person's.
+    with open(sample.keypoints, encoding="utf-8") as f:
+        document = json.load(f)
+    for category in document["categories"]:
+        if not category.get("keypoints"):
+            category["keypoints"], category["skeleton"] = [], [list(p) for p in EXTRAS_SKELETON]
+    path = tmp_path / "keypoints.json"
+    path.write_text(json.dumps(document))
+    coco = CocoOptions(sample.images_dir, str(path), include_keypoints=True)
+    examples, manifest, _rejects = _convert(tmp_path / "out", coco)
+    dogs = [num for e in examples.values() for label, num in zip(
+        e["image/object/class/label"].tolist(), e["image/object/keypoint/num"].tolist(),
+        strict=True) if label == 3]
+    assert dogs == [0]  # the dog is written, with no keypoints
+    assert list(manifest["keypoints"]) == ["1"]
