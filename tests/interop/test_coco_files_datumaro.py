@@ -5,6 +5,7 @@ no ``bbox``, labels of the whole image)."""
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 
@@ -81,3 +82,34 @@ def test_missing_or_empty_categories_are_no_classes(tmp_path, categories):
                      *truth.IN_MEMORY])
     assert code == 0
     assert json.loads((out / "manifest.json").read_text())["label_map"] == {}
+
+
+def test_boxes_exported_with_an_empty_segmentation_keep_a_box_mask(tmp_path):
+    # Datumaro's (and CVAT's) COCO export writes a box as "segmentation": [].
+    from datumaro.components.annotation import Bbox, Polygon
+    from PIL import Image
+
+    item = DatasetItem(id="a", subset="train",
+                       media=DmImage.from_numpy(np.full((12, 20, 3), 90, np.uint8)),
+                       annotations=[Bbox(2, 3, 8, 4, label=0),
+                                    Polygon([10, 1, 18, 1, 18, 9], label=1)])
+    dataset = truth.Dataset.from_iterable([item], categories=["cat", "dog"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = truth.export(dataset, tmp_path / "coco", "coco_instances")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "coco", "--images", str(folder / "images" / "train"),
+                     "--annotations", str(folder / "annotations" / "instances_train.json"),
+                     "--output", str(out), "--include-masks", "--quiet", *truth.IN_MEMORY])
+    assert code == 0
+    [example] = truth.read_examples(out, {**KINDS, "image/object/mask": "bytes"},
+                                    split="train").values()
+    assert example["image/object/class/text"].tolist() == [b"cat", b"dog"]
+    box, triangle = (np.array(Image.open(io.BytesIO(png)))
+                     for png in example["image/object/mask"])
+    expected = np.zeros((12, 20), dtype=np.uint8)
+    expected[3:7, 2:10] = 1
+    assert box.tolist() == expected.tolist()
+    assert triangle[2, 17] and not triangle[8, 11]
+    counts = json.loads((out / "manifest.json").read_text())["splits"]["train"]["counts"]
+    assert (counts["masks_written"], counts["masks_from_boxes"]) == (2, 1)

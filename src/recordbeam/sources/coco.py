@@ -1312,6 +1312,19 @@ class ReadCoco(beam.PTransform):
                 "metadata": metadata, "sizes": planned}
 
 
+def _box_masks_written(objects: tuple[ObjectLabel, ...], rejects: list[Reject]) -> int:
+    """How many of the objects written have ``segmentation: []``: their masks are boxes."""
+    rejected = {r.source for r in rejects if r.kind == "annotation"}
+    return sum(1 for obj in objects if _no_outline(obj)
+               and f"annotation {obj.annotation_id}" not in rejected)
+
+
+def _no_outline(obj: ObjectLabel) -> bool:
+    """``segmentation: []``: a box without an outline (not an absent segmentation, which
+    ``--include-masks`` refuses as a file without any)."""
+    return isinstance(obj.segmentation, (list, tuple)) and not obj.segmentation
+
+
 class CocoEncoder(DetectionEncoder):
     """Adds the detection features Model Garden's and the OD API's decoders read.
 
@@ -1358,6 +1371,8 @@ class CocoEncoder(DetectionEncoder):
     def label_features(self, record: ImageRecord, info: ImageInfo):
         if self.write_objects:
             columns, kinds, rejects, counts = super().label_features(record, info)
+            if self.include_masks:
+                counts["masks_from_boxes"] = _box_masks_written(self.objects(record), rejects)
         else:
             warning = warn_size_mismatch(record, info, record.labels)
             columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
@@ -1411,8 +1426,9 @@ class CocoEncoder(DetectionEncoder):
         area = obj.area * ((written[0] * written[1]) / (displayed[0] * displayed[1]))
         values: tuple = (obj.iscrowd, area)
         if self.include_masks:
-            pixels = segmentation_to_mask(obj.segmentation, *geometry.frame)
-            values += (mask_png(pixels, geometry.move, written),)
+            values += (self.object_mask(obj, geometry) if _no_outline(obj) else mask_png(
+                segmentation_to_mask(obj.segmentation, *geometry.frame), geometry.move,
+                written),)
         if self.include_keypoints:
             values += (obj.keypoints.num if obj.keypoints else 0,)
         return values
@@ -1439,6 +1455,11 @@ class CocoEncoder(DetectionEncoder):
             "annotation", f"annotation {obj.annotation_id}", bad.reason,
             f"{bad.detail} (image {record.path}); the image was written without this object",
         )
+
+    def object_mask(self, obj: ObjectLabel, geometry: Geometry) -> bytes:
+        """The mask of an object whose ``segmentation`` is ``[]`` (as CVAT's and Datumaro's
+        COCO exports write boxes): its box's."""
+        return super().object_mask(obj._replace(segmentation=None), geometry)
 
     def object_counts(self, columns: dict[str, list]) -> dict[str, int]:
         return {"masks_written": len(columns["image/object/mask"])} if self.include_masks else {}
