@@ -270,3 +270,19 @@ def test_labelimg_folder_with_each_xml_beside_its_image_is_one_split(tmp_path):
     [warning] = map(json.loads, (out / "rejects.jsonl").read_text().splitlines())
     assert warning["reason"] == "no_annotation_file"
     assert "c.xml beside it" in warning["detail"]
+
+
+def test_label_studio_voc_export_has_its_images_in_images(tmp_path):
+    # Label Studio's "Pascal VOC XML" export: Annotations/ and images/ (no JPEGImages/).
+    root = tmp_path / "project-3-at-2024-05-02"
+    (root / "Annotations").mkdir(parents=True)
+    (root / "images").mkdir()
+    Image.new("RGB", (80, 40)).save(root / "images" / "1a2b3c4d-a.jpg")
+    (root / "Annotations" / "1a2b3c4d-a.xml").write_text(_labelimg_xml(
+        "images", "1a2b3c4d-a.jpg", [("Airplane", (8, 4, 40, 20))], database="MyDatabase"))
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    [example] = _examples(out, "train").values()
+    assert example["image/object/class/text"].tolist() == [b"Airplane"]

@@ -331,7 +331,7 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     # Finds Annotations/ or the XMLs of a flat export, lists ImageSets/Main, reads labelmap.txt.
     read = ReadVoc(voc, skip_below=args.output)
     if not read.layout.flat:
-        _require_folder(voc.image_folder, _PASS_IMAGES)
+        _require_folder(read.annotation_format().image_folder, _PASS_IMAGES)
     splits = read.splits
     _refuse_split(args, splits, f"the split folders of {voc.root} name the splits" if read.layout.flat
                   else f"{voc.split_lists_dir} lists the splits")

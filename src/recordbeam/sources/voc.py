@@ -118,13 +118,19 @@ class VocLayout:
 
     flat: bool = False
     split_folders: tuple[str, ...] = ()
+    images_folder: str | None = None  # Label Studio's ROOT/images, when JPEGImages/ is not
 
 
 def read_layout(options: VocOptions) -> VocLayout:
-    """``Annotations/`` when it holds files, else a flat export: XMLs in split folders of
+    """``Annotations/`` when it holds files (its images in ``JPEGImages/``, or in
+    ``images/`` as Label Studio exports them), else a flat export: XMLs in split folders of
     ROOT, or in ROOT itself. Each look is a listing stopped at its first file. Raises
     :class:`NotAVocFolder` when there is none of these."""
     if filesystems.has_files(options.annotations_dir):
+        images = filesystems.join(options.root.rstrip("/"), "images")
+        if (options.images_dir is None and not filesystems.has_files(options.image_folder)
+                and filesystems.has_files(images)):
+            return VocLayout(images_folder=images)  # Label Studio's VOC export
         return VocLayout()
     base = options.root.rstrip("/")
     folders = (*FLAT_SPLIT_FOLDERS, "")
@@ -315,7 +321,7 @@ class VocFormat(AnnotationFormat):
         self.classes = classes
         self.default_split = options.split
         self.image_folder = ((options.images_dir or options.root.rstrip("/")) if layout.flat
-                             else options.image_folder)
+                             else layout.images_folder or options.image_folder)
 
     def listings(self) -> list[Listing]:
         if self._layout.flat:
@@ -323,8 +329,7 @@ class VocFormat(AnnotationFormat):
         return [
             Listing(self._options.annotations_dir, annotation_suffixes=(".xml",),
                     skipped="voc_non_xml_files_skipped"),
-            Listing(self._options.image_folder, images=True,
-                    skipped="voc_non_image_files_skipped"),
+            Listing(self.image_folder, images=True, skipped="voc_non_image_files_skipped"),
         ]
 
     def _flat_listings(self) -> list[Listing]:
