@@ -234,8 +234,26 @@ def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                        include_masks=getattr(args, "include_masks", False),
                        include_keypoints=getattr(args, "include_keypoints", False),
                        captions=captions)
-    return _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
+    code = _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
                     coco_settings, coco_to_tfrecord)
+    if code == EXIT_OK and not coco.contiguous_labels:
+        _warn_of_label_0(args)
+    return code
+
+
+def _warn_of_label_0(args: argparse.Namespace) -> None:
+    """Known once the objects are written: some had category id 0 (Label Studio's COCO
+    export numbers categories from 0), written as label 0, the background's."""
+    from recordbeam.dataset import layout
+    from recordbeam.sources.coco import LABEL_0_OBJECTS
+
+    manifest = layout.read_manifest(args.output) or {}
+    count = manifest.get("splits", {}).get(args.split, {}).get("counts", {}).get(
+        LABEL_0_OBJECTS, 0)
+    if count:
+        print(f"warning: {count} object{'s have' if count > 1 else ' has'} category id 0, "
+              "written as label 0, which the Object Detection API and Model Garden read as "
+              "background; rerun with --contiguous-labels to write labels 1..K", file=sys.stderr)
 
 
 def _fixes(args: argparse.Namespace):

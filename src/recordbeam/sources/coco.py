@@ -113,6 +113,8 @@ OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask", *KEYPOINT_NUM_K
 #: Counts of what the annotation file holds and the run does not write (the summary shows
 #: each once, as a row).
 KEYPOINTS_NOT_WRITTEN = "annotations_with_keypoints_not_written"
+#: Objects written with label 0 (a category id 0, without --contiguous-labels).
+LABEL_0_OBJECTS = "objects_with_label_0"
 DENSEPOSE_NOT_WRITTEN = "annotations_with_densepose_not_written"
 
 
@@ -1373,6 +1375,9 @@ class CocoEncoder(DetectionEncoder):
             columns, kinds, rejects, counts = super().label_features(record, info)
             if self.include_masks:
                 counts["masks_from_boxes"] = _box_masks_written(self.objects(record), rejects)
+            # Category id 0 (Label Studio numbers its categories from 0) is written as
+            # label 0, which detection trainers read as background: counted, and said.
+            counts[LABEL_0_OBJECTS] = columns["image/object/class/label"].count(0)
         else:
             warning = warn_size_mismatch(record, info, record.labels)
             columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
