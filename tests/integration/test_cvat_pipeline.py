@@ -270,6 +270,19 @@ VIDEO_META = """<?xml version="1.0" encoding="utf-8"?>
 """
 
 
+def _convert_frames(tmp_path, xml, frames, *options):
+    """A video task's export: ``xml`` beside images/frame_<number>.PNG, converted."""
+    root = tmp_path / "street"
+    root.mkdir()
+    (root / "annotations.xml").write_text(xml)
+    _frames(root, range(frames), (64, 48), ext=".PNG")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "cvat", "--input", str(root), "--output", str(out),
+                     *options, "--quiet", *IN_MEMORY])
+    assert code == 0
+    return out
+
+
 def test_cvat_for_video_export_as_cvat_writes_it(tmp_path):
     # As CVAT's "CVAT for video 1.1" dumps a task: every frame of a track, keyframes and
     # interpolated ones, and an outside keyframe where the object leaves; a lone shape as a
@@ -284,14 +297,7 @@ def test_cvat_for_video_export_as_cvat_writes_it(tmp_path):
         _track(3, "person", [_polygon(2, [(30, 30), (40, 30), (35, 44)])], group=5),
         _track(4, "car", [_box(4, 50, 0, 60, 8)]),
     ]) + "</annotations>\n"
-    root = tmp_path / "street"
-    root.mkdir()
-    (root / "annotations.xml").write_text(xml)
-    _frames(root, range(5), (64, 48), ext=".PNG")
-    out = tmp_path / "out"
-    code = cli.main(["convert", "cvat", "--input", str(root), "--output", str(out),
-                     "--include-masks", "--quiet", *IN_MEMORY])
-    assert code == 0
+    out = _convert_frames(tmp_path, xml, 5, "--include-masks")
     frames = split_examples(out, "train", kinds=VIDEO_KINDS)
     shown = {name: list(zip(e["image/object/class/text"].tolist(),
                             e["image/object/track_id"].tolist(), strict=True))
@@ -324,14 +330,7 @@ def test_cvat_for_images_export_of_a_video_task_finds_its_frames(tmp_path):
         f'    <box label="car" source="manual" occluded="0" xtl="1.00" ytl="2.00" '
         f'xbr="11.00" ybr="12.00" z_order="0"></box>\n  </image>\n' for n in range(3)
     ) + "</annotations>\n"
-    root = tmp_path / "street"
-    root.mkdir()
-    (root / "annotations.xml").write_text(xml)
-    _frames(root, range(3), (64, 48), ext=".PNG")
-    out = tmp_path / "out"
-    code = cli.main(["convert", "cvat", "--input", str(root), "--output", str(out),
-                     "--quiet", *IN_MEMORY])
-    assert code == 0
+    out = _convert_frames(tmp_path, xml, 3)
     frames = split_examples(out, "train", kinds=KINDS)
     assert {name: e["image/object/class/text"].tolist() for name, e in frames.items()} == {
         f"frame_{n:06d}": [b"car"] for n in range(3)}

@@ -248,32 +248,52 @@ class CvatImage(NamedTuple):
     xml: str
 
 
-class CvatImageCoder(beam.coders.Coder):
-    """A :class:`CvatImage` as Beam's primitive values (its objects as plain tuples), the
-    join holds one per ``<image>``; pickled only when a path is not UTF-8 text."""
+class _FieldsCoder(beam.coders.Coder):
+    """A record the join holds one of per element, as Beam's primitive values (its nested
+    records as plain tuples: :meth:`fields`, :meth:`of_fields`); pickled only when a path
+    is not UTF-8 text (surrogate escapes), which Beam's coder writes strictly."""
 
     _primitives = beam.coders.FastPrimitivesCoder()
+    kind: type = tuple
 
-    def encode(self, value: CvatImage) -> bytes:
-        fields = (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
+    def fields(self, value: Any) -> tuple:
+        raise NotImplementedError
+
+    def of_fields(self, fields: list) -> Any:
+        raise NotImplementedError
+
+    def encode(self, value: Any) -> bytes:
+        fields = self.fields(value)
         try:
             return b"\0" + self._primitives.encode(fields)
-        except UnicodeEncodeError:  # a file name that is not UTF-8 (surrogate escapes)
+        except UnicodeEncodeError:
             return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def decode(self, encoded: bytes) -> CvatImage:
+    def decode(self, encoded: bytes) -> Any:
         if encoded[:1] == b"\1":
             fields = pickle.loads(encoded[1:])  # noqa: S301 - written by encode, in this pipeline
         else:
             fields = self._primitives.decode(encoded[1:])
-        *head, objects, xml = fields
-        return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
+        return self.of_fields(list(fields))
 
     def is_deterministic(self) -> bool:
         return False  # a value, never a key
 
     def to_type_hint(self) -> type:
-        return CvatImage
+        return self.kind
+
+
+class CvatImageCoder(_FieldsCoder):
+    """A :class:`CvatImage`, its objects as plain tuples."""
+
+    kind = CvatImage
+
+    def fields(self, value: CvatImage) -> tuple:
+        return (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
+
+    def of_fields(self, fields: list) -> CvatImage:
+        *head, objects, xml = fields
+        return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
 
 
 beam.coders.registry.register_coder(CvatImage, CvatImageCoder)
@@ -534,32 +554,17 @@ class CvatTrackShape(NamedTuple):
     xml: str
 
 
-class CvatTrackShapeCoder(beam.coders.Coder):
-    """A :class:`CvatTrackShape` as Beam's primitive values; pickled only when a path is
-    not UTF-8 text."""
+class CvatTrackShapeCoder(_FieldsCoder):
+    """A :class:`CvatTrackShape`, its shape as a plain tuple."""
 
-    _primitives = beam.coders.FastPrimitivesCoder()
+    kind = CvatTrackShape
 
-    def encode(self, value: CvatTrackShape) -> bytes:
-        fields = (*value[:6], tuple(value.shape), value.xml)
-        try:
-            return b"\0" + self._primitives.encode(fields)
-        except UnicodeEncodeError:
-            return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+    def fields(self, value: CvatTrackShape) -> tuple:
+        return (*value[:6], tuple(value.shape), value.xml)
 
-    def decode(self, encoded: bytes) -> CvatTrackShape:
-        if encoded[:1] == b"\1":
-            fields = pickle.loads(encoded[1:])  # noqa: S301 - written by encode, in this pipeline
-        else:
-            fields = self._primitives.decode(encoded[1:])
+    def of_fields(self, fields: list) -> CvatTrackShape:
         *head, shape, xml = fields
         return CvatTrackShape(*head, _Shape(*shape), xml)
-
-    def is_deterministic(self) -> bool:
-        return False  # a value, never a key
-
-    def to_type_hint(self) -> type:
-        return CvatTrackShape
 
 
 beam.coders.registry.register_coder(CvatTrackShape, CvatTrackShapeCoder)
