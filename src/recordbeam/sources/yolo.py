@@ -263,8 +263,8 @@ def parse_names(text: str, path: str) -> tuple[str, ...]:
         names.pop()
     for number, name in enumerate(names, 1):
         if not name:
-            raise YoloError(f"{path}: line {number} is blank; obj.names holds one class "
-                            "name per line, class 0 first")
+            raise YoloError(f"{path}: line {number} is blank; a class names file holds one "
+                            "class name per line, class 0 first")
     if not names:
         raise YoloError(f"{path} names no classes; write one class name per line")
     return _distinct(tuple(names), path)
