@@ -1464,7 +1464,9 @@ class CocoEncoder(DetectionEncoder):
     def object_mask(self, obj: ObjectLabel, geometry: Geometry) -> bytes:
         """The mask of an object whose ``segmentation`` is ``[]`` (as CVAT's and Datumaro's
         COCO exports write boxes): its box's."""
-        return super().object_mask(obj._replace(segmentation=None), geometry)
+        box = ObjectLabel(obj.annotation_id, obj.label, obj.text, obj.bbox, obj.area,
+                          obj.iscrowd)  # no segmentation: the box is the mask
+        return super().object_mask(box, geometry)
 
     def object_counts(self, columns: dict[str, list]) -> dict[str, int]:
         return {"masks_written": len(columns["image/object/mask"])} if self.include_masks else {}

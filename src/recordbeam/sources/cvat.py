@@ -780,16 +780,16 @@ class _Pair(beam.DoFn):
         for image in elements:
             by_split.setdefault(image.split, []).append(image)
         if self._track_ids:  # objects of <image>s carry no track: -1
-            by_split = {split: [image._replace(objects=tuple(
-                obj._replace(extra=(*obj.extra, -1)) for obj in image.objects))
-                for image in images] for split, images in by_split.items()}
+            by_split = {split: [_with_objects(image, [_with_track_id(obj, -1)
+                                                      for obj in image.objects])
+                                for image in images] for split, images in by_split.items()}
         for split, shapes in self._track_shapes(grouped.get("tracks", ())).items():
             frame = yield from _frame_of_tracks(name, split, shapes, self._track_ids)
-            by_split.setdefault(split, []).append(frame)
-            if len(by_split[split]) > 1:  # an <image> of this frame too: one image
-                first, *more = by_split[split]
-                by_split[split] = [first._replace(objects=first.objects + tuple(
-                    obj for image in more for obj in image.objects))]
+            images = by_split.setdefault(split, [])
+            if len(images) == 1:  # an <image> of this frame too: its objects, then the tracks'
+                images[0] = _with_objects(images[0], images[0].objects + frame.objects)
+            else:
+                images.append(frame)
         for split, images in by_split.items():
             if len(images) > 1:
                 yield TaggedOutput("rejects", Reject("image", images[0].where,
@@ -866,13 +866,22 @@ def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],
     for merged in _grouped(singles, groups, where, counts):
         if isinstance(merged, Reject):
             yield TaggedOutput("rejects", replace(merged, split=split))
-        elif track_ids:
-            objects.append(merged._replace(extra=(*merged.extra, track_of[merged.source])))
         else:
-            objects.append(merged)
+            objects.append(_with_track_id(merged, track_of[merged.source]) if track_ids
+                           else merged)
     for counter, n in counts.items():
         yield TaggedOutput("counts", (counter, n))
     return CvatImage(where, name, split, first.width, first.height, tuple(objects), first.xml)
+
+
+def _with_objects(image: CvatImage, objects: Sequence[NamedObject]) -> CvatImage:
+    return CvatImage(*image[:5], tuple(objects), image.xml)
+
+
+def _with_track_id(obj: NamedObject, track_id: int) -> NamedObject:
+    """``obj`` with the id of its track after its other extras (CVAT's ``occluded``)."""
+    return NamedObject(obj.source, obj.name, obj.bbox, (*obj.extra, track_id),
+                       obj.segmentation, obj.normalized)
 
 
 class ReadCvat(beam.PTransform):
