@@ -327,11 +327,12 @@ def cvat_to_tfrecord(
     p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the CVAT for images 1.1 conversion to ``p`` (every subset its XMLs declare);
+    """Add the CVAT for images (or video) 1.1 conversion to ``p`` (every subset its XMLs declare);
     returns the sink. Reads the head (``<meta>``) of each XML here, on the launcher, for
     the labels; raises ``CvatError`` for an unusable XML."""
     read = ReadCvat(cvat, skip_below=output_dir)
-    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks)
+    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks,
+                          track_ids=read.tracks)
     return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
                          encoder, shards, cvat_settings(cvat, shards, checks, fixes))
 
@@ -376,6 +377,8 @@ def box_csv_to_tfrecord(
 def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
                   fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
     settings = _settings("yolo", yolo, shards, checks, fixes)
+    if yolo.classes_file is None:  # only when given, so other runs keep their fingerprints
+        del settings["yolo"]["classes_file"]
     if include_masks:  # only when on, so runs without masks keep their fingerprints
         settings["include_masks"] = True
     return settings

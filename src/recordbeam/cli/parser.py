@@ -453,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
         "voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
         cmd_convert_voc,
         input_help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
-        "ImageSets/Main/<split>.txt and labelmap.txt",
+        "ImageSets/Main/<split>.txt and labelmap.txt; or a flat export, each <id>.xml beside "
+        "its image (in train/, valid/, test/ folders as Roboflow writes them)",
         images_help="folder of the images (default: ROOT/JPEGImages)",
         rejected=("objects", "unknown class, invalid or degenerate box"))
 
@@ -466,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
         rejected=("objects", "malformed line, degenerate box"))
 
     detection_format(
-        "cvat", "CVAT for images 1.1 XML: annotations.xml (or <subset>.xml), images/",
+        "cvat", "CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/",
         cmd_convert_cvat,
         input_help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
         "images/ (or images/<subset>/)",
@@ -507,7 +508,10 @@ def build_parser() -> argparse.ArgumentParser:
         "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
         "(data.yaml, images/, labels/)", cmd_convert_yolo,
         input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics)",
+        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics); without "
+        "either, images/ + labels/ (or labels beside images) and a classes.txt",
+        classes_help="class names, one per line, class 0 first, for a folder without "
+        "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
         masks_from="the segment lines (the box for box lines)",
         rejected=("objects", "unknown class id, malformed line, empty box"))
 
