@@ -187,6 +187,9 @@ def answer_beam_anonymously() -> bool:
     cache = getattr(module, BEAM_CREDENTIALS_CACHE[1], None)
     if cache is None or not all(hasattr(cache, name) for name in _CACHE_MEMBERS):
         return False
+    # The answer goes where Beam's lookup reads it, or it would search all the same.
+    if "_credentials_init" not in names_used(getattr(cache, "get_service_credentials", None)):
+        return False
     with cache._credentials_lock:
         if not cache._credentials_init:
             cache._credentials = None
