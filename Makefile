@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
 
-.PHONY: demo test test-oldest lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,18 @@ $(VENV)/.test: $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
 
+# tests/cluster is left out: it builds launchers in fresh venvs, minutes each (test-cluster).
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --ignore=tests/cluster
+
+# The README's Dataflow command as a dry run from launchers made as a user makes them:
+# fresh `python3 -m venv`s holding only what venv and pip give them, recordbeam installed
+# with pip from a copy of this checkout, gs:// on a GCS emulator (tests/cluster/conftest.py
+# lists the kinds). Each kind of venv is built once per run; Beam and Google's clients
+# are ~400 MB of wheels per Python version, downloaded once per run into a wheelhouse.
+test-cluster: $(VENV)/.test
+	$(PY) -m pytest tests/cluster
 
 # The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
 # numpy that Beam accepts (4.25 and 2.1 for 2.60) and a TensorFlow that installs beside
