@@ -146,6 +146,8 @@ def test_read_iterates_and_indexes_a_gcs_folder(gcs, gcs_run, local_run):
     assert remote[last]["image/encoded"].item() == local[last]["image/encoded"].item()
 
 
+@pytest.mark.case("Conversion into `gs://` that fails at its commit (rejects over the limit)",
+                  "exit 1; no manifest.json in the gs:// folder; `recordbeam.read` refuses it")
 def test_a_run_that_fails_midway_leaves_no_finished_looking_folder(gcs, capsys):
     # The sample rejects about a quarter of its images: with no rejects allowed the run
     # fails at its commit, after every shard was written to the temp folder.
@@ -157,6 +159,9 @@ def test_a_run_that_fails_midway_leaves_no_finished_looking_folder(gcs, capsys):
         recordbeam.read("gs://data/failed")
 
 
+@pytest.mark.case("Conversion into `gs://` killed (SIGKILL) while writing a shard",
+                  "no manifest.json, no final shard; the rerun into the same folder completes "
+                  "and removes the killed run's temp objects")
 def test_a_killed_run_leaves_no_finished_looking_folder_and_a_rerun_completes(
         gcs, gcs_run, tmp_path):
     out = "gs://data/killed"
@@ -243,6 +248,9 @@ def test_dataflow_dry_run_with_gcs_paths_checks_them_on_the_emulator(gcs):
     assert "gs://data/coco/nothing-here.json" in done.stderr.splitlines()[-1]
 
 
+@pytest.mark.case("Dataflow submission without Google credentials, or with "
+                  "`STORAGE_EMULATOR_HOST` set",
+                  "refused at once (exit 2), saying how to log in; no retries, no staging")
 def test_a_dataflow_submission_is_refused_at_once_without_credentials(gcs, tmp_path):
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
     # No key file, no gcloud configuration: nothing google.auth could find off Google's
