@@ -2,9 +2,9 @@
 
 Beam looks for credentials on a process's first ``gs://`` access
 (``apache_beam.internal.gcp.auth``): ``google.auth.default()``, retried four times with
-exponential backoff when it finds none (~25 s on a machine without Google's metadata
-server, minutes where probing that server times out), each retry logged with a
-traceback, then it connects anonymously. :func:`settle` asks ``google.auth`` once
+exponential backoff when it finds none (~25 s measured here, where the probe of Google's
+metadata server fails at once; longer where each probe waits for its timeout), each
+retry logged with a traceback, then it connects anonymously. :func:`settle` asks ``google.auth`` once
 instead, before that first access, and says in one line what it found:
 
 - ``STORAGE_EMULATOR_HOST`` is set: ``gs://`` goes to that emulator, without credentials

@@ -1,5 +1,5 @@
 """The README's Dataflow command from launchers a user makes with ``python -m venv`` and pip
-(see ``conftest.py``), as a dry run whose ``gs://`` paths reach the GCS emulator.
+(see ``launchers.py``), as a dry run whose ``gs://`` paths reach the GCS emulator.
 
 A dry run builds the job as a submission does: Beam's stager builds ``--setup_file``
 into a source package with the launcher's own setuptools (``python -m build
@@ -15,7 +15,7 @@ import shlex
 import shutil
 
 import pytest
-from conftest import (
+from launchers import (
     ANNOTATIONS,
     IMAGES,
     PIP,

@@ -175,8 +175,8 @@ def answer_beam_anonymously() -> bool:
     """Tell Beam's Google clients in this process (GCS, the Dataflow API) to connect
     without credentials, as Beam does itself once its own search finds none, but without
     that search: up to five calls of ``google.auth.default`` with exponential backoff
-    between them (25 s here, minutes where the metadata server times out), then a
-    warning. An answer Beam already holds is kept.
+    between them (~25 s measured here), then a warning. An answer Beam already holds is
+    kept.
 
     Returns False, changing nothing, when this Beam keeps its answer another way (Beam
     then searches as usual)."""
