@@ -28,12 +28,16 @@ $(VENV)/.test: $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
 
+# tests/cluster is left out: it builds launchers in fresh venvs, minutes each (test-cluster).
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks
 	$(PY) -m pytest tests --ignore=tests/cluster
 
-# What cluster workers get from a job, installed in fresh venvs as Beam's SDK container
-# installs it, run through Beam's job service and worker pool (3.5-5 min on 2 cores; builds venvs).
+# The cluster path, from environments made as users and workers make them: the README's
+# Dataflow command as a dry run from fresh `python3 -m venv`s (only what venv and pip give
+# them), gs:// on a GCS emulator; and what a job stages, installed in fresh venvs as Beam's
+# SDK container installs it, run on Beam's job service and worker pool. Each kind of venv
+# is built once per run (tests/cluster/conftest.py lists them); ~18 min on 2 cores.
 test-cluster: $(VENV)/.test
 	$(PY) -m pytest tests/cluster
 

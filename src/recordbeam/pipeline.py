@@ -11,6 +11,9 @@ the annotations are read, the commit checks them.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext, suppress
@@ -21,13 +24,15 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.options.pipeline_options import (
+    GoogleCloudOptions,
     PipelineOptions,
     PortableOptions,
+    SetupOptions,
     StandardOptions,
     TestOptions,
 )
 
-from recordbeam import __version__, filesystems
+from recordbeam import __version__, filesystems, gcs_credentials
 from recordbeam.dataset import layout
 from recordbeam.errors import RecordbeamError, RunFailed, UsageError
 from recordbeam.images.transcode import ImageFixes
@@ -401,8 +406,10 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real). Also raises it when nothing listens at ``--job_endpoint``
-    (:func:`recordbeam.job_server.check_job_server`)."""
+    would run the job for real); nothing listening at ``--job_endpoint``
+    (:func:`recordbeam.job_server.check_job_server`); a ``--setup_file`` Beam could not
+    build; a Dataflow submission without Google credentials
+    (:mod:`recordbeam.gcs_credentials`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
         raise UsageError(
@@ -417,6 +424,37 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
                          "run the job for real")
     if not is_local(options):
         check_job_server(options)
+    _check_setup_file(options)
+    if _submits_to_dataflow(options):
+        credentials = gcs_credentials.settle()
+        if credentials.emulator:
+            raise UsageError(
+                f"DataflowRunner submits the job to Google, and {gcs_credentials.EMULATOR_VARIABLE} "
+                "sends gs:// to a storage emulator, which Dataflow's workers cannot reach: "
+                "--dry_run=True checks the job against the emulator")
+        if not credentials.found:
+            raise UsageError(
+                "DataflowRunner submits the job with Google credentials, and none were found "
+                f"here: {gcs_credentials.HOW_TO_LOG_IN}; --dry_run=True checks the job without "
+                "them")
+
+
+def _check_setup_file(options: PipelineOptions) -> None:
+    """Beam builds ``--setup_file`` into a source package with this environment's own
+    setuptools (``python -m build --no-isolation``, else ``python setup.py sdist``); a
+    missing file or a missing setuptools would end the launch in a traceback."""
+    setup_file = options.view_as(SetupOptions).setup_file
+    if not setup_file or is_local(options):
+        return
+    if not os.path.isfile(setup_file):
+        raise UsageError(f"--setup_file {setup_file}: no such file; give the setup.py of a "
+                         "recordbeam checkout (./setup.py from its top folder)")
+    if importlib.util.find_spec("setuptools") is None:
+        raise UsageError(
+            f"--setup_file {setup_file} is built by this Python environment's setuptools, and "
+            f"it has none ({sys.executable}): pip install setuptools, or build a wheel "
+            "(pip wheel --no-deps . -w dist/) and pass --extra_package with it instead of "
+            "--setup_file")
 
 
 def _runner_name(options: PipelineOptions) -> str:
@@ -426,6 +464,12 @@ def _runner_name(options: PipelineOptions) -> str:
 
 def _is_dataflow(options: PipelineOptions) -> bool:
     return _runner_name(options).endswith("DataflowRunner")
+
+
+def _submits_to_dataflow(options: PipelineOptions) -> bool:
+    """A Dataflow run for real, with credentials (Beam's ``--no_auth`` goes without)."""
+    return (_is_dataflow(options) and not options.view_as(TestOptions).dry_run
+            and not options.view_as(GoogleCloudOptions).no_auth)
 
 
 def run(
