@@ -46,6 +46,22 @@ def _secret_file(tmp_path: Path) -> Path:
     return secret
 
 
+def _link_image_out(dataset, tmp_path: Path) -> Path:
+    """Replace ``a.jpg`` of ``dataset`` by a link to the secret file outside it."""
+    secret = _secret_file(tmp_path)
+    dataset.image("a.jpg").unlink()
+    dataset.image("a.jpg").symlink_to(secret)
+    return secret
+
+
+def _link_folder_out(dataset, tmp_path: Path) -> Path:
+    """Move the images folder of ``dataset`` out of it, leaving a link in its place."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(dataset.image_folder, elsewhere)
+    dataset.image_folder.symlink_to(elsewhere, target_is_directory=True)
+    return elsewhere
+
+
 @CASE("Image file that is a symbolic link leading out of the input, in every format "
       "(COCO, class folders, manifest, YOLO, VOC, KITTI, CVAT, box CSV, labelme, Open Images)",
       "reject `outside_root` naming the link and `--allow-outside-root`; the target is never "
@@ -53,9 +69,7 @@ def _secret_file(tmp_path: Path) -> Path:
 @EVERY_FORMAT
 def test_a_file_linked_out_of_the_input_is_refused(tmp_path, kind):
     dataset = build(kind, tmp_path / "data")
-    secret = _secret_file(tmp_path)
-    dataset.image("a.jpg").unlink()
-    dataset.image("a.jpg").symlink_to(secret)
+    secret = _link_image_out(dataset, tmp_path)
     out = tmp_path / "out"
 
     code = cli.main(dataset.argv(out, "--max-reject-fraction", "1"))
@@ -75,9 +89,7 @@ def test_a_file_linked_out_of_the_input_is_refused(tmp_path, kind):
 @FOLDER_BELOW
 def test_a_folder_linked_out_of_the_input_is_refused(tmp_path, capsys, kind):
     dataset = build(kind, tmp_path / "data")
-    elsewhere = tmp_path / "elsewhere"
-    shutil.move(dataset.image_folder, elsewhere)
-    dataset.image_folder.symlink_to(elsewhere, target_is_directory=True)
+    elsewhere = _link_folder_out(dataset, tmp_path)
     out = tmp_path / "out"
 
     code = cli.main(dataset.argv(out, "--max-reject-fraction", "1"))
@@ -97,15 +109,15 @@ def test_a_folder_linked_out_of_the_input_is_refused(tmp_path, capsys, kind):
 @EVERY_FORMAT
 def test_allow_outside_root_reads_what_links_lead_to(tmp_path, kind):
     dataset = build(kind, tmp_path / "data")
-    secret = _secret_file(tmp_path)
-    dataset.image("a.jpg").unlink()
-    dataset.image("a.jpg").symlink_to(secret)
+    elsewhere = _link_folder_out(dataset, tmp_path)  # for COCO, --images itself
+    _link_image_out(dataset, tmp_path)  # a.jpg of the linked folder leads further out
     out = tmp_path / "out"
 
     code = cli.main(dataset.argv(out, "--allow-outside-root"))
 
     assert code == 0
     assert SECRET in _shard_bytes(out)
+    assert (elsewhere / "b.jpg").read_bytes() in _shard_bytes(out)
     assert not _rejects(out, "outside_root")
 
 
@@ -307,3 +319,19 @@ def test_a_class_folder_linked_inside_the_root_is_read(tmp_path):
     assert manifest["label_map"] == {"0": "cat", "1": "dog"}
     assert manifest["splits"]["train"]["examples"] == 4  # cat's two, dog's two
     assert dataset.image("a.jpg").read_bytes() in _shard_bytes(out)
+
+
+@CASE("CVAT `<image name>` leading out of the images folder (`../../secret.jpg`)",
+      "never read: only files listed below the images folder pair with `<image>` elements; "
+      "image reject `missing` naming the XML and the element")
+def test_a_cvat_image_name_leading_out_is_never_read(tmp_path):
+    dataset = build("cvat", tmp_path / "data")
+    _secret_file(tmp_path)
+    xml = dataset.whole_file.read_text().replace('name="a.jpg"', 'name="../../outside/secret.jpg"')
+    dataset.whole_file.write_text(xml)
+    out = tmp_path / "out"
+
+    assert cli.main(dataset.argv(out, "--max-reject-fraction", "1")) == 0
+    assert SECRET not in _shard_bytes(out)
+    missing = _rejects(out, "missing")
+    assert len(missing) == 1 and "../../outside/secret.jpg" in missing[0]["detail"]
