@@ -238,9 +238,9 @@ def _count_entry(entered: dict[str, int], real: str, path: str, top: str) -> Non
     entered[real] = entered.get(real, 0) + 1
     if entered[real] > MAX_LINKED_ENTRIES:
         raise LinkFanOut(
-            f"{path}: listing {top} enters the folder {real} for the {entered[real]}th time "
-            "through symbolic links; links that fan out this way list it exponentially often. "
-            "Remove the links that lead to it twice")
+            f"{path}: listing {top} enters the folder {real} more than {MAX_LINKED_ENTRIES} "
+            "times through symbolic links; links that fan out this way list it exponentially "
+            "often. Remove the links that lead to it twice")
 
 
 def relative_name(directory: str, path: str) -> str:
