@@ -109,7 +109,8 @@ def _listed_inputs(pattern: str, skip_below: str | None) -> Iterator[FileMetadat
     """The files ``pattern`` matches, without those in ``skip_below`` when the pattern
     lists a folder holding it (the output folder put inside an input folder)."""
     listed = filesystems.iter_match(pattern)
-    folder = pattern.removesuffix("/**") if pattern.endswith("/**") else None
+    literal, rest = filesystems.pattern_parts(pattern)
+    folder = literal.rstrip("/") if rest == "**" else None
     prefix = filesystems.prefix_below(folder, skip_below) if folder and skip_below else None
     return listed if prefix is None else (m for m in listed if not m.path.startswith(prefix))
 
@@ -137,8 +138,14 @@ def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
-    files = [f for f in (coco.annotations, coco.captions) if f]
+    files = [filesystems.literal(f) for f in (coco.annotations, coco.captions) if f]
     return [filesystems.everything_below(coco.images_dir), *files]
+
+
+#: Options every format but COCO and manifests gained after its first release, with their
+#: defaults: recorded in the settings only when set, so outputs made without them keep
+#: their manifests and fingerprints (COCO and manifests record theirs always).
+_LATER_FORMAT_OPTIONS = {"allow_outside_root": False}
 
 
 def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
@@ -146,10 +153,14 @@ def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
     """Everything that shapes an output besides the input files (goes in the manifest,
     and into the fingerprint ``--if-changed`` compares). Fixes appear only when some are
     on, so outputs made without them keep their fingerprints."""
+    options = asdict(inputs)
+    if kind not in ("coco", "manifest"):
+        options = {key: value for key, value in options.items()
+                   if _LATER_FORMAT_OPTIONS.get(key, "always") != value}
     settings = {
         "command": f"convert {kind}",
         "recordbeam_version": __version__,
-        kind: asdict(inputs),
+        kind: options,
         "shards": shards.to_json(),
         "checks": asdict(checks),
     }
@@ -207,7 +218,9 @@ def coco_to_tfrecord(
 def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
                 encoder: Any, shards: ShardOptions, settings: dict[str, Any],
                 splits: Sequence[str]) -> WriteShards:
-    """The common tail of every input kind: fingerprint, then the sink."""
+    """The common tail of every input kind: fingerprint, then the sink, whose encoder reads
+    no file that links lead out of the read's ``input_roots``."""
+    encoder.input_roots = read_transform.input_roots
     read = p | name >> read_transform
     metadata = read["metadata"] | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
@@ -238,7 +251,7 @@ def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
 
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
     patterns = [filesystems.everything_below(folder.root)]
-    return patterns + ([folder.classes_file] if folder.classes_file else [])
+    return patterns + ([filesystems.literal(folder.classes_file)] if folder.classes_file else [])
 
 
 imagefolder_settings = partial(_settings, "imagefolder")
@@ -258,7 +271,8 @@ def imagefolder_to_tfrecord(
 def table_input_patterns(table: TableOptions) -> list[str]:
     # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
     # on its own (the file may lie anywhere, e.g. beside images on another bucket).
-    return [filesystems.everything_below(manifest_dir(table.manifest)), table.manifest]
+    return [filesystems.everything_below(manifest_dir(table.manifest)),
+            filesystems.literal(table.manifest)]
 
 
 #: Options of ``convert manifest`` added after its first release: recorded only when set,

@@ -37,7 +37,7 @@ MAY_IMPORT = {
     "job_server": {"errors"},
     # Which credentials reach gs://, settled before a process's first access to it.
     "gcs_credentials": {"local"},
-    "filesystems": {"local", "gcs_credentials"},
+    "filesystems": {"errors", "local", "gcs_credentials"},
     "testing": {"errors", "tfrecord", "images"},
     "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
     "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},

@@ -192,6 +192,15 @@ def _add_conversion_args(parser: argparse.ArgumentParser, handler: Callable[...,
     parser.set_defaults(pipeline_handler=handler)
 
 
+def _add_allow_outside_root(parser: argparse.ArgumentParser, folders: str,
+                            also: str = "") -> None:
+    """--allow-outside-root: ``folders`` names what the command is given, ``also`` what
+    else it would read outside them."""
+    parser.add_argument("--allow-outside-root", action="store_true",
+                        help=f"also read files that symbolic links lead outside {folders}{also} "
+                        "(default: refused, rejected outside_root without being opened)")
+
+
 def _add_include_masks(parser: argparse.ArgumentParser, masks_from: str) -> None:
     parser.add_argument("--include-masks", action="store_true",
                         help=f"write image/object/mask: one 0/1 PNG per object from {masks_from} "
@@ -366,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def detection_format(name: str, help: str, handler: Callable[..., int], *, input_help: str,
                          rejected: tuple[str, str], images_help: str | None = None,
-                         classes_help: str | None = None, masks_from: str | None = None) -> None:
+                         classes_help: str | None = None, masks_from: str | None = None,
+                         also_outside: str = "") -> None:
         """``convert <name>`` for a folder of annotated images: --input, then the options
         the format has (help texts given), the annotation reject limit and the rest."""
         p = kind_parser(name, help)
@@ -377,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--classes", default=None, metavar="FILE", help=classes_help)
         if masks_from:
             _add_include_masks(p, masks_from)
+        _add_allow_outside_root(p, "ROOT and --images" if images_help else "ROOT", also_outside)
         _add_annotation_reject_fraction(p, *rejected)
         _add_conversion_args(p, handler)
 
@@ -415,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default=None, metavar="F",
                    help="write this share (0 to 1) of a flat layout's images to val, by a hash "
                    "of their path (default: no val split)")
+    _add_allow_outside_root(p, "--root")
     _add_conversion_args(p, cmd_convert_imagefolder)
 
     p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
@@ -513,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
         classes_help="class names, one per line, class 0 first, for a folder without "
         "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
         masks_from="the segment lines (the box for box lines)",
-        rejected=("objects", "unknown class id, malformed line, empty box"))
+        rejected=("objects", "unknown class id, malformed line, empty box"),
+        also_outside=", and the folders or lists data.yaml names outside ROOT")
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

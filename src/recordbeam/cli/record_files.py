@@ -12,12 +12,17 @@ from recordbeam.errors import DataError, UsageError
 
 
 def expand_paths(patterns: Sequence[str]) -> list[str]:
-    """Files matching each path or glob, in order; a pattern matching nothing is an error."""
-    from apache_beam.io.filesystems import FileSystems
+    """Files matching each path or glob, in order; a pattern matching nothing is an error.
+    A file that exists under the very name given is that file, even when its name holds
+    glob characters (``out [v2]/train-00000-of-00001.tfrecord``)."""
+    from recordbeam import filesystems
 
     paths: list[str] = []
     for pattern in patterns:
-        found = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+        if filesystems.file_metadata(pattern) is not None:
+            paths.append(pattern)
+            continue
+        found = sorted(m.path for m in filesystems.iter_match(pattern))
         found = [p for p in found if not p.endswith(".idx")] if any(c in pattern for c in "*?[") else found
         if not found:
             raise UsageError(f"{pattern}: no such file (check the path or quote the glob)")
@@ -82,8 +87,6 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
     from recordbeam import filesystems
     from recordbeam.dataset.layout import MANIFEST, finished_manifest
 
-    if any(c in argument for c in "*?["):
-        return None
     manifest_path = filesystems.join(argument, MANIFEST)
     # On object stores a folder is a prefix: it counts as one when a manifest is below it.
     local = filesystems.local_path(argument)

@@ -21,7 +21,12 @@ from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
-from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest
+from recordbeam.dataset.manifest import (
+    DamagedManifest,
+    check_label_maps_agree,
+    check_shard_names,
+    parse_manifest,
+)
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
     FAILED_REJECTS,
@@ -138,7 +143,19 @@ def read_manifest(output_dir: str) -> dict[str, Any] | None:
     if not filesystems.exists(path):
         return None
     manifest = _read_json(path)
-    return manifest if manifest and manifest.get("format") == MANIFEST_FORMAT else None
+    return manifest if _is_ours(manifest, path) else None
+
+
+def _is_ours(manifest: dict[str, Any] | None, path: str) -> bool:
+    """Whether ``manifest`` is a recordbeam manifest whose shards lie in its folder (one
+    naming files elsewhere claims nothing there, and is no finished output)."""
+    if not manifest or manifest.get("format") != MANIFEST_FORMAT:
+        return False
+    try:
+        check_shard_names(manifest, path)
+    except DamagedManifest:
+        return False
+    return True
 
 
 def finished_manifest(output_dir: str) -> dict[str, Any] | None:
@@ -161,8 +178,9 @@ def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[s
     files = existing_files(output_dir) if files is None else files
     for p in files:
         if p.startswith(TEMP_PREFIX) and p.endswith("/" + PREVIOUS_MANIFEST):
-            previous = _read_json(filesystems.join(output_dir, p))
-            if previous and previous.get("format") == MANIFEST_FORMAT:
+            path = filesystems.join(output_dir, p)
+            previous = _read_json(path)
+            if _is_ours(previous, path):
                 return previous
     return None
 

@@ -35,9 +35,11 @@ def parse_manifest(data: bytes, path: str, *, check_format: bool = True) -> dict
     readers of a finished folder.
 
     Raises:
-        DamagedManifest: ``data`` is not valid JSON, not a JSON object, or (``check_format``)
-            not a recordbeam manifest (its ``format``). The writer asks instead whether a folder is
-            finished (:func:`recordbeam.dataset.layout.read_manifest`: None for all of these).
+        DamagedManifest: ``data`` is not valid JSON, not a JSON object, (``check_format``)
+            not a recordbeam manifest (its ``format``), or it lists a shard that is not a
+            file of its folder (:func:`check_shard_names`). The writer asks instead whether
+            a folder is finished (:func:`recordbeam.dataset.layout.read_manifest`: None for
+            all of these).
     """
     redo = "re-run the conversion that wrote the folder"
     try:
@@ -55,7 +57,41 @@ def parse_manifest(data: bytes, path: str, *, check_format: bool = True) -> dict
         found = f"its format is {value['format']!r}" if "format" in value else "it names no format"
         raise DamagedManifest(f"{path} is not a recordbeam manifest ({found}; expected "
                               f"{FORMAT!r}); point at a folder recordbeam wrote, or {redo}")
+    check_shard_names(value, path)
     return value
+
+
+def is_plain_file_name(name: Any) -> bool:
+    """Whether ``name`` names a file in a folder itself: no folder part, no ``..``, no
+    absolute path or URL."""
+    return (isinstance(name, str) and name not in ("", ".", "..")
+            and not any(c in name for c in "/\\\0"))
+
+
+def check_shard_names(manifest: Mapping[str, Any], path: str) -> None:
+    """Raise :class:`DamagedManifest` naming ``path`` and the entry when ``manifest`` lists
+    a shard by anything but a plain file name in its own folder: a hand-edited manifest
+    must not make a reader open another dataset's shards or any file
+    (``../../other/out/train-...``, ``/etc/passwd``)."""
+    splits = manifest.get("splits", {})
+    if not isinstance(splits, dict):
+        raise DamagedManifest(f"{path}: 'splits' is a JSON {type(splits).__name__}, not the "
+                              "object a manifest holds; the manifest is damaged: re-run the "
+                              "conversion that wrote the folder")
+    for split, entry in splits.items():
+        shards = entry.get("shards", []) if isinstance(entry, dict) else None
+        if not isinstance(shards, list):
+            raise DamagedManifest(f"{path}: split {split!r} has no list of shards; the "
+                                  "manifest is damaged: re-run the conversion that wrote the "
+                                  "folder")
+        for shard in shards:
+            name = shard.get("file") if isinstance(shard, dict) else shard
+            if not is_plain_file_name(name):
+                raise DamagedManifest(
+                    f"{path}: split {split!r} lists the shard {name!r}, which is not a file "
+                    "name in the manifest's own folder (a manifest names its shards without "
+                    "folders, '..' or absolute paths); no shard was read. Re-run the "
+                    "conversion that wrote the folder, or restore its manifest.json")
 
 
 def reject_summary(rejects: Iterable[Reject], examples: int,

@@ -142,18 +142,20 @@ def _match_lists_privately() -> bool:
         callable(getattr(FileSystem, name, None)) for name in ("_list", "_url_dirname"))
 
 
-def streamed_match(system: Any, pattern: str) -> Iterator[Any] | None:
+def streamed_match(system: Any, pattern: str, where: str | None = None) -> Iterator[Any] | None:
     """``system.match([pattern])``'s files, streamed: the filesystem's own lister
     (``_list``, the generator every Beam ``FileSystem`` implements and ``match`` drains)
-    on the part before the first glob character, through the same filter
-    (``match_files``). None where that would not give ``match``'s files: a pattern
-    without a glob, a filesystem with a ``match`` of its own, or a Beam whose ``match``
-    lists another way (checked once per process)."""
+    on the part before the first glob character (or on ``where``, the pattern's literal
+    part when the caller knows it better: escaped glob characters are no glob), through
+    the same filter (``match_files``). None where that would not give ``match``'s files: a
+    pattern without a glob, a filesystem with a ``match`` of its own, or a Beam whose
+    ``match`` lists another way (checked once per process)."""
     from apache_beam.io.filesystem import FileSystem
 
-    where = re.match(r"[^[*?]*", pattern).group(0)
-    if where == pattern or not _streams_listings() or type(system).match is not FileSystem.match:
+    prefix = re.match(r"[^[*?]*", pattern).group(0)
+    if prefix == pattern or not _streams_listings() or type(system).match is not FileSystem.match:
         return None
+    where = prefix if where is None else where
     if system.has_dirs():
         where = system._url_dirname(where)  # as match does: list the folder itself
     return system.match_files(system._list(where), pattern)

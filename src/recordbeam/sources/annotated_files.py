@@ -201,7 +201,7 @@ class AnnotationFormat:
 
     def small_inputs(self) -> list[str]:
         """Patterns of the other files a run reads (label maps, split lists), for the
-        inputs fingerprint."""
+        inputs fingerprint; a file's own name escaped (``filesystems.literal``)."""
         return []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
@@ -511,9 +511,11 @@ class _JoinAndParse(beam.DoFn):
     :class:`ParsedImage` per split it belongs to, reading and parsing the annotation here,
     on the worker."""
 
-    def __init__(self, fmt: AnnotationFormat, has_split_lists: bool) -> None:
+    def __init__(self, fmt: AnnotationFormat, has_split_lists: bool,
+                 roots: filesystems.InputRoots | None = None) -> None:
         self._format = fmt
         self._has_split_lists = has_split_lists
+        self._roots = roots
 
     def process(self, element):
         image_id, messages = element
@@ -556,7 +558,7 @@ class _JoinAndParse(beam.DoFn):
             try:
                 before = parsed_before.get(annotation_path)
                 annotation = before.parsed() if before is not None else fmt.parse(
-                    filesystems.read_bytes(annotation_path), annotation_path)
+                    read_annotation(annotation_path, self._roots), annotation_path)
             except AnnotationFileError as bad:
                 for split in splits:
                     yield TaggedOutput("rejects", Reject(
@@ -618,6 +620,18 @@ class _JoinAndParse(beam.DoFn):
             f"{annotation_path or 'no annotation file'} names none of them; keep one"))
 
 
+def read_annotation(path: str, roots: filesystems.InputRoots | None) -> bytes:
+    """The bytes of one annotation file; raises :class:`AnnotationFileError`
+    (``outside_root``), without opening it, for a file that links lead out of ``roots``."""
+    target = roots.outside(path) if roots is not None else None
+    if target is not None:
+        raise AnnotationFileError("outside_root", (
+            f"{path}: symbolic links lead this annotation file to {target!r}, outside "
+            f"{roots.describe()}; it was not read, nor its image written (pass "
+            "--allow-outside-root to read files links lead elsewhere)"))
+    return filesystems.read_bytes(path)
+
+
 class _AnnotationsApart(beam.DoFn):
     """Annotation files to the ``annotations`` output, every other message to the main one."""
 
@@ -633,8 +647,9 @@ class _ParseNamingImage(beam.DoFn):
     for formats whose annotations name their image; other messages pass unchanged. An
     annotation that cannot be parsed, or names no usable image, keeps its own id."""
 
-    def __init__(self, fmt: AnnotationFormat) -> None:
+    def __init__(self, fmt: AnnotationFormat, roots: filesystems.InputRoots | None = None) -> None:
         self._format = fmt
+        self._roots = roots
 
     def process(self, element):
         own_id, message = element
@@ -642,7 +657,8 @@ class _ParseNamingImage(beam.DoFn):
             yield element
             return
         try:
-            annotation = self._format.parse(filesystems.read_bytes(message.path), message.path)
+            annotation = self._format.parse(read_annotation(message.path, self._roots),
+                                            message.path)
         except AnnotationFileError as bad:
             yield own_id, ParsedAnnotationFile(message.path, message.split,
                                                failure=(bad.reason, bad.detail))
@@ -717,13 +733,17 @@ class ReadAnnotatedImages(beam.PTransform):
 
     Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`):
     ``records``, ``rejects``, ``counts``, ``metadata`` and ``sizes``. ``skip_prefix``
-    (the output folder's path, when it lies inside the input) is left out of the listings.
+    (the output folder's path, when it lies inside the input) is left out of the listings;
+    an annotation file that links lead out of ``roots`` is not read (its image is rejected
+    ``outside_root``).
     """
 
-    def __init__(self, fmt: AnnotationFormat, skip_prefix: str | None = None) -> None:
+    def __init__(self, fmt: AnnotationFormat, skip_prefix: str | None = None,
+                 roots: filesystems.InputRoots | None = None) -> None:
         super().__init__()
         self._format = fmt
         self._skip_prefix = skip_prefix
+        self._roots = roots
 
     def expand(self, pbegin):
         fmt = self._format
@@ -745,14 +765,14 @@ class ReadAnnotatedImages(beam.PTransform):
             named = (
                 apart.annotations
                 | "SpreadAnnotations" >> beam.Reshuffle()
-                | "ParseBeforeJoin" >> beam.ParDo(_ParseNamingImage(fmt))
+                | "ParseBeforeJoin" >> beam.ParDo(_ParseNamingImage(fmt, self._roots))
                 .with_output_types(tuple[str, JoinMessage])  # (named image's id, message)
             )
             by_id = (named, apart.others) | "WithImages" >> beam.Flatten()
         parsed = (
             by_id
             | "JoinById" >> beam.GroupByKey()  # (image id, [JoinMessage])
-            | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists)))
+            | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists), self._roots))
             .with_outputs("rejects", "counts", main="parsed")
         )
         if fmt.classes is not None:
@@ -783,6 +803,9 @@ class ReadFormat(beam.PTransform):
     :meth:`annotation_format`; the reading is :class:`ReadAnnotatedImages`'."""
 
     _skip_prefix: str | None = None
+    #: The folders named on the command line (:class:`filesystems.InputRoots`); None with
+    #: ``allow_outside_root``. Each subclass sets it: a format that forgot fails loudly.
+    input_roots: filesystems.InputRoots | None
 
     def annotation_format(self) -> AnnotationFormat:
         raise NotImplementedError
@@ -793,4 +816,5 @@ class ReadFormat(beam.PTransform):
         return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
 
     def expand(self, pbegin):
-        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
+        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix,
+                                            self.input_roots)

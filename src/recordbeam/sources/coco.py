@@ -26,7 +26,6 @@ import apache_beam as beam
 import ijson
 import numpy as np
 from apache_beam.io.filesystem import FileMetadata
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsList, TaggedOutput
 
@@ -152,6 +151,10 @@ class CocoOptions:
     include_masks: bool = False
     include_keypoints: bool = False
     captions: str | None = None
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.images_dir,), self.allow_outside_root)
 
     def __post_init__(self) -> None:
         if not self.annotations and not self.captions:
@@ -413,8 +416,9 @@ class _ReadInputs(beam.DoFn):
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
             yield JoinKey(name), file
             yield TaggedOutput("inputs", _text_metadata(meta))
-        for result in FileSystems.match([f for f in (opts.annotations, opts.captions) if f]):
-            for meta in result.metadata_list:
+        for path in (opts.annotations, opts.captions):
+            meta = filesystems.file_metadata(path) if path else None
+            if meta is not None:
                 yield TaggedOutput("inputs", _text_metadata(meta))
 
     def _read_captions(self, path: str):
@@ -859,19 +863,12 @@ class _JoinFiles(beam.DoFn):
     :func:`join_key` of the image id. Messages keyed by image id (annotation batches,
     entries rejected earlier) pass through."""
 
-    def __init__(self, images_dir: str = "", allow_outside_root: bool = True) -> None:
+    def __init__(self, images_dir: str = "") -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
         self._images_dir = images_dir
-        self._allow_outside_root = allow_outside_root
-        self._root: str | None = None
-        self._real_folders: dict[str, str] = {}
         parent, _, folder_name = images_dir.rstrip("/").rpartition("/")
         self._folder_prefix = f"{folder_name}/" if folder_name else None
         self._parent = parent or "."
-
-    def setup(self) -> None:
-        if not self._allow_outside_root:
-            self._root = filesystems.local_real_path(self._images_dir)
 
     def process(self, element: tuple[JoinKey, Iterable[JoinMessage]]):
         key, messages = element
@@ -900,17 +897,9 @@ class _JoinFiles(beam.DoFn):
         if not files:
             yield from self._missing(image_id, name)
             return
+        # A file that links lead out of the images folder is refused where images are read
+        # (ImageExampleEncoder.refuse_outside), as for every format.
         path, size = files[0].path, files[0].size
-        target = filesystems.outside_root(self._root, path, self._real_folders) if self._root else None
-        if target is not None:
-            # Rejected before anything opens it: a link may point at any file the worker can read.
-            yield TaggedOutput("rejects", Reject(
-                "image", path, "outside_root",
-                f"image id {image_id}: {name!r} is a symbolic link to {printable(target)!r}, "
-                "outside the images folder; pass --allow-outside-root to read it",
-            ))
-            yield join_key(image_id), ImageNotLocated("outside_root")
-            return
         yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
                                                entry.height)
 
@@ -1244,6 +1233,7 @@ class ReadCoco(beam.PTransform):
         super().__init__()
         self._options = options
         self._skipped_prefix = skipped_prefix(options.images_dir, skip_below)
+        self.input_roots = options.input_roots()
 
     def expand(self, pbegin):
         opts = self._options
@@ -1278,7 +1268,7 @@ class ReadCoco(beam.PTransform):
         joined = (
             inputs.by_name
             | "JoinFilesByName" >> beam.GroupByKey()  # (JoinKey, [ImageEntry | ListedFile...])
-            | "MatchFiles" >> beam.ParDo(_JoinFiles(images_dir, opts.allow_outside_root))
+            | "MatchFiles" >> beam.ParDo(_JoinFiles(images_dir))
             .with_output_types(tuple[str, JoinMessage])  # (image id key, LocatedImage...)
             .with_outputs("rejects", "counts", main="images")
         )

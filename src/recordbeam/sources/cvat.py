@@ -95,12 +95,20 @@ class CvatOptions:
         images_dir: where the images are; None means ``ROOT/images``.
         split: the split of images no subset places (a task export without subsets).
         include_masks: keep polygons and masks for ``image/object/mask``.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
     split: str = "train"
     include_masks: bool = False
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_folder(self) -> str:
@@ -108,6 +116,11 @@ class CvatOptions:
 
     @property
     def xml_pattern(self) -> str:
+        return filesystems.glob_below(self.root, "*.xml")
+
+    @property
+    def xml_files_shown(self) -> str:
+        """What :attr:`xml_pattern` lists, for messages (unescaped)."""
         return filesystems.join(self.root.rstrip("/"), "*.xml")
 
 
@@ -210,14 +223,16 @@ def plan(options: CvatOptions) -> CvatPlan:
     agree on; None when no file declares labels)."""
     files = xml_files(options)
     if not files:
-        raise CvatError(f"{options.xml_pattern} matches no file; --input takes the folder "
+        raise CvatError(f"{options.xml_files_shown} matches no file; --input takes the folder "
                         "holding CVAT's annotations.xml (or <subset>.xml files)")
     splits: list[str] = []
     classes: list[str] | None = None
     first = None
     planned = []
     frames = tracks = False
+    roots = options.input_roots()
     for path in files:
+        filesystems.refuse_outside(roots, path, "CVAT XML")
         meta = read_meta(path)
         frames, tracks = frames or meta.frames, tracks or meta.tracks
         subset = file_subset(path)
@@ -728,7 +743,8 @@ class _StreamXml(beam.DoFn):
 
     def process(self, task: tuple[str, str | None]):
         path, subset = task
-        for meta in filesystems.iter_match(path):
+        meta = filesystems.file_metadata(path)
+        if meta is not None:
             yield TaggedOutput("inputs", text_metadata(meta))
         with filesystems.open_read(path) as f:
             yield from stream_images(path, f, subset, self._splits, self._options.split,
@@ -899,6 +915,7 @@ class ReadCvat(beam.PTransform):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.image_folder, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self._plan = plan(options)
         self.splits = self._plan.splits
         self.classes = self._plan.classes

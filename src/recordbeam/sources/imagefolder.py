@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.io import fileio
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
@@ -29,7 +27,7 @@ from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
-from recordbeam.sources.listing import ListFilesBelow, is_skipped, skipped_prefix
+from recordbeam.sources.listing import ListFilesBelow, MatchFile, is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.splits import split_share
 from recordbeam.tfrecord.example import encode_example
@@ -66,6 +64,8 @@ class ImageFolderOptions:
         classes_file: one class name per line, in label order; None sorts folder names.
         label_offset: label of the first class (1 keeps 0 for background, as slim does).
         val_fraction: in a flat layout, the share of images written to ``val`` instead.
+        allow_outside_root: also read files that symbolic links lead outside ``root``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
@@ -73,6 +73,11 @@ class ImageFolderOptions:
     classes_file: str | None = None
     label_offset: int = 0
     val_fraction: float | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root,), self.allow_outside_root)
 
     def __post_init__(self) -> None:
         if self.val_fraction is not None and not 0.0 < self.val_fraction < 1.0:
@@ -95,10 +100,8 @@ def split_folders(root: str) -> tuple[str, ...]:
 
     Each check is a listing stopped at the first match, cheap on any filesystem.
     """
-    base = root.rstrip("/")
-    patterns = [f"{base}/{name}/*/**" for name in SPLIT_FOLDERS]
-    results = FileSystems.match(patterns, limits=[1] * len(patterns))
-    return tuple(name for name, r in zip(SPLIT_FOLDERS, results, strict=True) if r.metadata_list)
+    return tuple(name for name in SPLIT_FOLDERS if next(
+        filesystems.iter_match(filesystems.glob_below(root, name, "*", "**")), None) is not None)
 
 
 def val_share(relative_path: str) -> float:
@@ -279,6 +282,7 @@ class ReadImageFolder(beam.PTransform):
         super().__init__()
         self._options = options
         self._root = options.root.rstrip("/")
+        self.input_roots = options.input_roots()
         self._skipped_prefix = skipped_prefix(self._root, skip_below)
         self.split_folders = split_folders(self._root)
         if self.split_folders and options.val_fraction is not None:
@@ -317,7 +321,7 @@ class ReadImageFolder(beam.PTransform):
                 | "ClassesFile" >> beam.Create([opts.classes_file])
                 | "ReadClasses" >> beam.Map(read_classes_file)
             )
-            listed.append(pbegin | "ListClassesFile" >> fileio.MatchFiles(opts.classes_file))
+            listed.append(pbegin | "ListClassesFile" >> MatchFile(opts.classes_file))
         else:
             classes = (
                 classified.files

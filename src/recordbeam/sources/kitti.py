@@ -84,11 +84,19 @@ class KittiOptions:
         root: the KITTI folder (any Beam filesystem).
         images_dir: the folder holding ``<split>/image_2/``; None means ``root``.
         split: the split's name when ROOT itself holds ``image_2/`` and ``label_2/``.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
     split: str = "train"
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def images_root(self) -> str:
@@ -116,7 +124,7 @@ class KittiSplit:
 def _folders_holding(root: str, leaf: str) -> set[str]:
     """The names of ``root``'s folders that hold a non-empty ``leaf/`` folder."""
     found: set[str] = set()
-    for meta in filesystems.iter_match(filesystems.join(root, "*", leaf, "*")):
+    for meta in filesystems.iter_match(filesystems.glob_below(root, "*", leaf, "*")):
         parts = filesystems.relative_name(root, meta.path).split("/")
         if len(parts) >= 3 and parts[1] == leaf:
             found.add(parts[0])
@@ -330,6 +338,7 @@ class ReadKitti(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self.split_folders = find_splits(options)
         self.splits = tuple(split.name for split in self.split_folders) or (options.split,)
 

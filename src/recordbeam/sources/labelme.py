@@ -92,6 +92,9 @@ class LabelmeOptions:
         classes_file: one class name per line, in label order (labels 1..K); None: the
             sorted names found.
         include_masks: write ``image/object/mask`` (polygons, circles; rectangles' boxes).
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
@@ -99,6 +102,11 @@ class LabelmeOptions:
     split: str = "train"
     classes_file: str | None = None
     include_masks: bool = False
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_folder(self) -> str:
@@ -127,7 +135,7 @@ def labelme_input_patterns(options: LabelmeOptions) -> list[str]:
     patterns = [filesystems.everything_below(options.root)]
     if options.images_dir:
         patterns.append(filesystems.everything_below(options.images_dir))
-    return patterns + ([options.classes_file] if options.classes_file else [])
+    return patterns + ([filesystems.literal(options.classes_file)] if options.classes_file else [])
 
 
 # --- one JSON -------------------------------------------------------------------------
@@ -492,6 +500,7 @@ class ReadLabelme(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self.splits = (options.split,)
         self.classes = read_classes(options)
 

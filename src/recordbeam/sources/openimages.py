@@ -106,10 +106,18 @@ class OpenImagesOptions:
         root: the Open Images folder (any Beam filesystem); tables in it or in its
             ``annotations/`` folder.
         images_dir: the folder of the split folders of images; None: ``ROOT/images``.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_root(self) -> str:
@@ -120,8 +128,8 @@ class OpenImagesOptions:
 
     @property
     def table_patterns(self) -> list[str]:
-        root = self.root.rstrip("/")
-        return [filesystems.join(root, "*.csv"), filesystems.join(root, "annotations", "*.csv")]
+        return [filesystems.glob_below(self.root, "*.csv"),
+                filesystems.glob_below(self.root, "annotations", "*.csv")]
 
 
 @dataclass(frozen=True)
@@ -155,18 +163,22 @@ def find_tables(options: OpenImagesOptions) -> Tables:
     :class:`OpenImagesError` when there is no box table or no class descriptions."""
     paths = sorted({meta.path for pattern in options.table_patterns
                     for meta in filesystems.iter_match(pattern)})
+    roots = options.input_roots()
     boxes, labels, classes, others = [], [], [], []
     for path in paths:
         name = posixpath.basename(path)
         if match := _BOX_TABLE.fullmatch(name):
+            filesystems.refuse_outside(roots, path, "box table")
             boxes.append(Table(path, match["split"], header_columns(path, BOX_COLUMNS)))
         elif match := _LABEL_TABLE.fullmatch(name):
+            filesystems.refuse_outside(roots, path, "image-level label table")
             labels.append(Table(path, match["split"], header_columns(path, IMAGE_LABEL_COLUMNS)))
         elif match := _CLASS_TABLE.fullmatch(name):
             classes.append((not match["boxable"], path))
         else:
             others.append(path)
-    where = " or ".join(options.table_patterns)
+    root = options.root.rstrip("/")
+    where = f"{root} or {filesystems.join(root, 'annotations')}"
     if not boxes:
         raise NotAnOpenImagesFolder(f"no <split>-annotations-bbox.csv in {where}; --input "
                                     "takes the Open Images folder holding the box tables")
@@ -180,6 +192,7 @@ def find_tables(options: OpenImagesOptions) -> Tables:
         raise OpenImagesError(f"{len(best)} class description files ({', '.join(best)}); "
                               "keep the one that matches the tables")
     others += [path for _rank, path in classes if path != best[0]]
+    filesystems.refuse_outside(roots, best[0], "class description table")
     return Tables(tuple(boxes), tuple(labels), best[0], tuple(sorted(others)))
 
 
@@ -447,6 +460,7 @@ class ReadOpenImages(beam.PTransform):
     def __init__(self, options: OpenImagesOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
+        self.input_roots = options.input_roots()
         self.tables = find_tables(options)
         self.splits = self.tables.splits
         self.label_ids, self.display_names = read_class_descriptions(
@@ -503,7 +517,8 @@ class ReadOpenImages(beam.PTransform):
         table_paths = [t.path for t in (*tables.boxes, *tables.image_labels)]
         table_meta = pbegin | "Tables" >> beam.Create(
             [*table_paths, tables.class_descriptions]) | "TableMetadata" >> beam.FlatMap(
-            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(path)])
+            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
+                filesystems.literal(path))])
         terms = ((listed.inputs, table_meta) | "Inputs" >> beam.Flatten()
                  | "InputTerms" >> beam.CombineGlobally(FileTermsFn()))
         display_names = list(self.display_names)
@@ -522,8 +537,8 @@ class ReadOpenImages(beam.PTransform):
 def openimages_input_patterns(options: OpenImagesOptions, tables: Tables) -> list[str]:
     """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
     return [filesystems.everything_below(options.image_root),
-            *(t.path for t in (*tables.boxes, *tables.image_labels)),
-            tables.class_descriptions]
+            *(filesystems.literal(t.path) for t in (*tables.boxes, *tables.image_labels)),
+            filesystems.literal(tables.class_descriptions)]
 
 
 class OpenImagesEncoder(DetectionEncoder):

@@ -52,15 +52,13 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io import fileio
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
-from recordbeam.sources.listing import ListFilesBelow, skipped_prefix
+from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.splits import split_share
 from recordbeam.write.encoder import Encoded
@@ -151,6 +149,11 @@ class TableOptions:
     splits: tuple[str, ...] = ()
     csv_multiline: bool = False
     range_bytes: int = DEFAULT_RANGE_BYTES
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`): the
+        manifest's own."""
+        return filesystems.input_roots((manifest_dir(self.manifest),), self.allow_outside_root)
 
     def __post_init__(self) -> None:
         if self.schema_sample_rows < 0:
@@ -449,6 +452,7 @@ def infer_schema(options: TableOptions) -> Schema:
         if column and column not in resolved:
             raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; "
                                    f"the columns are {', '.join(map(repr, resolved))}")
+    _refuse_image_feature_names(path, resolved, images, options.split_column)
     one_reader = None
     if from_csv and options.csv_multiline:
         one_reader = "--csv-multiline"
@@ -458,6 +462,32 @@ def infer_schema(options: TableOptions) -> Schema:
         resolved, images, options.splits or tuple(sorted(splits)), first, header, one_reader,
         sample_rows=options.schema_sample_rows, inferred=given is None,
     )
+
+
+def image_features(image_columns: Sequence[str]) -> dict[str, str]:
+    """Feature name -> kind of what the images of a row write: ``image/encoded``... for
+    one image column, ``<column>/encoded``... for each of several."""
+    features = {}
+    for column in image_columns:
+        prefix = "image/" if len(image_columns) == 1 else f"{column}/"
+        features.update({prefix + key[len("image/"):]: kind for key, kind in IMAGE_KINDS.items()
+                         if key != "image/source_id"})
+    return features
+
+
+def _refuse_image_feature_names(path: str, types: dict[str, str], images: tuple[str, ...],
+                                split_column: str | None) -> None:
+    """Raise :class:`TableOptionError` for columns written under a name an image's own
+    feature has (``image/height``): one would replace the other in the Example."""
+    taken = image_features(images)
+    clashes = [c for c in types if c in taken and c not in images and c != split_column]
+    if clashes:
+        named = ", ".join(map(repr, clashes))
+        raise TableOptionError(
+            f"{path}: the column{'s' if len(clashes) > 1 else ''} {named} would be written "
+            "under the name of a feature the image writes itself (the image's bytes, format, "
+            "size, file name and hash, under image/ or <image column>/); rename "
+            f"{'them' if len(clashes) > 1 else 'it'} in the manifest")
 
 
 def _breaks_line(cell: str) -> bool:
@@ -812,12 +842,9 @@ class _SizeImages(beam.DoFn):
         path, grouped = element
         lines, listed = list(grouped["refs"]), list(grouped["files"])
         size = listed[0] if listed else None
-        if size is None:  # outside the manifest's folder: one match for this file
-            try:
-                found = FileSystems.match([path])[0].metadata_list
-            except Exception:  # noqa: BLE001 - a bad URL is a missing image, not a crash
-                found = []
-            size = found[0].size_in_bytes if found else None
+        if size is None:  # outside the manifest's folder: this one file's size
+            found = filesystems.file_metadata(path)  # a bad URL is a missing image
+            size = found.size_in_bytes if found is not None else None
         for line in lines:
             yield line, (path, size)
 
@@ -1017,6 +1044,7 @@ class ReadTable(beam.PTransform):
         super().__init__()
         self._options = options
         self._skipped_prefix = skipped_prefix(manifest_dir(options.manifest), skip_below)
+        self.input_roots = options.input_roots()
         self.schema = schema or infer_schema(options)
         #: The byte ranges the workers read, one task each.
         self.ranges = plan_ranges(options.manifest, self.schema, options.range_bytes)
@@ -1075,7 +1103,7 @@ class ReadTable(beam.PTransform):
         else:
             records = built.rows | "BuildRecords" >> beam.Map(
                 _row_record, opts).with_output_types(ImageRecord)
-        manifest_file = pbegin | "ManifestFile" >> fileio.MatchFiles(opts.manifest)
+        manifest_file = pbegin | "ManifestFile" >> MatchFile(opts.manifest)
         terms = (
             (listing, manifest_file)
             | "AllInputs" >> beam.Flatten()
@@ -1131,17 +1159,7 @@ class TableEncoder(ImageExampleEncoder):
         return features, counts
 
     def _image_kinds(self) -> dict[str, str]:
-        kinds = {}
-        for column in self._schema.image_columns:
-            prefix = self._prefix(column)
-            kinds.update(
-                {
-                    prefix + k[len("image/") :]: v
-                    for k, v in IMAGE_KINDS.items()
-                    if k != "image/source_id"
-                }
-            )
-        return kinds
+        return image_features(self._schema.image_columns)
 
     def encode(self, record: ImageRecord) -> Encoded:
         if "steps" in record.labels:

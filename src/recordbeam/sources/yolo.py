@@ -95,11 +95,19 @@ class YoloOptions:
         split: the split of every image when the folder names no splits.
         classes_file: the class names, one per line, class 0 first, for a folder without
             ``obj.data`` or ``data.yaml`` (in place of a names file found there).
+        allow_outside_root: also read files that symbolic links lead outside ``root``, and
+            ``data.yaml`` entries naming folders or lists outside ``root``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     split: str = "train"
     classes_file: str | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root,), self.allow_outside_root)
 
     @property
     def folder(self) -> str:
@@ -247,7 +255,10 @@ def line_key(root: str | tuple[str, ...], base: str, strip_data: bool,
 # --- what the launcher reads ----------------------------------------------------------
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str, roots: filesystems.InputRoots | None = None) -> str:
+    """A small text file; one found in ROOT (``roots`` given) is refused unread when links
+    lead it out of ROOT."""
+    filesystems.refuse_outside(roots, path, "file")
     data = filesystems.read_bytes(path)
     try:
         return data.decode("utf-8-sig")
@@ -309,7 +320,7 @@ def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
 def _darknet_layout(options: YoloOptions) -> YoloLayout:
     data_path = options.path(DARKNET_DATA)
     settings: dict[str, str] = {}
-    for line in _read_text(data_path).splitlines():
+    for line in _read_text(data_path, options.input_roots()).splitlines():
         key, equals, value = clean_line(line).partition("=")
         if equals:
             settings[key.strip().lower()] = value.strip()
@@ -323,7 +334,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
         raise YoloError(f"{data_path}: the class names file {settings.get('names') or ''} is "
                         f"not in {options.folder} (nor {DARKNET_NAMES}); add it, one class "
                         "name per line")
-    classes = parse_names(_read_text(names_path), names_path)
+    classes = parse_names(_read_text(names_path, options.input_roots()), names_path)
     if settings.get("classes", "").isdigit() and int(settings["classes"]) != len(classes):
         raise YoloError(f"{data_path}: classes = {settings['classes']} but {names_path} "
                         f"names {len(classes)}; make them agree")
@@ -335,6 +346,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
         if relative is None or not filesystems.exists(options.path(relative)):
             raise YoloError(f"{data_path}: {key} = {settings[key]} is not a file in "
                             f"{options.folder}; fix the line or add the list")
+        filesystems.refuse_outside(options.input_roots(), options.path(relative), "split list")
         lists.setdefault(split, []).append(options.path(relative))
     paths = tuple((split, tuple(found)) for split, found in lists.items())
     return YoloLayout("darknet", data_path, classes, lists=paths,
@@ -344,7 +356,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
 
 def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
     try:
-        data = yaml.safe_load(_read_text(yaml_path))
+        data = yaml.safe_load(_read_text(yaml_path, options.input_roots()))
     except yaml.YAMLError as error:
         where = " ".join(str(error).split())  # PyYAML's marks span lines
         raise YoloError(f"{yaml_path} is not valid YAML ({where}); fix it") from None
@@ -364,10 +376,16 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
             continue
         for entry in entries if isinstance(entries, list) else [entries]:
             kind, found = _yaml_split_path(options, base, str(entry))
+            if kind == "outside":
+                raise YoloError(f"{yaml_path}: {split}: {entry} is {found}, outside "
+                                f"{options.folder}; nothing there is read unless you pass "
+                                "--allow-outside-root (or move the folder into ROOT)")
             if found is None:
                 raise YoloError(f"{yaml_path}: {split}: {entry} is neither a folder of "
                                 f"images nor a list file in {options.folder}; fix the entry or "
                                 "remove it")
+            if kind == "list":
+                filesystems.refuse_outside(options.input_roots(), found, "split list")
             (folders if kind == "folder" else lists).setdefault(split, []).append(found)
     if folders and lists:
         raise YoloError(f"{yaml_path}: some splits are folders ({', '.join(folders)}) and "
@@ -395,11 +413,16 @@ def _keypoint_values(shape: Any, path: str) -> int:
 def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, str | None]:
     """``("folder" | "list", path)`` of one train/val/test entry, resolved against
     ``path:`` and ROOT (and, as Ultralytics does for Roboflow's ``../train/images``,
-    without a leading ``../``)."""
+    without a leading ``../``); ``("outside", path)`` for an entry that exists only
+    outside ROOT (an absolute path, or ``..`` leading out) while reading there is not
+    allowed; ``("", None)`` for one that names nothing."""
     entry = clean_line(entry)
-    candidates = []
+    candidates, outside = [], []
     if _is_absolute(entry):
-        candidates.append(entry.rstrip("/"))
+        path = entry.rstrip("/")
+        roots = [spelling.rstrip("/") for spelling in root_spellings(options.folder)]
+        inside = any(path == root or path.startswith(root + "/") for root in roots)
+        (candidates if inside else outside).append(path)
     else:
         for start in dict.fromkeys((base, "")):
             for spelled in (entry, entry[3:] if entry.startswith("../") else None):
@@ -410,12 +433,36 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
                     candidates.append(options.folder)
                 elif relative != ".." and not relative.startswith("../"):
                     candidates.append(options.path(relative))
+                elif spelled == entry:
+                    outside.append(_joined_outside(options.folder, relative))
+    if options.allow_outside_root:
+        candidates += outside
     for candidate in dict.fromkeys(candidates):
-        if candidate.lower().endswith(".txt") and filesystems.exists(candidate):
-            return "list", candidate
-        if not candidate.lower().endswith(".txt") and filesystems.has_files(candidate):
-            return "folder", candidate
+        kind = _kind_there(candidate)
+        if kind:
+            return kind, candidate
+    for candidate in outside:
+        if _kind_there(candidate):
+            return "outside", candidate
     return "", None
+
+
+def _kind_there(path: str) -> str:
+    """``"list"`` for a list file that exists, ``"folder"`` for a folder holding files,
+    else ""."""
+    if path.lower().endswith(".txt"):
+        return "list" if filesystems.exists(path) else ""
+    return "folder" if filesystems.has_files(path) else ""
+
+
+def _joined_outside(folder: str, relative: str) -> str:
+    """``folder``/``relative`` (which starts with ``../``), ``..`` resolved by name: a
+    local ``folder`` made absolute first, an object store's by its key."""
+    scheme, sep, rest = folder.partition("://")
+    if not sep:
+        scheme, rest = "", posixpath.abspath(folder)
+    joined = posixpath.normpath(posixpath.join(rest, relative))
+    return f"{scheme}{sep}{joined}"
 
 
 def read_layout(options: YoloOptions) -> YoloLayout:
@@ -466,9 +513,9 @@ def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[s
             f"nor a class names file ({', '.join(NAMES_FILES)}) in it, in labels/ or in its "
             "split folders; --input takes the YOLO folder as exported, or pass --classes "
             "FILE with one class name per line, class 0 first")
-    first = parse_names(_read_text(found[0]), found[0])
+    first = parse_names(_read_text(found[0], options.input_roots()), found[0])
     for other in found[1:]:
-        if parse_names(_read_text(other), other) != first:
+        if parse_names(_read_text(other, options.input_roots()), other) != first:
             raise YoloError(f"{other} names other classes than {found[0]}; keep one class "
                             "names file, or pass --classes FILE")
     return found[0], first
@@ -620,9 +667,9 @@ class YoloFormat(AnnotationFormat):
         listing); the class names file when no listed folder holds it."""
         if self._layout.kind == "folders":
             listed = [listing.folder.rstrip("/") + "/" for listing in self.listings()]
-            return [path for path in self._layout.small_files
+            return [filesystems.literal(path) for path in self._layout.small_files
                     if not any(path.startswith(folder) for folder in listed)]
-        return [self._layout.description] if self._layout.folders else []
+        return [filesystems.literal(self._layout.description)] if self._layout.folders else []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         return parse_label_file(data, path, self._layout.classes, self._layout.keypoint_values)
@@ -656,6 +703,7 @@ class ReadYolo(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self.layout = read_layout(options)
         self.splits = tuple(dict.fromkeys(self.layout.splits)) or (options.split,)
         self.classes = list(self.layout.classes)
