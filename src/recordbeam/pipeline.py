@@ -134,11 +134,20 @@ def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any],
 def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
                   settings: Mapping[str, Any]) -> bool:
     """True when ``output_dir`` holds a finished ``split`` made from these very inputs
-    (names, sizes, modification times) and settings (options, recordbeam version)."""
+    (names, sizes, modification times) and settings (options, recordbeam version), and
+    every shard its manifest lists is there with the size the commit wrote: a shard
+    deleted or cut since is no output to keep."""
     manifest = layout.read_manifest(output_dir)
-    recorded = (manifest or {}).get("splits", {}).get(split, {}).get("inputs_fingerprint")
-    return recorded is not None and recorded == current_fingerprint(
-        patterns, settings, skip_below=output_dir)
+    entry = (manifest or {}).get("splits", {}).get(split, {})
+    recorded = entry.get("inputs_fingerprint")
+    return (recorded is not None and _shards_whole(output_dir, entry)
+            and recorded == current_fingerprint(patterns, settings, skip_below=output_dir))
+
+
+def _shards_whole(output_dir: str, entry: Mapping[str, Any]) -> bool:
+    return all(
+        filesystems.size_of(filesystems.join(output_dir, shard["file"])) == shard.get("bytes")
+        for shard in entry.get("shards", []))
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
