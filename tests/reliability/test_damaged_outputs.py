@@ -11,7 +11,6 @@ folders, a CSV manifest), every convert command sharing that check.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from reliability_data import IN_MEMORY, snapshot
