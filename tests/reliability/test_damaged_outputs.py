@@ -11,11 +11,14 @@ folders, a CSV manifest), every convert command sharing that check.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from reliability_data import IN_MEMORY, snapshot
 
+import recordbeam
 from recordbeam.cli import main as cli
+from recordbeam.dataset.wholeness import ShardChanged
 from recordbeam.testing.samples import (
     make_coco_sample,
     make_image_folder_sample,
@@ -79,3 +82,102 @@ def test_if_changed_converts_a_damaged_folder_again(tmp_path, capsys, inputs, da
     assert cli.main(argv) == 0
     assert "is up to date" not in capsys.readouterr().out
     assert snapshot(out) == whole
+
+
+# --- reading a damaged folder ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished folder with index files, two shards."""
+    root = tmp_path_factory.mktemp("finished")
+    out = root / "out"
+    argv = [*_coco(root / "in", out), "--shards", "2", "--index", "--quiet", *IN_MEMORY]
+    assert cli.main(argv) == 0
+    return out
+
+
+def _damaged(finished, tmp_path, damage: str):
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    shard = out / _first_shard(out)
+    data = shard.read_bytes()
+    if damage == "cut at a record boundary":
+        last = (out / (shard.name + ".idx")).read_text().splitlines()[-1]
+        data = data[: int(last.split()[0])]
+    elif damage == "emptied":
+        data = b""
+    else:  # records doubled
+        data = data + data
+    shard.write_bytes(data)
+    return out, shard
+
+
+def _read_all(out) -> int:
+    return sum(1 for _ in recordbeam.read(str(out)))
+
+
+def _torch_all(out) -> int:
+    torch_dataset = pytest.importorskip("recordbeam.dataset.torch_dataset")
+    return sum(1 for _ in torch_dataset.RecordIterableDataset(str(out)))
+
+
+DAMAGES = ["cut at a record boundary", "emptied", "records doubled"]
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(damage, marks=CASE(
+        f"A shard {damage} after its commit; `inspect`, `verify`, `index`, `report`, "
+        "`reshard`, `recordbeam.read` and the PyTorch dataset over the folder",
+        "each fails (exit 1, or ShardChanged from Python) naming the shard and the size or "
+        "count the manifest lists; nothing is written from it"))
+    for damage in DAMAGES
+])
+def test_every_reader_compares_a_shard_with_the_manifest(finished, tmp_path, capsys, damage):
+    out, shard = _damaged(finished, tmp_path, damage)
+    for argv in (["inspect", str(out)], ["verify", str(out)], ["index", str(out)],
+                 ["report", str(out), "--html", str(tmp_path / "report.html")],
+                 ["reshard", str(out), str(tmp_path / "resharded"), "--quiet", *IN_MEMORY]):
+        assert cli.main(argv) == 1, argv
+        err = capsys.readouterr()
+        said = err.err + err.out
+        assert str(shard) in said and "manifest.json lists" in said, (argv, said)
+    assert not (tmp_path / "report.html").exists()
+    assert not (tmp_path / "resharded" / "manifest.json").exists()
+    for reading in (_read_all, _torch_all):
+        with pytest.raises(ShardChanged, match="manifest.json lists"):
+            reading(out)
+
+
+@CASE(
+    "An `.idx` whose lines were swapped",
+    "random access (`recordbeam.read(OUT)[i]`) fails naming the index: it does not match "
+    "its shard; never a silently reordered read",
+)
+def test_an_index_with_swapped_lines_is_refused(finished, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    index = out / (_first_shard(out) + ".idx")
+    lines = index.read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    index.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ShardChanged, match="does not match the shard"):
+        recordbeam.read(str(out))[0]
+
+
+@pytest.mark.parametrize("splits", [[], {}, {"train": {"shards": []}}])
+@CASE(
+    "A manifest listing no splits (`\"splits\": []`) or a split without shards",
+    "`verify`, `inspect`, `report` fail (exit 1) naming manifest.json as damaged; never "
+    "'0 clean records' and exit 0",
+)
+def test_a_manifest_without_shards_is_damaged(finished, tmp_path, capsys, splits):
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["splits"] = splits
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    for argv in (["verify", str(out)], ["inspect", str(out)],
+                 ["report", str(out), "--html", str(tmp_path / "r.html")]):
+        assert cli.main(argv) == 1, argv
+        assert "manifest.json" in capsys.readouterr().err
