@@ -221,7 +221,8 @@ def test_a_foreign_file_named_like_the_lock_is_refused(sample, tmp_path, capsys)
 
 @CASE(
     "Files of the user's named like recordbeam's: a `.recordbeam-tmp-notes/` folder, a "
-    "`.recordbeam-tmp-todo` file, `failed-run-rejects.jsonl`",
+    "`.recordbeam-tmp-todo` file, `failed-run-rejects.jsonl`, `my-classes.labels.txt` (a "
+    "TFDS label file's name)",
     "refused (exit 2) naming them; with `--overwrite` written beside them and never "
     "deleted, by a run that fails its reject limit, nor by a later successful run",
 )
@@ -229,7 +230,7 @@ def test_files_named_like_ours_are_never_deleted(tmp_path, capsys):
     sample = make_coco_sample(tmp_path / "sample", num_images=12)  # some images are bad
     out = tmp_path / "out"
     mine = {f"{TEMP_PREFIX}notes/todo.txt": b"buy milk", f"{TEMP_PREFIX}todo": b"call",
-            "notes.txt": b"mine"}
+            "notes.txt": b"mine", "my-classes.labels.txt": b"cat\ndog\n"}
     for name, data in mine.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(data)

@@ -39,6 +39,7 @@ from recordbeam.dataset.names import (
     is_shard_file,
     shard_name,
 )
+from recordbeam.dataset.tfds import files_for as tfds_files_for
 from recordbeam.dataset.tfds import is_tfds_file
 
 # The naming rules live in recordbeam.dataset.names (no Beam); they are named here too
@@ -195,7 +196,7 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
         for entry in manifest.get("splits", {}).values():
             for shard in entry.get("shards", []):
                 names |= {shard["file"], shard["file"] + ".idx"}
-        known |= {p for p in files if "/" not in p and is_tfds_file(p)}
+        names |= set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
     for folder in temp_folders:
         plan = _read_json(filesystems.join(output_dir, folder, COMMIT_PLAN)) or {}
         names |= set(plan.get("files", []))

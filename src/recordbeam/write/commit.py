@@ -163,6 +163,9 @@ class _Finalize(beam.DoFn):
         all_rejects = sorted(kept_rejects + rejects,
                              key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
         staged_files.append((names.REJECTS, "".join(r.to_json() + "\n" for r in all_rejects).encode("utf-8")))
+        # TFDS's dataset_info.json and the rest: staged too, so that a full disk stops the
+        # run before the folder changes, not half-way through the commit.
+        staged_files += sorted(tfds.files_for(final).items())
         for name, data in staged_files:
             filesystems.write_bytes(filesystems.join(self._temp_dir, name), data)
         filesystems.write_bytes(filesystems.join(self._temp_dir, names.MANIFEST),
@@ -211,8 +214,8 @@ class _Finalize(beam.DoFn):
         for name in staged:
             sources.append(filesystems.join(self._temp_dir, name))
             targets.append(filesystems.join(out, name))
+        _remove_stale_tfds_files(out, final, known)
         _rename_logged(out, sources, targets, f"{len(sources)} new files (shards, indexes, metadata)")
-        _write_tfds_files(out, final)  # TFDS's dataset_info.json etc., before the manifest
         _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path],
                        f"{names.MANIFEST} (last: the folder is finished)")
         _remove_temp_dirs(out, self._temp_dir, lock)
@@ -332,15 +335,12 @@ def _example(rejects: Sequence[Reject], split: str, kind: str) -> str:
     return f"The most frequent, {common}, e.g. {said.rstrip('.')}. "
 
 
-def _write_tfds_files(output_dir: str, manifest: Mapping[str, Any]) -> list[str]:
-    """Write the TFDS files for ``manifest`` into ``output_dir`` and remove stale ones
-    (none for compressed shards, which TFDS cannot read); returns the names written."""
+def _remove_stale_tfds_files(output_dir: str, manifest: Mapping[str, Any],
+                             known: set[str]) -> None:
+    """Delete the TFDS files of ours (``known``: the previous manifest's) this manifest has
+    no use for (none for compressed shards, which TFDS cannot read); the new ones are
+    renamed into place with the shards."""
     files = tfds.files_for(manifest)
-    stale = [
-        name for name in layout.existing_files(output_dir)
-        if "/" not in name and tfds.is_tfds_file(name) and name not in files
-    ]
+    stale = [name for name in sorted(known)
+             if "/" not in name and tfds.is_tfds_file(name) and name not in files]
     _delete_logged(output_dir, stale, "stale TFDS files")
-    for name, data in sorted(files.items()):
-        filesystems.write_bytes(filesystems.join(output_dir, name), data)
-    return sorted(files)
