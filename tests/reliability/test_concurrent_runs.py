@@ -202,6 +202,28 @@ def test_a_live_lock_is_refused_unless_broken(sample, clean, tmp_path, capsys):
 
 
 @CASE(
+    "`recordbeam index OUT` while another run holds OUT (it may be replacing the shards)",
+    "refused (exit 2) naming that run; no `.idx` written; once the folder is free, indexed",
+)
+def test_index_waits_for_no_run(clean, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, data in clean.items():
+        (out / name).write_bytes(data)
+    host, boot, started = _this_host(tmp_path)
+    lock = _lock_of("feedfacecafe", host=host, boot=boot, pid=os.getpid(),
+                    pid_started=started, started=time.time(), command="convert coco")
+    (out / LOCK).write_bytes(lock)
+    assert cli.main(["index", str(out)]) == 2
+    assert "is being written by another run feedfacecafe" in capsys.readouterr().err
+    assert snapshot(out) == {**clean, LOCK: lock}
+    (out / LOCK).unlink()
+    assert cli.main(["index", str(out)]) == 0
+    assert sorted(set(snapshot(out)) - set(clean)) == [
+        "train-00000-of-00002.tfrecord.idx", "train-00001-of-00002.tfrecord.idx"]
+
+
+@CASE(
     "`.recordbeam-lock.json` that recordbeam did not write (any other content)",
     "refused (exit 2) naming the file; never read as a lock, never deleted",
 )
