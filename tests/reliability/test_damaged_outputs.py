@@ -122,16 +122,19 @@ def _torch_all(out) -> int:
     return sum(1 for _ in torch_dataset.RecordIterableDataset(str(out)))
 
 
-DAMAGES = ["cut at a record boundary", "emptied", "records doubled"]
-
-
 @pytest.mark.parametrize("damage", [
-    pytest.param(damage, marks=CASE(
-        f"A shard {damage} after its commit; `inspect`, `verify`, `index`, `report`, "
-        "`reshard`, `recordbeam.read` and the PyTorch dataset over the folder",
-        "each fails (exit 1, or ShardChanged from Python) naming the shard and the size or "
-        "count the manifest lists; nothing is written from it"))
-    for damage in DAMAGES
+    pytest.param("cut at a record boundary", marks=CASE(
+        "A shard cut at a record boundary after its commit; `inspect`, `verify`, `index`, "
+        "`report`, `reshard`, `recordbeam.read` and the PyTorch dataset over the folder",
+        "each fails (exit 1, or ShardChanged from Python) naming the shard and the size the "
+        "manifest lists; `reshard` writes nothing")),
+    pytest.param("emptied", marks=CASE(
+        "A shard emptied after its commit; the same commands and readers",
+        "each fails (exit 1, or ShardChanged) naming the shard; nothing is written from it")),
+    pytest.param("records doubled", marks=CASE(
+        "A shard whose records were doubled after its commit; the same commands and readers",
+        "each fails (exit 1, or ShardChanged) naming the shard; `reshard` never writes more "
+        "examples than the manifest lists")),
 ])
 def test_every_reader_compares_a_shard_with_the_manifest(finished, tmp_path, capsys, damage):
     out, shard = _damaged(finished, tmp_path, damage)

@@ -147,7 +147,9 @@ def _process_started(pid: int) -> str:
 
 
 def _on_this_host(record: LockRecord) -> bool:
-    return record.host == socket.gethostname() and record.boot == _boot_id() != ""
+    """Same host name, and the same boot where the system tells it (Linux): after a
+    reboot no process of the lock's can be alive."""
+    return record.host == socket.gethostname() and record.boot == _boot_id()
 
 
 def _owner_gone(record: LockRecord) -> bool:
@@ -155,14 +157,15 @@ def _owner_gone(record: LockRecord) -> bool:
     host is gone, or it is older than :data:`STALE_AFTER_HOURS`."""
     if record.run is None:
         return True
-    if record.pid and _on_this_host(record):
+    if record.pid and os.name == "posix" and _on_this_host(record):
         try:
-            os.kill(record.pid, 0)
+            os.kill(record.pid, 0)  # no signal sent: asks whether the process exists
         except ProcessLookupError:
             return True
         except PermissionError:
             pass
-        return _process_started(record.pid) != record.pid_started
+        now = _process_started(record.pid)
+        return bool(now and record.pid_started and now != record.pid_started)  # pid reused
     return time.time() - record.started > STALE_AFTER_HOURS * 3600
 
 
