@@ -26,24 +26,9 @@ from recordbeam.testing.samples import make_coco_sample
 CASE = pytest.mark.case
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    """Enough pixels that a run takes a few seconds to write its shards."""
-    return make_coco_sample(tmp_path_factory.mktemp("sample"), num_images=400,
-                            image_size=(320, 240), include_bad=False)
-
-
-@pytest.fixture(scope="module")
-def clean(sample, tmp_path_factory) -> dict[str, bytes]:
-    out = tmp_path_factory.mktemp("clean") / "out"
-    assert cli.main(convert_argv(sample.images_dir, sample.annotations, str(out),
-                                 "--shards", "2")) == 0
-    return snapshot(out)
-
-
-def _command(sample, out, *extra: str) -> list[str]:
+def _command(larger_sample, out, *extra: str) -> list[str]:
     return [sys.executable, "-m", "recordbeam", *convert_argv(
-        sample.images_dir, sample.annotations, str(out), "--shards", "2", *extra)]
+        larger_sample.images_dir, larger_sample.annotations, str(out), "--shards", "2", *extra)]
 
 
 def _start(argv: list[str]) -> subprocess.Popen:
@@ -79,12 +64,12 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
             "refused (exit 2) naming the conversion's run; the conversion's output is whole")),
     ],
 )
-def test_a_second_writer_is_refused_naming_the_first(sample, clean, tmp_path, second):
+def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean, tmp_path, second):
     out = tmp_path / "out"
     out.mkdir()
-    for name, data in clean.items():  # a finished output, as a nightly run finds it
+    for name, data in larger_clean.items():  # a finished output, as a nightly run finds it
         (out / name).write_bytes(data)
-    first = _start(_command(sample, out, "--overwrite"))
+    first = _start(_command(larger_sample, out, "--overwrite"))
     started = time.monotonic()
     while not _writing_shards(out):
         assert first.poll() is None, first.communicate()
@@ -92,13 +77,13 @@ def test_a_second_writer_is_refused_naming_the_first(sample, clean, tmp_path, se
         time.sleep(0.005)
     holder = json.loads((out / LOCK).read_text())
     if second == "convert":
-        argv = _command(sample, out)
+        argv = _command(larger_sample, out)
     else:
         argv = [sys.executable, "-m", "recordbeam", "reshard", str(tmp_path / "inputs"),
                 str(out), "--quiet", "--direct_running_mode=in_memory",
                 "--direct_num_workers=1"]
         (tmp_path / "inputs").mkdir()
-        for name, data in clean.items():
+        for name, data in larger_clean.items():
             (tmp_path / "inputs" / name).write_bytes(data)
     # The first run waits, stopped, while the second one starts: it holds the folder.
     os.killpg(first.pid, signal.SIGSTOP)
@@ -111,7 +96,7 @@ def test_a_second_writer_is_refused_naming_the_first(sample, clean, tmp_path, se
     assert f"pid {first.pid} on " in err and "--break-lock" in err
     assert len(err.splitlines()) == 1, err
     assert _finish(first)[0] == 0
-    assert snapshot(out) == clean
+    assert snapshot(out) == larger_clean
 
 
 @CASE(
@@ -120,19 +105,19 @@ def test_a_second_writer_is_refused_naming_the_first(sample, clean, tmp_path, se
     "one writes, any other is refused (exit 2) naming the run that writes; never both fail; "
     "the folder equals a clean run each time",
 )
-def test_runs_started_together_never_lose_the_output(sample, clean, tmp_path):
+def test_runs_started_together_never_lose_the_output(larger_sample, larger_clean, tmp_path):
     out = tmp_path / "out"
     for trial in range(6):
         if trial == 3:  # from here on, a finished output is there
-            assert snapshot(out) == clean
-        runs = [_start(_command(sample, out)) for _ in range(2)]
+            assert snapshot(out) == larger_clean
+        runs = [_start(_command(larger_sample, out)) for _ in range(2)]
         results = [_finish(run) for run in runs]
         codes = sorted(code for code, _err in results)
         assert codes in ([0, 0], [0, 2]), results  # one after the other, or one refused
         for (code, err), other in zip(results, reversed(runs), strict=True):
             if code == 2:
                 assert f"pid {other.pid} on " in err, err
-        assert snapshot(out) == clean
+        assert snapshot(out) == larger_clean
 
 
 # --- locks left behind ---------------------------------------------------------------
@@ -155,7 +140,7 @@ def _this_host(tmp_path) -> tuple[str, str, str]:
     "taken over without a word: the run succeeds, the dead run's temp folder is removed, "
     "the lock is gone after the commit",
 )
-def test_stale_locks_are_taken_over(sample, clean, tmp_path):
+def test_stale_locks_are_taken_over(larger_sample, larger_clean, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     host, boot, _started = _this_host(tmp_path)
@@ -172,16 +157,16 @@ def test_stale_locks_are_taken_over(sample, clean, tmp_path):
         (out / f"{TEMP_PREFIX}0123456789ab" / "train-00000-of-00002.tfrecord.aaaa").write_bytes(
             b"partial")
         (out / LOCK).write_bytes(lock)
-        assert cli.main(convert_argv(sample.images_dir, sample.annotations, str(out),
+        assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
                                      "--shards", "2")) == 0, name
-        assert snapshot(out) == clean, name
+        assert snapshot(out) == larger_clean, name
 
 
 @CASE(
     "Lock of a live run on this host, and of another host's run younger than 24 hours",
     "refused (exit 2) naming it; `--break-lock` takes it and the run succeeds",
 )
-def test_a_live_lock_is_refused_unless_broken(sample, clean, tmp_path, capsys):
+def test_a_live_lock_is_refused_unless_broken(larger_sample, larger_clean, tmp_path, capsys):
     host, boot, started = _this_host(tmp_path)
     for name, lock in [
         ("live", _lock_of("feedfacecafe", host=host, boot=boot, pid=os.getpid(),
@@ -192,23 +177,23 @@ def test_a_live_lock_is_refused_unless_broken(sample, clean, tmp_path, capsys):
         out = tmp_path / name
         out.mkdir()
         (out / LOCK).write_bytes(lock)
-        argv = convert_argv(sample.images_dir, sample.annotations, str(out), "--shards", "2")
+        argv = convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out), "--shards", "2")
         assert cli.main(argv) == 2, name
         err = capsys.readouterr().err
         assert "is being written by another run feedfacecafe" in err
         assert (out / LOCK).read_bytes() == lock  # untouched
         assert cli.main([*argv, "--break-lock"]) == 0, name
-        assert snapshot(out) == clean, name
+        assert snapshot(out) == larger_clean, name
 
 
 @CASE(
     "`recordbeam index OUT` while another run holds OUT (it may be replacing the shards)",
     "refused (exit 2) naming that run; no `.idx` written; once the folder is free, indexed",
 )
-def test_index_waits_for_no_run(clean, tmp_path, capsys):
+def test_index_waits_for_no_run(larger_clean, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    for name, data in clean.items():
+    for name, data in larger_clean.items():
         (out / name).write_bytes(data)
     host, boot, started = _this_host(tmp_path)
     lock = _lock_of("feedfacecafe", host=host, boot=boot, pid=os.getpid(),
@@ -216,10 +201,10 @@ def test_index_waits_for_no_run(clean, tmp_path, capsys):
     (out / LOCK).write_bytes(lock)
     assert cli.main(["index", str(out)]) == 2
     assert "is being written by another run feedfacecafe" in capsys.readouterr().err
-    assert snapshot(out) == {**clean, LOCK: lock}
+    assert snapshot(out) == {**larger_clean, LOCK: lock}
     (out / LOCK).unlink()
     assert cli.main(["index", str(out)]) == 0
-    assert sorted(set(snapshot(out)) - set(clean)) == [
+    assert sorted(set(snapshot(out)) - set(larger_clean)) == [
         "train-00000-of-00002.tfrecord.idx", "train-00001-of-00002.tfrecord.idx"]
 
 
@@ -227,11 +212,11 @@ def test_index_waits_for_no_run(clean, tmp_path, capsys):
     "`.recordbeam-lock.json` that recordbeam did not write (any other content)",
     "refused (exit 2) naming the file; never read as a lock, never deleted",
 )
-def test_a_foreign_file_named_like_the_lock_is_refused(sample, tmp_path, capsys):
+def test_a_foreign_file_named_like_the_lock_is_refused(larger_sample, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / LOCK).write_text("my own notes\n")
-    argv = convert_argv(sample.images_dir, sample.annotations, str(out), "--overwrite")
+    argv = convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out), "--overwrite")
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert f"{out / LOCK} is not a lock recordbeam wrote" in err

@@ -218,13 +218,6 @@ def test_sigkill_at_any_moment_then_rerun(sample, clean, tmp_path):
 # ----------------------------------------------------------------- Ctrl-C
 
 
-@pytest.fixture(scope="module")
-def larger_sample(tmp_path_factory):
-    """Enough pixels that shards take a few seconds to write, so Ctrl-C lands mid-run."""
-    return make_coco_sample(tmp_path_factory.mktemp("larger"), num_images=400,
-                            image_size=(320, 240), include_bad=False)
-
-
 @contextlib.contextmanager
 def _sigint_as_a_terminal_gives_it():
     """Start the command with SIGINT handled and unblocked, as a command typed at a terminal.

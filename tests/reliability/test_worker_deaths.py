@@ -20,7 +20,6 @@ from reliability_data import convert_argv, snapshot
 from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import MANIFEST
 from recordbeam.local import standby
-from recordbeam.testing.samples import make_coco_sample
 
 CASE = pytest.mark.case
 
@@ -28,21 +27,6 @@ CASE = pytest.mark.case
 DEADLINE = 30.0
 
 pytestmark = pytest.mark.skipif(not standby.SUPPORTED, reason="forked workers need Linux")
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    """Enough pixels that the shards take a few seconds to write."""
-    return make_coco_sample(tmp_path_factory.mktemp("sample"), num_images=400,
-                            image_size=(320, 240), include_bad=False)
-
-
-@pytest.fixture(scope="module")
-def clean(sample, tmp_path_factory) -> dict[str, bytes]:
-    out = tmp_path_factory.mktemp("clean") / "out"
-    assert cli.main(convert_argv(sample.images_dir, sample.annotations, str(out),
-                                 "--shards", "2")) == 0
-    return snapshot(out)
 
 
 def _processes() -> dict[int, tuple[int, int, str]]:
@@ -142,15 +126,15 @@ def _writing_shards(out: str):
             "a clean run")),
     ],
 )
-def test_a_killed_worker_ends_the_run_naming_it(sample, clean, tmp_path, moment):
+def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp_path, moment):
     out = str(tmp_path / "out")
     ready = {
         "taken over": lambda pid: True,
         "connected": _connected,
         "writing shards": _writing_shards(out),
     }[moment]
-    argv = ["convert", "coco", "--images", sample.images_dir, "--annotations",
-            sample.annotations, "--output", out, "--quiet", "--shards", "2",
+    argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
+            larger_sample.annotations, "--output", out, "--quiet", "--shards", "2",
             "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
     victim, code, err, seconds = _kill_a_worker(argv, ready)
     lines = err.splitlines()
@@ -161,5 +145,5 @@ def test_a_killed_worker_ends_the_run_naming_it(sample, clean, tmp_path, moment)
     assert seconds < 10, f"the run took {seconds:.1f} s to end after its worker died"
     files = snapshot(out) if os.path.isdir(out) else {}
     assert MANIFEST not in files
-    assert cli.main(convert_argv(sample.images_dir, sample.annotations, out, "--shards", "2")) == 0
-    assert snapshot(out) == clean
+    assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, out, "--shards", "2")) == 0
+    assert snapshot(out) == larger_clean

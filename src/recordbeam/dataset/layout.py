@@ -164,12 +164,19 @@ def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[s
     manifest = read_manifest(output_dir)
     if manifest is not None:
         return manifest
-    temp_folders, _files = folder_lock.owned_names(_lock_record(output_dir))
-    for folder in sorted(temp_folders):
-        previous = _read_json(filesystems.join(output_dir, folder, PREVIOUS_MANIFEST))
+    files = existing_files(output_dir) if files is None else files
+    for path in _in_recorded_temp_folders(output_dir, files, PREVIOUS_MANIFEST):
+        previous = _read_json(filesystems.join(output_dir, path))
         if previous and previous.get("format") == MANIFEST_FORMAT:
             return previous
     return None
+
+
+def _in_recorded_temp_folders(output_dir: str, files: list[str], name: str) -> list[str]:
+    """``<temp folder>/<name>`` for each temp folder the lock records that holds ``name``."""
+    temp_folders, _loose = folder_lock.owned_names(_lock_record(output_dir))
+    return sorted(p for p in files if p.split("/", 1)[0] in temp_folders
+                  and p.endswith("/" + name) and p.count("/") == 1)
 
 
 def _lock_record(output_dir: str) -> folder_lock.LockRecord | None:
@@ -197,8 +204,8 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
             for shard in entry.get("shards", []):
                 names |= {shard["file"], shard["file"] + ".idx"}
         names |= set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
-    for folder in temp_folders:
-        plan = _read_json(filesystems.join(output_dir, folder, COMMIT_PLAN)) or {}
+    for path in _in_recorded_temp_folders(output_dir, files, COMMIT_PLAN):
+        plan = _read_json(filesystems.join(output_dir, path)) or {}
         names |= set(plan.get("files", []))
     return known | {p for p in files if p in names}
 
