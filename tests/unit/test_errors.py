@@ -7,7 +7,6 @@ import errno
 import pytest
 
 from recordbeam.errors import (
-    full_filesystem,
     EXIT_DATA,
     EXIT_FAILED,
     EXIT_USAGE,
@@ -15,6 +14,7 @@ from recordbeam.errors import (
     Failure,
     UsageError,
     describe,
+    full_filesystem,
     unknown_arguments_error,
 )
 
