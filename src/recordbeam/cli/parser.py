@@ -170,6 +170,9 @@ def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_whe
     parser.add_argument("--overwrite", action="store_true",
                         help="write into a folder that holds files recordbeam did not write; "
                         "they are kept (default: refuse such a folder)")
+    parser.add_argument("--break-lock", action="store_true",
+                        help="take OUT's lock even if another run holds it: only when that "
+                        "run is gone for good (default: refuse a folder another run writes)")
 
 
 def _add_quiet(parser: argparse.ArgumentParser) -> None:

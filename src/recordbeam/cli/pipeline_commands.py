@@ -37,7 +37,8 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                           compression=args.compression, index=args.index)
     options = ReshardOptions(tuple(inputs), args.split)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
-                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
+                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet,
+                 break_lock=args.break_lock, command="reshard")
     return _report_run(result, args, splits)
 
 
@@ -70,7 +71,8 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
     from recordbeam.pipeline import run
 
     result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
-                 show_progress=not args.quiet, detach=getattr(args, "detach", False))
+                 show_progress=not args.quiet, detach=getattr(args, "detach", False),
+                 break_lock=args.break_lock, command=args.command_parser.prog)
     return _report_run(result, args, list(splits or [args.split]))
 
 

@@ -5,12 +5,14 @@ What the files are called is :mod:`recordbeam.dataset.names`.
 A folder is *finished* when it holds ``manifest.json``; the manifest is always written
 last and removed first, so a killed run never leaves a folder that looks finished.
 
-A file is ours when our own records name it, not merely when its name looks like ours
-(Beam's ``WriteToTFRecord`` also writes ``train-00000-of-00003.tfrecord``): files listed
-in the manifest, the metadata files beside a manifest, temp folders, and what a commit
-that was cut short was placing (each commit leaves the manifest it replaces and the
-names it places in its temp folder until it finishes). Any other file is foreign: we
-refuse to write beside it unless asked (``overwrite``) and we never delete it.
+A file is ours when our own records name it, never because its name looks like ours
+(Beam's ``WriteToTFRecord`` also writes ``train-00000-of-00003.tfrecord``, a user may keep
+``.recordbeam-tmp-notes/``): files listed in the manifest, the metadata files beside a
+manifest, the temp folders and loose files the folder's lock records
+(:mod:`recordbeam.dataset.folder_lock`), and what a commit that was cut short was placing
+(each commit leaves the manifest it replaces and the names it places in its temp folder
+until it finishes). Any other file is foreign: we refuse to write beside it unless asked
+(``overwrite``) and we never delete it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from recordbeam import filesystems
+from recordbeam.dataset import folder_lock
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.dataset.manifest import (
     DamagedManifest,
@@ -41,6 +44,7 @@ from recordbeam.dataset.names import (
     is_shard_file,
     shard_name,
 )
+from recordbeam.dataset.tfds import files_for as tfds_files_for
 from recordbeam.dataset.tfds import is_tfds_file
 
 # The naming rules live in recordbeam.dataset.names (no Beam); they are named here too
@@ -54,7 +58,9 @@ __all__ = [
 
 
 def is_ours(relative_path: str) -> bool:
-    """True for files a recordbeam run writes (shards, indexes, metadata, temp files)."""
+    """True for names a recordbeam run gives its files (shards, indexes, metadata, temp
+    files): for advice about a file named to a command. Whether a file in an output folder
+    *is* ours is :func:`known_files`'s to say, from our records."""
     top = relative_path.split("/", 1)[0]
     if top.startswith(TEMP_PREFIX):
         return True
@@ -171,24 +177,43 @@ def finished_manifest(output_dir: str) -> dict[str, Any] | None:
 
 def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[str, Any] | None:
     """``manifest.json``, or, when a commit was cut short after removing it, the manifest
-    that commit was replacing (kept in its temp folder)."""
+    that commit was replacing (kept in its temp folder, which the lock records)."""
     manifest = read_manifest(output_dir)
     if manifest is not None:
         return manifest
     files = existing_files(output_dir) if files is None else files
-    for p in files:
-        if p.startswith(TEMP_PREFIX) and p.endswith("/" + PREVIOUS_MANIFEST):
-            path = filesystems.join(output_dir, p)
-            previous = _read_json(path)
-            if _is_ours(previous, path):
-                return previous
+    for path in _in_recorded_temp_folders(output_dir, files, PREVIOUS_MANIFEST):
+        full = filesystems.join(output_dir, path)
+        previous = _read_json(full)
+        if _is_ours(previous, full):
+            return previous
     return None
+
+
+def _in_recorded_temp_folders(output_dir: str, files: list[str], name: str) -> list[str]:
+    """``<temp folder>/<name>`` for each temp folder the lock records that holds ``name``."""
+    temp_folders, _loose = folder_lock.owned_names(_lock_record(output_dir))
+    return sorted(p for p in files if p.split("/", 1)[0] in temp_folders
+                  and p.endswith("/" + name) and p.count("/") == 1)
+
+
+def _lock_record(output_dir: str) -> folder_lock.LockRecord | None:
+    """The lock's record; None for none, or for a file of its name we did not write
+    (:func:`folder_lock.read` refuses that one where it matters: taking the lock)."""
+    try:
+        return folder_lock.read(output_dir)
+    except OutputFolderError:
+        return None
 
 
 def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
     """The files of ``output_dir`` that our records say we wrote (see the module doc)."""
     files = existing_files(output_dir) if files is None else files
-    known = {p for p in files if p.startswith(TEMP_PREFIX) or p == FAILED_REJECTS}
+    record = _lock_record(output_dir)
+    temp_folders, loose = folder_lock.owned_names(record)
+    known = {p for p in files if p.split("/", 1)[0] in temp_folders or p in loose}
+    if record is not None:
+        known.add(folder_lock.LOCK)
     names: set[str] = set()
     manifest = recorded_manifest(output_dir, files)
     if manifest is not None:
@@ -196,11 +221,10 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
         for entry in manifest.get("splits", {}).values():
             for shard in entry.get("shards", []):
                 names |= {shard["file"], shard["file"] + ".idx"}
-        known |= {p for p in files if "/" not in p and is_tfds_file(p)}
-    for p in files:
-        if p.startswith(TEMP_PREFIX) and p.endswith("/" + COMMIT_PLAN):
-            plan = _read_json(filesystems.join(output_dir, p)) or {}
-            names |= set(plan.get("files", []))
+        names |= set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
+    for path in _in_recorded_temp_folders(output_dir, files, COMMIT_PLAN):
+        plan = _read_json(filesystems.join(output_dir, path)) or {}
+        names |= set(plan.get("files", []))
     return known | {p for p in files if p in names}
 
 

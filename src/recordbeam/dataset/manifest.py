@@ -57,6 +57,10 @@ def parse_manifest(data: bytes, path: str, *, check_format: bool = True) -> dict
         found = f"its format is {value['format']!r}" if "format" in value else "it names no format"
         raise DamagedManifest(f"{path} is not a recordbeam manifest ({found}; expected "
                               f"{FORMAT!r}); point at a folder recordbeam wrote, or {redo}")
+    if check_format:
+        problem = _splits_problem(value.get("splits"))
+        if problem:
+            raise DamagedManifest(f"{path}: {problem}; the manifest is damaged: {redo}")
     check_shard_names(value, path)
     return value
 
@@ -92,6 +96,25 @@ def check_shard_names(manifest: Mapping[str, Any], path: str) -> None:
                     "name in the manifest's own folder (a manifest names its shards without "
                     "folders, '..' or absolute paths); no shard was read. Re-run the "
                     "conversion that wrote the folder, or restore its manifest.json")
+
+
+
+def _splits_problem(splits: Any) -> str | None:
+    """What is wrong with a manifest's ``splits``, or None: a commit always writes at least
+    one split, each listing its shards with their file, examples and bytes."""
+    if not isinstance(splits, dict) or not splits:
+        return ("it lists no splits" if splits in ({}, [], None)
+                else "its splits are not an object of splits")
+    for name, entry in splits.items():
+        shards = entry.get("shards") if isinstance(entry, dict) else None
+        if not isinstance(shards, list) or not shards:
+            return f"split {name!r} lists no shards"
+        for shard in shards:
+            if not (isinstance(shard, dict) and isinstance(shard.get("file"), str)
+                    and all(isinstance(shard.get(k), int) and shard[k] >= 0
+                            for k in ("examples", "bytes"))):
+                return f"split {name!r} lists a shard without its file, examples and bytes"
+    return None
 
 
 def reject_summary(rejects: Iterable[Reject], examples: int,
