@@ -29,7 +29,7 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    SortedNames,
+    FoundClassNames,
     build_record,
     detection_metadata,
     listed_images,
@@ -274,11 +274,7 @@ class ReadBoxCsv(beam.PTransform):
             .with_outputs("rejects", "counts", main="joined")
         )
         parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
-        classes = (
-            parsed
-            | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-            | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-        )
+        classes = parsed | "SortedClasses" >> FoundClassNames()
         built = parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), "the classes found",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")

@@ -31,6 +31,13 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import (
+    DUPLICATE_CLASS_NAME,
+    check_class_list,
+    name_problem,
+    repeated_name_warnings,
+    shown,
+)
 from recordbeam.errors import DataError
 from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.checks import ImageInfo
@@ -790,6 +797,11 @@ def _check_category(item: dict, where: str, include_keypoints: bool = False) -> 
     name = item.get("name")
     if not _is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
+    problem = name_problem(name)
+    if problem:
+        raise CocoFormatError(f"{where} (category {item['id']!r}): the name {shown(name)} "
+                              f"{problem}; a class name is written as one line of labels.txt. "
+                              "Fix the annotation file")
     if not include_keypoints:
         return Category(item["id"], item["name"])
     names, skeleton = item.get("keypoints", []), item.get("skeleton", [])
@@ -807,6 +819,18 @@ def _check_category(item: dict, where: str, include_keypoints: bool = False) -> 
             f"{where}: 'skeleton' must be a list of [a, b] pairs of keypoint numbers from 1 "
             f"to {len(names)} (the category's keypoint names); fix the annotation file")
     return Category(item["id"], name, tuple(names), tuple(tuple(p) for p in skeleton))
+
+
+def category_name_warnings(categories: list[Category], path: str) -> list[Reject]:
+    """``duplicate_class_name`` warnings for categories sharing a name (or names that
+    differ only in Unicode normalisation): legal COCO, their ids keep them apart, but a
+    class text then stands for two labels."""
+    ordered = sorted(categories, key=lambda c: _id_order(c.id))
+    names = [c.name for c in ordered]
+    places = [f"category {c.id!r}" for c in ordered]
+    repeats = check_class_list(names, places, path, repeats_allowed=True)
+    return [Reject("warning", f"{path}: categories", DUPLICATE_CLASS_NAME, detail)
+            for detail in repeated_name_warnings(names, places, repeats)]
 
 
 class CategoryLabel(NamedTuple):
@@ -1307,6 +1331,11 @@ class ReadCoco(beam.PTransform):
             lambda _, cats, t: _metadata(list(cats), contiguous, t, keypoints, task),
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
+        if opts.annotations:
+            rejects.append(pbegin | "ClassNames" >> beam.Create([opts.annotations])
+                           | "RepeatedNames" >> beam.FlatMap(
+                               lambda path, cats: category_name_warnings(list(cats), path),
+                               AsList(categories)))
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(_planned_size, opts.split)
         counts = (joined.counts, inputs.counts) | "CocoCounts" >> beam.Flatten()

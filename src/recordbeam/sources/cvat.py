@@ -49,6 +49,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list
 from recordbeam.errors import DataError
 from recordbeam.images.masks import mask_to_coco_rle
 from recordbeam.records import ImageRecord, Reject
@@ -57,7 +58,7 @@ from recordbeam.sources.annotated_files import (
     JoinMessage,
     NamedObject,
     ParsedImage,
-    SortedNames,
+    FoundClassNames,
     build_record,
     detection_metadata,
     listed_images,
@@ -226,6 +227,8 @@ def plan(options: CvatOptions) -> CvatPlan:
         if meta.labels:
             if classes is None:
                 classes, first = list(meta.labels), path
+                check_class_list(classes, [f"<meta> label {i + 1}"
+                                           for i in range(len(classes))], path)
             elif list(meta.labels) != classes:
                 raise CvatError(f"{path} declares the labels {list(meta.labels)}, but {first} "
                                 f"declares {classes}; export every subset with the same labels")
@@ -933,11 +936,7 @@ class ReadCvat(beam.PTransform):
         if self.classes is not None:
             classes = pbegin | "ClassList" >> beam.Create([self.classes])
         else:
-            classes = (
-                paired.parsed
-                | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-                | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-            )
+            classes = paired.parsed | "SortedClasses" >> FoundClassNames()
         built = paired.parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), "the labels of <meta>",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")

@@ -16,6 +16,7 @@ ImageNet convention that keeps 0 for background). Files are listed on workers wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -25,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
 from recordbeam.records import ImageRecord, Reject
@@ -115,17 +117,12 @@ def read_classes_file(path: str) -> list[str]:
     except UnicodeDecodeError:
         raise ImageFolderError(f"{path} is not UTF-8 text; --classes takes a text file with "
                                "one class name per line, saved as UTF-8") from None
-    names = [line.strip() for line in text.splitlines() if line.strip()]
-    seen: dict[str, int] = {}
-    for number, name in enumerate(names, 1):
-        if name in seen:
-            raise ImageFolderError(
-                f"{path}: class {name!r} on line {number} already appears on line {seen[name]}; "
-                "each class must be listed once"
-            )
-        seen[name] = number
-    if not names:
+    lines = [(number, line.strip()) for number, line in enumerate(class_file_lines(text), 1)]
+    listed = [(number, name) for number, name in lines if name]
+    if not listed:
         raise ImageFolderError(f"{path} lists no classes; write one class name per line")
+    names = [name for _number, name in listed]
+    check_class_list(names, [f"line {number}" for number, _name in listed], path)
     return names
 
 
@@ -243,6 +240,15 @@ def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
     }
 
 
+def checked_folder_classes(names: Iterable[str], root: str) -> list[str]:
+    """The class folders' names, sorted; raises
+    :class:`~recordbeam.dataset.class_names.ClassNameError` for a name that cannot be one
+    line of labels.txt, or two that differ only in Unicode normalisation."""
+    classes = sorted(names)
+    check_class_list(classes, ["a class folder"] * len(classes), root)
+    return classes
+
+
 def _listed_class_names(root: str, split_folders: tuple[str, ...],
                         skipped_prefix: str | None) -> list[str]:
     """The class names a run would find, from a listing on the launcher: the folders
@@ -301,7 +307,9 @@ class ReadImageFolder(beam.PTransform):
         if opts.classes_file:
             classes = read_classes_file(opts.classes_file)
         else:
-            classes = _listed_class_names(self._root, self.split_folders, self._skipped_prefix)
+            classes = checked_folder_classes(
+                _listed_class_names(self._root, self.split_folders, self._skipped_prefix),
+                self._root)
         return {"label_map": {str(i + opts.label_offset): name for i, name in enumerate(classes)}}
 
     def expand(self, pbegin):
@@ -325,7 +333,7 @@ class ReadImageFolder(beam.PTransform):
                 | "DistinctClasses" >> beam.Distinct()
                 | "SortClasses"
                 >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
-                | "Sorted" >> beam.Map(sorted)
+                | "Sorted" >> beam.Map(checked_folder_classes, self._root)
             )
         records = classified.files | "Label" >> beam.ParDo(
             _Label(opts.label_offset), AsSingleton(classes, default_value=[])
