@@ -41,7 +41,12 @@ from recordbeam.dataset.class_names import (
 from recordbeam.errors import DataError
 from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.checks import ImageInfo
-from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
+from recordbeam.images.masks import (
+    InvalidMask,
+    mask_png,
+    segmentation_to_mask,
+    too_many_vertices,
+)
 from recordbeam.images.transcode import orient_point
 from recordbeam.records import (
     COUNTER_NAMESPACE,
@@ -71,6 +76,7 @@ from recordbeam.sources.coco_records import (
 )
 from recordbeam.sources.detection import DetectionEncoder, Geometry
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.json_depth import DepthLimitedReader, JsonTooDeep
 from recordbeam.sources.listing import is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.write.image_encoder import warn_size_mismatch
@@ -204,13 +210,14 @@ def stream_section(path: str, section: str, stop_early: bool = False) -> Iterato
 _BOM = b"\xef\xbb\xbf"
 
 
-def _open_json(path: str) -> Any:
+def _open_json(path: str) -> DepthLimitedReader:
     """The file, open for ijson after the UTF-8 byte order mark some Windows tools write
-    (JSON readers may ignore it, RFC 8259; ijson's C parser refuses it)."""
+    (JSON readers may ignore it, RFC 8259; ijson's C parser refuses it), its nesting
+    bounded (see :mod:`recordbeam.sources.json_depth`)."""
     f = filesystems.open_read(path)
     if f.read(len(_BOM)) != _BOM:
         f.seek(0)
-    return f
+    return DepthLimitedReader(f)
 
 
 def _section_items(path: str, section: str, backend: Any, fallback: bool,
@@ -226,6 +233,9 @@ def _section_items(path: str, section: str, backend: Any, fallback: bool,
                 f.close()
                 f = _open_json(path)
         yield from backend.items(f, f"{section}.item", use_float=True)
+    except JsonTooDeep as error:
+        raise CocoFormatError(f"{path}: {error}, while reading '{section}'; a COCO file nests "
+                              "5 levels deep. Fix or re-export the annotation file.") from None
     except (ijson.JSONError, UnicodeDecodeError) as error:
         if fallback and (
             isinstance(error, UnicodeDecodeError) or "integer overflow" in str(error)
@@ -314,8 +324,8 @@ def section_at_end(path: str, section: str) -> list[Any] | None:
     if mentions != 1 or start < 1 or tail[start - 1:start] == b"\\":
         return None
     try:
-        return list(ijson.items(io.BytesIO(b"{" + tail[start:]), f"{section}.item",
-                                use_float=True))
+        return list(ijson.items(DepthLimitedReader(io.BytesIO(b"{" + tail[start:])),
+                                f"{section}.item", use_float=True))
     except (ijson.JSONError, ValueError):  # not a whole object, or an odd value: parse all
         return None
 
@@ -751,6 +761,13 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
             return Reject("annotation", f"annotation {ann_id}", "invalid_keypoints",
                           f"{where} (annotation {ann_id}): {keypoints}; fix the annotation "
                           "file (the image was written without this object)")
+    segmentation = item.get("segmentation") if include_masks else None
+    if type(segmentation) is list:
+        too_many = too_many_vertices(sum(len(p) // 2 for p in segmentation if type(p) is list))
+        if too_many:
+            return Reject("annotation", f"annotation {ann_id}", "invalid_mask",
+                          f"{_where(path, 'annotations', position)} (annotation {ann_id}): "
+                          f"{too_many}; the image was written without this object")
     area = item.get("area")
     if type(area) is not float:
         area = _as_float(area)
@@ -759,7 +776,7 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
     return image_id, new_record(Annotation, (
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
         area, 1 if item.get("iscrowd", 0) else 0,
-        item.get("segmentation") if include_masks else None, keypoints,
+        segmentation, keypoints,
     ))
 
 

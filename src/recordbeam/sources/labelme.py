@@ -48,6 +48,7 @@ from recordbeam.images.masks import (
     decode_mask_png,
     mask_to_coco_rle,
     segmentation_to_mask,
+    too_many_vertices,
 )
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
@@ -156,6 +157,10 @@ def parse_labelme_json(data: bytes, path: str, relative_path: str,
     except ValueError as error:
         raise AnnotationFileError("malformed_json", (
             f"{path}: not valid JSON ({error}); fix or re-save the file in labelme")) from None
+    except RecursionError:
+        raise AnnotationFileError("malformed_json", (
+            f"{path}: its arrays or objects nest too deeply to be read (a labelme file nests "
+            "4 levels); fix or re-save the file in labelme")) from None
     if not isinstance(document, dict) or not isinstance(document.get("shapes"), list):
         raise AnnotationFileError("malformed_json", (
             f"{path}: not a labelme annotation (a JSON object with a \"shapes\" list); "
@@ -281,7 +286,12 @@ def _piece(shape: Any, index: int, path: str,
     kind = shape.get("shape_type") or "polygon"  # labelme before 3.x wrote polygons only
     if kind in SKIPPED_SHAPES:
         return f"labelme_{kind}_shapes_skipped"
-    points = _points(shape.get("points"))
+    raw = shape.get("points")
+    too_many = too_many_vertices(len(raw)) if isinstance(raw, list) else None
+    if too_many:
+        return Reject("annotation", where, "invalid_shape", (
+            f"{where} ({label!r}): {too_many}; the image was written without this shape"))
+    points = _points(raw)
     needed = _POINTS_NEEDED.get(kind)
     if needed is None:
         return Reject("annotation", where, "unsupported_shape", (

@@ -299,7 +299,7 @@ def value_type(value: Any, from_csv: bool) -> str | None:
         if value.lstrip().startswith("["):
             try:
                 return value_type(json.loads(value), False)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return "bytes"
         try:
             float(value)
@@ -313,6 +313,8 @@ def value_type(value: Any, from_csv: bool) -> str | None:
     if isinstance(value, str):
         return "image" if _IMAGE_NAME.fullmatch(value) else "bytes"
     if isinstance(value, list):
+        if any(isinstance(v, (list, dict)) for v in value):
+            return "invalid"  # no type holds lists of lists (and a deep one would recurse)
         inner = {value_type(v, False) for v in value}
         if not inner:
             return "list"
@@ -511,7 +513,12 @@ def load_schema_file(path: str) -> dict[str, str]:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        value = value[:41]  # a value may be a whole line of any length
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -531,7 +538,7 @@ def convert_value(value: Any, kind: str, from_csv: bool) -> Any:
         if from_csv and isinstance(value, str):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise ValueError(f"{_short(value)} is not a JSON list") from None
         if not isinstance(value, list):
             raise ValueError(f"{_short(value)} is not a list")
@@ -776,6 +783,8 @@ def _json_line(content: str) -> dict | str | None:
         row = json.loads(content)
     except json.JSONDecodeError as error:
         return f"not valid JSON ({error.msg} at column {error.colno})"
+    except RecursionError:
+        return "nests arrays or objects too deeply to be read (a row is one object of values)"
     if not isinstance(row, dict):
         return f"is a JSON {type(row).__name__}, not an object with one key per column"
     return row

@@ -50,6 +50,7 @@ from recordbeam import filesystems
 from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
+from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,
@@ -598,6 +599,9 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...],
     """One ``cls cx cy w h`` or ``cls x1 y1 x2 y2 ...`` line (``cls cx cy w h`` and
     ``keypoint_values`` more in a pose dataset)."""
     fields = line.split()
+    too_many = too_many_vertices((len(fields) - 1) // 2)
+    if too_many:
+        return _malformed(where, f"{len(fields):,} values: {too_many}")
     values = [_number(field) for field in fields]
     if None in values:
         bad = fields[values.index(None)]
