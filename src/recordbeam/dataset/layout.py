@@ -21,7 +21,7 @@ from typing import Any
 
 from recordbeam import filesystems
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
-from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest
+from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest, shape_problem
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
     FAILED_REJECTS,
@@ -105,23 +105,45 @@ def check_creatable(output_dir: str) -> None:
     local = filesystems.local_path(output_dir)
     if local is None:
         return
-    import os  # the local launcher's own argument, not a data path
-    import tempfile
-
     existing = filesystems.nearest_existing_local(local)
-    problem = None
-    if os.path.islink(existing) and not os.path.exists(existing):
-        problem = f"{existing} is a broken symbolic link"
-    elif not os.path.isdir(existing):
-        problem = f"{existing} is a file, not a folder"
-    else:
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
-        except OSError as error:
-            problem = f"{error.strerror or error} in {existing}"
+    problem = _name_too_long(local, existing) or _unwritable(existing)
     if problem:
         raise OutputFolderError(f"cannot write the output folder {output_dir}: {problem}; "
                                 "choose a folder that can be created and written")
+
+
+def _unwritable(existing: str) -> str | None:
+    """Why no folder can be made in the existing local folder ``existing``, or None."""
+    import os  # the local launcher's own argument, not a data path
+    import tempfile
+
+    if os.path.islink(existing) and not os.path.exists(existing):
+        return f"{existing} is a broken symbolic link"
+    if not os.path.isdir(existing):
+        return f"{existing} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
+    except OSError as error:
+        return f"{error.strerror or error} in {existing}"
+    return None
+
+
+def _name_too_long(local: str, existing: str) -> str | None:
+    """What to say when a folder of ``local`` still to be created (below ``existing``) has
+    a name longer than the file system allows, else None."""
+    import os  # the local launcher's own argument, not a data path
+
+    try:
+        longest = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    missing = os.path.relpath(os.path.abspath(local), os.path.abspath(existing))
+    for part in missing.split(os.sep):
+        size = len(os.fsencode(part))
+        if size > longest:
+            return (f"the folder name {part[:40]}... is {size} bytes long, more than the "
+                    f"{longest} this file system allows in one name")
+    return None
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -138,7 +160,9 @@ def read_manifest(output_dir: str) -> dict[str, Any] | None:
     if not filesystems.exists(path):
         return None
     manifest = _read_json(path)
-    return manifest if manifest and manifest.get("format") == MANIFEST_FORMAT else None
+    if not manifest or manifest.get("format") != MANIFEST_FORMAT or shape_problem(manifest):
+        return None
+    return manifest
 
 
 def finished_manifest(output_dir: str) -> dict[str, Any] | None:

@@ -108,7 +108,11 @@ def read_header(path: str) -> dict[str, int]:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BoxCsvError(f"{path}: not UTF-8 text; save it as UTF-8") from None
-    return column_positions(next(csv.reader([line]), []), path)
+    try:
+        header = next(csv.reader([line]), [])
+    except csv.Error as error:
+        raise BoxCsvError(f"{path}:1: the header is not a CSV row ({error})") from None
+    return column_positions(header, path)
 
 
 def parse_table(data: bytes | BinaryIO, path: str, split: str):
@@ -122,9 +126,11 @@ def parse_table(data: bytes | BinaryIO, path: str, split: str):
     reader = csv.reader(text)
     try:
         positions = column_positions(next(reader, []), path)
-    except BoxCsvError as bad:
+    except (BoxCsvError, csv.Error) as bad:
+        detail = str(bad) if isinstance(bad, BoxCsvError) else (
+            f"{path}:1: the header is not a CSV row ({bad})")
         yield TaggedOutput("rejects", Reject("annotation", f"{path}:1", "malformed_row",
-                                             str(bad), split))
+                                             detail, split))
         return
     start = reader.line_num
     while True:

@@ -29,7 +29,7 @@ from recordbeam import filesystems
 from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
-from recordbeam.records import ImageRecord, Reject
+from recordbeam.records import MAX_LABEL, ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
 from recordbeam.sources.listing import ListFilesBelow, is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
@@ -81,8 +81,9 @@ class ImageFolderOptions:
             raise ImageFolderError(
                 f"--val-fraction must be between 0 and 1, got {self.val_fraction}"
             )
-        if self.label_offset < 0:
-            raise ImageFolderError(f"--label-offset must be 0 or more, got {self.label_offset}")
+        if not 0 <= self.label_offset <= MAX_LABEL:
+            raise ImageFolderOptionError(f"--label-offset must be between 0 and {MAX_LABEL} "
+                                         f"(labels are 64-bit integers), got {self.label_offset}")
         if self.val_fraction is not None and self.split == "val":
             raise UsageError(
                 "--split val with --val-fraction would write the held-out share and the rest "
@@ -231,6 +232,9 @@ class _Label(beam.DoFn):
 def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
     if not classes:
         raise ImageFolderError("no class folders with files were found under the root folder")
+    if offset + len(classes) - 1 > MAX_LABEL:
+        raise ImageFolderError(f"--label-offset {offset} with {len(classes)} classes would give "
+                               f"labels above {MAX_LABEL}, the largest 64-bit label; lower it")
     return {
         "task": "classification",
         "label_map": {str(i + offset): name for i, name in enumerate(classes)},
