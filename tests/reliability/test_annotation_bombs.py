@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from format_datasets import IN_MEMORY, LENIENT, Outcome, coco, cvat, labelme, yolo
+from format_datasets import IN_MEMORY, LENIENT, Outcome, coco, cvat, jpeg, labelme, yolo
 
 CASE = pytest.mark.case
 
@@ -197,3 +197,46 @@ def test_a_deeply_nested_coco_file_fails_naming_it(tmp_path):
     assert outcome.code == 1, outcome.err
     assert str(path) in outcome.err and "more than 128 levels deep" in outcome.err
     assert outcome.manifest() is None
+
+
+@CASE("COCO category id 2^40 (legal: ids fit 64 bits)",
+      "written; TFDS's files give that label as a plain integer instead of a ClassLabel of "
+      "2^40 names; run succeeds within 1 GiB")
+def test_a_category_id_far_from_zero_is_no_list_of_names(tmp_path):
+    argv = coco(tmp_path / "in", ["dog"])
+    path = tmp_path / "in" / "instances.json"
+    document = json.loads(path.read_text())
+    document["categories"][0]["id"] = document["annotations"][0]["category_id"] = 2**40
+    path.write_text(json.dumps(document))
+    outcome = run_bounded(argv, tmp_path / "out")
+    assert outcome.code == 0, outcome.err
+    assert outcome.manifest()["label_map"] == {str(2**40): "dog"}
+    features = json.loads(outcome.text("features.json"))
+    label = features["featuresDict"]["features"]["image/object/class/label"]
+    assert "classLabel" not in json.dumps(label)
+
+
+@CASE("JSON Lines manifest with a row of 200 MB on one line",
+      "reject `bad_row` naming `<manifest>:<line>` and its length, read past in pieces "
+      "(rows are at most 64 MiB); the other rows are written; within 1 GiB")
+def test_a_row_of_200_mb_is_read_past_not_held(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (folder / name).write_bytes(jpeg())
+    manifest = folder / "m.jsonl"
+    with open(manifest, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"image": "a.jpg", "label": 1}) + "\n")
+        f.write('{"image": "b.jpg", "label": 2, "note": "')
+        for _ in range(200):
+            f.write("z" * (1 << 20))
+        f.write('"}\n')
+        f.write(json.dumps({"image": "b.jpg", "label": 3}) + "\n")
+    outcome = run_bounded(["manifest", "--manifest", str(manifest)], tmp_path / "out",
+                          "--max-reject-fraction", "1")
+    manifest.unlink()
+    assert outcome.code == 0, outcome.err
+    [long] = outcome.rejects()
+    assert long["source"] == f"{manifest}:2" and long["reason"] == "bad_row"
+    assert "more than the 67,108,864 a row may be" in long["detail"]
+    assert outcome.manifest()["splits"]["train"]["examples"] == 2

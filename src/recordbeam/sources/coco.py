@@ -798,8 +798,9 @@ def _check_keypoints(item: dict) -> Keypoints | str:
         return "a keypoint visibility (every third value) is not 0, 1 or 2"
     labeled = sum(1 for v in numbers[2::3] if v > 0)
     num = item.get("num_keypoints", labeled)
-    if isinstance(num, bool) or not isinstance(num, int) or num < 0:
-        return f"'num_keypoints' is {num!r}, not a count"
+    if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= len(numbers) // 3:
+        return (f"'num_keypoints' is {str(num)[:30]}, not a count of its "
+                f"{len(numbers) // 3} keypoints")
     return Keypoints(tuple(numbers), num)
 
 

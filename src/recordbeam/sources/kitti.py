@@ -244,7 +244,7 @@ def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
             f"{'is not a finite number' if len(bad) == 1 else 'are not finite numbers'}; "
             "the image was written without this object; fix the line"))
     occluded = values[1]
-    if occluded != int(occluded):
+    if occluded != int(occluded) or not -(2**63) <= occluded < 2**63:  # an int64 feature
         return Reject("annotation", where, "malformed_line", (
             f"{where} ({name!r}): occluded is {fields[1]!r}, not a whole number (0 fully "
             "visible, 1 partly occluded, 2 largely occluded, 3 unknown); the image was "

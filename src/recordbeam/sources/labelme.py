@@ -392,9 +392,15 @@ def _points(value: Any) -> list[tuple[float, float]] | None:
         if not isinstance(point, list) or len(point) != 2:
             return None
         x, y = point
-        if not (_is_number(x) and _is_number(y) and math.isfinite(x) and math.isfinite(y)):
+        if not (_is_number(x) and _is_number(y)):
             return None
-        points.append((float(x), float(y)))
+        try:
+            x, y = float(x), float(y)
+        except OverflowError:  # a JSON integer beyond any float
+            return None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        points.append((x, y))
     return points
 
 

@@ -280,7 +280,10 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
 
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
-    for line, content in enumerate(text, 1):
+    for line, content in enumerate(bounded_lines(text), 1):
+        if isinstance(content, int):
+            yield line, too_long(content, "characters")
+            continue
         row = NOT_UTF8 if _not_utf8(content) else _json_line(content)
         if row is not None:
             yield line, row
@@ -614,22 +617,57 @@ def plan_ranges(path: str, schema: Schema, range_bytes: int) -> list[ManifestRan
     return [ManifestRange(i, i * size // count, (i + 1) * size // count) for i in range(count)]
 
 
-def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
-    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``.
+#: The longest line of a manifest read as a row (64 MiB); a longer one is a reject, read
+#: past in pieces, never held: a manifest is a table of paths and values.
+MAX_ROW_BYTES = 64 << 20
+_SKIP_PIECE = 1 << 20
+
+
+def bounded_lines(stream: Any, limit: int = MAX_ROW_BYTES) -> Iterator[Any]:
+    """The lines of ``stream`` (bytes or text, with their line ends), each as it is, or,
+    for a line longer than ``limit``, its length (an ``int``): its content is read past
+    in pieces."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        newline = "\n" if isinstance(line, str) else b"\n"
+        if len(line) <= limit or line.endswith(newline):
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(newline):
+            line = stream.readline(_SKIP_PIECE)
+            if not line:
+                break
+            size += len(line)
+        yield size
+
+
+def too_long(size: int, unit: str = "bytes") -> str:
+    return (f"is {size:,} {unit} long, more than the {MAX_ROW_BYTES:,} a row may be (it was "
+            "not read)")
+
+
+def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes | int]:
+    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``; the length
+    of a line longer than :data:`MAX_ROW_BYTES` instead (see :func:`bounded_lines`).
 
     A range that starts mid-line leaves that line to the range before it, which reads
     on past its own end to finish it: every line is read exactly once.
     """
     if start > 0:
         raw.seek(start - 1)
-        raw.readline()  # the line holding byte start-1 began in the range before
+        for _skipped in bounded_lines(raw):  # the line holding byte start-1 began before
+            break
     position = raw.tell()
+    lines = bounded_lines(raw)
     while position < end:
-        line = raw.readline()
-        if not line:
+        line = next(lines, None)
+        if line is None:
             return
         yield line
-        position += len(line)
+        position += line if isinstance(line, int) else len(line)
 
 
 class RangeRow(NamedTuple):
@@ -691,6 +729,9 @@ class _ReadRange(beam.DoFn):
         with filesystems.open_read(path) as raw:
             for line, data in enumerate(range_lines(raw, piece.start, piece.end), 1):
                 at_top = piece.start == 0 and line == 1
+                if isinstance(data, int):
+                    yield line, too_long(data)
+                    continue
                 try:
                     text = data.decode("utf-8-sig" if at_top else "utf-8")
                 except UnicodeDecodeError:
