@@ -155,6 +155,14 @@ def class_folders(root: Path, names: Sequence[str]) -> list[str]:
     return ["imagefolder", "--root", str(root / "classes")]
 
 
+def edit_json(path: Path, change: Callable[[dict], object]) -> dict:
+    """Apply ``change`` to the JSON document at ``path`` and write it back."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    change(document)
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return document
+
+
 # --- running ----------------------------------------------------------------------------
 
 

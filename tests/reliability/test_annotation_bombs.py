@@ -18,7 +18,17 @@ import subprocess
 import sys
 
 import pytest
-from format_datasets import IN_MEMORY, LENIENT, Outcome, coco, cvat, jpeg, labelme, yolo
+from format_datasets import (
+    IN_MEMORY,
+    LENIENT,
+    Outcome,
+    coco,
+    cvat,
+    edit_json,
+    jpeg,
+    labelme,
+    yolo,
+)
 
 CASE = pytest.mark.case
 
@@ -190,9 +200,8 @@ def test_one_deeply_nested_file_or_row_is_one_reject(tmp_path, kind):
 def test_a_deeply_nested_coco_file_fails_naming_it(tmp_path):
     argv = coco(tmp_path / "in", ["dog"])
     path = tmp_path / "in" / "instances.json"
-    document = json.loads(path.read_text())
-    document["annotations"][0]["attributes"] = "DEEP"
-    path.write_text(json.dumps(document).replace('"DEEP"', _DEEP))
+    edit_json(path, lambda d: d["annotations"][0].update(attributes="DEEP"))
+    path.write_text(path.read_text().replace('"DEEP"', _DEEP))
     outcome = run_bounded(argv, tmp_path / "out")
     assert outcome.code == 1, outcome.err
     assert str(path) in outcome.err and "more than 128 levels deep" in outcome.err
@@ -204,10 +213,11 @@ def test_a_deeply_nested_coco_file_fails_naming_it(tmp_path):
       "2^40 names; run succeeds within 1 GiB")
 def test_a_category_id_far_from_zero_is_no_list_of_names(tmp_path):
     argv = coco(tmp_path / "in", ["dog"])
-    path = tmp_path / "in" / "instances.json"
-    document = json.loads(path.read_text())
-    document["categories"][0]["id"] = document["annotations"][0]["category_id"] = 2**40
-    path.write_text(json.dumps(document))
+
+    def far_id(document: dict) -> None:
+        document["categories"][0]["id"] = document["annotations"][0]["category_id"] = 2**40
+
+    edit_json(tmp_path / "in" / "instances.json", far_id)
     outcome = run_bounded(argv, tmp_path / "out")
     assert outcome.code == 0, outcome.err
     assert outcome.manifest()["label_map"] == {str(2**40): "dog"}
