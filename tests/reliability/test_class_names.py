@@ -10,8 +10,12 @@ Unicode normalisation fail the run wherever the name is what identifies the clas
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from format_datasets import CLASS_NAME_FORMATS, LENIENT, run
+
+from recordbeam.cli import main as cli
 
 CASE = pytest.mark.case
 
@@ -142,3 +146,20 @@ def test_yaml_names_that_are_not_text_are_refused(tmp_path, capsys, value, said)
         return
     assert outcome.code == 1, outcome.err
     assert f"the name of class 1 is {said}" in outcome.err and "quote it" in outcome.err
+
+
+@CASE("reshard of a folder whose manifest.json was edited to name a class `hot\\ndog`",
+      "run fails (exit 1) naming manifest.json and the name before anything is written")
+def test_reshard_checks_the_class_names_it_carries(tmp_path, capsys):
+    done = tmp_path / "done"
+    assert _convert(tmp_path, capsys, "coco", ["dog"]).code == 0
+    (tmp_path / "out").rename(done)
+    manifest = json.loads((done / "manifest.json").read_text())
+    manifest.update(label_names=["hot\ndog"], label_map={"1": "hot\ndog"})
+    (done / "manifest.json").write_text(json.dumps(manifest))
+    code = cli.main(["reshard", str(done), str(tmp_path / "again"), "--quiet",
+                     "--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"{done / 'manifest.json'}: the class name 'hot\\ndog'" in err
+    assert not (tmp_path / "again").exists()

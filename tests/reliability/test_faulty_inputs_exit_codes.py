@@ -20,20 +20,21 @@ CASE = pytest.mark.case
 LONG = "x" * 300
 
 
-@CASE("`--output` whose folder name is 300 characters long (convert, reshard)",
-      "usage error (exit 2) naming the name's length and the file system's limit; nothing "
-      "created")
+@CASE("`--output` whose folder name is 300 characters long, or whose path is 4,300 bytes "
+      "long (convert, reshard)",
+      "usage error (exit 2) naming the length and the file system's limit; nothing created")
 @CASE("`--split` of 300 characters (convert, reshard)",
       "usage error (exit 2): a split name is at most 128 characters")
 @pytest.mark.parametrize("command", ["convert", "reshard"])
-@pytest.mark.parametrize("long", ["output", "split"])
+@pytest.mark.parametrize("long", ["output", "path", "split"])
 def test_names_longer_than_a_file_system_allows_are_usage_errors(tmp_path, capsys, command,
                                                                   long):
     argv = coco(tmp_path / "in", ["dog"])
     if command == "reshard":
         assert run(capsys, argv, tmp_path / "first").code == 0
         argv = None
-    output = tmp_path / LONG / "out" if long == "output" else tmp_path / "out"
+    output = {"output": tmp_path / LONG / "out",
+              "path": tmp_path.joinpath(*["x" * 250] * 17)}.get(long, tmp_path / "out")
     split = ["--split", LONG] if long == "split" else []
     if argv is None:
         code = cli.main(["reshard", str(tmp_path / "first"), str(output), "--quiet", *split,
@@ -43,7 +44,8 @@ def test_names_longer_than_a_file_system_allows_are_usage_errors(tmp_path, capsy
         outcome = run(capsys, argv, output, *split)
         code, err = outcome.code, outcome.err
     assert code == 2, err
-    said = "300 bytes long, more than the 255" if long == "output" else "at most 128"
+    said = {"output": "300 bytes long, more than the 255",
+            "path": "paths would pass the 4096 bytes"}.get(long, "at most 128")
     assert said in err and "Errno" not in err
     assert sorted(os.listdir(tmp_path)) == (["first", "in"] if command == "reshard" else ["in"])
 

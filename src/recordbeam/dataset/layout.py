@@ -128,15 +128,25 @@ def _unwritable(existing: str) -> str | None:
     return None
 
 
+#: Bytes the paths below an output folder add to it at most: the temporary folder, a shard
+#: of the longest split name with its suffixes, and the suffix of a file being written.
+_NAMES_INSIDE = 256
+
+
 def _name_too_long(local: str, existing: str) -> str | None:
     """What to say when a folder of ``local`` still to be created (below ``existing``) has
-    a name longer than the file system allows, else None."""
+    a name longer than the file system allows, or when the paths of the files written in
+    it would be, else None."""
     import os  # the local launcher's own argument, not a data path
 
     try:
-        longest = os.pathconf(existing, "PC_NAME_MAX")
+        longest, whole = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
     except (OSError, ValueError):
-        longest = 255
+        longest, whole = 255, 4096
+    size = len(os.fsencode(os.path.abspath(local)))
+    if size + _NAMES_INSIDE > whole:
+        return (f"its path is {size} bytes long; with the temporary folder and shard names "
+                f"inside it, paths would pass the {whole} bytes this file system allows")
     missing = os.path.relpath(os.path.abspath(local), os.path.abspath(existing))
     for part in missing.split(os.sep):
         size = len(os.fsencode(part))
