@@ -27,12 +27,12 @@ LISTED = {
     "openimages": "hot\ndog",
     "imagefolder": "hot\ndog",
 }
-#: Formats whose names are found on objects (KITTI's lines cannot hold a line break, so
-#: its hostile name carries another control character).
+#: Formats whose names are found on objects (a KITTI or box CSV line ends at \n, so
+#: their names carry U+2028, which other readers take for a line end).
 FOUND = {
     "voc": "hot\ndog",
     "labelme": "hot\ndog",
-    "kitti": "hot\x1bdog",
+    "kitti": "hot\u2028dog",
     "box-csv": "hot\u2028dog",
 }
 

@@ -28,10 +28,12 @@ Datumaro exports is not written: it is a detector's confidence, not an annotatio
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import isfinite
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import class_file_lines
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError
 from recordbeam.records import Reject
@@ -188,7 +190,10 @@ def parse_kitti_labels(data: bytes, path: str) -> ParsedAnnotation:
     rejects: list[Reject] = []
     dont_care = 0
     lines = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at \n (or \r), fields are split at spaces and tabs: any other line break
+    # or white space stays in its field, so a type holding one is refused as a class name
+    # instead of quietly becoming another.
+    for number, line in enumerate(class_file_lines(text), 1):
         if not line.strip():
             continue
         lines += 1
@@ -223,9 +228,12 @@ def _split_type(tokens: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+_FIELD_SEPARATOR = re.compile(r"[ \t]+")
+
+
 def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
     """One label line: its object, a reject, or None for a ``DontCare`` region."""
-    tokens = line.split()
+    tokens = _FIELD_SEPARATOR.split(line.strip())
     split = _split_type(tokens)
     if split is None:
         return Reject("annotation", where, "malformed_line", (
