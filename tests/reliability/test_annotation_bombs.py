@@ -11,6 +11,8 @@ annotation file fails the run (exit 1) naming the file.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import resource
@@ -29,6 +31,7 @@ from format_datasets import (
     labelme,
     yolo,
 )
+from PIL import Image
 
 CASE = pytest.mark.case
 
@@ -75,6 +78,27 @@ def test_a_cvat_mask_declared_huge_is_checked_before_it_is_drawn(tmp_path, masks
     else:
         assert "mask_size_mismatch" not in reasons
         assert outcome.manifest()["splits"]["train"]["counts"]["boxes_written"] == 1
+
+
+@CASE("labelme `mask` shape in a JSON declaring a 13000x13000 image (its file is 32x24): a "
+      "169 M pixel mask under the pixel limit",
+      "kept as its patch at parse; with `--include-masks` the object is rejected "
+      "`mask_size_mismatch` against the image's header; run succeeds within 1 GiB")
+def test_a_labelme_mask_in_a_json_declaring_a_huge_image_is_not_drawn_at_parse(tmp_path):
+    argv = labelme(tmp_path / "in", ["dog"])
+    buffer = io.BytesIO()
+    Image.new("L", (8, 8), 1).save(buffer, "PNG")
+    patch = base64.b64encode(buffer.getvalue()).decode()
+
+    def huge(document: dict) -> None:
+        document.update(imageWidth=13000, imageHeight=13000)
+        document["shapes"][0].update(shape_type="mask", points=[[2, 2], [9, 9]], mask=patch)
+
+    edit_json(tmp_path / "in" / "a0.json", huge)
+    outcome = run_bounded(argv + ["--include-masks"], tmp_path / "out", *LENIENT)
+    assert outcome.code == 0, outcome.err
+    assert "13000x13000 but the image is 32x24" in _reasons(outcome)["mask_size_mismatch"]
+    assert outcome.manifest()["splits"]["train"]["examples"] == 1
 
 
 @CASE("COCO RLE segmentation of 30000x30000 on a 32x24 image (0.9 G pixels)",

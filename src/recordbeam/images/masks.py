@@ -331,15 +331,29 @@ def segmentation_to_mask(segmentation: Any, width: int, height: int) -> np.ndarr
                       "which --include-masks needs for every object")
 
 
-def mask_to_coco_rle(mask: np.ndarray) -> dict[str, Any]:
-    """A 0/1 mask as COCO's uncompressed RLE: column-major runs starting with 0s."""
-    flat = mask.T.reshape(-1)
+def _runs_of(flat: np.ndarray) -> list[int]:
+    """The runs of a flat 0/1 array, starting with 0s."""
     changes = np.flatnonzero(np.diff(flat)) + 1
     bounds = np.concatenate(([0], changes, [flat.size]))
     counts = np.diff(bounds).tolist()
     if flat.size and flat[0] == 1:
         counts = [0, *counts]
-    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
+    return counts
+
+
+def patch_to_box_rle(patch: np.ndarray, left: int, top: int, width: int,
+                     height: int) -> dict[str, Any]:
+    """A box RLE of the 0/1 ``patch`` with its top-left pixel at ``(left, top)`` in a
+    ``width`` x ``height`` image, the parts outside cut off; the image's pixels are made
+    only when it is drawn."""
+    x_start, x_stop = max(left, 0), min(left + patch.shape[1], width)
+    y_start, y_stop = max(top, 0), min(top + patch.shape[0], height)
+    if x_start >= x_stop or y_start >= y_stop:
+        return {"size": [height, width], "box": [0, 0, 0, 0], "runs": []}
+    cut = patch[y_start - top:y_stop - top, x_start - left:x_stop - left]
+    return {"size": [height, width],
+            "box": [x_start, y_start, x_stop - x_start, y_stop - y_start],
+            "runs": _runs_of(np.ascontiguousarray(cut).reshape(-1))}
 
 
 def decode_mask_png(data: bytes, max_pixels: int) -> np.ndarray:

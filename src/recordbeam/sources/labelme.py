@@ -46,8 +46,7 @@ from recordbeam.images.checks import DEFAULT_MAX_PIXELS
 from recordbeam.images.masks import (
     InvalidMask,
     decode_mask_png,
-    mask_to_coco_rle,
-    segmentation_to_mask,
+    patch_to_box_rle,
     too_many_vertices,
 )
 from recordbeam.records import ImageRecord, Reject
@@ -216,12 +215,12 @@ def _embedded_image_size(image_data: Any, path: str) -> tuple[int | None, tuple[
 
 class _Piece:
     """One usable shape: its label, corners and outline (None: a rectangle, its box), or
-    for a ``mask`` shape its pixels placed in the image (kept only for masks)."""
+    for a ``mask`` shape its pixels as a box RLE in the image (kept only for masks)."""
 
     __slots__ = ("index", "label", "corners", "outline", "mask")
 
     def __init__(self, index: int, label: str, corners: tuple[float, float, float, float],
-                 outline: list[float] | None, mask: np.ndarray | None = None) -> None:
+                 outline: list[float] | None, mask: dict[str, Any] | None = None) -> None:
         self.index, self.label, self.corners, self.outline = index, label, corners, outline
         self.mask = mask
 
@@ -351,10 +350,6 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
             data = base64.b64decode(encoded, validate=True)
         except (ValueError, binascii.Error):
             raise InvalidMask("invalid_mask", "its mask is not base64 text") from None
-        if keep and width * height > DEFAULT_MAX_PIXELS:
-            raise InvalidMask("invalid_mask", (
-                f"the JSON gives a {width}x{height} image, more than the {DEFAULT_MAX_PIXELS} "
-                "pixels a mask is made for"))
         patch = decode_mask_png(data, min(width * height, DEFAULT_MAX_PIXELS))
     except InvalidMask as bad:
         return Reject("annotation", where, bad.reason, f"{where} ({label!r}): {bad.detail}{lost}")
@@ -368,19 +363,10 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
             f"{where} ({label!r}): the mask has no pixel set{lost}"))
     box = (float(x0 + columns[0]), float(y0 + rows[0]), float(x0 + columns[-1] + 1),
            float(y0 + rows[-1] + 1))
-    return _Piece(index, label, box, None, _placed(patch, x0, y0, width, height) if keep else None)
-
-
-def _placed(patch: np.ndarray, left: int, top: int, width: int, height: int) -> np.ndarray:
-    """``patch`` with its top-left pixel at ``(left, top)`` in a ``width`` x ``height``
-    mask, the parts outside cut off (as labelme draws it)."""
-    mask = np.zeros((height, width), dtype=np.uint8)
-    x_start, x_stop = max(left, 0), min(left + patch.shape[1], width)
-    y_start, y_stop = max(top, 0), min(top + patch.shape[0], height)
-    if x_start < x_stop and y_start < y_stop:
-        mask[y_start:y_stop, x_start:x_stop] = patch[y_start - top:y_stop - top,
-                                                     x_start - left:x_stop - left]
-    return mask
+    # The pixels stay in their patch (cut to the image, as labelme draws it) until the
+    # mask is written: the JSON's image size is checked against the image's first.
+    return _Piece(index, label, box, None,
+                  patch_to_box_rle(patch, int(x0), int(y0), width, height) if keep else None)
 
 
 def _points(value: Any) -> list[tuple[float, float]] | None:
@@ -413,7 +399,7 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     if len(pieces) == 1:  # most shapes are no group: the piece itself
         piece = pieces[0]
         xmin, ymin, xmax, ymax = piece.corners
-        segmentation = (mask_to_coco_rle(piece.mask) if piece.mask is not None
+        segmentation = (piece.mask if piece.mask is not None
                         else None if piece.outline is None else [piece.outline])
         return NamedObject(shape_source(path, [piece.index]), piece.label,
                            (xmin, ymin, xmax - xmin, ymax - ymin), segmentation=segmentation)
@@ -434,12 +420,9 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
                         for piece in pieces]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
     if masks:  # with mask shapes, the union of every piece's pixels
-        height, width = masks[0].shape
-        union = np.zeros((height, width), dtype=np.uint8)
-        for piece in pieces:
-            union |= (piece.mask if piece.mask is not None else segmentation_to_mask(
-                [piece.outline or _rectangle(piece)], width, height))
-        segmentation = mask_to_coco_rle(union)
+        outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
+        segmentation = {"size": masks[0]["size"],
+                        "union": [*([outlines] if outlines else []), *masks]}
     return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
                        segmentation=segmentation)
 
