@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
 
-.PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest docs lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -25,15 +25,24 @@ $(VENV)/.test: $(VENV)/.runtime
 	$(PY) -m pip install $(PIP_FLAGS) scipy opencv-python-headless pyyaml immutabledict
 	touch $@
 
+$(VENV)/.docs: $(VENV)/.runtime
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[docs]'
+	touch $@
+
 demo: $(VENV)/.runtime
 	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
 
 # tests/cluster is left out: it builds launchers in fresh venvs, minutes each (test-cluster).
 test: $(VENV)/.test
-	$(PY) -m ruff check src tests pipelines benchmarks
+	$(PY) -m ruff check src tests pipelines benchmarks tools docs
 	$(PY) -m pytest tests --ignore=tests/cluster
 
-# The cluster path, from environments made as users and workers make them: the README's
+# The docs site into site/. --strict: a broken link or anchor, a page missing from the nav,
+# an unreadable docstring or an options table of a command that does not exist fails it.
+docs: $(VENV)/.docs
+	$(PY) -m mkdocs build --strict --site-dir site
+
+# The cluster path, from environments made as users and workers make them: the docs'
 # Dataflow command as a dry run from fresh `python3 -m venv`s (only what venv and pip give
 # them), gs:// on a GCS emulator; and what a job stages, installed in fresh venvs as Beam's
 # SDK container installs it, run on Beam's job service and worker pool. Each kind of venv
@@ -82,4 +91,4 @@ bench-coco: $(BENCH_VENV)/.bench
 	$(BENCH_VENV)/bin/python benchmarks/coco_bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) demo-output build src/*.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) demo-output site build src/*.egg-info
