@@ -40,7 +40,7 @@ test: $(VENV)/.test
 # The docs site into site/. --strict: a broken link or anchor, a page missing from the nav,
 # an unreadable docstring or an options table of a command that does not exist fails it.
 docs: $(VENV)/.docs
-	$(PY) -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 # The cluster path, from environments made as users and workers make them: the docs'
 # Dataflow command as a dry run from fresh `python3 -m venv`s (only what venv and pip give
