@@ -435,9 +435,9 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real); nothing listening at ``--job_endpoint``
-    (:func:`recordbeam.job_server.check_job_server`); a ``--setup_file`` Beam could not
-    build; a Dataflow submission without Google credentials
+    would run the job for real); a ``--setup_file`` Beam could not build; nothing
+    listening at ``--job_endpoint`` (:func:`recordbeam.job_server.check_job_server`; checked
+    after what this machine alone can tell); a Dataflow submission without Google credentials
     (:mod:`recordbeam.gcs_credentials`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
@@ -451,9 +451,9 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
         raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
                          "run the job for real")
+    _check_setup_file(options)
     if not is_local(options):
         check_job_server(options)
-    _check_setup_file(options)
     if _submits_to_dataflow(options):
         credentials = gcs_credentials.settle()
         if credentials.emulator:
