@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 FAKE_DATAFLOW = Path(__file__).with_name("fake_dataflow.py")
@@ -23,12 +23,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(command: Sequence[str], port: int, log: Path, *,
-            python: str = sys.executable, start_seconds: float = 60) -> Iterator[None]:
+def serving(command: Sequence[str], port: int, log: Path, *, python: str = sys.executable,
+            env: Mapping[str, str] | None = None, start_seconds: float = 60) -> Iterator[None]:
     """Run ``python *command`` until the block ends, once it accepts connections on
-    ``port``; its output goes to ``log``. The worker pool starts workers as plain
-    ``python``: ``PATH`` leads to ``python``'s folder first."""
-    env = dict(os.environ)
+    ``port``; its output goes to ``log``; ``env`` is its environment (default: this
+    process's). The worker pool starts workers as plain ``python``: ``PATH`` leads to
+    ``python``'s folder first."""
+    env = dict(os.environ if env is None else env)
     env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
     with log.open("w") as out:
         proc = subprocess.Popen([python, *command], stdout=out, stderr=subprocess.STDOUT,
