@@ -3,9 +3,9 @@
 ``apache-airflow-providers-google`` installed beside it, whatever the runner).
 
 The operator runs recordbeam's pipeline script with recordbeam's own interpreter, reads
-the job's id from Beam's log line ``Created job with id: [...]`` (recordbeam shows Beam's
-log on remote runners), pushes it to XCom as ``dataflow_job_id``, links the job's page,
-and waits for the job through the Dataflow API. recordbeam submits and exits
+the job's id from Beam's log line ``Created job with id: [...]`` (recordbeam shows the
+Dataflow runner's log on stderr), pushes it to XCom as ``dataflow_job_id``, links the
+job's page, and waits for the job through the Dataflow API. recordbeam submits and exits
 (``detach``); the job commits the output itself, ``manifest.json`` last. An output that is
 up to date (``if_changed``) submits no job: the task ends without one.
 
