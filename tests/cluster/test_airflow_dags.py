@@ -24,7 +24,6 @@ import pytest
 from beam_services import fake_dataflow, free_port, job_service, worker_pool
 
 import recordbeam
-from recordbeam.testing.samples import make_coco_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "deploy" / "airflow" / "dags"
@@ -83,11 +82,6 @@ def _dag_test(airflow, dag_id: str, conf: dict) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    return make_coco_sample(tmp_path_factory.mktemp("sample"), num_images=12, include_bad=False)
-
-
 def _paths(sample, output: Path) -> dict[str, str]:
     return {"images": sample.images_dir, "annotations": sample.annotations, "output": str(output)}
 
@@ -97,26 +91,27 @@ def _shards(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def local_run(airflow, sample, tmp_path_factory):
+def local_run(airflow, coco_sample, tmp_path_factory):
     output = tmp_path_factory.mktemp("nightly") / "coco"
     code, log = _dag_test(airflow, "recordbeam_nightly",
-                          {**_paths(sample, output), "options": "--shards 2"})
+                          {**_paths(coco_sample, output), "options": "--shards 2"})
     return output, code, log
 
 
-def test_nightly_run_on_this_machine_commits(local_run, sample):
+def test_nightly_run_on_this_machine_commits(local_run, coco_sample):
     output, code, log = local_run
     assert code == 0, log[-5000:]
     assert "new_state=success" in log
     assert (output / "manifest.json").exists()
     examples = list(recordbeam.read(str(output)))
-    assert len(examples) == len(sample.expected["good_images"]) == 12
+    assert len(examples) == len(coco_sample.expected["good_images"]) == 12
     assert len(_shards(output)) == 2
 
 
-def test_a_failing_conversion_fails_the_task_with_recordbeams_message(airflow, sample, tmp_path):
+def test_a_failing_conversion_fails_the_task_with_recordbeams_message(airflow, coco_sample,
+                                                                      tmp_path):
     code, log = _dag_test(airflow, "recordbeam_nightly", {
-        **_paths(sample, tmp_path / "coco"), "annotations": str(tmp_path / "missing.json")})
+        **_paths(coco_sample, tmp_path / "coco"), "annotations": str(tmp_path / "missing.json")})
     assert code != 0
     assert "new_state=failed" in log
     assert f"recordbeam: {tmp_path / 'missing.json'}: no such annotation file" in log
@@ -135,11 +130,11 @@ def _job_state(endpoint: str, job_id: str) -> str:
 
 
 def test_nightly_run_detached_on_a_portable_runner_commits_then_is_up_to_date(
-        airflow, sample, local_run, tmp_path):
+        airflow, coco_sample, local_run, tmp_path):
     output = tmp_path / "coco"
     pool, port = free_port(), free_port()
     endpoint = f"localhost:{port}"
-    conf = {**_paths(sample, output), "options": (
+    conf = {**_paths(coco_sample, output), "options": (
         f"--shards 2 --detach --runner PortableRunner --job_endpoint {endpoint} "
         f"--environment_type EXTERNAL --environment_config localhost:{pool}")}
     with job_service(port, tmp_path / "job_service.log"), \
@@ -164,7 +159,7 @@ def test_nightly_run_detached_on_a_portable_runner_commits_then_is_up_to_date(
     assert not DETACHED.search(log)
 
 
-def test_dataflow_dag_hands_the_job_id_to_airflow(airflow, sample, tmp_path):
+def test_dataflow_dag_hands_the_job_id_to_airflow(airflow, coco_sample, tmp_path):
     """The Dataflow DAG's operator, run by its own ``execute`` against the stand-in Dataflow
     API (tests/fake_dataflow.py): the provider reads the job's id from Beam's log line in
     recordbeam's output and pushes it to XCom."""
@@ -175,7 +170,7 @@ def test_dataflow_dag_hands_the_job_id_to_airflow(airflow, sample, tmp_path):
         done = subprocess.run(
             [str(airflow.python), str(Path(__file__).with_name("dataflow_operator_run.py")),
              "--dags", str(DAGS),
-             "--params", json.dumps({**_paths(sample, tmp_path / "coco"),
+             "--params", json.dumps({**_paths(coco_sample, tmp_path / "coco"),
                                      "project": "example-project",
                                      "temp_location": str(tmp_path / "staging")}),
              "--beam-options", json.dumps({"dataflow_endpoint": f"http://localhost:{port}",
