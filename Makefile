@@ -37,13 +37,13 @@ test: $(VENV)/.test
 # Dataflow command as a dry run from fresh `python3 -m venv`s (only what venv and pip give
 # them), gs:// on a GCS emulator; and what a job stages, installed in fresh venvs as Beam's
 # SDK container installs it, run on Beam's job service and worker pool. Each kind of venv
-# is built once per run (tests/cluster/conftest.py lists them); ~18 min on 2 cores.
-# Also the deploy images' install steps (deploy/), and the example DAGs
+# is built once per run (tests/cluster/conftest.py lists them). Also the deploy images'
+# install steps (deploy/), and the example DAGs
 # (deploy/airflow/dags) run by real Airflow, which lives in an environment of its own,
 # built once: its dependencies never touch .venv, and the DAGs run recordbeam from .venv,
 # as a deployment runs it from recordbeam's own environment. Airflow's constraints file
 # is on GitHub, out of CI's reach: deploy/airflow/constraints-py3.11.txt pins what the
-# tests passed with (~3 min to install on 2 cores).
+# tests passed with (~3 min to install on 2 cores). All of it: ~18 min on 2 cores.
 AIRFLOW_VENV ?= .venv-airflow
 AIRFLOW_PACKAGES := apache-airflow==3.3.2 apache-airflow-providers-apache-beam==6.3.1 \
 	apache-airflow-providers-google==22.8.0
