@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recordbeam import feature_keys
+
 __all__ = [
     "FLOAT32_EXACT_INTEGERS", "MASK", "Record", "RecordCheck", "boxes_normalized",
     "image_size", "keys_rule", "kinds_match_manifest", "labels_from_one", "labels_in_map",
@@ -19,9 +21,8 @@ __all__ = [
 
 #: Integers up to 2**24 are exact in float32; EfficientDet's dataloader reads source_id as one.
 FLOAT32_EXACT_INTEGERS = 2**24
-MASK = "image/object/mask"
-_BOX_KEYS = ("image/object/bbox/xmin", "image/object/bbox/ymin",
-             "image/object/bbox/xmax", "image/object/bbox/ymax")
+MASK = feature_keys.MASK
+_BOX_KEYS = feature_keys.BOX
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _MANIFEST_KINDS = {"string": "bytes", "int64": "int64", "float32": "float"}
 
@@ -86,13 +87,13 @@ def keys_rule(required: Mapping[str, str], optional: Mapping[str, str],
 
 
 def object_lists(record: Record) -> str | None:
-    lengths = {name: len(record.values(name)) for name in (*_BOX_KEYS, "image/object/class/label")}
+    lengths = {name: len(record.values(name)) for name in (*_BOX_KEYS, feature_keys.OBJECT_LABEL)}
     if len(set(lengths.values())) > 1:
         listed = ", ".join(f"{name.rsplit('/', 2)[-2]}/{name.rsplit('/', 1)[-1]}={n}"
                            for name, n in lengths.items())
         return f"the object lists differ in length ({listed}); each object needs one of each"
-    objects = lengths["image/object/class/label"]
-    for name in ("image/object/area", "image/object/is_crowd"):
+    objects = lengths[feature_keys.OBJECT_LABEL]
+    for name in (feature_keys.AREA, feature_keys.IS_CROWD):
         n = len(record.values(name))
         if n not in (0, objects):
             return f"{name} holds {n} values for {objects} objects (the decoder takes 0 or one per object)"
@@ -110,7 +111,7 @@ def boxes_normalized(record: Record) -> str | None:
 
 
 def labels_from_one(record: Record) -> str | None:
-    for i, label in enumerate(record.values("image/object/class/label")):
+    for i, label in enumerate(record.values(feature_keys.OBJECT_LABEL)):
         if label < 1:
             return (f"object {i}: label {label}; labels start at 1 (0 is the background class), "
                     "convert with --contiguous-labels or relabel")
@@ -120,14 +121,14 @@ def labels_from_one(record: Record) -> str | None:
 def image_size(record: Record) -> str | None:
     from recordbeam.images.checks import ImageRejected, inspect_image
 
-    encoded = record.values("image/encoded")
+    encoded = record.values(feature_keys.ENCODED)
     if len(encoded) != 1:
         return None  # the keys rule says so
     try:
         info = inspect_image(encoded[0], max_pixels=None)
     except ImageRejected as rejected:
         return f"image/encoded is not a whole JPEG or PNG ({rejected.reason}): {rejected.detail}"
-    height, width = record.values("image/height"), record.values("image/width")
+    height, width = record.values(feature_keys.HEIGHT), record.values(feature_keys.WIDTH)
     if len(height) != 1 or len(width) != 1:
         return None  # absent: the decoders take the decoded image's size (the keys rule checks counts)
     if (height[0], width[0]) != (info.height, info.width):
@@ -145,10 +146,10 @@ def _png_size(data: bytes) -> tuple[int, int] | None:
 
 def masks_match_image(record: Record) -> str | None:
     masks = record.values(MASK)
-    objects = len(record.values("image/object/class/label"))
+    objects = len(record.values(feature_keys.OBJECT_LABEL))
     if len(masks) != objects:
         return f"{MASK} holds {len(masks)} masks for {objects} objects; each object needs one"
-    height, width = record.values("image/height"), record.values("image/width")
+    height, width = record.values(feature_keys.HEIGHT), record.values(feature_keys.WIDTH)
     if len(height) != 1 or len(width) != 1:
         return None  # the image-size rule says so
     for i, mask in enumerate(masks):
@@ -163,7 +164,7 @@ def masks_match_image(record: Record) -> str | None:
 
 def numeric_source_id(*, empty_allowed: bool, float32: bool) -> RecordCheck:
     def check(record: Record) -> str | None:
-        values = record.values("image/source_id")
+        values = record.values(feature_keys.SOURCE_ID)
         if not values:
             return None if empty_allowed else "image/source_id is missing"
         text = values[0].decode("utf-8", "replace")
@@ -205,8 +206,8 @@ def labels_in_map(manifest: Mapping[str, Any]) -> RecordCheck:
              if str(k).lstrip("-").isdigit()}
 
     def check(record: Record) -> str | None:
-        texts = record.values("image/object/class/text")
-        for i, label in enumerate(record.values("image/object/class/label")):
+        texts = record.values(feature_keys.OBJECT_TEXT)
+        for i, label in enumerate(record.values(feature_keys.OBJECT_LABEL)):
             if label not in names:
                 return f"object {i}: label {label} is not in the manifest's label map"
             if i < len(texts) and texts[i].decode("utf-8", "replace") != names[label]:

@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from recordbeam import feature_keys
+
 __all__ = [
     "DEFAULT_GALLERY",
     "THUMBNAIL_SIDE",
@@ -57,16 +59,11 @@ MASK_OPACITY = 0.45
 MAX_REJECT_BYTES = 64 * 1024 * 1024
 
 _SALT = b"recordbeam-gallery/1\0"
-_IDENTITY = ("image/key/sha256", "image/source_id", "image/filename")
-_BOX = (
-    "image/object/bbox/xmin",
-    "image/object/bbox/ymin",
-    "image/object/bbox/xmax",
-    "image/object/bbox/ymax",
-)
-_KEYPOINT_X = "image/object/keypoint/x"
-_KEYPOINT_Y = "image/object/keypoint/y"
-_KEYPOINT_VISIBILITY = "image/object/keypoint/visibility"
+_IDENTITY = (feature_keys.SHA256, feature_keys.SOURCE_ID, feature_keys.FILENAME)
+_BOX = feature_keys.BOX
+_KEYPOINT_X = feature_keys.KEYPOINT_X
+_KEYPOINT_Y = feature_keys.KEYPOINT_Y
+_KEYPOINT_VISIBILITY = feature_keys.KEYPOINT_VISIBILITY
 # Saturated colours far from grey, black and white, so a drawing stands out on photos.
 _PALETTE = (
     (255, 56, 56), (44, 153, 168), (255, 157, 151), (255, 112, 31), (72, 249, 10),
@@ -117,7 +114,7 @@ def _identity_hash(example: Mapping[str, np.ndarray]) -> bytes:
     digest = hashlib.sha256(_SALT)
     parts = [_bytes(example[name]) for name in _IDENTITY if name in example]
     if not any(parts):
-        parts = [_bytes(example.get("image/encoded", b""))]
+        parts = [_bytes(example.get(feature_keys.ENCODED, b""))]
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.digest()
@@ -312,7 +309,7 @@ def draw_example(
             keypoint ``names`` and 1-based ``skeleton`` pairs.
     """
     title = next(
-        (_text(example[n]) for n in ("image/filename", "image/source_id") if _text(example.get(n, b""))),
+        (_text(example[n]) for n in (feature_keys.FILENAME, feature_keys.SOURCE_ID) if _text(example.get(n, b""))),
         "",
     )
     title = os.path.basename(title) or title
@@ -323,26 +320,26 @@ def draw_example(
         return str(label)
 
     lines = []
-    if "image/class/label" in example or "image/class/text" in example:
-        texts = [_text(v) for v in _values(example, "image/class/text")]
-        labels = [int(v) for v in _values(example, "image/class/label")]
+    if feature_keys.CLASS_LABEL in example or feature_keys.CLASS_TEXT in example:
+        texts = [_text(v) for v in _values(example, feature_keys.CLASS_TEXT)]
+        labels = [int(v) for v in _values(example, feature_keys.CLASS_LABEL)]
         lines.append("class: " + ", ".join(texts if any(texts) else [name_of(v) for v in labels]))
-    lines.extend("caption: " + _text(c) for c in _values(example, "image/caption"))
+    lines.extend("caption: " + _text(c) for c in _values(example, feature_keys.CAPTION))
     try:
-        picture, full = _decode_thumbnail(_bytes(example.get("image/encoded", b"")))
+        picture, full = _decode_thumbnail(_bytes(example.get(feature_keys.ENCODED, b"")))
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return Thumbnail("", title, tuple(lines), ("image/encoded does not decode as an image",))
-    labels = [int(v) for v in _values(example, "image/object/class/label")]
+    labels = [int(v) for v in _values(example, feature_keys.OBJECT_LABEL)]
     notes = []
-    if "image/object/mask" in example:
-        notes += _draw_masks(picture, list(_values(example, "image/object/mask")), labels, full)
+    if feature_keys.MASK in example:
+        notes += _draw_masks(picture, list(_values(example, feature_keys.MASK)), labels, full)
     if all(name in example for name in _BOX):
         boxes = np.stack([_values(example, name).astype(float) for name in _BOX], axis=1) \
             if len({len(_values(example, n)) for n in _BOX}) == 1 else None
         if boxes is None:
             notes.append("boxes not drawn: xmin, ymin, xmax and ymax differ in length")
         else:
-            texts = [_text(v) for v in _values(example, "image/object/class/text")]
+            texts = [_text(v) for v in _values(example, feature_keys.OBJECT_TEXT)]
             if not any(texts):
                 texts = [name_of(v) for v in labels]
             notes += _draw_boxes(picture, boxes, labels, texts)

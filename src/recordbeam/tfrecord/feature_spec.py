@@ -19,10 +19,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from recordbeam import feature_keys
+
 _DTYPES = {"bytes_list": "string", "float_list": "float32", "int64_list": "int64"}
 _KNOWN_DTYPES = frozenset(_DTYPES.values())
 #: Where per-object features live in the detection layout (one value per object).
-PER_OBJECT_PREFIX = "image/object/"
+PER_OBJECT_PREFIX = feature_keys.OBJECT_PREFIX
 
 
 def is_list_feature(name: str, spec: Mapping[str, Any]) -> bool:
