@@ -35,17 +35,20 @@ from recordbeam.cli.pipeline_commands import (
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
+from recordbeam.records import MAX_LABEL
 
 
-def _whole_number(minimum: int, meaning: str) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``; ``meaning`` says which."""
+def _whole_number(minimum: int, meaning: str,
+                  maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (and at most ``maximum``);
+    ``meaning`` says which."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
+        if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"must be {meaning}, got {value}")
         return value
 
@@ -422,7 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", default=None, metavar="FILE",
                    help="file with one class name per line, in label order "
                    "(default: folder names sorted)")
-    p.add_argument("--label-offset", type=_NON_NEGATIVE, default=0, metavar="N",
+    p.add_argument("--label-offset", type=_whole_number(
+                       0, f"between 0 and {MAX_LABEL} (labels are 64-bit integers)", MAX_LABEL),
+                   default=0, metavar="N",
                    help="label of the first class; 1 keeps 0 for background, as slim does "
                    "(default: 0)")
     p.add_argument("--val-fraction", type=_fraction(zero_allowed=False, one_allowed=False),
