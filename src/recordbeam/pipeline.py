@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -32,7 +32,7 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 
-from recordbeam import __version__, filesystems, gcs_credentials
+from recordbeam import filesystems, gcs_credentials
 from recordbeam.dataset import folder_lock, layout
 from recordbeam.errors import (
     OutOfSpace,
@@ -50,6 +50,10 @@ from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
 from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
+from recordbeam.sources.conversion import classes_known as _classes_known
+from recordbeam.sources.conversion import settings_of as _settings
+from recordbeam.sources.conversion import write_format as _write_format
+from recordbeam.sources.conversion import write_read as _write_read
 from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.sources.imagefolder import (
@@ -67,7 +71,6 @@ from recordbeam.sources.tabular import (
     TableOptions,
     manifest_dir,
 )
-from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
@@ -102,13 +105,6 @@ class SubmittedRun:
     job_id: str | None
     runner: str
     dry_run: bool
-
-
-def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
-    inputs = metadata.pop("inputs")
-    metadata["inputs_fingerprint"] = fingerprint(int(inputs["terms"], 16), inputs["files"], settings)
-    metadata["input_files"] = inputs["files"]
-    return metadata
 
 
 def _listed_inputs(pattern: str, skip_below: str | None) -> Iterator[FileMetadata]:
@@ -157,33 +153,6 @@ def coco_input_patterns(coco: CocoOptions) -> list[str]:
     return [filesystems.everything_below(coco.images_dir), *files]
 
 
-#: Options every format but COCO and manifests gained after its first release, with their
-#: defaults: recorded in the settings only when set, so outputs made without them keep
-#: their manifests and fingerprints (COCO and manifests record theirs always).
-_LATER_FORMAT_OPTIONS = {"allow_outside_root": False}
-
-
-def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
-              fixes: ImageFixes | None = None) -> dict[str, Any]:
-    """Everything that shapes an output besides the input files (goes in the manifest,
-    and into the fingerprint ``--if-changed`` compares). Fixes appear only when some are
-    on, so outputs made without them keep their fingerprints."""
-    options = asdict(inputs)
-    if kind not in ("coco", "manifest"):
-        options = {key: value for key, value in options.items()
-                   if _LATER_FORMAT_OPTIONS.get(key, "always") != value}
-    settings = {
-        "command": f"convert {kind}",
-        "recordbeam_version": __version__,
-        kind: options,
-        "shards": shards.to_json(),
-        "checks": asdict(checks),
-    }
-    if fixes is not None and fixes.active:
-        settings["fixes"] = asdict(fixes)
-    return settings
-
-
 #: Options of ``convert coco`` added after its first release: recorded in the settings
 #: only when set, so outputs made without them keep their manifests and fingerprints.
 _LATER_COCO_OPTIONS = {"include_keypoints": False, "captions": None}
@@ -228,40 +197,6 @@ def coco_to_tfrecord(
                           write_objects=coco.annotations is not None)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
-
-
-def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
-                encoder: Any, shards: ShardOptions, settings: dict[str, Any],
-                splits: Sequence[str]) -> WriteShards:
-    """The common tail of every input kind: fingerprint, then the sink, whose encoder reads
-    no file that links lead out of the read's ``input_roots``."""
-    encoder.input_roots = read_transform.input_roots
-    read = p | name >> read_transform
-    metadata = read["metadata"] | "Fingerprint" >> beam.Map(
-        lambda m: {**_with_fingerprint(m, settings), "settings": settings}
-    )
-    sink = WriteShards(
-        output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
-        metadata=metadata, splits=splits, sizes=read.get("sizes"),
-    )
-    _ = read["records"] | "WriteShards" >> sink
-    return sink
-
-
-def _classes_known(classes: Sequence[str] | None) -> Callable[[], dict[str, Any] | None]:
-    """The label metadata of classes known before the run; None when they are known only
-    once the annotations are read (the commit then checks them against other splits)."""
-    return lambda: label_metadata(classes) if classes is not None else None
-
-
-def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
-                  known_labels: Callable[[], dict[str, Any] | None], encoder: Any,
-                  shards: ShardOptions, settings: dict[str, Any]) -> WriteShards:
-    """Every split ``read`` finds, into the sink. Raises ``LabelMapMismatch`` before any
-    work when ``output_dir`` holds other splits whose label map disagrees with
-    ``known_labels()``."""
-    layout.check_labels_agree(output_dir, read.splits, known_labels)
-    return _write_read(p, name, read, output_dir, encoder, shards, settings, read.splits)
 
 
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
@@ -323,25 +258,11 @@ def table_to_tfrecord(
                        table_settings(table, shards, checks, fixes), read.splits)
 
 
-voc_settings = partial(_settings, "voc")
 kitti_settings = partial(_settings, "kitti")
 cvat_settings = partial(_settings, "cvat")
 labelme_settings = partial(_settings, "labelme")
 openimages_settings = partial(_settings, "openimages")
 box_csv_settings = partial(_settings, "box-csv")
-
-
-def voc_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, voc: VocOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the Pascal VOC conversion to ``p`` (every split ``ImageSets/Main`` lists);
-    returns the sink. Without ``labelmap.txt`` the classes are known only once the
-    annotations are read."""
-    read = ReadVoc(voc, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadVoc", read, _classes_known(read.classes),
-                         VocEncoder(checks, read.splits[0], fixes), shards,
-                         voc_settings(voc, shards, checks, fixes))
 
 
 def kitti_to_tfrecord(

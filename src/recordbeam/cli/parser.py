@@ -20,6 +20,7 @@ from recordbeam.cli.commands import (
     cmd_verify,
 )
 from recordbeam.cli.pipeline_commands import (
+    cmd_convert,
     cmd_convert_box_csv,
     cmd_convert_coco,
     cmd_convert_cvat,
@@ -28,14 +29,15 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_labelme,
     cmd_convert_manifest,
     cmd_convert_openimages,
-    cmd_convert_voc,
     cmd_convert_yolo,
     cmd_demo,
     cmd_reshard,
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
+from recordbeam.options import Choice, Flag, Option, ValueRefused, conversion_options
 from recordbeam.records import MAX_LABEL
+from recordbeam.sources.format import formats
 
 
 def _whole_number(minimum: int, meaning: str,
@@ -470,15 +472,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(pipeline_handler=cmd_convert_manifest)
 
     detection_format(
-        "voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
-        cmd_convert_voc,
-        input_help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
-        "ImageSets/Main/<split>.txt and labelmap.txt; or a flat export, each <id>.xml beside "
-        "its image (in train/, valid/, test/ folders as Roboflow writes them)",
-        images_help="folder of the images (default: ROOT/JPEGImages)",
-        rejected=("objects", "unknown class, invalid or degenerate box"))
-
-    detection_format(
         "kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/", cmd_convert_kitti,
         input_help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
         "(training/, testing/ ...) is a split named as its folder; or image_2/ "
@@ -536,6 +529,12 @@ def build_parser() -> argparse.ArgumentParser:
         rejected=("objects", "unknown class id, malformed line, empty box"),
         also_outside=", and the folders or lists data.yaml names outside ROOT")
 
+    for fmt in formats().values():
+        p = kind_parser(fmt.name, fmt.summary)
+        for option in (*fmt.options, *conversion_options()):
+            _add_option(p, option)
+        p.set_defaults(pipeline_handler=cmd_convert, split_given=False)
+
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",
                    help="good images in the sample; a few broken ones are added "
@@ -583,5 +582,42 @@ _NOT_HERE: dict[str, dict[str, str]] = {
 
 def options_not_here(parser: argparse.ArgumentParser) -> dict[str, str]:
     """What the command of ``parser`` takes instead of options other commands have."""
-    return _NOT_HERE.get(parser.prog.removeprefix(f"{parser.prog.split()[0]} "), {})
+    command = parser.prog.removeprefix(f"{parser.prog.split()[0]} ")
+    declared = formats().get(command.removeprefix("convert "))
+    if command.startswith("convert ") and declared is not None:
+        return dict(declared.instead)
+    return _NOT_HERE.get(command, {})
+
+
+def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
+    """``option`` as the command takes it: a switch for a flag, else a value its kind
+    reads (argparse's choices for a choice, so ``--help`` lists them)."""
+    if isinstance(option.kind, Flag):
+        parser.add_argument(*option.flags, dest=option.name, action="store_true",
+                            help=option.help)
+        return
+    extra: dict[str, Any] = {}
+    if option.name == "split":
+        extra["action"] = _GivenSplit
+    if isinstance(option.kind, Choice):
+        extra["choices"] = option.kind.values
+    else:
+        extra["type"] = _argparse_type(option)
+    parser.add_argument(*option.flags, dest=option.name, default=option.default,
+                        required=option.required, metavar=option.metavar or option.kind.metavar,
+                        help=option.help, **extra)
+
+
+def _argparse_type(option: Option) -> Callable[[str], Any]:
+    """The kind's reading of text, its refusals said as argparse says a bad value."""
+
+    def parse(text: str) -> Any:
+        try:
+            return option.parse(text)
+        except ValueRefused as refused:
+            raise argparse.ArgumentTypeError(str(refused)) from None
+
+    parse.__name__ = option.name  # argparse names the type in some messages
+    parse.pattern = option.kind.pattern  # type: ignore[attr-defined]
+    return parse
 

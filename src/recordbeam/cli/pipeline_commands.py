@@ -45,6 +45,24 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 # --- convert --------------------------------------------------------------------------
 
 
+def cmd_convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    """``convert <format>`` of a format declared in its own package (see
+    :mod:`recordbeam.sources.format`)."""
+    from recordbeam.convert import UpToDate, find_format, run_conversion
+    from recordbeam.options import conversion_options
+
+    fmt = find_format(args.kind)
+    values = {option.name: getattr(args, option.name)
+              for option in (*fmt.options, *conversion_options())}
+    result, splits = run_conversion(fmt, values, split_given=args.split_given,
+                                    beam_options=args.beam_options)
+    if isinstance(result, UpToDate):
+        print(f"{args.output} is up to date (same inputs, options and recordbeam version); "
+              "nothing to do")
+        return EXIT_OK
+    return _report_run(result, args, list(splits))
+
+
 def _shard_options(args: argparse.Namespace):
     from recordbeam.write.planning import ShardOptions, parse_size
 
@@ -338,28 +356,6 @@ def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> 
     return _run_conversion(
         lambda p: table_to_tfrecord(p, args.output, table, shards, checks, fixes),
         args, beam_args, read.splits)
-
-
-def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import voc_settings, voc_to_tfrecord
-    from recordbeam.sources.voc import ReadVoc, VocOptions, voc_input_patterns
-
-    voc = VocOptions(args.input, args.images, args.split, args.allow_outside_root)
-    _require_folder(voc.root, "; --input takes a Pascal VOC folder holding Annotations/ and "
-                    "JPEGImages/, or a flat export with each <name>.xml beside its image")
-    _require_images_option(args)
-    # Finds Annotations/ or the XMLs of a flat export, lists ImageSets/Main, reads labelmap.txt.
-    read = ReadVoc(voc, skip_below=args.output)
-    if not read.layout.flat:
-        _require_folder(read.annotation_format().image_folder, _PASS_IMAGES)
-    splits = read.splits
-    _refuse_split(args, splits, f"the split folders of {voc.root} name the splits" if read.layout.flat
-                  else f"{voc.split_lists_dir} lists the splits")
-    if not read.finds_annotation_file():
-        raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{_NO_OBJECTS}--input "
-                         f"takes a Pascal VOC folder holding Annotations/<id>.xml{_UNLABELED}")
-    return _convert(args, beam_args, voc, splits, voc_input_patterns(voc, read.layout),
-                    voc_settings, voc_to_tfrecord)
 
 
 def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

@@ -114,3 +114,53 @@ def formats() -> dict[str, Format]:
             if isinstance(declared, Format):
                 found[declared.name] = declared
     return dict(sorted(found.items()))
+
+
+# --- options several formats declare, each with its own words --------------------------
+
+
+def input_option(help: str, *, metavar: str = "ROOT", aliases: tuple[str, ...] = ()) -> Option:
+    """--input: the folder (or file) the format reads."""
+    from recordbeam.options import Path
+
+    return Option("input", help, Path(), required=True, metavar=metavar, aliases=aliases)
+
+
+def images_option(help: str) -> Option:
+    """--images: where the images are, when not where the format's layout puts them."""
+    from recordbeam.options import Path
+
+    return Option("images", help, Path(), metavar="DIR")
+
+
+def classes_option(help: str) -> Option:
+    from recordbeam.options import Path
+
+    return Option("classes", help, Path(), metavar="FILE")
+
+
+def include_masks_option(masks_from: str) -> Option:
+    from recordbeam.options import Flag
+
+    return Option("include_masks", f"write image/object/mask: one 0/1 PNG per object from "
+                  f"{masks_from} (default: off)", Flag(), default=False)
+
+
+def allow_outside_root_option(folders: str, also: str = "") -> Option:
+    """--allow-outside-root: ``folders`` names what the command is given, ``also`` what
+    else it would read outside them."""
+    from recordbeam.options import Flag
+
+    return Option("allow_outside_root", f"also read files that symbolic links lead outside "
+                  f"{folders}{also} (default: refused, rejected outside_root without being "
+                  "opened)", Flag(), default=False)
+
+
+def annotation_rejects_option(things: str, reasons: str) -> Option:
+    """The limit on rejected ``things`` (objects, boxes...); ``reasons`` lists typical ones."""
+    from recordbeam.options import ANY_FRACTION
+
+    return Option("max_annotation_reject_fraction",
+                  f"fail when more than this fraction (0 to 1) of {things} is rejected "
+                  f"({reasons}...; {things} of rejected images count as image rejects) "
+                  "(default: --max-reject-fraction)", ANY_FRACTION, metavar="F")
