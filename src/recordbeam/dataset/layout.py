@@ -180,9 +180,12 @@ def read_manifest(output_dir: str) -> dict[str, Any] | None:
 
 
 def _is_ours(manifest: dict[str, Any] | None) -> bool:
-    """Whether ``manifest`` is a whole recordbeam manifest whose shards lie in its folder
-    (one naming files elsewhere claims nothing there, and is no finished output)."""
-    return bool(manifest) and manifest.get("format") == MANIFEST_FORMAT and not shape_problem(manifest)
+    """Whether ``manifest`` is a recordbeam manifest whose shards lie in its folder (one
+    naming files elsewhere claims nothing there, and is no finished output). What the
+    readers add for a whole output (a shard at least, each with its counts) is theirs to
+    ask: a folder is ours to replace either way."""
+    return (bool(manifest) and manifest.get("format") == MANIFEST_FORMAT
+            and not shape_problem(manifest, complete=False))
 
 
 def finished_manifest(output_dir: str) -> dict[str, Any] | None:

@@ -91,15 +91,13 @@ def _split_problem(name: str, entry: Any, complete: bool) -> str | None:
     shards = entry.get("shards", [])
     if not isinstance(shards, list):
         return f"{where}['shards'] is {_kind(shards)}, not a list"
-    if complete and not shards:  # a commit writes at least one shard per split
-        return f"{where} lists no shards"
     for index, shard in enumerate(shards):
         at = f"{where}['shards'][{index}]"
         if not isinstance(shard, dict):
             return f"{at} is {_kind(shard)}, not an object"
         file = shard.get("file")
         if not isinstance(file, str) or not is_shard_file(file):
-            return f"{at} has no 'file' naming a shard of the folder (got {str(file)[:80]!r})"
+            return f"{at} has no 'file' naming a shard of the folder (got {str(file)[:400]!r})"
         for key in ("examples", "bytes"):
             if complete and key not in shard:
                 return f"{at} has no {key!r}"
@@ -115,8 +113,8 @@ def shape_problem(manifest: Mapping[str, Any], complete: bool = True) -> str | N
     """What in a manifest's structure the commands and readers cannot use (a key of the
     wrong type, a shard without its file name or naming a file outside the folder), or
     None. Keys are checked when present: older manifests may lack some. ``complete``: a
-    manifest a commit wrote, which lists at least one split, each with its shards, each
-    with its examples and bytes."""
+    manifest a commit wrote, which lists at least one split and one shard, each shard with
+    its examples and bytes."""
     splits = manifest.get("splits", {})
     if not isinstance(splits, dict):
         return f"'splits' is {_kind(splits)}, not an object"
@@ -126,6 +124,8 @@ def shape_problem(manifest: Mapping[str, Any], complete: bool = True) -> str | N
         problem = _split_problem(name, entry, complete)
         if problem:
             return problem
+    if complete and not any(entry.get("shards") for entry in splits.values()):
+        return "it lists no shards"  # a split may have none (all rejected), not every one
     checks = (("features", (dict,)), ("label_map", (str,)), ("category_ids", (int,)))
     for key, values in checks:
         if key in manifest:
