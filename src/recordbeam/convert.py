@@ -62,9 +62,7 @@ def convert(format: str, *, output: str, beam_args: Sequence[str] = (), **option
     check_beam_args(list(beam_args), command=command, other_flags=[], explained={})
     beam_options = pipeline_options(list(beam_args))
     check_run_options(beam_options, detach=values["detach"])
-    result, _splits = run_conversion(fmt, values, split_given="split" in options,
-                                     beam_options=beam_options)
-    return result
+    return execute(fmt, prepare(fmt, values, "split" in options), values, beam_options)
 
 
 def request_of(fmt: Format, values: Mapping[str, Any], split_given: bool) -> Request:
@@ -73,27 +71,30 @@ def request_of(fmt: Format, values: Mapping[str, Any], split_given: bool) -> Req
                    split_given=split_given)
 
 
-def run_conversion(fmt: Format, values: Mapping[str, Any], *, split_given: bool,
-                   beam_options: Any) -> tuple[Any, Sequence[str]]:
-    """Check the inputs, then run (or find the output up to date): the result and the
-    splits the run writes. ``values`` holds every option of the format and of
+def prepare(fmt: Format, values: Mapping[str, Any], split_given: bool) -> Conversion:
+    """The format's checks of its inputs, before any job: its :class:`Conversion`.
+    ``values`` holds every option of the format and of
     :func:`recordbeam.options.conversion_options`."""
+    return fmt.prepare(request_of(fmt, values, split_given))
+
+
+def execute(fmt: Format, conversion: Conversion, values: Mapping[str, Any], beam_options: Any):
+    """Run a prepared conversion, or find the output up to date (``if_changed``)."""
     from recordbeam.pipeline import is_up_to_date, run
 
-    conversion = fmt.prepare(request_of(fmt, values, split_given))
     shards, checks, fixes = shard_options(values), image_checks(values), image_fixes(values)
     settings = conversion.settings(shards, checks, fixes)
     output = values["output"]
     if values["if_changed"] and all(
             is_up_to_date(output, split, conversion.input_patterns, settings)
             for split in conversion.splits):
-        return UpToDate(output, tuple(conversion.splits)), conversion.splits
+        return UpToDate(output, tuple(conversion.splits))
     result = run(lambda p: conversion.build(p, shards, checks, fixes), output,
                  options=beam_options, overwrite=values["overwrite"],
                  show_progress=not values["quiet"], detach=values["detach"],
                  break_lock=values["break_lock"], command=f"convert {fmt.name}")
     _after_run(conversion, result, output)
-    return result, conversion.splits
+    return result
 
 
 def _after_run(conversion: Conversion, result: Any, output: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from recordbeam import convert
 from recordbeam.cli import main as cli
 from recordbeam.cli import pipeline_commands
 
@@ -234,7 +235,12 @@ def _started(monkeypatch) -> list:
         started.append(list(splits))
         return 0
 
+    def record_declared(fmt, conversion, values, beam_options):
+        started.append(list(conversion.splits))
+        return convert.UpToDate(values["output"], tuple(conversion.splits))
+
     monkeypatch.setattr(pipeline_commands, "_convert", record)
+    monkeypatch.setattr(convert, "execute", record_declared)
     return started
 
 

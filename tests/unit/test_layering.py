@@ -42,12 +42,17 @@ MAY_IMPORT = {
     "testing": {"errors", "tfrecord", "images"},
     "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
     "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},
+    # What a conversion can be told, declared once for the command, the API and the docs.
+    "options": {"errors", "records", "images", "write"},
     "sources": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
-                "local"},
+                "local", "options"},
     "pipeline": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
                  "sources", "local", "job_server", "gcs_credentials"},
+    # recordbeam.convert: a declared format's checks and run, from Python.
+    "convert": {"errors", "options", "sources", "local", "pipeline", "write", "images"},
     "cli": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
-            "sources", "local", "job_server", "pipeline", "testing", "gcs_credentials"},
+            "sources", "local", "job_server", "pipeline", "testing", "gcs_credentials",
+            "options", "convert"},
     # Re-exports of names users already type (see test_public_names.py).
     "runner": {"local"},
     "sink": {"write"},

@@ -48,19 +48,19 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 def cmd_convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """``convert <format>`` of a format declared in its own package (see
     :mod:`recordbeam.sources.format`)."""
-    from recordbeam.convert import UpToDate, find_format, run_conversion
+    from recordbeam import convert
     from recordbeam.options import conversion_options
 
-    fmt = find_format(args.kind)
+    fmt = convert.find_format(args.kind)
     values = {option.name: getattr(args, option.name)
               for option in (*fmt.options, *conversion_options())}
-    result, splits = run_conversion(fmt, values, split_given=args.split_given,
-                                    beam_options=args.beam_options)
-    if isinstance(result, UpToDate):
+    conversion = convert.prepare(fmt, values, args.split_given)
+    result = convert.execute(fmt, conversion, values, args.beam_options)
+    if isinstance(result, convert.UpToDate):
         print(f"{args.output} is up to date (same inputs, options and recordbeam version); "
               "nothing to do")
         return EXIT_OK
-    return _report_run(result, args, list(splits))
+    return _report_run(result, args, list(conversion.splits))
 
 
 def _shard_options(args: argparse.Namespace):
