@@ -85,6 +85,8 @@ class Format:
             ``UsageError`` or ``DataError`` naming what is wrong) and returns its
             :class:`Conversion`.
         description: said under the summary in ``--help`` (the layout it reads).
+        example: the options naming an example dataset, its paths relative (the docs and
+            the ``pipelines/`` script show them locally and under ``gs://B/``).
     """
 
     name: str
@@ -92,6 +94,7 @@ class Format:
     options: tuple[Option, ...]
     prepare: Callable[[Request], Conversion]
     description: str = ""
+    example: tuple[str, ...] = ()
     #: Options of other commands a user may bring here, and what this one takes instead
     #: (``--images`` given to ``convert yolo``): said in place of a typo suggestion.
     instead: Mapping[str, str] = field(default_factory=dict)

@@ -30,6 +30,7 @@ FORMAT = Format(
         annotation_rejects_option("objects", "unknown class, invalid or degenerate box"),
     ),
     prepare=_prepare,
+    example=("--input", "VOCdevkit/VOC2012"),
     instead=dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
