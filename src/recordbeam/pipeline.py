@@ -56,11 +56,6 @@ from recordbeam.sources.conversion import write_format as _write_format
 from recordbeam.sources.conversion import write_read as _write_read
 from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
-from recordbeam.sources.imagefolder import (
-    ClassificationEncoder,
-    ImageFolderOptions,
-    ReadImageFolder,
-)
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
 from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
@@ -197,25 +192,6 @@ def coco_to_tfrecord(
                           write_objects=coco.annotations is not None)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
-
-
-def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
-    patterns = [filesystems.everything_below(folder.root)]
-    return patterns + ([filesystems.literal(folder.classes_file)] if folder.classes_file else [])
-
-
-imagefolder_settings = partial(_settings, "imagefolder")
-
-
-def imagefolder_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
-    read = ReadImageFolder(folder, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadImageFolder", read, read.label_metadata,
-                         ClassificationEncoder(checks, read.splits[0], fixes), shards,
-                         imagefolder_settings(folder, shards, checks, fixes))
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:

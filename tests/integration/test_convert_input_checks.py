@@ -46,7 +46,8 @@ def test_a_missing_input_folder_says_what_input_takes(kind, folder, advice, tmp_
 
 #: Commands and the option that names their image folder (the annotations: a file that exists).
 IMAGE_FOLDER_OPTIONS = [
-    (["convert", "imagefolder", "--root"], "--root"),
+    (["convert", "imagefolder", "--input"], "--input"),
+    (["convert", "imagefolder", "--root"], "--input"),  # another name of --input
     (["convert", "coco", "--annotations", __file__, "--images"], "--images"),
 ]
 

@@ -18,7 +18,7 @@ from PIL import Image  # noqa: E402
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.images.transcode import ImageFixes  # noqa: E402
 from recordbeam.sources.coco import CocoOptions  # noqa: E402
-from recordbeam.sources.imagefolder import ImageFolderOptions  # noqa: E402
+from recordbeam.sources.imagefolder import reader as imagefolder  # noqa: E402
 from recordbeam.sources.tabular import TableOptions  # noqa: E402
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
@@ -48,10 +48,10 @@ def test_class_folders_transcoded_to_jpeg_decode_with_three_channels(tmp_path):
     sample = make_image_folder_sample(tmp_path / "in")
     out = str(tmp_path / "out")
     _run(
-        lambda p: pipeline.imagefolder_to_tfrecord(
+        lambda p: imagefolder.to_tfrecord(
             p,
             out,
-            ImageFolderOptions(sample.root, label_offset=1),
+            imagefolder.ImageFolderOptions(sample.root, label_offset=1),
             SHARDS,
             ImageChecks(),
             ImageFixes("jpeg"),

@@ -125,7 +125,7 @@ def test_coco_stages_carry_named_types_so_shuffles_use_the_compact_coders(tmp_pa
 
 
 def test_every_image_source_types_its_records(tmp_path):
-    from recordbeam.sources.imagefolder import ImageFolderOptions, ReadImageFolder
+    from recordbeam.sources.imagefolder.reader import ImageFolderOptions, ReadImageFolder
     from recordbeam.sources.tabular import ReadTable, TableOptions
 
     manifest = tmp_path / "m.csv"

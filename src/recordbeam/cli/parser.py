@@ -24,7 +24,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_box_csv,
     cmd_convert_coco,
     cmd_convert_cvat,
-    cmd_convert_imagefolder,
     cmd_convert_kitti,
     cmd_convert_labelme,
     cmd_convert_manifest,
@@ -36,7 +35,6 @@ from recordbeam.cli.pipeline_commands import (
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
 from recordbeam.options import Choice, Flag, Option, ValueRefused, conversion_options
-from recordbeam.records import MAX_LABEL
 from recordbeam.sources.format import formats
 
 
@@ -421,24 +419,6 @@ def build_parser() -> argparse.ArgumentParser:
         p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
     _add_conversion_args(p, cmd_convert_coco)
 
-    p = kind_parser("imagefolder", "ImageNet-style class folders: ROOT/<class>/<image>")
-    p.add_argument("--root", required=True, metavar="DIR",
-                   help="folder of class folders (or of train/ and val/ split folders)")
-    p.add_argument("--classes", default=None, metavar="FILE",
-                   help="file with one class name per line, in label order "
-                   "(default: folder names sorted)")
-    p.add_argument("--label-offset", type=_whole_number(
-                       0, f"between 0 and {MAX_LABEL} (labels are 64-bit integers)", MAX_LABEL),
-                   default=0, metavar="N",
-                   help="label of the first class; 1 keeps 0 for background, as slim does "
-                   "(default: 0)")
-    p.add_argument("--val-fraction", type=_fraction(zero_allowed=False, one_allowed=False),
-                   default=None, metavar="F",
-                   help="write this share (0 to 1) of a flat layout's images to val, by a hash "
-                   "of their path (default: no val split)")
-    _add_allow_outside_root(p, "--root")
-    _add_conversion_args(p, cmd_convert_imagefolder)
-
     p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
     p.add_argument("--manifest", required=True, metavar="FILE",
                    help="FILE.csv or FILE.jsonl; --split also takes fractions by hash of the "
@@ -571,8 +551,6 @@ _NOT_HERE: dict[str, dict[str, str]] = {
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
     "convert coco": dict.fromkeys(
         ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
-    "convert imagefolder": dict.fromkeys(
-        ("--input", "--images"), "convert imagefolder takes the class folders' parent as --root"),
     "convert manifest": {
         "--input": "convert manifest takes the CSV or JSONL file as --manifest",
         "--images": "the manifest's rows name the images, relative to the manifest's folder",

@@ -142,7 +142,7 @@ def _require_classes_file(path: str | None) -> None:
     small file; the job reads it again)."""
     if path:
         _require_file(path, "--classes", "classes file", "a text file with one class name per line")
-        from recordbeam.sources.imagefolder import read_classes_file
+        from recordbeam.sources.classes_file import read_classes_file
 
         read_classes_file(path)
 
@@ -303,26 +303,6 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
         print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
         return True
     return False
-
-
-def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import (
-        imagefolder_input_patterns,
-        imagefolder_settings,
-        imagefolder_to_tfrecord,
-    )
-    from recordbeam.sources.imagefolder import ImageFolderOptions, ReadImageFolder
-
-    _require_folder(args.root, " (check --root)")
-    _require_classes_file(args.classes)
-    folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
-                                args.val_fraction, args.allow_outside_root)
-    read = ReadImageFolder(folder)  # looks for split folders
-    if read.split_folders:
-        _refuse_split(args, read.split_folders, f"the split folders of {args.root} name the splits")
-    return _convert(args, beam_args, folder, read.splits,
-                    imagefolder_input_patterns(folder), imagefolder_settings,
-                    imagefolder_to_tfrecord)
 
 
 def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

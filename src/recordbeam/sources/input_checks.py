@@ -53,7 +53,7 @@ def require_classes_file(path: str | None) -> None:
     it again)."""
     if path:
         require_file(path, "--classes", "classes file", "a text file with one class name per line")
-        from recordbeam.sources.imagefolder import read_classes_file
+        from recordbeam.sources.classes_file import read_classes_file
 
         read_classes_file(path)
 

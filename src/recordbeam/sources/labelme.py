@@ -59,8 +59,8 @@ from recordbeam.sources.annotated_files import (
     ParsedAnnotation,
     ReadFormat,
 )
+from recordbeam.sources.classes_file import read_classes_file
 from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.imagefolder import read_classes_file
 
 #: Shape types that mark no area: counted and skipped.
 SKIPPED_SHAPES = ("point", "points", "line", "linestrip")
