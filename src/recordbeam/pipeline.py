@@ -59,13 +59,6 @@ from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
 from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
-from recordbeam.sources.tabular import (
-    DEFAULT_SAMPLE_ROWS,
-    ReadTable,
-    TableEncoder,
-    TableOptions,
-    manifest_dir,
-)
 from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
@@ -192,46 +185,6 @@ def coco_to_tfrecord(
                           write_objects=coco.annotations is not None)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
-
-
-def table_input_patterns(table: TableOptions) -> list[str]:
-    # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
-    # on its own (the file may lie anywhere, e.g. beside images on another bucket).
-    return [filesystems.everything_below(manifest_dir(table.manifest)),
-            filesystems.literal(table.manifest)]
-
-
-#: Options of ``convert manifest`` added after its first release: recorded only when set,
-#: so outputs made without them keep their manifests and fingerprints. ``range_bytes``
-#: (how the reading is spread) never changes the output, so it is never recorded.
-_LATER_TABLE_OPTIONS = {"schema_sample_rows": DEFAULT_SAMPLE_ROWS, "splits": (),
-                        "csv_multiline": False}
-
-
-def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
-                   fixes: ImageFixes | None = None) -> dict[str, Any]:
-    settings = _settings("manifest", table, shards, checks, fixes)
-    settings["manifest"] = {
-        key: value for key, value in settings["manifest"].items()
-        if key != "range_bytes" and _LATER_TABLE_OPTIONS.get(key, "always") != value}
-    return settings
-
-
-def table_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, table: TableOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
-
-    Reads the manifest's first rows here, on the launcher, to learn the column types
-    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a
-    disagreement among them. The workers check the other rows.
-    """
-    read = ReadTable(table, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
-    encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
-    return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
-                       table_settings(table, shards, checks, fixes), read.splits)
 
 
 kitti_settings = partial(_settings, "kitti")

@@ -67,6 +67,9 @@ def test_unknown_option_is_a_usage_error_naming_it(coco_sample, tmp_path, capsys
      "--input, else the names in the XMLs): neither"),
     (["convert", "manifest", "--manifest", "M.csv", "--images", "X"],
      "recordbeam: unknown option --images (the manifest's rows name the images"),
+    (["convert", "manifest", "--input", "M.csv", "--root", "X"],
+     "recordbeam: unknown option --root (convert manifest takes the CSV or JSONL file as "
+     "--input): neither"),
     (["convert", "imagefolder", "--input", "IN", "--images", "X"],
      "recordbeam: unknown option --images (convert imagefolder takes the class folders' parent "
      "as --input): neither"),
@@ -82,6 +85,7 @@ def test_an_option_of_another_converter_says_what_this_one_takes(tmp_path, capsy
 @pytest.mark.parametrize(("kind", "given", "said"), [
     ("imagefolder", "--images", "--images: convert imagefolder takes the class folders' parent "
                                 "as --input"),
+    ("manifest", "--root", "--root: convert manifest takes the CSV or JSONL file as --input"),
     ("coco", "--input", "--input: convert coco takes --images FOLDER and --annotations FILE"),
 ])
 def test_a_missing_required_option_explains_the_option_given_instead(tmp_path, capsys, kind,
@@ -92,7 +96,8 @@ def test_a_missing_required_option_explains_the_option_given_instead(tmp_path, c
     assert said in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("kind", "other_name"), [("imagefolder", "--root")])
+@pytest.mark.parametrize(("kind", "other_name"), [("imagefolder", "--root"),
+                                                 ("manifest", "--manifest")])
 def test_another_name_of_input_is_input(kind, other_name):
     args, _ = cli.build_parser().parse_known_args(
         ["convert", kind, other_name, "IN", "--output", "OUT"])

@@ -82,7 +82,7 @@ def test_a_manifest_whose_waiting_rows_spill_writes_the_same_bytes(tmp_path, spi
     # plan: collections the runner materializes whole, in the launcher unless they spill.
     from recordbeam import pipeline
     from recordbeam.images.transcode import ImageFixes
-    from recordbeam.sources.tabular import ReadTable, TableOptions
+    from recordbeam.sources.manifest.reader import ReadTable, TableOptions, to_tfrecord
     from recordbeam.testing.samples import make_manifest_sample
     from recordbeam.write.image_encoder import ImageChecks
     from recordbeam.write.sink import ShardOptions
@@ -93,7 +93,7 @@ def test_a_manifest_whose_waiting_rows_spill_writes_the_same_bytes(tmp_path, spi
 
     def convert(output) -> dict[str, bytes]:
         out = os.fspath(output)
-        pipeline.run(lambda p: pipeline.table_to_tfrecord(
+        pipeline.run(lambda p: to_tfrecord(
             p, out, table, ShardOptions(num_shards=3, max_reject_fraction=0.5), ImageChecks(),
             ImageFixes()), out, beam_args=[*MULTI_PROCESS], show_progress=False)
         return {name: (output / name).read_bytes() for name in sorted(os.listdir(output))}

@@ -19,7 +19,7 @@ from recordbeam import pipeline  # noqa: E402
 from recordbeam.images.transcode import ImageFixes  # noqa: E402
 from recordbeam.sources.coco import CocoOptions  # noqa: E402
 from recordbeam.sources.imagefolder import reader as imagefolder  # noqa: E402
-from recordbeam.sources.tabular import TableOptions  # noqa: E402
+from recordbeam.sources.manifest import reader as manifest  # noqa: E402
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
@@ -77,8 +77,8 @@ def test_manifest_examples_and_sequence_examples_parse(tmp_path):
     sample = make_manifest_sample(tmp_path / "in", fmt="jsonl", include_bad=False, num_rows=9)
     out = str(tmp_path / "rows")
     _run(
-        lambda p: pipeline.table_to_tfrecord(
-            p, out, TableOptions(sample.manifest), SHARDS, ImageChecks(), ImageFixes("jpeg")
+        lambda p: manifest.to_tfrecord(
+            p, out, manifest.TableOptions(sample.manifest), SHARDS, ImageChecks(), ImageFixes("jpeg")
         ),
         out,
     )
@@ -96,8 +96,8 @@ def test_manifest_examples_and_sequence_examples_parse(tmp_path):
 
     grouped = str(tmp_path / "groups")
     _run(
-        lambda p: pipeline.table_to_tfrecord(
-            p, grouped, TableOptions(sample.manifest, group_by="video"), SHARDS, ImageChecks()
+        lambda p: manifest.to_tfrecord(
+            p, grouped, manifest.TableOptions(sample.manifest, group_by="video"), SHARDS, ImageChecks()
         ),
         grouped,
     )

@@ -26,7 +26,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_cvat,
     cmd_convert_kitti,
     cmd_convert_labelme,
-    cmd_convert_manifest,
     cmd_convert_openimages,
     cmd_convert_yolo,
     cmd_demo,
@@ -419,38 +418,6 @@ def build_parser() -> argparse.ArgumentParser:
         p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
     _add_conversion_args(p, cmd_convert_coco)
 
-    p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
-    p.add_argument("--manifest", required=True, metavar="FILE",
-                   help="FILE.csv or FILE.jsonl; --split also takes fractions by hash of the "
-                   "image path, e.g. --split train=0.8,val=0.1,test=0.1")
-    p.add_argument("--schema", default=None, metavar="FILE",
-                   help='JSON {"column": "int64|float|bytes|image|int64_list|float_list|bytes_list"} '
-                   "(default: inferred from the first --schema-sample-rows rows)")
-    p.add_argument("--schema-sample-rows", type=int, default=10_000, metavar="N",
-                   help="rows the launcher reads to infer the types and the split names; later "
-                   "rows that disagree are rejected (default: 10000; 0: every row)")
-    p.add_argument("--splits", default=None, metavar="NAMES",
-                   help="comma-separated values the --split-column may hold (default: those "
-                   "in the first --schema-sample-rows rows)")
-    p.add_argument("--csv-multiline", action="store_true",
-                   help="quoted CSV fields hold line breaks: one worker reads the manifest "
-                   "(default: cut into byte ranges read in parallel, unless the first rows "
-                   "show such fields)")
-    p.add_argument("--image-columns", default=None, metavar="COLUMNS",
-                   help="comma-separated columns holding image paths (default: from the schema)")
-    p.add_argument("--split-column", default=None, metavar="COLUMN",
-                   help="column holding each row's split name (default: none, --split names it)")
-    p.add_argument("--allow-outside-root", action="store_true",
-                   help="also read image paths with '..' or absolute local paths "
-                   "(default: refused)")
-    p.add_argument("--group-by", default=None, metavar="COLUMN",
-                   help="write one SequenceExample per value of this column, rows become "
-                   "steps (default: one Example per row)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_manifest)
-
     detection_format(
         "kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/", cmd_convert_kitti,
         input_help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
@@ -551,10 +518,6 @@ _NOT_HERE: dict[str, dict[str, str]] = {
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
     "convert coco": dict.fromkeys(
         ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
-    "convert manifest": {
-        "--input": "convert manifest takes the CSV or JSONL file as --manifest",
-        "--images": "the manifest's rows name the images, relative to the manifest's folder",
-    },
 }
 
 

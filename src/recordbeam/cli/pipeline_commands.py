@@ -305,39 +305,6 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
     return False
 
 
-def cmd_convert_manifest(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import table_input_patterns, table_settings, table_to_tfrecord
-    from recordbeam.sources.tabular import ReadTable, TableOptions, parse_split_fractions
-
-    _require_file(args.manifest, "--manifest", "file", "a .csv or .jsonl file with one row per example")
-    if args.schema:
-        _require_file(args.schema, "--schema", "file", 'a JSON file such as {"label": "int64"}')
-    # --split is a split name, or fractions such as train=0.8,val=0.2 (split by hash).
-    fractions = parse_split_fractions(args.split) if "=" in args.split else ()
-    if fractions:
-        args.split = fractions[0][0]
-    # A TableError (a row whose type disagrees) is a DataError: main reports it, exit 1.
-    table = TableOptions(
-        args.manifest, args.split, args.schema,
-        tuple(c.strip() for c in (args.image_columns or "").split(",") if c.strip()),
-        args.split_column, fractions, args.group_by, args.allow_outside_root,
-        schema_sample_rows=args.schema_sample_rows,
-        splits=tuple(s.strip() for s in (args.splits or "").split(",") if s.strip()),
-        csv_multiline=args.csv_multiline,
-    )
-    read = ReadTable(table)  # reads the first rows to learn the column types
-    if args.split_column and not fractions:
-        _refuse_split(args, read.splits, f"the column {args.split_column!r} (--split-column) "
-                      "names each row's split", accepted=False)
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    settings = table_settings(table, shards, checks, fixes)
-    if _up_to_date(args, read.splits, table_input_patterns(table), settings):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: table_to_tfrecord(p, args.output, table, shards, checks, fixes),
-        args, beam_args, read.splits)
-
-
 def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import kitti_settings, kitti_to_tfrecord
     from recordbeam.sources.kitti import KittiOptions, ReadKitti, kitti_input_patterns
