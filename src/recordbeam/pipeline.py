@@ -56,7 +56,6 @@ from recordbeam.sources.conversion import write_format as _write_format
 from recordbeam.sources.conversion import write_read as _write_read
 from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
-from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
 from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
 from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
@@ -187,24 +186,10 @@ def coco_to_tfrecord(
                        coco_settings(coco, shards, checks, fixes), ())
 
 
-kitti_settings = partial(_settings, "kitti")
 cvat_settings = partial(_settings, "cvat")
 labelme_settings = partial(_settings, "labelme")
 openimages_settings = partial(_settings, "openimages")
 box_csv_settings = partial(_settings, "box-csv")
-
-
-def kitti_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, kitti: KittiOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the KITTI conversion to ``p`` (every split folder holding ``image_2/`` or
-    ``label_2/``); returns the sink. The classes are the types found, known only once the
-    labels are read."""
-    read = ReadKitti(kitti, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadKitti", read, _classes_known(None),
-                         KittiEncoder(checks, read.splits[0], fixes), shards,
-                         kitti_settings(kitti, shards, checks, fixes))
 
 
 def cvat_to_tfrecord(

@@ -24,7 +24,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_box_csv,
     cmd_convert_coco,
     cmd_convert_cvat,
-    cmd_convert_kitti,
     cmd_convert_labelme,
     cmd_convert_openimages,
     cmd_convert_yolo,
@@ -417,14 +416,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_annotation_reject_fraction(
         p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
     _add_conversion_args(p, cmd_convert_coco)
-
-    detection_format(
-        "kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/", cmd_convert_kitti,
-        input_help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
-        "(training/, testing/ ...) is a split named as its folder; or image_2/ "
-        "and label_2/ themselves, one split named by --split",
-        images_help="folder holding <split>/image_2/ (default: ROOT)",
-        rejected=("objects", "malformed line, degenerate box"))
 
     detection_format(
         "cvat", "CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/",

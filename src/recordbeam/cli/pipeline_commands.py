@@ -305,30 +305,6 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
     return False
 
 
-def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import kitti_settings, kitti_to_tfrecord
-    from recordbeam.sources.kitti import KittiOptions, ReadKitti, kitti_input_patterns
-
-    kitti = KittiOptions(args.input, args.images, args.split, args.allow_outside_root)
-    _require_images_option(args)
-    splits = ReadKitti(kitti).split_folders  # lists the split folders
-    if not splits:
-        raise UsageError(f"{kitti.images_root}: no <split>/image_2/ or <split>/label_2/ folder "
-                         "with files; --input takes a KITTI folder such as the one holding "
-                         "training/image_2/ and training/label_2/ (--images if the images "
-                         "are elsewhere)")
-    if all(split.labels is None for split in splits):
-        raise UsageError(f"{kitti.labels_root}: no label_2/ folder beside "
-                         f"{', '.join(split.images for split in splits)}, so every image would "
-                         "be written without objects; --input takes the KITTI folder holding "
-                         "<split>/label_2/ (to write unlabeled images, use convert imagefolder)")
-    names = [s.name for s in splits]
-    # One split folder may take the name --split gives; several name themselves.
-    _refuse_split(args, names, "the split folders name the splits")
-    return _convert(args, beam_args, kitti, names, kitti_input_patterns(splits), kitti_settings,
-                    kitti_to_tfrecord)
-
-
 def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import cvat_settings, cvat_to_tfrecord
     from recordbeam.sources.cvat import CvatOptions, cvat_input_patterns, plan, xml_files
