@@ -73,7 +73,7 @@ def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
 def cvat_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's stream of one CVAT XML (every ``<image>`` with its boxes)."""
     from recordbeam import filesystems
-    from recordbeam.sources.cvat import stream_images
+    from recordbeam.sources.cvat.reader import stream_images
 
     path = os.path.join(folder, "annotations.xml")
     rng = random.Random(0)

@@ -54,7 +54,6 @@ from recordbeam.sources.conversion import classes_known as _classes_known
 from recordbeam.sources.conversion import settings_of as _settings
 from recordbeam.sources.conversion import write_format as _write_format
 from recordbeam.sources.conversion import write_read as _write_read
-from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
@@ -186,24 +185,9 @@ def coco_to_tfrecord(
                        coco_settings(coco, shards, checks, fixes), ())
 
 
-cvat_settings = partial(_settings, "cvat")
 labelme_settings = partial(_settings, "labelme")
 openimages_settings = partial(_settings, "openimages")
 box_csv_settings = partial(_settings, "box-csv")
-
-
-def cvat_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the CVAT for images (or video) 1.1 conversion to ``p`` (every subset its XMLs declare);
-    returns the sink. Reads the head (``<meta>``) of each XML here, on the launcher, for
-    the labels; raises ``CvatError`` for an unusable XML."""
-    read = ReadCvat(cvat, skip_below=output_dir)
-    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks,
-                          track_ids=read.tracks)
-    return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
-                         encoder, shards, cvat_settings(cvat, shards, checks, fixes))
 
 
 def labelme_to_tfrecord(

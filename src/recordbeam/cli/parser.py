@@ -23,7 +23,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert,
     cmd_convert_box_csv,
     cmd_convert_coco,
-    cmd_convert_cvat,
     cmd_convert_labelme,
     cmd_convert_openimages,
     cmd_convert_yolo,
@@ -416,15 +415,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_annotation_reject_fraction(
         p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
     _add_conversion_args(p, cmd_convert_coco)
-
-    detection_format(
-        "cvat", "CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/",
-        cmd_convert_cvat,
-        input_help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
-        "images/ (or images/<subset>/)",
-        images_help="folder of the images (default: ROOT/images)",
-        masks_from="its polygon or CVAT mask, or its box when it has neither",
-        rejected=("objects", "unknown label, invalid box, malformed points or rle"))
 
     detection_format(
         "labelme", "folder of labelme JSONs, one per image", cmd_convert_labelme,

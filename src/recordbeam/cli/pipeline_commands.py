@@ -305,44 +305,6 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
     return False
 
 
-def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import cvat_settings, cvat_to_tfrecord
-    from recordbeam.sources.cvat import CvatOptions, cvat_input_patterns, plan, xml_files
-
-    cvat = CvatOptions(args.input, args.images, args.split, args.include_masks,
-                       args.allow_outside_root)
-    if not xml_files(cvat):
-        raise UsageError(f"{cvat.xml_files_shown} matches no file; --input takes the CVAT export "
-                         "folder holding annotations.xml (or <subset>.xml files) and images/")
-    _require_folder(cvat.image_folder, _PASS_IMAGES)
-    planned = plan(cvat)  # reads each XML's <meta>, up to its first <image>
-    splits = planned.splits
-    # An annotations.xml declaring several subsets puts its <image>s without a subset
-    # attribute in --split: there it must name one of them. Elsewhere the subsets decide.
-    places_images = len(splits) > 1 and any(subset is None for _path, subset in planned.files)
-    _refuse_split(args, splits, "the XMLs name the subsets",
-                  accepted=args.split in splits if places_images else None)
-    code = _convert(args, beam_args, cvat, splits, cvat_input_patterns(cvat), cvat_settings,
-                    cvat_to_tfrecord)
-    if code == EXIT_OK and places_images and getattr(args, "split_given", False):
-        _warn_if_split_placed_nothing(args)
-    return code
-
-
-def _warn_if_split_placed_nothing(args: argparse.Namespace) -> None:
-    """Known only once the XML was read: every <image> had its own subset, so the typed
-    --split placed none of them. Said, not silently ignored."""
-    from recordbeam.dataset import layout
-    from recordbeam.sources.cvat import PLACED_BY_SPLIT_OPTION
-
-    manifest = layout.read_manifest(args.output) or {}
-    placed = sum(entry.get("counts", {}).get(PLACED_BY_SPLIT_OPTION, 0)
-                 for entry in manifest.get("splits", {}).values())
-    if manifest and not placed:
-        print(f"warning: --split {args.split} placed no image: every <image> of the XMLs "
-              "carries its own subset, which decides its split; drop --split", file=sys.stderr)
-
-
 def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
     from recordbeam.sources.labelme import LabelmeOptions, ReadLabelme, labelme_input_patterns
