@@ -411,3 +411,15 @@ def test_missing_required_option_names_the_typo_given_instead(tmp_path, capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "required: --input" in err and "--inptu looks like a typo of --input" in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["imagefolder", "--roott"], "--roott looks like a typo of --root"),
+    (["imagefolder", "--inptu"], "--inptu looks like a typo of --input"),
+    (["manifest", "--manifets"], "--manifets looks like a typo of --manifest"),
+])
+def test_a_typo_of_another_name_of_input_is_named(tmp_path, capsys, argv, said):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["convert", *argv, str(tmp_path), "--output", str(tmp_path / "o")])
+    assert stopped.value.code == 2
+    assert said in capsys.readouterr().err

@@ -257,8 +257,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _typo_hint(message: str, given: Sequence[str]) -> str:
     """`` (--inptu looks like a typo of --input)`` for given flags close to a missing one."""
-    missing = [word.rstrip(",") for word in message.split(":", 1)[1].split()
-               if word.startswith("--")]
+    # argparse names an option with other names by all of them: --input/--root.
+    missing = [flag for word in message.split(":", 1)[1].split()
+               for flag in word.rstrip(",").split("/") if flag.startswith("--")]
     hints = []
     for token in given:
         flag = token.split("=", 1)[0]
