@@ -62,7 +62,6 @@ from recordbeam.sources.imagefolder import (
     ReadImageFolder,
 )
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
-from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
 from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
 from recordbeam.sources.tabular import (
     DEFAULT_SAMPLE_ROWS,
@@ -260,7 +259,6 @@ def table_to_tfrecord(
 
 kitti_settings = partial(_settings, "kitti")
 cvat_settings = partial(_settings, "cvat")
-labelme_settings = partial(_settings, "labelme")
 openimages_settings = partial(_settings, "openimages")
 box_csv_settings = partial(_settings, "box-csv")
 
@@ -290,18 +288,6 @@ def cvat_to_tfrecord(
                           track_ids=read.tracks)
     return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
                          encoder, shards, cvat_settings(cvat, shards, checks, fixes))
-
-
-def labelme_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, labelme: LabelmeOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the labelme conversion to ``p`` (one split, ``labelme.split``); returns the sink.
-    Without ``--classes`` the classes are known only once the JSONs are read."""
-    read = ReadLabelme(labelme, skip_below=output_dir)
-    encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
-    return _write_format(p, output_dir, "ReadLabelme", read, _classes_known(read.classes),
-                         encoder, shards, labelme_settings(labelme, shards, checks, fixes))
 
 
 def openimages_to_tfrecord(

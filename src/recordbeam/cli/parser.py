@@ -26,7 +26,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_cvat,
     cmd_convert_imagefolder,
     cmd_convert_kitti,
-    cmd_convert_labelme,
     cmd_convert_manifest,
     cmd_convert_openimages,
     cmd_convert_yolo,
@@ -487,18 +486,6 @@ def build_parser() -> argparse.ArgumentParser:
         images_help="folder of the images (default: ROOT/images)",
         masks_from="its polygon or CVAT mask, or its box when it has neither",
         rejected=("objects", "unknown label, invalid box, malformed points or rle"))
-
-    detection_format(
-        "labelme", "folder of labelme JSONs, one per image", cmd_convert_labelme,
-        input_help="the folder of labelme JSONs (any depth); each JSON's imagePath, "
-        "relative to it, names its image",
-        images_help="folder of the images, laid out as the JSONs below ROOT (default: "
-        "where each imagePath points)",
-        classes_help="file with one class name per line, in label order, labels 1..K; "
-        "labelme's __ignore__ and _background_ lines are skipped (default: the "
-        "labels found, sorted)",
-        masks_from="its polygons and circles (a rectangle's mask is its box)",
-        rejected=("objects", "unknown class, invalid or degenerate shape"))
 
     detection_format(
         "openimages", "Open Images CSVs: *-annotations-bbox.csv, class-descriptions*.csv, "

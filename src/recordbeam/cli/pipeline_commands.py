@@ -420,24 +420,6 @@ def _warn_if_split_placed_nothing(args: argparse.Namespace) -> None:
               "carries its own subset, which decides its split; drop --split", file=sys.stderr)
 
 
-def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
-    from recordbeam.sources.labelme import LabelmeOptions, ReadLabelme, labelme_input_patterns
-
-    _require_folder(args.input, "; --input takes the folder labelme saved its JSONs into")
-    if args.images:
-        _require_folder(args.images, " (check --images)")
-    _require_classes_file(args.classes)
-    labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
-                             args.include_masks, args.allow_outside_root)
-    read = ReadLabelme(labelme, skip_below=args.output)  # a broken classes file is said here
-    if not read.finds_annotation_file():
-        raise UsageError(f"{args.input}: no .json file below it{_NO_OBJECTS}--input takes the "
-                         f"folder labelme saved its JSONs into{_UNLABELED}")
-    return _convert(args, beam_args, labelme, [args.split], labelme_input_patterns(labelme),
-                    labelme_settings, labelme_to_tfrecord)
-
-
 def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import openimages_settings, openimages_to_tfrecord
     from recordbeam.sources.openimages import (
