@@ -62,7 +62,6 @@ from recordbeam.sources.imagefolder import (
     ReadImageFolder,
 )
 from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
-from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
 from recordbeam.sources.tabular import (
     DEFAULT_SAMPLE_ROWS,
     ReadTable,
@@ -259,7 +258,6 @@ def table_to_tfrecord(
 
 kitti_settings = partial(_settings, "kitti")
 cvat_settings = partial(_settings, "cvat")
-openimages_settings = partial(_settings, "openimages")
 box_csv_settings = partial(_settings, "box-csv")
 
 
@@ -288,19 +286,6 @@ def cvat_to_tfrecord(
                           track_ids=read.tracks)
     return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
                          encoder, shards, cvat_settings(cvat, shards, checks, fixes))
-
-
-def openimages_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
-    the sink. The classes come from the class descriptions."""
-    read = ReadOpenImages(oid, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadOpenImages", read,
-                         _classes_known(read.display_names),
-                         OpenImagesEncoder(checks, read.splits[0], fixes), shards,
-                         openimages_settings(oid, shards, checks, fixes))
 
 
 def box_csv_to_tfrecord(

@@ -27,7 +27,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_imagefolder,
     cmd_convert_kitti,
     cmd_convert_manifest,
-    cmd_convert_openimages,
     cmd_convert_yolo,
     cmd_demo,
     cmd_reshard,
@@ -486,15 +485,6 @@ def build_parser() -> argparse.ArgumentParser:
         images_help="folder of the images (default: ROOT/images)",
         masks_from="its polygon or CVAT mask, or its box when it has neither",
         rejected=("objects", "unknown label, invalid box, malformed points or rle"))
-
-    detection_format(
-        "openimages", "Open Images CSVs: *-annotations-bbox.csv, class-descriptions*.csv, "
-        "images/<split>/", cmd_convert_openimages,
-        input_help="the Open Images folder: <split>-annotations-bbox.csv, "
-        "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
-        "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg",
-        images_help="folder holding the <split>/ folders of images (default: ROOT/images)",
-        rejected=("boxes", "unknown LabelName, malformed row, degenerate box"))
 
     detection_format(
         "box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection CSV): "

@@ -420,25 +420,6 @@ def _warn_if_split_placed_nothing(args: argparse.Namespace) -> None:
               "carries its own subset, which decides its split; drop --split", file=sys.stderr)
 
 
-def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import openimages_settings, openimages_to_tfrecord
-    from recordbeam.sources.openimages import (
-        OpenImagesOptions,
-        ReadOpenImages,
-        openimages_input_patterns,
-    )
-
-    oid = OpenImagesOptions(args.input, args.images, args.allow_outside_root)
-    _require_folder(args.input, "; --input takes an Open Images folder holding the "
-                    "*-annotations-bbox.csv tables (or annotations/ with them) and images/")
-    _require_images_option(args)
-    read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
-    _refuse_split(args, read.splits, "the splits come from the tables' names")
-    return _convert(args, beam_args, oid, read.splits,
-                    openimages_input_patterns(oid, read.tables), openimages_settings,
-                    openimages_to_tfrecord)
-
-
 def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import box_csv_settings, box_csv_to_tfrecord
     from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
