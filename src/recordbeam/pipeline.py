@@ -48,7 +48,6 @@ from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
-from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
 from recordbeam.sources.conversion import classes_known as _classes_known
 from recordbeam.sources.conversion import settings_of as _settings
@@ -258,7 +257,6 @@ def table_to_tfrecord(
 
 kitti_settings = partial(_settings, "kitti")
 cvat_settings = partial(_settings, "cvat")
-box_csv_settings = partial(_settings, "box-csv")
 
 
 def kitti_to_tfrecord(
@@ -286,18 +284,6 @@ def cvat_to_tfrecord(
                           track_ids=read.tracks)
     return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
                          encoder, shards, cvat_settings(cvat, shards, checks, fixes))
-
-
-def box_csv_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, boxes: BoxCsvOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
-    returns the sink. The classes are known only once the tables are read."""
-    read = ReadBoxCsv(boxes, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadBoxCsv", read, _classes_known(None),
-                         BoxCsvEncoder(checks, read.splits[0], fixes), shards,
-                         box_csv_settings(boxes, shards, checks, fixes))
 
 
 def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,

@@ -9,7 +9,7 @@ import pytest
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam.records import Reject
-from recordbeam.sources.boxcsv import BoxCsvError, column_positions, parse_table
+from recordbeam.sources.box_csv.reader import BoxCsvError, column_positions, parse_table
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     ImageLabelRow,
@@ -306,7 +306,7 @@ def test_launcher_reads_only_the_header_line_of_a_bbox_table(tmp_path, monkeypat
 
 def test_box_csv_table_is_streamed_on_the_worker_not_read_whole(tmp_path, monkeypatch):
     from recordbeam import filesystems
-    from recordbeam.sources import boxcsv
+    from recordbeam.sources.box_csv import reader as boxcsv
 
     (tmp_path / "train").mkdir()
     rows = [f"{i:04d}.jpg,80,40,dog,1,2,11,22" for i in range(3000)]

@@ -21,7 +21,6 @@ from recordbeam.cli.commands import (
 )
 from recordbeam.cli.pipeline_commands import (
     cmd_convert,
-    cmd_convert_box_csv,
     cmd_convert_coco,
     cmd_convert_cvat,
     cmd_convert_imagefolder,
@@ -485,14 +484,6 @@ def build_parser() -> argparse.ArgumentParser:
         images_help="folder of the images (default: ROOT/images)",
         masks_from="its polygon or CVAT mask, or its box when it has neither",
         rejected=("objects", "unknown label, invalid box, malformed points or rle"))
-
-    detection_format(
-        "box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection CSV): "
-        "<split>/_annotations.csv beside the images", cmd_convert_box_csv,
-        input_help="the exported folder: <split>/_annotations.csv (filename,width,height,"
-        "class,xmin,ymin,xmax,ymax; one row per box) beside the images",
-        images_help="folder holding the <split>/ folders of images (default: ROOT)",
-        rejected=("boxes", "malformed row, degenerate box"))
 
     detection_format(
         "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "

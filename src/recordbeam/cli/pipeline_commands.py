@@ -420,20 +420,6 @@ def _warn_if_split_placed_nothing(args: argparse.Namespace) -> None:
               "carries its own subset, which decides its split; drop --split", file=sys.stderr)
 
 
-def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import box_csv_settings, box_csv_to_tfrecord
-    from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
-
-    boxes = BoxCsvOptions(args.input, args.images, args.allow_outside_root)
-    _require_folder(args.input, "; --input takes the folder a box CSV export holds: "
-                    "<split>/_annotations.csv beside the images")
-    _require_images_option(args)
-    splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
-    _refuse_split(args, splits, "the splits come from the folders holding _annotations.csv")
-    return _convert(args, beam_args, boxes, splits, box_csv_input_patterns(boxes, splits),
-                    box_csv_settings, box_csv_to_tfrecord)
-
-
 def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
     from recordbeam.sources.annotated_files import annotation_folders
