@@ -68,7 +68,6 @@ from recordbeam.sources.tabular import (
     TableOptions,
     manifest_dir,
 )
-from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
@@ -284,29 +283,6 @@ def cvat_to_tfrecord(
                           track_ids=read.tracks)
     return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
                          encoder, shards, cvat_settings(cvat, shards, checks, fixes))
-
-
-def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
-    settings = _settings("yolo", yolo, shards, checks, fixes)
-    if yolo.classes_file is None:  # only when given, so other runs keep their fingerprints
-        del settings["yolo"]["classes_file"]
-    if include_masks:  # only when on, so runs without masks keep their fingerprints
-        settings["include_masks"] = True
-    return settings
-
-
-def yolo_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None, include_masks: bool = False,
-) -> WriteShards:
-    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
-    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
-    when the folder's description cannot be used."""
-    read = ReadYolo(yolo, skip_below=output_dir)
-    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
-    return _write_format(p, output_dir, "ReadYolo", read, _classes_known(read.classes),
-                         encoder, shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

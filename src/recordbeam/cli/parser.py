@@ -26,7 +26,6 @@ from recordbeam.cli.pipeline_commands import (
     cmd_convert_imagefolder,
     cmd_convert_kitti,
     cmd_convert_manifest,
-    cmd_convert_yolo,
     cmd_demo,
     cmd_reshard,
 )
@@ -485,18 +484,6 @@ def build_parser() -> argparse.ArgumentParser:
         masks_from="its polygon or CVAT mask, or its box when it has neither",
         rejected=("objects", "unknown label, invalid box, malformed points or rle"))
 
-    detection_format(
-        "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
-        "(data.yaml, images/, labels/)", cmd_convert_yolo,
-        input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics); without "
-        "either, images/ + labels/ (or labels beside images) and a classes.txt",
-        classes_help="class names, one per line, class 0 first, for a folder without "
-        "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
-        masks_from="the segment lines (the box for box lines)",
-        rejected=("objects", "unknown class id, malformed line, empty box"),
-        also_outside=", and the folders or lists data.yaml names outside ROOT")
-
     for fmt in formats().values():
         p = kind_parser(fmt.name, fmt.summary)
         for option in (*fmt.options, *conversion_options()):
@@ -530,10 +517,6 @@ def own_flags(parser: argparse.ArgumentParser) -> list[str]:
 #: Options a user brings from another converter, and what this one takes instead: said in
 #: place of a typo suggestion (``--images`` is no typo of ``--max-image-bytes``).
 _NOT_HERE: dict[str, dict[str, str]] = {
-    "convert yolo": {
-        "--images": "YOLO finds each image's labels from the image's path, so the images "
-                    "are where obj.data or data.yaml say; give their folder as --input",
-    },
     "convert voc": dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),

@@ -10,7 +10,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from recordbeam.cli.commands import cmd_inspect
@@ -111,10 +110,6 @@ def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
 
 #: What a missing or empty image folder's message advises, for formats with --images.
 _PASS_IMAGES = " (pass --images if the images are elsewhere)"
-
-#: Said of an input without any annotation file, after where they were looked for.
-_NO_OBJECTS = ", so every image would be written without objects; "
-_UNLABELED = " (to write unlabeled images, use convert imagefolder)"
 
 
 def _require_folder(path: str, advice: str) -> None:
@@ -418,34 +413,6 @@ def _warn_if_split_placed_nothing(args: argparse.Namespace) -> None:
     if manifest and not placed:
         print(f"warning: --split {args.split} placed no image: every <image> of the XMLs "
               "carries its own subset, which decides its split; drop --split", file=sys.stderr)
-
-
-def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
-    from recordbeam.sources.annotated_files import annotation_folders
-    from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
-
-    yolo = YoloOptions(args.input, args.split, args.classes, args.allow_outside_root)
-    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet), "
-                    "data.yaml (Ultralytics), or images and labels with a classes.txt")
-    if args.classes:
-        _require_file(args.classes, "--classes", "classes file",
-                      "a text file with one class name per line, class 0 first")
-    # Reads obj.data + obj.names, data.yaml, or looks for split folders and a names file.
-    read = ReadYolo(yolo, skip_below=args.output)
-    _refuse_split(args, read.splits, f"the split folders of {yolo.folder} name the splits"
-                  if read.layout.kind == "folders" else
-                  f"{read.layout.description} names the splits")
-    if not read.finds_annotation_file():
-        folders = ", ".join(annotation_folders(read.annotation_format()))
-        raise UsageError(f"{folders}: no label file (.txt){_NO_OBJECTS}an image's labels are "
-                         "its path with images/ as labels/ and .txt as extension "
-                         f"(labels/<split>/<id>.txt), or beside it{_UNLABELED}")
-    # Masks are no YoloOptions field: the settings record them only when on.
-    masks = args.include_masks
-    return _convert(args, beam_args, yolo, read.splits, yolo_input_patterns(yolo, read.layout),
-                    partial(yolo_settings, include_masks=masks),
-                    partial(yolo_to_tfrecord, include_masks=masks))
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
