@@ -101,7 +101,7 @@ def cvat_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
 def boxcsv_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of one box CSV table (one row per box)."""
     from recordbeam import filesystems
-    from recordbeam.sources.boxcsv import COLUMNS, parse_table
+    from recordbeam.sources.box_csv.reader import COLUMNS, parse_table
 
     path = os.path.join(folder, "_annotations.csv")
     rng = random.Random(0)

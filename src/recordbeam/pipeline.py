@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import apache_beam as beam
@@ -48,16 +47,10 @@ from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
-from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
-from recordbeam.sources.conversion import classes_known as _classes_known
 from recordbeam.sources.conversion import settings_of as _settings
-from recordbeam.sources.conversion import write_format as _write_format
 from recordbeam.sources.conversion import write_read as _write_read
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
-from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
-from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
-from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
@@ -183,71 +176,6 @@ def coco_to_tfrecord(
                           write_objects=coco.annotations is not None)
     return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
                        coco_settings(coco, shards, checks, fixes), ())
-
-
-labelme_settings = partial(_settings, "labelme")
-openimages_settings = partial(_settings, "openimages")
-box_csv_settings = partial(_settings, "box-csv")
-
-
-def labelme_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, labelme: LabelmeOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the labelme conversion to ``p`` (one split, ``labelme.split``); returns the sink.
-    Without ``--classes`` the classes are known only once the JSONs are read."""
-    read = ReadLabelme(labelme, skip_below=output_dir)
-    encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
-    return _write_format(p, output_dir, "ReadLabelme", read, _classes_known(read.classes),
-                         encoder, shards, labelme_settings(labelme, shards, checks, fixes))
-
-
-def openimages_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
-    the sink. The classes come from the class descriptions."""
-    read = ReadOpenImages(oid, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadOpenImages", read,
-                         _classes_known(read.display_names),
-                         OpenImagesEncoder(checks, read.splits[0], fixes), shards,
-                         openimages_settings(oid, shards, checks, fixes))
-
-
-def box_csv_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, boxes: BoxCsvOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
-    returns the sink. The classes are known only once the tables are read."""
-    read = ReadBoxCsv(boxes, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadBoxCsv", read, _classes_known(None),
-                         BoxCsvEncoder(checks, read.splits[0], fixes), shards,
-                         box_csv_settings(boxes, shards, checks, fixes))
-
-
-def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
-    settings = _settings("yolo", yolo, shards, checks, fixes)
-    if yolo.classes_file is None:  # only when given, so other runs keep their fingerprints
-        del settings["yolo"]["classes_file"]
-    if include_masks:  # only when on, so runs without masks keep their fingerprints
-        settings["include_masks"] = True
-    return settings
-
-
-def yolo_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None, include_masks: bool = False,
-) -> WriteShards:
-    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
-    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
-    when the folder's description cannot be used."""
-    read = ReadYolo(yolo, skip_below=output_dir)
-    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
-    return _write_format(p, output_dir, "ReadYolo", read, _classes_known(read.classes),
-                         encoder, shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

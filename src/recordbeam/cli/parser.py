@@ -21,11 +21,7 @@ from recordbeam.cli.commands import (
 )
 from recordbeam.cli.pipeline_commands import (
     cmd_convert,
-    cmd_convert_box_csv,
     cmd_convert_coco,
-    cmd_convert_labelme,
-    cmd_convert_openimages,
-    cmd_convert_yolo,
     cmd_demo,
     cmd_reshard,
 )
@@ -417,46 +413,6 @@ def build_parser() -> argparse.ArgumentParser:
         p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
     _add_conversion_args(p, cmd_convert_coco)
 
-    detection_format(
-        "labelme", "folder of labelme JSONs, one per image", cmd_convert_labelme,
-        input_help="the folder of labelme JSONs (any depth); each JSON's imagePath, "
-        "relative to it, names its image",
-        images_help="folder of the images, laid out as the JSONs below ROOT (default: "
-        "where each imagePath points)",
-        classes_help="file with one class name per line, in label order, labels 1..K; "
-        "labelme's __ignore__ and _background_ lines are skipped (default: the "
-        "labels found, sorted)",
-        masks_from="its polygons and circles (a rectangle's mask is its box)",
-        rejected=("objects", "unknown class, invalid or degenerate shape"))
-
-    detection_format(
-        "openimages", "Open Images CSVs: *-annotations-bbox.csv, class-descriptions*.csv, "
-        "images/<split>/", cmd_convert_openimages,
-        input_help="the Open Images folder: <split>-annotations-bbox.csv, "
-        "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
-        "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg",
-        images_help="folder holding the <split>/ folders of images (default: ROOT/images)",
-        rejected=("boxes", "unknown LabelName, malformed row, degenerate box"))
-
-    detection_format(
-        "box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection CSV): "
-        "<split>/_annotations.csv beside the images", cmd_convert_box_csv,
-        input_help="the exported folder: <split>/_annotations.csv (filename,width,height,"
-        "class,xmin,ymin,xmax,ymax; one row per box) beside the images",
-        images_help="folder holding the <split>/ folders of images (default: ROOT)",
-        rejected=("boxes", "malformed row, degenerate box"))
-
-    detection_format(
-        "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
-        "(data.yaml, images/, labels/)", cmd_convert_yolo,
-        input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics); without "
-        "either, images/ + labels/ (or labels beside images) and a classes.txt",
-        classes_help="class names, one per line, class 0 first, for a folder without "
-        "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
-        masks_from="the segment lines (the box for box lines)",
-        rejected=("objects", "unknown class id, malformed line, empty box"),
-        also_outside=", and the folders or lists data.yaml names outside ROOT")
 
     for fmt in formats().values():
         p = kind_parser(fmt.name, fmt.summary)
@@ -491,10 +447,6 @@ def own_flags(parser: argparse.ArgumentParser) -> list[str]:
 #: Options a user brings from another converter, and what this one takes instead: said in
 #: place of a typo suggestion (``--images`` is no typo of ``--max-image-bytes``).
 _NOT_HERE: dict[str, dict[str, str]] = {
-    "convert yolo": {
-        "--images": "YOLO finds each image's labels from the image's path, so the images "
-                    "are where obj.data or data.yaml say; give their folder as --input",
-    },
     "convert voc": dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),

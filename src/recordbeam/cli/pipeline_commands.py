@@ -10,7 +10,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from recordbeam.cli.commands import cmd_inspect
@@ -111,10 +110,6 @@ def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
 
 #: What a missing or empty image folder's message advises, for formats with --images.
 _PASS_IMAGES = " (pass --images if the images are elsewhere)"
-
-#: Said of an input without any annotation file, after where they were looked for.
-_NO_OBJECTS = ", so every image would be written without objects; "
-_UNLABELED = " (to write unlabeled images, use convert imagefolder)"
 
 
 def _require_folder(path: str, advice: str) -> None:
@@ -303,85 +298,6 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
         print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
         return True
     return False
-
-
-def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import labelme_settings, labelme_to_tfrecord
-    from recordbeam.sources.labelme import LabelmeOptions, ReadLabelme, labelme_input_patterns
-
-    _require_folder(args.input, "; --input takes the folder labelme saved its JSONs into")
-    if args.images:
-        _require_folder(args.images, " (check --images)")
-    _require_classes_file(args.classes)
-    labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
-                             args.include_masks, args.allow_outside_root)
-    read = ReadLabelme(labelme, skip_below=args.output)  # a broken classes file is said here
-    if not read.finds_annotation_file():
-        raise UsageError(f"{args.input}: no .json file below it{_NO_OBJECTS}--input takes the "
-                         f"folder labelme saved its JSONs into{_UNLABELED}")
-    return _convert(args, beam_args, labelme, [args.split], labelme_input_patterns(labelme),
-                    labelme_settings, labelme_to_tfrecord)
-
-
-def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import openimages_settings, openimages_to_tfrecord
-    from recordbeam.sources.openimages import (
-        OpenImagesOptions,
-        ReadOpenImages,
-        openimages_input_patterns,
-    )
-
-    oid = OpenImagesOptions(args.input, args.images, args.allow_outside_root)
-    _require_folder(args.input, "; --input takes an Open Images folder holding the "
-                    "*-annotations-bbox.csv tables (or annotations/ with them) and images/")
-    _require_images_option(args)
-    read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
-    _refuse_split(args, read.splits, "the splits come from the tables' names")
-    return _convert(args, beam_args, oid, read.splits,
-                    openimages_input_patterns(oid, read.tables), openimages_settings,
-                    openimages_to_tfrecord)
-
-
-def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import box_csv_settings, box_csv_to_tfrecord
-    from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
-
-    boxes = BoxCsvOptions(args.input, args.images, args.allow_outside_root)
-    _require_folder(args.input, "; --input takes the folder a box CSV export holds: "
-                    "<split>/_annotations.csv beside the images")
-    _require_images_option(args)
-    splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
-    _refuse_split(args, splits, "the splits come from the folders holding _annotations.csv")
-    return _convert(args, beam_args, boxes, splits, box_csv_input_patterns(boxes, splits),
-                    box_csv_settings, box_csv_to_tfrecord)
-
-
-def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import yolo_settings, yolo_to_tfrecord
-    from recordbeam.sources.annotated_files import annotation_folders
-    from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
-
-    yolo = YoloOptions(args.input, args.split, args.classes, args.allow_outside_root)
-    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet), "
-                    "data.yaml (Ultralytics), or images and labels with a classes.txt")
-    if args.classes:
-        _require_file(args.classes, "--classes", "classes file",
-                      "a text file with one class name per line, class 0 first")
-    # Reads obj.data + obj.names, data.yaml, or looks for split folders and a names file.
-    read = ReadYolo(yolo, skip_below=args.output)
-    _refuse_split(args, read.splits, f"the split folders of {yolo.folder} name the splits"
-                  if read.layout.kind == "folders" else
-                  f"{read.layout.description} names the splits")
-    if not read.finds_annotation_file():
-        folders = ", ".join(annotation_folders(read.annotation_format()))
-        raise UsageError(f"{folders}: no label file (.txt){_NO_OBJECTS}an image's labels are "
-                         "its path with images/ as labels/ and .txt as extension "
-                         f"(labels/<split>/<id>.txt), or beside it{_UNLABELED}")
-    # Masks are no YoloOptions field: the settings record them only when on.
-    masks = args.include_masks
-    return _convert(args, beam_args, yolo, read.splits, yolo_input_patterns(yolo, read.layout),
-                    partial(yolo_settings, include_masks=masks),
-                    partial(yolo_to_tfrecord, include_masks=masks))
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
