@@ -14,6 +14,13 @@ from recordbeam.sources.format import formats
 #: Declared formats whose input is --input.
 WITH_INPUT = [name for name, fmt in formats().items() if find(fmt.options, "input")]
 
+def _cvat_subset(name: str) -> str:
+    """A CVAT XML of one task whose subset is ``name``, without images."""
+    return (f"<annotations><version>1.1</version><meta><task><name>t</name><subset>{name}"
+            "</subset><labels><label><name>dog</name></label></labels></task></meta>"
+            "</annotations>")
+
+
 #: A small input per format, and the splits a run of it writes.
 INPUTS = {
     "labelme": ({"a.jpg": "", "a.json": "{}"}, ["train"]),
@@ -25,6 +32,11 @@ INPUTS = {
     "openimages": ({"test-annotations-bbox.csv": "ImageID,LabelName,XMin,XMax,YMin,YMax\n",
                     "class-descriptions-boxable.csv": "/m/a,A\n", "images/test/a.jpg": ""},
                    ["test"]),
+    "imagefolder": ({"train/cat/a.jpg": "", "val/dog/b.jpg": ""}, ["train", "val"]),
+    "kitti": ({"training/image_2/a.jpg": "", "training/label_2/a.txt": "",
+               "testing/image_2/b.jpg": ""}, ["testing", "training"]),
+    "cvat": ({"train.xml": _cvat_subset("train"), "val.xml": _cvat_subset("val"),
+              "images/a.jpg": ""}, ["train", "val"]),
 }
 
 
@@ -70,7 +82,8 @@ def test_python_starts_the_splits_the_command_would(kind, tmp_path, monkeypatch)
     assert started == [splits, splits]
 
 
-@pytest.mark.parametrize("kind", ["yolo", "box-csv", "openimages"])
+@pytest.mark.parametrize("kind", ["yolo", "box-csv", "openimages", "imagefolder", "kitti",
+                                  "cvat"])
 def test_python_refuses_a_split_the_inputs_name_themselves(kind, tmp_path, monkeypatch):
     # It would be ignored: the files name the splits, as the command says of --split.
     _input(kind, tmp_path / "in")
