@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from recordbeam.sources import coco
-    from recordbeam.sources.coco_records import AnnotationBatch, LocatedImage
+    from recordbeam.sources.coco import reader as coco
+    from recordbeam.sources.coco.records import AnnotationBatch, LocatedImage
 
     ds = ensure_dataset(args.data_dir, args.images)
     read = coco._ReadInputs(coco.CocoOptions(ds.images_dir, ds.annotations))

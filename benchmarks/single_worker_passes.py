@@ -56,7 +56,7 @@ def _count_in_file(path: str, token: bytes) -> int:
 
 def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of a COCO file's ``annotations`` section (checks included)."""
-    from recordbeam.sources.coco import CocoOptions, _ReadInputs
+    from recordbeam.sources.coco.reader import CocoOptions, _ReadInputs
     from recordbeam.testing.samples import make_coco_benchmark
 
     root = os.path.join(data_dir, f"coco_small_{images}") if data_dir else None

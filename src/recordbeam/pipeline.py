@@ -49,7 +49,13 @@ from recordbeam.local.runner import is_local, pipeline_options, worker_output_to
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
 from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
-from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
+from recordbeam.sources.coco.reader import (
+    CocoEncoder,
+    CocoOptions,
+    ReadCoco,
+    label_map,
+    stream_section,
+)
 from recordbeam.sources.conversion import classes_known as _classes_known
 from recordbeam.sources.conversion import settings_of as _settings
 from recordbeam.sources.conversion import write_format as _write_format

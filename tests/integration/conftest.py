@@ -17,7 +17,7 @@ import pytest
 
 from recordbeam import pipeline
 from recordbeam.dataset.layout import MANIFEST, REJECTS
-from recordbeam.sources.coco import CocoOptions
+from recordbeam.sources.coco.reader import CocoOptions
 from recordbeam.testing.samples import SampleDataset, make_coco_sample
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from recordbeam.dataset import manifest
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources import coco
-from recordbeam.sources.coco_records import ObjectLabel, pack_annotations
+from recordbeam.sources.coco import reader as coco
+from recordbeam.sources.coco.records import ObjectLabel, pack_annotations
 from recordbeam.write.sink import _encode_guarded
 
 

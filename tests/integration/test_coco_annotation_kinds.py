@@ -13,7 +13,7 @@ import pytest
 from recordbeam import pipeline
 from recordbeam.cli.main import main as cli_main
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources.coco import DENSEPOSE_NOT_WRITTEN, KEYPOINTS_NOT_WRITTEN, CocoOptions
+from recordbeam.sources.coco.reader import DENSEPOSE_NOT_WRITTEN, KEYPOINTS_NOT_WRITTEN, CocoOptions
 from recordbeam.testing.samples import (
     EXTRAS_KEYPOINT_NAMES,
     EXTRAS_SKELETON,

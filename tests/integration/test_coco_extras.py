@@ -13,7 +13,7 @@ from PIL import Image
 
 from recordbeam import pipeline
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources.coco import CocoOptions
+from recordbeam.sources.coco.reader import CocoOptions
 from recordbeam.testing.samples import make_coco_sample
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recordbeam.sources import coco
+from recordbeam.sources.coco import reader as coco
 
 IMAGES = [{"id": i, "file_name": f"{i:04d}.jpg", "width": 4, "height": 3} for i in range(50)]
 ANNOTATIONS = [{"id": i, "image_id": i % 50, "category_id": 1, "bbox": [0, 0, 1, 1]}

@@ -20,7 +20,7 @@ from recordbeam.cli import main as cli
 from recordbeam.dataset.report import collect_stats
 from recordbeam.dataset.schema import schema_json
 from recordbeam.dataset.tfds import features_json
-from recordbeam.sources.coco import OBJECT_KINDS, CocoOptions
+from recordbeam.sources.coco.reader import OBJECT_KINDS, CocoOptions
 from recordbeam.sources.reshard import ReshardOptions, reshard
 from recordbeam.testing.samples import make_boxes_sample
 from recordbeam.write.image_encoder import ImageChecks

@@ -13,7 +13,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
-from recordbeam.sources.coco import CocoOptions
+from recordbeam.sources.coco.reader import CocoOptions
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write import commit
 from recordbeam.write.image_encoder import ImageChecks

@@ -32,7 +32,7 @@ from PIL import Image  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.dataset.consumers import check_folder  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.tfrecord.framing import RecordWriter, open_records  # noqa: E402
 from recordbeam.tfrecord.protos import Example  # noqa: E402

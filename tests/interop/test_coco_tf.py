@@ -17,7 +17,7 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.tfrecord.framing import open_records  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402

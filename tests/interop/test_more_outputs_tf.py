@@ -17,7 +17,7 @@ from PIL import Image  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.images.transcode import ImageFixes  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
 from recordbeam.sources.imagefolder import ImageFolderOptions  # noqa: E402
 from recordbeam.sources.tabular import TableOptions  # noqa: E402
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402

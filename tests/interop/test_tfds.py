@@ -17,7 +17,7 @@ from PIL import Image  # noqa: E402
 
 import recordbeam  # noqa: E402
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.tfrecord.example import encode_example  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 from recordbeam.images.transcode import orient_box, orient_point
 from recordbeam.pipeline import coco_settings
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.coco import (
+from recordbeam.sources.coco.reader import (
     CAPTIONS_TASK,
     CocoEncoder,
     CocoFormatError,
@@ -24,7 +24,7 @@ from recordbeam.sources.coco import (
     keypoints_metadata,
     label_map,
 )
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco.records import (
     Annotation,
     CaptionBatch,
     Category,

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from recordbeam.sources import coco
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco import reader as coco
+from recordbeam.sources.coco.records import (
     Annotation,
     AnnotationBatch,
     Keypoints,

@@ -53,7 +53,7 @@ from recordbeam.records import (
     ImageRecord,
     Reject,
 )
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco.records import (
     Annotation,
     AnnotationBatch,
     CaptionBatch,
