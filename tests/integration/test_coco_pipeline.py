@@ -26,7 +26,8 @@ from recordbeam.cli import main as cli
 from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.folder_lock import read as read_lock
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
-from recordbeam.sources.coco.reader import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.reader import CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.tfrecord.index import read_index
 from recordbeam.write.image_encoder import ImageChecks

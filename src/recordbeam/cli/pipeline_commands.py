@@ -244,8 +244,12 @@ def _check_inputs(images_dir: str, annotations: str | None, captions: str | None
 
 
 def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import coco_input_patterns, coco_settings, coco_to_tfrecord
-    from recordbeam.sources.coco.reader import CocoOptions
+    from recordbeam.sources.coco.reader import (
+        CocoOptions,
+        coco_input_patterns,
+        coco_settings,
+    )
+    from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 
     captions = getattr(args, "captions", None)
     _check_inputs(args.images, args.annotations, captions)
@@ -265,7 +269,7 @@ def _warn_of_label_0(args: argparse.Namespace) -> None:
     """Known once the objects are written: some had category id 0 (Label Studio's COCO
     export numbers categories from 0), written as label 0, the background's."""
     from recordbeam.dataset import layout
-    from recordbeam.sources.coco.reader import LABEL_0_OBJECTS
+    from recordbeam.sources.coco.encoder import LABEL_0_OBJECTS
 
     manifest = layout.read_manifest(args.output) or {}
     count = manifest.get("splits", {}).get(args.split, {}).get("counts", {}).get(
