@@ -48,14 +48,17 @@ class Text(Kind):
         return value
 
 
+@dataclass(frozen=True)
 class Path(Text):
     """A path or URL that must not be empty (``""`` would be the filesystem's root, or the
-    working folder, depending on who reads it)."""
+    working folder, depending on who reads it); ``wanted`` says what to give instead."""
+
+    wanted: str = "a path"
 
     def check(self, value: Any) -> str:
         value = super().check(value)
         if not value.strip():
-            raise ValueRefused("is empty; give a path")
+            raise ValueRefused(f"is empty; give {self.wanted}")
         return value
 
 
@@ -258,8 +261,8 @@ def _output_options() -> tuple[Option, ...]:
 
     max_bytes = f"{DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB"
     return (
-        Option("output", "output folder, on any Beam filesystem (local, gs://, s3://)", Path(),
-               required=True, metavar="OUT"),
+        Option("output", "output folder, on any Beam filesystem (local, gs://, s3://)",
+               Path("the path of a folder"), required=True, metavar="OUT"),
         Option("split", "split name used in shard names (default: train)", Text(),
                default="train"),
         *shard_options("the shards", "when --shards is not given, in bytes or with a unit: B, "

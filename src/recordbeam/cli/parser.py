@@ -22,7 +22,6 @@ from recordbeam.cli.commands import (
 from recordbeam.cli.pipeline_commands import (
     cmd_convert,
     cmd_convert_box_csv,
-    cmd_convert_coco,
     cmd_convert_cvat,
     cmd_convert_imagefolder,
     cmd_convert_kitti,
@@ -399,28 +398,6 @@ def build_parser() -> argparse.ArgumentParser:
         _add_annotation_reject_fraction(p, *rejected)
         _add_conversion_args(p, handler)
 
-    p = kind_parser("coco", "COCO instances (keypoints, LVIS, captions) JSON + image folder")
-    p.add_argument("--images", required=True, metavar="DIR",
-                   help="folder of images named by file_name")
-    p.add_argument("--annotations", default=None, metavar="FILE",
-                   help="COCO instances JSON file (person keypoints and LVIS files too) "
-                   "(default: none; then --captions is required)")
-    p.add_argument("--contiguous-labels", action="store_true",
-                   help="write labels 1..K in category-id order (default: COCO's category ids)")
-    p.add_argument("--allow-outside-root", action="store_true",
-                   help="also read files outside --images: file_names with '..' or absolute "
-                   "paths, and symbolic links leading out (default: refused)")
-    _add_include_masks(p, "the segmentations")
-    p.add_argument("--include-keypoints", action="store_true",
-                   help="write image/object/keypoint/{x,y,visibility,num,text} from a person "
-                   "keypoints file (default: off; the summary counts keypoints not written)")
-    p.add_argument("--captions", default=None, metavar="FILE",
-                   help="COCO captions JSON (captions_*.json): write image/caption, joined by "
-                   "image id; alone (no --annotations) its own images are converted (default: none)")
-    _add_annotation_reject_fraction(
-        p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
-    _add_conversion_args(p, cmd_convert_coco)
-
     p = kind_parser("imagefolder", "ImageNet-style class folders: ROOT/<class>/<image>")
     p.add_argument("--root", required=True, metavar="DIR",
                    help="folder of class folders (or of train/ and val/ split folders)")
@@ -540,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="good images in the sample; a few broken ones are added "
                    "(default: 24)")
     _add_output_args(p)
-    p.set_defaults(pipeline_handler=cmd_demo, contiguous_labels=False, max_reject_fraction=0.5)
+    p.set_defaults(pipeline_handler=cmd_demo, max_reject_fraction=0.5)
     _remember_parsers(parser)
     return parser
 
@@ -569,8 +546,6 @@ _NOT_HERE: dict[str, dict[str, str]] = {
     "convert voc": dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
-    "convert coco": dict.fromkeys(
-        ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
     "convert imagefolder": dict.fromkeys(
         ("--input", "--images"), "convert imagefolder takes the class folders' parent as --root"),
     "convert manifest": {

@@ -11,13 +11,16 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recordbeam.cli.commands import cmd_inspect
 from recordbeam.cli.record_files import check_listed_exist, expand_paths, record_files
 from recordbeam.cli.summary import print_summary, submitted_text
 from recordbeam.cli.verify import check_first_records
 from recordbeam.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from recordbeam.sources.format import Format
 
 
 def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -54,6 +57,13 @@ def cmd_convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     fmt = convert.find_format(args.kind)
     values = {option.name: getattr(args, option.name)
               for option in (*fmt.options, *conversion_options())}
+    return _run_declared(fmt, values, args)
+
+
+def _run_declared(fmt: Format, values: dict[str, Any], args: argparse.Namespace) -> int:
+    """A declared format's checks and run (:mod:`recordbeam.convert`), and what it did."""
+    from recordbeam import convert
+
     conversion = convert.prepare(fmt, values, args.split_given)
     result = convert.execute(fmt, conversion, values, args.beam_options)
     if isinstance(result, convert.UpToDate):
@@ -190,94 +200,6 @@ def _require_file(path: str, flag: str, kind: str, what: str) -> None:
         raise UsageError(f"{path} is a folder; {flag} takes {what}")
     if not filesystems.exists(path):
         raise UsageError(f"{path}: no such {kind} (check {flag})")
-
-
-def _require_json_object(path: str, flag: str, what: str) -> None:
-    """Fail fast on a local file given as a JSON document that does not start like one (an
-    image, a CSV...): its first bytes, not the parser's error from a worker. Files on object
-    stores are left to the parser: a small read there can fetch a large block."""
-    from recordbeam import filesystems
-
-    if filesystems.local_path(path) is None:
-        return
-    start = b""
-    with filesystems.open_read(path) as f:
-        while chunk := f.read(1 << 16):  # whitespace may come first, any amount of it
-            start = (start + chunk).removeprefix(b"\xef\xbb\xbf").lstrip()
-            if start:
-                break
-    if start.startswith(b"{"):
-        return
-    if not start:
-        raise UsageError(f"{path} holds no JSON (it is empty or blank); {flag} takes {what}")
-    raise UsageError(
-        f"{path} is not a JSON object (it starts with {_shown_start(start)}); {flag} takes {what}")
-
-
-def _shown_start(data: bytes) -> str:
-    """The first characters of ``data`` as text, or its first bytes in hex when binary."""
-    for cut in range(24, 28):  # a cut inside a multi-byte character moves on to its end
-        try:
-            return repr(data[:cut].decode("utf-8"))
-        except UnicodeDecodeError as error:
-            if error.start < cut - 3:
-                break
-    return "the bytes " + " ".join(f"{b:02x}" for b in data[:8])
-
-
-def _check_inputs(images_dir: str, annotations: str | None, captions: str | None = None) -> None:
-    """Fail fast, before Beam starts, on input paths that do not exist, then on annotation
-    files that are no JSON object."""
-    if annotations is None and captions is None:
-        raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
-    given = ((annotations, "--annotations", "annotation file",
-              "the COCO instances JSON file, e.g. annotations/instances_train2017.json"),
-             (captions, "--captions", "captions file",
-              "the COCO captions JSON file, e.g. annotations/captions_train2017.json"))
-    for path, flag, kind, what in given:
-        if path is not None:
-            _require_file(path, flag, kind, what)
-    _require_folder(images_dir, " (check --images)")
-    for path, flag, _kind, what in given:  # every path exists: now what the files hold
-        if path is not None:
-            _require_json_object(path, flag, what)
-
-
-def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.sources.coco.reader import (
-        CocoOptions,
-        coco_input_patterns,
-        coco_settings,
-    )
-    from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
-
-    captions = getattr(args, "captions", None)
-    _check_inputs(args.images, args.annotations, captions)
-    coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels,
-                       allow_outside_root=getattr(args, "allow_outside_root", False),
-                       include_masks=getattr(args, "include_masks", False),
-                       include_keypoints=getattr(args, "include_keypoints", False),
-                       captions=captions)
-    code = _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
-                    coco_settings, coco_to_tfrecord)
-    if code == EXIT_OK and not coco.contiguous_labels:
-        _warn_of_label_0(args)
-    return code
-
-
-def _warn_of_label_0(args: argparse.Namespace) -> None:
-    """Known once the objects are written: some had category id 0 (Label Studio's COCO
-    export numbers categories from 0), written as label 0, the background's."""
-    from recordbeam.dataset import layout
-    from recordbeam.sources.coco.encoder import LABEL_0_OBJECTS
-
-    manifest = layout.read_manifest(args.output) or {}
-    count = manifest.get("splits", {}).get(args.split, {}).get("counts", {}).get(
-        LABEL_0_OBJECTS, 0)
-    if count:
-        print(f"warning: {count} object{'s have' if count > 1 else ' has'} category id 0, "
-              "written as label 0, which the Object Detection API and Model Garden read as "
-              "background; rerun with --contiguous-labels to write labels 1..K", file=sys.stderr)
 
 
 def _fixes(args: argparse.Namespace):
@@ -504,14 +426,21 @@ def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    """``convert coco`` of a generated sample: the options ``demo`` has are the user's,
+    the others their defaults."""
+    from recordbeam import convert
+    from recordbeam.options import conversion_options
     from recordbeam.testing.samples import make_coco_sample
 
+    coco = convert.find_format("coco")
     with tempfile.TemporaryDirectory(prefix="recordbeam-demo-") as root:
         sample = make_coco_sample(root, num_images=args.num_images, seed=0)
         # Not where: the folder is deleted when the command ends.
         print(f"generated a COCO sample of {sample.num_images} images, some deliberately broken")
-        args.images, args.annotations = sample.images_dir, sample.annotations
-        code = cmd_convert_coco(args, beam_args)
+        values = {option.name: getattr(args, option.name, option.default)
+                  for option in (*coco.options, *conversion_options())}
+        values.update(images=sample.images_dir, annotations=sample.annotations)
+        code = _run_declared(coco, values, args)
     if code == EXIT_OK:
         print("\nfirst example, as `recordbeam inspect` shows it:")
         from recordbeam import filesystems

@@ -12,10 +12,14 @@ lists the image files (two groups of tasks on the workers:
 name -> join images, annotations, captions and LVIS category lists by image id
 (:mod:`~recordbeam.sources.coco.join`) -> ``ImageRecord``s for the sink, written by
 :class:`~recordbeam.sources.coco.encoder.CocoEncoder`.
+
+:func:`prepare` checks a ``convert coco`` request's inputs before any job and says how
+to build it (:func:`to_tfrecord`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,9 +28,10 @@ from apache_beam.pvalue import AsList
 
 from recordbeam import filesystems
 from recordbeam.dataset import layout
+from recordbeam.errors import UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord
-from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.encoder import LABEL_0_OBJECTS, CocoEncoder
 from recordbeam.sources.coco.input_tasks import CAPTIONS_TASK, LIST_TASK, ReadInputs
 from recordbeam.sources.coco.join import (
     JoinAnnotations,
@@ -40,6 +45,8 @@ from recordbeam.sources.coco.options import CocoOptions
 from recordbeam.sources.coco.records import JoinKey, JoinMessage
 from recordbeam.sources.conversion import settings_of, write_read
 from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import require_file, require_folder, require_json_object
 from recordbeam.sources.listing import skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.write.image_encoder import ImageChecks
@@ -193,3 +200,49 @@ def to_tfrecord(
                           write_objects=coco.annotations is not None)
     return write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder,
                       shards, coco_settings(coco, shards, checks, fixes), ())
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert coco``: checks the inputs before any job (an annotation or captions file
+    at least, each there and starting as a JSON object, and an images folder with files).
+    Once the run is committed, says how many objects were written with label 0."""
+    _check_inputs(request.images, request.annotations, request.captions)
+    coco = CocoOptions(request.images, request.annotations, request.split,
+                       request.contiguous_labels, allow_outside_root=request.allow_outside_root,
+                       include_masks=request.include_masks,
+                       include_keypoints=request.include_keypoints, captions=request.captions)
+    return Conversion(
+        splits=[coco.split], input_patterns=coco_input_patterns(coco),
+        settings=lambda shards, checks, fixes: coco_settings(coco, shards, checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, coco, shards,
+                                                            checks, fixes),
+        after_run=None if coco.contiguous_labels
+        else lambda output: _warn_of_label_0(output, coco.split))
+
+
+def _check_inputs(images_dir: str, annotations: str | None, captions: str | None) -> None:
+    """Input paths that exist, then annotation files that are JSON objects."""
+    if annotations is None and captions is None:
+        raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
+    given = ((annotations, "--annotations", "annotation file",
+              "the COCO instances JSON file, e.g. annotations/instances_train2017.json"),
+             (captions, "--captions", "captions file",
+              "the COCO captions JSON file, e.g. annotations/captions_train2017.json"))
+    for path, flag, kind, what in given:
+        if path is not None:
+            require_file(path, flag, kind, what)
+    require_folder(images_dir, " (check --images)")
+    for path, flag, _kind, what in given:  # every path exists: now what the files hold
+        if path is not None:
+            require_json_object(path, flag, what)
+
+
+def _warn_of_label_0(output: str, split: str) -> None:
+    """Known once the objects are written: some had category id 0 (Label Studio's COCO
+    export numbers categories from 0), written as label 0, the background's."""
+    manifest = layout.read_manifest(output) or {}
+    count = manifest.get("splits", {}).get(split, {}).get("counts", {}).get(LABEL_0_OBJECTS, 0)
+    if count:
+        print(f"warning: {count} object{'s have' if count > 1 else ' has'} category id 0, "
+              "written as label 0, which the Object Detection API and Model Garden read as "
+              "background; rerun with --contiguous-labels to write labels 1..K", file=sys.stderr)
