@@ -56,7 +56,8 @@ def _count_in_file(path: str, token: bytes) -> int:
 
 def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of a COCO file's ``annotations`` section (checks included)."""
-    from recordbeam.sources.coco import CocoOptions, _ReadInputs
+    from recordbeam.sources.coco.input_tasks import ReadInputs
+    from recordbeam.sources.coco.reader import CocoOptions
     from recordbeam.testing.samples import make_coco_benchmark
 
     root = os.path.join(data_dir, f"coco_small_{images}") if data_dir else None
@@ -66,7 +67,7 @@ def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
     options = CocoOptions(images_dir=os.path.join(root, "images"),
                           annotations=os.path.join(root, "annotations", "instances.json"))
     annotations = _count_in_file(options.annotations, b'"image_id"')  # only annotations have it
-    reader = _ReadInputs(options)
+    reader = ReadInputs(options)
     return lambda: _drain(reader.process("annotations")), annotations
 
 

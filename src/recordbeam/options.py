@@ -48,14 +48,17 @@ class Text(Kind):
         return value
 
 
+@dataclass(frozen=True)
 class Path(Text):
     """A path or URL that must not be empty (``""`` would be the filesystem's root, or the
-    working folder, depending on who reads it)."""
+    working folder, depending on who reads it); ``wanted`` says what to give instead."""
+
+    wanted: str = "a path"
 
     def check(self, value: Any) -> str:
         value = super().check(value)
         if not value.strip():
-            raise ValueRefused("is empty; give a path")
+            raise ValueRefused(f"is empty; give {self.wanted}")
         return value
 
 
@@ -252,14 +255,16 @@ FIXES = (
 )
 
 
-def _output_options() -> tuple[Option, ...]:
+def output_options() -> tuple[Option, ...]:
+    """Where a conversion writes and what it refuses: OUT, the split, the shards, the
+    reject limit, the image limits, --quiet and --if-changed."""
     from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
     from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
 
     max_bytes = f"{DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB"
     return (
-        Option("output", "output folder, on any Beam filesystem (local, gs://, s3://)", Path(),
-               required=True, metavar="OUT"),
+        Option("output", "output folder, on any Beam filesystem (local, gs://, s3://)",
+               Path("the path of a folder"), required=True, metavar="OUT"),
         Option("split", "split name used in shard names (default: train)", Text(),
                default="train"),
         *shard_options("the shards", "when --shards is not given, in bytes or with a unit: B, "
@@ -311,4 +316,4 @@ DETACH = Option("detach", "remote runners only: submit the job, print its id and
 
 def conversion_options() -> tuple[Option, ...]:
     """What every ``convert`` takes after its format's own options, in ``--help`` order."""
-    return (*FIXES, *_output_options(), DETACH)
+    return (*FIXES, *output_options(), DETACH)

@@ -40,19 +40,13 @@ from recordbeam.errors import (
     UsageError,
     full_filesystem,
 )
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
-from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
-from recordbeam.sources.conversion import settings_of as _settings
-from recordbeam.sources.conversion import write_read as _write_read
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
 from recordbeam.write.sink import WriteShards
 
@@ -127,55 +121,6 @@ def _shards_whole(output_dir: str, entry: Mapping[str, Any]) -> bool:
         for shard in entry.get("shards", []))
 
 
-def coco_input_patterns(coco: CocoOptions) -> list[str]:
-    files = [filesystems.literal(f) for f in (coco.annotations, coco.captions) if f]
-    return [filesystems.everything_below(coco.images_dir), *files]
-
-
-#: Options of ``convert coco`` added after its first release: recorded in the settings
-#: only when set, so outputs made without them keep their manifests and fingerprints.
-_LATER_COCO_OPTIONS = {"include_keypoints": False, "captions": None}
-
-
-def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None) -> dict[str, Any]:
-    settings = _settings("coco", coco, shards, checks, fixes)
-    settings["coco"] = {key: value for key, value in settings["coco"].items()
-                        if _LATER_COCO_OPTIONS.get(key, "always") != value}
-    return settings
-
-
-def coco_label_metadata(coco: CocoOptions) -> dict[str, Any] | None:
-    """The ``label_map`` and ``category_ids`` a run will write, from the categories
-    section (read on the launcher, stopping where the section ends); None when the file
-    is broken there, which the run itself then reports with the item's position."""
-    if not coco.annotations:  # a captions file alone: no categories
-        return {"label_map": {}, "category_ids": {}}
-    try:
-        categories = [(item["id"], item["name"])
-                      for item in stream_section(coco.annotations, "categories", stop_early=True)]
-        labels = label_map(categories, coco.contiguous_labels)
-    except Exception:  # noqa: BLE001 - any broken file is the run's to report, not ours
-        return None
-    return {"label_map": {str(label): name for label, name in labels.values()},
-            "category_ids": {str(cid): label for cid, (label, _name) in labels.items()}}
-
-
-def coco_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, coco: CocoOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress).
-
-    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
-    whose label map disagrees with the annotation file's categories.
-    """
-    layout.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
-    encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks, coco.include_keypoints,
-                          captions=coco.captions is not None,
-                          write_objects=coco.annotations is not None)
-    return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
-                       coco_settings(coco, shards, checks, fixes), ())
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:

@@ -23,10 +23,12 @@ from PIL import Image
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
+from recordbeam.convert import convert as convert_api
 from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.folder_lock import read as read_lock
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
-from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.reader import CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.tfrecord.index import read_index
 from recordbeam.write.image_encoder import ImageChecks
@@ -353,6 +355,25 @@ def test_runner_modes_write_byte_identical_shards(three_shards, convert, tmp_pat
     assert list(ours) == list(theirs)
     for name in ours:
         assert ours[name] == theirs[name], f"{name} differs between runner modes"
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {name: open(os.path.join(folder, name), "rb").read()
+            for name in sorted(os.listdir(folder))}
+
+
+def test_the_command_and_the_python_api_write_what_the_library_writes(
+        converted, coco_sample, tmp_path):
+    # `convert coco` and recordbeam.convert("coco") are made from the format's one
+    # declaration: every file as the library call writes it (settings, fingerprint).
+    command, api = tmp_path / "command", tmp_path / "api"
+    assert cli.main(_cli_convert(coco_sample, command, "--max-reject-fraction", str(LENIENT))) == 0
+    convert_api("coco", images=coco_sample.images_dir, annotations=coco_sample.annotations,
+                output=str(api), max_reject_fraction=LENIENT, quiet=True,
+                beam_args=list(IN_MEMORY))
+    expected = _files(converted.output)
+    assert _files(command) == expected
+    assert _files(api) == expected
 
 
 def test_rerun_with_fewer_shards_leaves_no_stale_files(

@@ -17,7 +17,8 @@ from PIL import Image  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.images.transcode import ImageFixes  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
 from recordbeam.sources.imagefolder import reader as imagefolder  # noqa: E402
 from recordbeam.sources.manifest import reader as manifest  # noqa: E402
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402
@@ -145,7 +146,7 @@ def test_coco_masks_decode_to_0_1_arrays_matching_the_polygons(tmp_path):
     (tmp_path / "ann.json").write_text(json.dumps(doc))
     out = str(tmp_path / "out")
     _run(
-        lambda p: pipeline.coco_to_tfrecord(
+        lambda p: coco_to_tfrecord(
             p,
             out,
             CocoOptions(str(tmp_path / "images"), str(tmp_path / "ann.json"), include_masks=True),

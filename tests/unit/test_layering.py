@@ -230,8 +230,8 @@ ALLOWED_PRIVATE = {
     ("cli.parser", "parser._actions"),
     # A NamedTuple's _fields is its documented public API (the underscore only keeps it
     # apart from the field names).
-    ("sources.coco_records", "ObjectLabel._fields"),
-    ("sources.coco_records", "kind._fields"),
+    ("sources.coco.records", "ObjectLabel._fields"),
+    ("sources.coco.records", "kind._fields"),
 }
 
 

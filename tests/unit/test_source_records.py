@@ -11,8 +11,8 @@ import pytest
 from apache_beam.typehints import Tuple
 
 from recordbeam.records import ImageRecord
-from recordbeam.sources.coco import CocoOptions, ReadCoco
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco.reader import CocoOptions, ReadCoco
+from recordbeam.sources.coco.records import (
     Annotation,
     AnnotationBatch,
     ImageEntry,

@@ -17,8 +17,8 @@ from PIL import Image, ImageFile, ImageOps
 from recordbeam.images.checks import inspect_image
 from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, ImageFixes, fix_image, scaled_size
 from recordbeam.records import ImageRecord
-from recordbeam.sources.coco import CocoEncoder
-from recordbeam.sources.coco_records import NamedKeypoints, ObjectLabel, pack_annotations
+from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.records import NamedKeypoints, ObjectLabel, pack_annotations
 from recordbeam.testing.photos import photo_like_jpeg, photo_like_pixels
 
 # Odd sizes: a DCT-scaled decode of them ends in a pixel that holds part of a source pixel.

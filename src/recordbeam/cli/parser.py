@@ -21,13 +21,21 @@ from recordbeam.cli.commands import (
 )
 from recordbeam.cli.pipeline_commands import (
     cmd_convert,
-    cmd_convert_coco,
     cmd_demo,
     cmd_reshard,
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
-from recordbeam.options import Choice, Flag, Option, ValueRefused, conversion_options
+from recordbeam.options import (
+    QUIET,
+    Choice,
+    Flag,
+    Option,
+    ValueRefused,
+    conversion_options,
+    output_options,
+    shard_options,
+)
 from recordbeam.sources.format import formats
 
 
@@ -48,37 +56,6 @@ def _whole_number(minimum: int, meaning: str,
     return parse
 
 
-def _fraction(*, zero_allowed: bool, one_allowed: bool) -> Callable[[str], float]:
-    """An argparse type: a number between 0 and 1, ends included as asked."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        low_ok = value > 0 or (zero_allowed and value == 0)
-        high_ok = value < 1 or (one_allowed and value == 1)
-        if not (low_ok and high_ok):
-            low, high = ("[0" if zero_allowed else "(0"), ("1]" if one_allowed else "1)")
-            raise argparse.ArgumentTypeError(f"must be a fraction in {low}, {high}, got {text}")
-        return value
-
-    return parse
-
-
-def _size(text: str) -> str:
-    """An argparse type: a size such as 128MiB, above 0 (kept as text: the commands parse it)."""
-    from recordbeam.write.planning import parse_size
-
-    try:
-        value = parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0 bytes, got {text!r}")
-    return text
-
-
 def _folder(text: str) -> str:
     """An argparse type: a folder's path, never empty (``--output ""`` would be the
     filesystem's root, or the working folder, depending on who reads it)."""
@@ -91,24 +68,6 @@ _POSITIVE = _whole_number(1, "1 or more")
 _NON_NEGATIVE = _whole_number(0, "0 or more")
 
 
-def _add_fix_args(parser: argparse.ArgumentParser) -> None:
-    from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, TRANSCODE_CHOICES
-
-    parser.add_argument("--transcode", default="keep", choices=TRANSCODE_CHOICES,
-                        help="re-encode images that are not 8-bit RGB JPEG (jpeg) or PNG (png), "
-                        "and convert GIF, BMP, WebP and TIFF; default: keep (bytes written as "
-                        "they are, other formats rejected)")
-    parser.add_argument("--jpeg-quality", type=_whole_number(1, "between 1 and 100"),
-                        default=None, metavar="1-100",  # None: not given, DEFAULT_JPEG_QUALITY
-                        help=f"quality of re-encoded JPEGs (default: {DEFAULT_JPEG_QUALITY})")
-    parser.add_argument("--max-side", type=_POSITIVE, default=None, metavar="PIXELS",
-                        help="downsize images whose longer side exceeds this many pixels, "
-                        "keeping the aspect (default: no downsizing)")
-    parser.add_argument("--apply-exif", action="store_true",
-                        help="rotate pixels by the EXIF orientation, width and height swap "
-                        "(default: off; images are written unrotated and counted)")
-
-
 class _GivenSplit(argparse.Action):
     """``--split NAME`` that remembers it was typed (``split_given``): an input that names
     its own splits refuses a --split given, even ``--split train``, but not the default."""
@@ -117,104 +76,6 @@ class _GivenSplit(argparse.Action):
                  values: Any, option_string: str | None = None) -> None:
         setattr(namespace, self.dest, values)
         namespace.split_given = True
-
-
-def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool = True) -> None:
-    from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
-    from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
-
-    parser.add_argument("--output", required=output_required, metavar="OUT", type=_folder,
-                        help="output folder, on any Beam filesystem (local, gs://, s3://)")
-    parser.add_argument("--split", default="train", action=_GivenSplit,
-                        help="split name used in shard names (default: train)")
-    parser.set_defaults(split_given=False)
-    _add_shard_args(parser, "the shards", "when --shards is not given, in bytes or with a "
-                    "unit: B, KiB, MiB, GiB, KB, MB, GB")
-    parser.add_argument("--max-reject-fraction", type=_fraction(zero_allowed=True, one_allowed=True),
-                        default=DEFAULT_MAX_REJECT_FRACTION, metavar="F",
-                        help="fail and commit nothing when more than this fraction (0 to 1) of "
-                        f"the images is rejected (default: {DEFAULT_MAX_REJECT_FRACTION})")
-    parser.add_argument("--max-pixels", type=_whole_number(0, "0 (no limit) or more pixels"),
-                        default=DEFAULT_MAX_PIXELS,
-                        metavar="PIXELS",
-                        help="reject images whose header claims more pixels, width x height "
-                        f"(decompression bombs); 0: no limit (default: {DEFAULT_MAX_PIXELS:,})")
-    parser.add_argument("--max-image-bytes", type=_size, metavar="SIZE",
-                        default=f"{DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB",
-                        help="reject larger image files unread, in bytes or with a unit "
-                        f"(default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
-    parser.add_argument("--verify-decode", action="store_true",
-                        help="fully decode every image, slower (default: header checks only)")
-    _add_quiet(parser)
-    parser.add_argument("--if-changed", action="store_true",
-                        help="exit 0 at once when OUT already holds a finished output of the same "
-                        "inputs (names, sizes, modification times), options and recordbeam "
-                        "version (default: always convert)")
-
-
-def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_when: str) -> None:
-    """How the shards are cut and where they may go (``shards`` names them in the help,
-    ``shard_size_when`` says when --shard-size counts and how it is written)."""
-    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
-                        help="number of shards (default: total input bytes / --shard-size)")
-    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
-                        help=f"target shard size {shard_size_when} (default: 128MiB)")
-    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
-                        help=f"compression of {shards} (default: none)")
-    parser.add_argument("--index", action="store_true",
-                        help="also write <shard>.idx index files (default: off)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="write into a folder that holds files recordbeam did not write; "
-                        "they are kept (default: refuse such a folder)")
-    parser.add_argument("--break-lock", action="store_true",
-                        help="take OUT's lock even if another run holds it: only when that "
-                        "run is gone for good (default: refuse a folder another run writes)")
-
-
-def _add_quiet(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress line (default: a progress line on a terminal)")
-
-
-def _add_run_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--detach", action="store_true",
-                        help="remote runners only: submit the job, print its id and exit 0 "
-                        "without waiting; the job commits OUT itself (default: wait for the end)")
-
-
-def _add_conversion_args(parser: argparse.ArgumentParser, handler: Callable[..., int]) -> None:
-    """What every ``convert`` command ends with: image fixes, output and run options, and
-    the function that runs it."""
-    _add_fix_args(parser)
-    _add_output_args(parser)
-    _add_run_args(parser)
-    parser.set_defaults(pipeline_handler=handler)
-
-
-def _add_allow_outside_root(parser: argparse.ArgumentParser, folders: str,
-                            also: str = "") -> None:
-    """--allow-outside-root: ``folders`` names what the command is given, ``also`` what
-    else it would read outside them."""
-    parser.add_argument("--allow-outside-root", action="store_true",
-                        help=f"also read files that symbolic links lead outside {folders}{also} "
-                        "(default: refused, rejected outside_root without being opened)")
-
-
-def _add_include_masks(parser: argparse.ArgumentParser, masks_from: str) -> None:
-    parser.add_argument("--include-masks", action="store_true",
-                        help=f"write image/object/mask: one 0/1 PNG per object from {masks_from} "
-                        "(default: off)")
-
-
-def _add_annotation_reject_fraction(parser: argparse.ArgumentParser, things: str,
-                                    reasons: str) -> None:
-    """The limit on rejected ``things`` (objects, boxes...); ``reasons`` lists typical ones."""
-    parser.add_argument("--max-annotation-reject-fraction",
-                        type=_fraction(zero_allowed=True, one_allowed=True), default=None,
-                        metavar="F",
-                        help=f"fail when more than this fraction (0 to 1) of {things} is rejected "
-                        f"({reasons}...; {things} of rejected images count as image rejects) "
-                        "(default: --max-reject-fraction)")
 
 
 def _add_record_paths(parser: argparse.ArgumentParser) -> None:
@@ -362,8 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=None,
                    help="put every input in this split (default: each input keeps the split "
                    "its shard name gives, else train; refused when the inputs hold several)")
-    _add_shard_args(p, "the new shards", "without --shards, in bytes or with a unit")
-    _add_quiet(p)
+    for option in (*shard_options("the new shards", "without --shards, in bytes or with a unit"),
+                   QUIET):
+        _add_option(p, option)
     p.set_defaults(pipeline_handler=cmd_reshard)
 
     convert = command("convert", help="convert a dataset to sharded TFRecords",
@@ -372,46 +234,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     def kind_parser(name: str, help: str) -> argparse.ArgumentParser:
         return kinds.add_parser(name, help=help, allow_abbrev=False, epilog=_TO_BEAM)
-
-    def detection_format(name: str, help: str, handler: Callable[..., int], *, input_help: str,
-                         rejected: tuple[str, str], images_help: str | None = None,
-                         classes_help: str | None = None, masks_from: str | None = None,
-                         also_outside: str = "") -> None:
-        """``convert <name>`` for a folder of annotated images: --input, then the options
-        the format has (help texts given), the annotation reject limit and the rest."""
-        p = kind_parser(name, help)
-        p.add_argument("--input", required=True, metavar="ROOT", help=input_help)
-        if images_help:
-            p.add_argument("--images", default=None, metavar="DIR", help=images_help)
-        if classes_help:
-            p.add_argument("--classes", default=None, metavar="FILE", help=classes_help)
-        if masks_from:
-            _add_include_masks(p, masks_from)
-        _add_allow_outside_root(p, "ROOT and --images" if images_help else "ROOT", also_outside)
-        _add_annotation_reject_fraction(p, *rejected)
-        _add_conversion_args(p, handler)
-
-    p = kind_parser("coco", "COCO instances (keypoints, LVIS, captions) JSON + image folder")
-    p.add_argument("--images", required=True, metavar="DIR",
-                   help="folder of images named by file_name")
-    p.add_argument("--annotations", default=None, metavar="FILE",
-                   help="COCO instances JSON file (person keypoints and LVIS files too) "
-                   "(default: none; then --captions is required)")
-    p.add_argument("--contiguous-labels", action="store_true",
-                   help="write labels 1..K in category-id order (default: COCO's category ids)")
-    p.add_argument("--allow-outside-root", action="store_true",
-                   help="also read files outside --images: file_names with '..' or absolute "
-                   "paths, and symbolic links leading out (default: refused)")
-    _add_include_masks(p, "the segmentations")
-    p.add_argument("--include-keypoints", action="store_true",
-                   help="write image/object/keypoint/{x,y,visibility,num,text} from a person "
-                   "keypoints file (default: off; the summary counts keypoints not written)")
-    p.add_argument("--captions", default=None, metavar="FILE",
-                   help="COCO captions JSON (captions_*.json): write image/caption, joined by "
-                   "image id; alone (no --annotations) its own images are converted (default: none)")
-    _add_annotation_reject_fraction(
-        p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
-    _add_conversion_args(p, cmd_convert_coco)
 
 
     for fmt in formats().values():
@@ -424,8 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",
                    help="good images in the sample; a few broken ones are added "
                    "(default: 24)")
-    _add_output_args(p)
-    p.set_defaults(pipeline_handler=cmd_demo, contiguous_labels=False, max_reject_fraction=0.5)
+    for option in output_options():
+        _add_option(p, option)
+    p.set_defaults(pipeline_handler=cmd_demo, max_reject_fraction=0.5, split_given=False)
     _remember_parsers(parser)
     return parser
 
@@ -450,8 +273,6 @@ _NOT_HERE: dict[str, dict[str, str]] = {
     "convert voc": dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
-    "convert coco": dict.fromkeys(
-        ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
 }
 
 

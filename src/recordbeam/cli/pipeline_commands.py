@@ -6,17 +6,19 @@ from the arguments, runs, and prints what the run did."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recordbeam.cli.commands import cmd_inspect
 from recordbeam.cli.record_files import check_listed_exist, expand_paths, record_files
 from recordbeam.cli.summary import print_summary, submitted_text
 from recordbeam.cli.verify import check_first_records
 from recordbeam.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from recordbeam.sources.format import Format
 
 
 def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -53,6 +55,13 @@ def cmd_convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     fmt = convert.find_format(args.kind)
     values = {option.name: getattr(args, option.name)
               for option in (*fmt.options, *conversion_options())}
+    return _run_declared(fmt, values, args)
+
+
+def _run_declared(fmt: Format, values: dict[str, Any], args: argparse.Namespace) -> int:
+    """A declared format's checks and run (:mod:`recordbeam.convert`), and what it did."""
+    from recordbeam import convert
+
     conversion = convert.prepare(fmt, values, args.split_given)
     result = convert.execute(fmt, conversion, values, args.beam_options)
     if isinstance(result, convert.UpToDate):
@@ -108,54 +117,6 @@ def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
         args, beam_args, splits)
 
 
-#: What a missing or empty image folder's message advises, for formats with --images.
-_PASS_IMAGES = " (pass --images if the images are elsewhere)"
-
-
-def _require_folder(path: str, advice: str) -> None:
-    """Fail fast, before Beam starts, on a folder that is missing or holds no files
-    (``advice`` follows the message: what the option takes, or which one to check)."""
-    from recordbeam import filesystems
-
-    local = filesystems.local_path(path)
-    if local is not None and os.path.isfile(local):
-        raise UsageError(f"{path} is a file, not a folder{advice}")
-    # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
-    if not filesystems.has_files(path):
-        raise UsageError(f"{path}: no such folder, or it holds no files{advice}")
-
-
-def _require_images_option(args: argparse.Namespace) -> None:
-    """An --images folder given beside --input: there, with files (else the whole job would
-    run to reject every image as missing)."""
-    if getattr(args, "images", None):
-        _require_folder(args.images, " (check --images)")
-
-
-def _require_classes_file(path: str | None) -> None:
-    """A --classes file that exists and reads as class names, checked before the job (a
-    small file; the job reads it again)."""
-    if path:
-        _require_file(path, "--classes", "classes file", "a text file with one class name per line")
-        from recordbeam.sources.classes_file import read_classes_file
-
-        read_classes_file(path)
-
-
-def _refuse_split(args: argparse.Namespace, splits: Sequence[str], named_by: str, *,
-                  accepted: bool | None = None) -> None:
-    """Refuse a --split typed on the command line (not the default) when the input's files
-    name the splits (``named_by`` says where): it would be ignored, and a run writing
-    splits other than the one asked for replaces them in OUT. By default a --split is
-    accepted only when it names the input's one split (an input without splits of its own
-    has the one --split names); ``accepted`` overrides that where the format uses --split."""
-    if accepted is None:
-        accepted = list(splits) == [args.split]
-    if getattr(args, "split_given", False) and not accepted:
-        raise UsageError(f"--split {args.split} would be ignored: {named_by} "
-                         f"({', '.join(splits)}); drop --split")
-
-
 def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) -> int:
     """Print what a run did: the summary of a finished run, or what became of a job this
     command did not wait for (``--detach``, a Dataflow ``--dry_run``)."""
@@ -173,102 +134,6 @@ def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) ->
               "decoders ignore it, so they are written and read unrotated (pass --apply-exif "
               "to rotate their pixels).", file=sys.stderr)
     return EXIT_OK
-
-
-def _require_file(path: str, flag: str, kind: str, what: str) -> None:
-    """Fail fast, before Beam starts, on an input file that is missing or is a folder
-    (``kind`` names the file, ``what`` says what ``flag`` takes)."""
-    from recordbeam import filesystems
-
-    local = filesystems.local_path(path)
-    if local is not None and os.path.isdir(local):
-        raise UsageError(f"{path} is a folder; {flag} takes {what}")
-    if not filesystems.exists(path):
-        raise UsageError(f"{path}: no such {kind} (check {flag})")
-
-
-def _require_json_object(path: str, flag: str, what: str) -> None:
-    """Fail fast on a local file given as a JSON document that does not start like one (an
-    image, a CSV...): its first bytes, not the parser's error from a worker. Files on object
-    stores are left to the parser: a small read there can fetch a large block."""
-    from recordbeam import filesystems
-
-    if filesystems.local_path(path) is None:
-        return
-    start = b""
-    with filesystems.open_read(path) as f:
-        while chunk := f.read(1 << 16):  # whitespace may come first, any amount of it
-            start = (start + chunk).removeprefix(b"\xef\xbb\xbf").lstrip()
-            if start:
-                break
-    if start.startswith(b"{"):
-        return
-    if not start:
-        raise UsageError(f"{path} holds no JSON (it is empty or blank); {flag} takes {what}")
-    raise UsageError(
-        f"{path} is not a JSON object (it starts with {_shown_start(start)}); {flag} takes {what}")
-
-
-def _shown_start(data: bytes) -> str:
-    """The first characters of ``data`` as text, or its first bytes in hex when binary."""
-    for cut in range(24, 28):  # a cut inside a multi-byte character moves on to its end
-        try:
-            return repr(data[:cut].decode("utf-8"))
-        except UnicodeDecodeError as error:
-            if error.start < cut - 3:
-                break
-    return "the bytes " + " ".join(f"{b:02x}" for b in data[:8])
-
-
-def _check_inputs(images_dir: str, annotations: str | None, captions: str | None = None) -> None:
-    """Fail fast, before Beam starts, on input paths that do not exist, then on annotation
-    files that are no JSON object."""
-    if annotations is None and captions is None:
-        raise UsageError("convert coco needs --annotations FILE, --captions FILE or both")
-    given = ((annotations, "--annotations", "annotation file",
-              "the COCO instances JSON file, e.g. annotations/instances_train2017.json"),
-             (captions, "--captions", "captions file",
-              "the COCO captions JSON file, e.g. annotations/captions_train2017.json"))
-    for path, flag, kind, what in given:
-        if path is not None:
-            _require_file(path, flag, kind, what)
-    _require_folder(images_dir, " (check --images)")
-    for path, flag, _kind, what in given:  # every path exists: now what the files hold
-        if path is not None:
-            _require_json_object(path, flag, what)
-
-
-def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    from recordbeam.pipeline import coco_input_patterns, coco_settings, coco_to_tfrecord
-    from recordbeam.sources.coco import CocoOptions
-
-    captions = getattr(args, "captions", None)
-    _check_inputs(args.images, args.annotations, captions)
-    coco = CocoOptions(args.images, args.annotations, args.split, args.contiguous_labels,
-                       allow_outside_root=getattr(args, "allow_outside_root", False),
-                       include_masks=getattr(args, "include_masks", False),
-                       include_keypoints=getattr(args, "include_keypoints", False),
-                       captions=captions)
-    code = _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
-                    coco_settings, coco_to_tfrecord)
-    if code == EXIT_OK and not coco.contiguous_labels:
-        _warn_of_label_0(args)
-    return code
-
-
-def _warn_of_label_0(args: argparse.Namespace) -> None:
-    """Known once the objects are written: some had category id 0 (Label Studio's COCO
-    export numbers categories from 0), written as label 0, the background's."""
-    from recordbeam.dataset import layout
-    from recordbeam.sources.coco import LABEL_0_OBJECTS
-
-    manifest = layout.read_manifest(args.output) or {}
-    count = manifest.get("splits", {}).get(args.split, {}).get("counts", {}).get(
-        LABEL_0_OBJECTS, 0)
-    if count:
-        print(f"warning: {count} object{'s have' if count > 1 else ' has'} category id 0, "
-              "written as label 0, which the Object Detection API and Model Garden read as "
-              "background; rerun with --contiguous-labels to write labels 1..K", file=sys.stderr)
 
 
 def _fixes(args: argparse.Namespace):
@@ -301,14 +166,21 @@ def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    """``convert coco`` of a generated sample: the options ``demo`` has are the user's,
+    the others their defaults."""
+    from recordbeam import convert
+    from recordbeam.options import conversion_options
     from recordbeam.testing.samples import make_coco_sample
 
+    coco = convert.find_format("coco")
     with tempfile.TemporaryDirectory(prefix="recordbeam-demo-") as root:
         sample = make_coco_sample(root, num_images=args.num_images, seed=0)
         # Not where: the folder is deleted when the command ends.
         print(f"generated a COCO sample of {sample.num_images} images, some deliberately broken")
-        args.images, args.annotations = sample.images_dir, sample.annotations
-        code = cmd_convert_coco(args, beam_args)
+        values = {option.name: getattr(args, option.name, option.default)
+                  for option in (*coco.options, *conversion_options())}
+        values.update(images=sample.images_dir, annotations=sample.annotations)
+        code = _run_declared(coco, values, args)
     if code == EXIT_OK:
         print("\nfirst example, as `recordbeam inspect` shows it:")
         from recordbeam import filesystems

@@ -57,7 +57,7 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
 def _missing_folder_note(examples: int, rejects: Counter[str], counts: Counter[str]) -> str:
     """A line of advice when most images are missing and their file_names start with
     the images folder's own name: the names are relative to the folder above it."""
-    from recordbeam.sources.coco import MISSING_UNDER_FOLDER_NAME
+    from recordbeam.sources.coco.join import MISSING_UNDER_FOLDER_NAME
 
     missing = rejects.get("image:missing", 0)
     prefixed = counts.get(MISSING_UNDER_FOLDER_NAME, 0)

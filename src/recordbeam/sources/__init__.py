@@ -34,7 +34,7 @@ Every image source follows one small interface, which ``recordbeam.pipeline`` re
   so a run can be checked against an existing output folder.
 
 Records handed between a source's own stages are named types with a compact coder too
-(:mod:`.coco_records`, ``manifest.reader.BuiltRow``), never positional tuples. Splits decided by
+(:mod:`.coco.records`, ``manifest.reader.BuiltRow``), never positional tuples. Splits decided by
 fractions share one salted hash (:mod:`.splits`).
 
 A new input format is one new module here (its options, ``Read<Kind>``, its encoder),
