@@ -23,7 +23,9 @@ BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord
              "tfrecord.wire", "tfrecord.feature_spec", "tfrecord.protos", "images.checks",
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
              "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader", "write.encoder",
-             "write.planning", "testing.samples", "testing.outputs"]
+             "write.planning", "testing.samples", "testing.outputs", "images.perceptual_hash",
+             "dataset.image_hashes", "dataset.duplicate_groups", "dataset.near_groups",
+             "dataset.find_duplicates"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor
 #: uses the floors below it, never one above. ``local.internals`` is the one fence around

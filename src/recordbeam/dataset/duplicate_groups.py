@@ -1,0 +1,247 @@
+"""Exact duplicates: images with the same bytes, grouped, and ``duplicates.jsonl``.
+
+A *group* is every copy of one image (one SHA-256) among the examples of an output folder,
+across all its splits, with at least two members. Each member says its split and source,
+and, when written, its shard and record number; a copy a run dropped
+(``--duplicates drop``) says so instead. ``duplicates.jsonl`` holds one group per line,
+lines in SHA-256 order, each line's members in split order (:func:`split_rank`), then by
+shard and record. A group of more than :data:`MAX_LISTED_MEMBERS` copies lists that many
+and counts all of them (``size``).
+
+Which copy a drop keeps is decided here too (:func:`copies_to_drop`), from the members'
+splits and salted identity hashes only, so every runner keeps the same one. No Beam.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from recordbeam.dataset.image_hashes import HashFile
+
+__all__ = [
+    "DROP_MODES",
+    "MAX_LISTED_MEMBERS",
+    "MODES",
+    "DuplicateCounts",
+    "Group",
+    "Member",
+    "copies_to_drop",
+    "exact_groups",
+    "merge_group_lines",
+    "split_rank",
+]
+
+#: ``--duplicates``: off (not looked for), keep (found and listed, every copy written),
+#: drop (one copy kept), drop-across-splits (a later split's copies of an earlier split's
+#: image dropped).
+MODES = ("keep", "drop", "drop-across-splits", "off")
+DROP_MODES = ("drop", "drop-across-splits")
+
+#: Members listed per group line; larger groups are counted whole (``size``).
+MAX_LISTED_MEMBERS = 100
+
+
+def split_rank(split: str) -> tuple[int, str]:
+    """The order of splits when one must come first: ``train*`` first, ``test*`` last,
+    every other name between, each rank in name order. A drop keeps the copy in the
+    earliest split."""
+    lowered = split.lower()
+    rank = 0 if lowered.startswith("train") else 2 if lowered.startswith("test") else 1
+    return rank, split
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One copy of an image: its split and source, and where it was written (``shard``
+    and ``record``; None for a copy that was dropped)."""
+
+    split: str
+    source: str
+    shard: str | None = None
+    record: int | None = None
+    dropped: bool = False
+
+    def order(self) -> tuple[Any, ...]:
+        return (split_rank(self.split), self.dropped, self.shard or "", self.record or 0,
+                self.source)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"split": self.split, "source": self.source}
+        if self.shard is not None:
+            out["shard"] = self.shard
+            out["record"] = self.record
+        if self.dropped:
+            out["dropped"] = True
+        return out
+
+    @staticmethod
+    def from_json(value: Mapping[str, Any]) -> Member:
+        return Member(str(value["split"]), str(value["source"]), value.get("shard"),
+                      value.get("record"), bool(value.get("dropped", False)))
+
+
+@dataclass(frozen=True)
+class Group:
+    """Every copy of one image: ``digest`` (hex SHA-256), ``members`` in order (at most
+    :data:`MAX_LISTED_MEMBERS`), ``size`` (all of them) and ``splits`` (every split
+    holding one, in order)."""
+
+    digest: str
+    members: tuple[Member, ...]
+    size: int
+    splits: tuple[str, ...]
+
+    @property
+    def across_splits(self) -> bool:
+        return len(self.splits) > 1
+
+    def to_line(self) -> str:
+        return json.dumps({"sha256": self.digest, "size": self.size, "splits": list(self.splits),
+                           "members": [m.to_json() for m in self.members]},
+                          ensure_ascii=False, sort_keys=True)
+
+    @staticmethod
+    def from_line(line: str) -> Group:
+        value = json.loads(line)
+        return Group(str(value["sha256"]), tuple(Member.from_json(m) for m in value["members"]),
+                     int(value["size"]), tuple(value["splits"]))
+
+
+def group_of(digest: str, members: Iterable[Member], splits: Iterable[str] = ()) -> Group:
+    """The :class:`Group` of ``members`` (any order, any number) and of ``splits`` besides
+    theirs. Past :data:`MAX_LISTED_MEMBERS`, the first copy of each split is listed, then
+    the others in order up to that many."""
+    ordered = sorted(set(members), key=Member.order)
+    all_splits = sorted({m.split for m in ordered} | set(splits), key=split_rank)
+    listed = ordered
+    if len(ordered) > MAX_LISTED_MEMBERS:
+        firsts = {}
+        for member in ordered:
+            firsts.setdefault(member.split, member)
+        chosen = set(list(firsts.values())[:MAX_LISTED_MEMBERS])
+        for member in ordered:
+            if len(chosen) >= MAX_LISTED_MEMBERS:
+                break
+            chosen.add(member)
+        listed = sorted(chosen, key=Member.order)
+    return Group(digest, tuple(listed), len(ordered), tuple(all_splits))
+
+
+def exact_groups(files: Iterable[HashFile]) -> list[Group]:
+    """The groups (two copies or more) among the entries of ``files``, in SHA-256 order."""
+    by_digest: dict[bytes, list[Member]] = {}
+    for hashes in files:
+        for entry in hashes.entries:
+            written = entry.record >= 0
+            member = Member(hashes.split, entry.source, hashes.shard if written else None,
+                            entry.record if written else None, entry.dropped)
+            by_digest.setdefault(entry.digest, []).append(member)
+    return [group_of(digest.hex(), members)
+            for digest, members in sorted(by_digest.items()) if len(set(members)) > 1]
+
+
+def merge_group_lines(new: Iterable[str], previous: Iterable[str],
+                      owned: Iterable[str]) -> Iterator[str]:
+    """The lines of a folder's ``duplicates.jsonl`` after a run that wrote the splits
+    ``owned``: the run's ``new`` groups (which hold every copy the kept splits' hash files
+    list), merged with the ``previous`` file's copies in the kept splits (copies a
+    previous run dropped, and splits written without hash files). Both inputs are in
+    SHA-256 order, and so is the result; memory holds one group at a time."""
+    owned = set(owned)
+    new_groups = (Group.from_line(line) for line in new if line.strip())
+    old_groups = (_kept_part(Group.from_line(line), owned) for line in previous if line.strip())
+    for digest, parts in _merged_by_digest(new_groups, old_groups):
+        group = group_of(digest, [m for part in parts for m in part.members],
+                         [s for part in parts for s in part.splits])
+        # A part of more than MAX_LISTED_MEMBERS copies lists only some, so the copies two
+        # parts share cannot all be told apart: the larger count stands for both.
+        size = max(group.size, *(part.size for part in parts))
+        if size > 1:
+            yield Group(group.digest, group.members, size, group.splits).to_line()
+
+
+def _kept_part(group: Group, owned: set[str]) -> Group:
+    """The copies of ``group`` in splits other than ``owned``; its unlisted copies count
+    only when all of them lie there."""
+    members = tuple(m for m in group.members if m.split not in owned)
+    unlisted = group.size - len(group.members) if not set(group.splits) & owned else 0
+    splits = tuple(s for s in group.splits if s not in owned)
+    return Group(group.digest, members, len(members) + unlisted, splits)
+
+
+def _merged_by_digest(*streams: Iterator[Group]) -> Iterator[tuple[str, list[Group]]]:
+    """Groups of several digest-ordered streams, those of one digest together."""
+    heads = [next(stream, None) for stream in streams]
+    while any(h is not None for h in heads):
+        digest = min(h.digest for h in heads if h is not None)
+        parts = []
+        for i, head in enumerate(heads):
+            if head is not None and head.digest == digest:
+                parts.append(head)
+                heads[i] = next(streams[i], None)
+        yield digest, parts
+
+
+@dataclass
+class DuplicateCounts:
+    """What ``duplicates.jsonl`` holds, for the manifest and the summary."""
+
+    groups: int = 0
+    images: int = 0
+    across_splits: int = 0
+    dropped: int = 0
+    first_across: list[Group] = field(default_factory=list)
+
+    def add(self, group: Group, keep_first: int = 3) -> None:
+        self.groups += 1
+        self.images += group.size
+        self.dropped += sum(1 for m in group.members if m.dropped)
+        if group.across_splits:
+            self.across_splits += 1
+            if len(self.first_across) < keep_first:
+                self.first_across.append(group)
+
+    def to_json(self) -> dict[str, Any]:
+        """``groups``, ``images`` (copies in all groups), ``extra_copies`` (images beyond
+        one per group), ``across_splits`` (groups in two splits or more), ``dropped``
+        (copies listed as dropped)."""
+        return {"groups": self.groups, "images": self.images,
+                "extra_copies": self.images - self.groups, "across_splits": self.across_splits,
+                "dropped": self.dropped}
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """One copy of an image as a drop sees it: its split, its salted identity hash
+    (``rank``), and whether an earlier run wrote it (``kept_split``: a split of the
+    output folder this run does not write)."""
+
+    split: str
+    rank: int
+    source: str
+    kept_split: bool = False
+
+
+def copies_to_drop(mode: str, copies: Sequence[Copy]) -> set[int]:
+    """Indexes of the ``copies`` of one image that ``mode`` drops.
+
+    Copies in splits an earlier run wrote are never dropped (they are written already),
+    and they come first: when there is one, every copy of this run is a later one. Else
+    the earliest split (:func:`split_rank`) holds the first copy: ``drop-across-splits``
+    drops the copies in other splits; ``drop`` keeps only the copy of smallest ``rank``
+    in the earliest split (ties by source).
+    """
+    if mode not in DROP_MODES or len(copies) < 2:
+        return set()
+    mine = [i for i, c in enumerate(copies) if not c.kept_split]
+    if len(mine) < len(copies):
+        return set(mine)
+    first = min((c.split for c in copies), key=split_rank)
+    if mode == "drop-across-splits":
+        return {i for i in mine if copies[i].split != first}
+    keeper = min((i for i in mine if copies[i].split == first),
+                 key=lambda i: (copies[i].rank, copies[i].source))
+    return {i for i in mine if i != keeper}
