@@ -43,6 +43,12 @@ COUNTER_NAMESPACE = "recordbeam"
 DEFAULT_MAX_REJECT_FRACTION = 0.01
 
 
+#: ``--duplicates``: ``keep`` (found and listed, every copy written), ``drop`` (one copy
+#: written), ``drop-across-splits`` (a later split's copies of an earlier split's image
+#: dropped), ``off`` (not looked for).
+DUPLICATE_MODES = ("keep", "drop", "drop-across-splits", "off")
+DROP_MODES = ("drop", "drop-across-splits")
+
 #: Annotation reject reasons that mean "its image was not written": those losses count
 #: against ``max_reject_fraction`` (images), not against the annotation limit.
 LOST_WITH_IMAGE = ("image_missing", "image_rejected")

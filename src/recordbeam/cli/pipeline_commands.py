@@ -52,7 +52,16 @@ def _shard_options(args: argparse.Namespace):
         compression=args.compression, index=args.index,
         max_reject_fraction=args.max_reject_fraction,
         max_annotation_reject_fraction=getattr(args, "max_annotation_reject_fraction", None),
+        duplicates=_duplicates(args), near_duplicates=getattr(args, "near_duplicates", False),
     )
+
+
+def _duplicates(args: argparse.Namespace) -> str:
+    mode = getattr(args, "duplicates", "keep")
+    if mode == "off" and getattr(args, "near_duplicates", False):
+        raise UsageError("--near-duplicates would be ignored with --duplicates off; drop one "
+                         "of them")
+    return mode
 
 
 def _checks(args: argparse.Namespace):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recordbeam.dataset.image_hashes import HashFile
+from recordbeam.records import DROP_MODES, DUPLICATE_MODES
 
 __all__ = [
     "DROP_MODES",
@@ -34,11 +35,7 @@ __all__ = [
     "split_rank",
 ]
 
-#: ``--duplicates``: off (not looked for), keep (found and listed, every copy written),
-#: drop (one copy kept), drop-across-splits (a later split's copies of an earlier split's
-#: image dropped).
-MODES = ("keep", "drop", "drop-across-splits", "off")
-DROP_MODES = ("drop", "drop-across-splits")
+MODES = DUPLICATE_MODES
 
 #: Members listed per group line; larger groups are counted whole (``size``).
 MAX_LISTED_MEMBERS = 100
@@ -199,15 +196,15 @@ class DuplicateCounts:
         self.groups += 1
         self.images += group.size
         self.dropped += sum(1 for m in group.members if m.dropped)
-        if group.across_splits:
+        if len({m.split for m in group.members if not m.dropped}) > 1:
             self.across_splits += 1
             if len(self.first_across) < keep_first:
                 self.first_across.append(group)
 
     def to_json(self) -> dict[str, Any]:
         """``groups``, ``images`` (copies in all groups), ``extra_copies`` (images beyond
-        one per group), ``across_splits`` (groups in two splits or more), ``dropped``
-        (copies listed as dropped)."""
+        one per group), ``across_splits`` (groups written in two splits or more),
+        ``dropped`` (copies listed as dropped)."""
         return {"groups": self.groups, "images": self.images,
                 "extra_copies": self.images - self.groups, "across_splits": self.across_splits,
                 "dropped": self.dropped}
