@@ -337,13 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
     p.add_argument("--for", dest="consumer", default=None, choices=list(CONSUMER_CHOICES),
                    metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES)
-                   + " (required unless --duplicates is given)")
+                   + " (default: none; then --duplicates is required)")
     p.add_argument("--duplicates", action="store_true",
                    help="also fail when an image is written twice, in one split "
-                   "(duplicates) or in two (split-overlap), by the bytes of the records")
+                   "(duplicates) or in two (split-overlap), by the bytes of the records "
+                   "(default: off)")
     p.add_argument("--near-duplicates", action="store_true",
                    help="with --duplicates: also fail on near duplicates (re-encoded, resized, "
-                   "slightly cropped copies; a small decode per image)")
+                   "slightly cropped copies; a small decode per image) (default: off)")
     p.add_argument("--max-records", type=_POSITIVE, default=None, metavar="N",
                    help="read at most N records in all (default: every record)")
     p.add_argument("--max-problems", type=_POSITIVE, default=5, metavar="N",

@@ -42,7 +42,7 @@ class LoadedImage(NamedTuple):
     fields: dict[str, Any]
     info: ImageInfo
     counts: dict[str, int]
-    digest: bytes
+    digest: bytes | None  # None: not known (see ImageExampleEncoder._loaded_image)
 
 
 @dataclass(frozen=True)
@@ -229,10 +229,21 @@ class ImageExampleEncoder(ExampleEncoder):
             counts["exif_rotated"] = 1  # written unrotated; TensorFlow ignores the tag
         return LoadedImage(fields, info, counts, digest.digest())
 
+    def _loaded_image(self, path: str, size: int, name: str,
+                      data: bytes | None) -> LoadedImage | Reject:
+        """:meth:`load_image`; or, for a subclass that reads images its own way (it
+        overrides :meth:`read_image`), what that gives, without a digest (its examples
+        are not compared for duplicates)."""
+        if type(self).read_image is ImageExampleEncoder.read_image:
+            return self.load_image(path, size, name, data)
+        loaded = self.read_image(path, size, name, data) if data is not None else \
+            self.read_image(path, size, name)
+        return loaded if isinstance(loaded, Reject) else LoadedImage(*loaded, None)
+
     def encode(self, record: ImageRecord) -> Encoded:
         name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
         embedded = self.embedded_image(record)
-        loaded = embedded if isinstance(embedded, Reject) else self.load_image(
+        loaded = embedded if isinstance(embedded, Reject) else self._loaded_image(
             record.path, record.size, name, embedded)
         if isinstance(loaded, Reject):
             return Encoded(rejects=(loaded, *self.lost_with(record, loaded)))
