@@ -24,7 +24,7 @@ from PIL import Image
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
-from recordbeam.dataset.names import DUPLICATES, hash_file_name
+from recordbeam.dataset.names import hash_file_name
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.tfrecord.index import read_index
@@ -305,8 +305,9 @@ def test_a_finished_output_holds_only_our_files_and_no_temp_folder(converted):
 
 
 def _duplicate_lists(*shards: str) -> list[str]:
-    """What duplicate finding (on by default) adds: the list, a hash file per shard."""
-    return [DUPLICATES, *(hash_file_name(shard) for shard in shards)]
+    """What duplicate finding (on by default) adds when it finds no group: a hash file
+    per shard."""
+    return [hash_file_name(shard) for shard in shards]
 
 
 def test_contiguous_labels_are_one_to_k_and_split_names_files(convert, tmp_path, coco_json):

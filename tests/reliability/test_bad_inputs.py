@@ -17,8 +17,8 @@ import pytest
 from reliability_data import convert_argv, jpeg, png, read_jsonl, write
 
 from recordbeam import filesystems
-from recordbeam.dataset.names import TEMP_PREFIX
 from recordbeam.cli import main as cli
+from recordbeam.dataset.names import TEMP_PREFIX
 from recordbeam.records import ImageRecord
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records

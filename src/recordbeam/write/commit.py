@@ -203,6 +203,8 @@ class _Finalize(beam.DoFn):
                 or ("/" not in p and names.is_shard_file(p)
                     and manifest.split_of_shard_file(p) in owned)
                 or (names.is_hash_file(p) and _split_of_hash_file(p) in owned)
+                # rewritten by every run that finds groups; gone when there are none
+                or (p in (names.DUPLICATES, names.NEAR_DUPLICATES) and p not in staged)
             )
         ]
         _delete_logged(out, stale, "stale files of an earlier run")

@@ -1,5 +1,6 @@
 """The commit's share of duplicate finding: ``duplicates.jsonl`` and
-``near-duplicates.jsonl`` staged in the temp folder, and the manifest's ``duplicates``.
+``near-duplicates.jsonl`` staged in the temp folder (only when they hold a group: no
+file means no group), and the manifest's ``duplicates``.
 
 ``duplicates.jsonl`` describes the whole folder: the run's groups (parts written by the
 bucket tasks, each in SHA-256 order, joined in bucket order) merged with the previous
@@ -56,12 +57,11 @@ def stage_duplicates(output_dir: str, temp_dir: str, owned: Sequence[str],
     new_lines = _lines_of(path for _bucket, path in sorted(parts)) if finding else iter(())
     old_lines = _lines_of([previous]) if had_list else iter(())
     counts = DuplicateCounts()
-    staged = filesystems.join(temp_dir, names.DUPLICATES)
-    with filesystems.create(staged) as out:
+    with _LinesFile(filesystems.join(temp_dir, names.DUPLICATES)) as out:
         for line in merge_group_lines(new_lines, old_lines, owned):
             counts.add(Group.from_line(line), keep_first=_FIRST_ACROSS)
-            out.write((line + "\n").encode("utf-8"))
-    files = [names.DUPLICATES]
+            out.write(line)
+    files = [names.DUPLICATES] if counts.groups else []
     summary: dict[str, Any] = {"mode": options.duplicates, **counts.to_json()}
     if counts.first_across:
         summary["first_across_splits"] = [_written(g) for g in counts.first_across]
@@ -70,9 +70,31 @@ def stage_duplicates(output_dir: str, temp_dir: str, owned: Sequence[str],
         summary["not_compared"] = sorted(not_compared)
     near_summary = _stage_near(output_dir, temp_dir, owned, options, earlier, near)
     if near_summary is not None:
-        files.append(names.NEAR_DUPLICATES)
+        if near_summary["groups"]:
+            files.append(names.NEAR_DUPLICATES)
         summary["near"] = near_summary
     return StagedDuplicates(tuple(files), summary)
+
+
+class _LinesFile:
+    """A text file written line by line, created at its first line: an empty list is
+    no file (Beam's S3 filesystem cannot write an empty one)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._file: Any = None
+
+    def write(self, line: str) -> None:
+        if self._file is None:
+            self._file = filesystems.create(self._path)
+        self._file.write((line + "\n").encode("utf-8"))
+
+    def __enter__(self) -> _LinesFile:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 def _written(group: Group) -> dict[str, Any]:
@@ -90,10 +112,7 @@ def _stage_near(output_dir: str, temp_dir: str, owned: Sequence[str], options: S
     if options.near_duplicates:
         found = dict(near[0]) if near else {"groups": 0, "images": 0, "across_splits": 0,
                                             "pairs": 0, "pairs_not_grouped": 0}
-        path = found.pop("path", None)
-        staged = filesystems.join(temp_dir, names.NEAR_DUPLICATES)
-        if path is None:
-            filesystems.write_bytes(staged, b"")
+        found.pop("path", None)  # written there when it found groups
         summary = {**found, "threshold": NEAR_THRESHOLD}
         if earlier.without_near or earlier.without_hashes:
             summary["not_compared"] = sorted(set(earlier.without_near) | set(earlier.without_hashes))
@@ -104,8 +123,9 @@ def _stage_near(output_dir: str, temp_dir: str, owned: Sequence[str], options: S
     kept = [g for g in map(NearGroup.from_line, _lines_of([previous]))]
     kept = [_without(g, set(owned)) for g in kept]
     kept = [g for g in kept if g.size > 1]
-    lines = "".join(g.to_line() + "\n" for g in kept)
-    filesystems.write_bytes(filesystems.join(temp_dir, names.NEAR_DUPLICATES), lines.encode("utf-8"))
+    with _LinesFile(filesystems.join(temp_dir, names.NEAR_DUPLICATES)) as out:
+        for group in kept:
+            out.write(group.to_line())
     return {"groups": len(kept), "images": sum(g.size for g in kept),
             "across_splits": sum(1 for g in kept if g.across_splits), "kept_from_earlier_runs": True}
 

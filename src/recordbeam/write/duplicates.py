@@ -291,8 +291,9 @@ class _WriteNearGroups(beam.DoFn):
                 pairs = set(kept)
         components = near_components(pairs, members, beyond=beyond)
         path = filesystems.join(self._temp_dir, names.NEAR_DUPLICATES)
-        lines = "".join(g.to_line() + "\n" for g in components.groups)
-        filesystems.write_bytes(path, lines.encode("utf-8"))
+        if components.groups:
+            lines = "".join(g.to_line() + "\n" for g in components.groups)
+            filesystems.write_bytes(path, lines.encode("utf-8"))
         yield {"path": path, **components.to_json()}
 
 
