@@ -30,6 +30,7 @@ from recordbeam.dataset.image_hashes import (
     DamagedHashFile,
     HashEntry,
     HashFile,
+    HashTable,
     decode_hash_file,
     digest_bucket,
     encode_hash_file,
@@ -90,9 +91,16 @@ def test_buckets_are_contiguous_digest_ranges():
     assert buckets == sorted(buckets)
     assert set(buckets) == set(range(7))
     hashes = HashFile("train", "s", tuple(HashEntry(d, i, f"{i}") for i, d in enumerate(digests)))
-    parts = list(split_by_bucket(hashes, 7))
+    parts = list(split_by_bucket(HashTable(encode_hash_file(hashes)), 7))
     assert [b for b, _ in parts] == list(range(7))
-    assert sum(len(part.entries) for _, part in parts) == 2000
+    decoded = [decode_hash_file(part) for _, part in parts]
+    assert sum(len(part.entries) for part in decoded) == 2000
+    # Cut out column by column: the bytes the encoder gives for those entries.
+    for (bucket, part), entries in zip(parts, decoded, strict=True):
+        assert part == encode_hash_file(HashFile("train", "s", entries.entries))
+        assert {digest_bucket(e.digest, 7) for e in entries.entries} == {bucket}
+    whole = HashTable(encode_hash_file(hashes))
+    assert list(split_by_bucket(whole, 1)) == [(0, whole.data)]
 
 
 # ---------------------------------------------------------------- exact groups

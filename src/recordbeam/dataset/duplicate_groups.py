@@ -19,7 +19,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recordbeam.dataset.image_hashes import HashFile
+from recordbeam.dataset.image_hashes import (
+    HashFile,
+    HashTable,
+    encode_hash_file,
+    repeated_digests,
+)
 from recordbeam.records import DROP_MODES, DUPLICATE_MODES
 
 __all__ = [
@@ -127,17 +132,23 @@ def group_of(digest: str, members: Iterable[Member], splits: Iterable[str] = ())
     return Group(digest, tuple(listed), len(ordered), tuple(all_splits))
 
 
-def exact_groups(files: Iterable[HashFile]) -> list[Group]:
-    """The groups (two copies or more) among the entries of ``files``, in SHA-256 order."""
-    by_digest: dict[bytes, list[Member]] = {}
-    for hashes in files:
-        for entry in hashes.entries:
-            written = entry.record >= 0
-            member = Member(hashes.split, entry.source, hashes.shard if written else None,
-                            entry.record if written else None, entry.dropped)
-            by_digest.setdefault(entry.digest, []).append(member)
-    return [group_of(digest.hex(), members)
-            for digest, members in sorted(by_digest.items()) if len(set(members)) > 1]
+def exact_groups(files: Iterable[HashTable | HashFile]) -> list[Group]:
+    """The groups (two copies or more) among the entries of ``files``, in SHA-256 order;
+    only the entries of repeated digests are decoded."""
+    tables = [f if isinstance(f, HashTable) else HashTable(encode_hash_file(f)) for f in files]
+    groups = []
+    for digest, places in sorted(repeated_digests(tables).items()):
+        group = group_of(digest.hex(), [_member(table, i) for table, i in places])
+        if group.size > 1:  # an entry given twice is one copy
+            groups.append(group)
+    return groups
+
+
+def _member(table: HashTable, i: int) -> Member:
+    record = table.record(i)
+    written = record >= 0
+    return Member(table.split, table.source(i), table.shard if written else None,
+                  record if written else None, table.entry(i).dropped)
 
 
 def merge_group_lines(new: Iterable[str], previous: Iterable[str],

@@ -15,9 +15,8 @@ import hashlib
 from array import array
 from dataclasses import dataclass
 
-import numpy as np
-
 from recordbeam.dataset.duplicate_groups import Group, Member, group_of
+from recordbeam.dataset.image_hashes import repeated_rows
 from recordbeam.dataset.near_groups import NearComponents, NearImage, near_components, near_pairs
 from recordbeam.images.perceptual_hash import (
     HASH_BYTES,
@@ -97,20 +96,9 @@ class DuplicateFinder:
 
     def exact_groups(self) -> list[Group]:
         """Records sharing an image, in SHA-256 order."""
-        n = len(self)
-        if n < 2:
-            return []
-        table = np.frombuffer(bytes(self._digests), dtype=np.uint8).reshape(n, _DIGEST)
-        prefixes = table[:, :8].copy().view(">u8").ravel()
-        order = np.argsort(prefixes, kind="stable")
-        ordered = prefixes[order]
-        repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
-        candidates = np.unique(np.concatenate([order[repeated], order[repeated + 1]]))
-        by_digest: dict[bytes, list[int]] = {}
-        for index in candidates.tolist():
-            by_digest.setdefault(self._digest_at(index), []).append(index)
+        repeated = repeated_rows(bytes(self._digests))
         return [group_of(digest.hex(), [self._member(i) for i in indexes])
-                for digest, indexes in sorted(by_digest.items()) if len(indexes) > 1]
+                for digest, indexes in sorted(repeated.items())]
 
     def near_groups(self) -> NearComponents:
         """Near-duplicate groups among the records' distinct images (empty unless ``near``)."""

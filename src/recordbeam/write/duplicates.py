@@ -50,8 +50,10 @@ from recordbeam.dataset.image_hashes import (
     DamagedHashFile,
     HashEntry,
     HashFile,
+    HashTable,
     decode_hash_file,
     encode_hash_file,
+    encode_rows,
     split_by_bucket,
 )
 from recordbeam.dataset.near_groups import (
@@ -92,7 +94,7 @@ class ShardHashes:
 
     def __init__(self, near: bool) -> None:
         self.near = near
-        self.entries: list[HashEntry] = []
+        self.rows: list[tuple[bytes, int, str, bytes | None, bool]] = []
         self.unhashable = 0
 
     def add(self, encoded: Encoded, record: int, source: str) -> None:
@@ -105,10 +107,11 @@ class ShardHashes:
                 near = None
             if near is None:
                 self.unhashable += 1
-        self.entries.append(HashEntry(encoded.image_digest, record, source, near))
+        self.rows.append((encoded.image_digest, record, source, near, False))
 
-    def file(self, split: str, shard: str) -> HashFile:
-        return HashFile(split, shard, tuple(self.entries), self.near)
+    def encode(self, split: str, shard: str) -> bytes:
+        """The shard's hash file."""
+        return encode_rows(split, shard, self.rows, self.near)
 
 
 # ---------------------------------------------------------------- the splits kept
@@ -168,7 +171,7 @@ class _ReadHashFile(beam.DoFn):
     def process(self, path: str) -> Iterator[Any]:
         try:
             data = filesystems.read_bytes(path)
-            decode_hash_file(data, path)
+            HashTable(data, path)
         except (OSError, DamagedHashFile) as error:
             _LOG.warning("%s cannot be read (%s): its split's images are not all compared "
                          "with this run's", path, error)
@@ -190,20 +193,21 @@ class _SpreadByBucket(beam.DoFn):
 
     def process(self, data: bytes, totals: Mapping[str, int]) -> Iterator[Any]:
         buckets = bucket_count(sum(totals.values()), self._earlier_bytes)
-        hashes = decode_hash_file(data)
-        for bucket, part in split_by_bucket(hashes, buckets):
-            yield bucket, encode_hash_file(part)
-        if not self._near:
+        table = HashTable(data)
+        yield from split_by_bucket(table, buckets)
+        if not self._near or not table.near_computed:
             return
         by_bucket: dict[int, list[HashEntry]] = {}
-        for entry in hashes.entries:
-            if entry.near is None:
+        for i in range(table.count):
+            near = table.near(i)
+            if near is None:
                 continue
-            indexed, asks = image_keys(PerceptualHash.from_bytes(entry.near))
+            entry = table.entry(i)
+            indexed, asks = image_keys(PerceptualHash.from_bytes(near))
             for bucket in {key_bucket(key, buckets) for key in indexed | asks}:
                 by_bucket.setdefault(bucket, []).append(entry)
         for bucket, entries in sorted(by_bucket.items()):
-            part = HashFile(hashes.split, hashes.shard, tuple(entries), True)
+            part = HashFile(table.split, table.shard, tuple(entries), True)
             yield TaggedOutput("near", (bucket, encode_hash_file(part)))
 
 
@@ -216,7 +220,7 @@ class _WriteGroups(beam.DoFn):
 
     def process(self, keyed: tuple[int, Iterable[bytes]]) -> Iterator[tuple[int, str]]:
         bucket, blobs = keyed
-        groups = exact_groups(decode_hash_file(blob) for blob in blobs)
+        groups = exact_groups(HashTable(blob) for blob in blobs)
         if not groups:
             return
         path = filesystems.join(self._temp_dir, f"{names.DUPLICATES}.{bucket:05d}")
@@ -473,12 +477,12 @@ class DropDuplicates(beam.PTransform):
             the copy kept).
         coder: the elements' coder (they cross a shuffle packed with it).
         kept_hashes: the hash files of the splits the folder keeps
-            (:class:`ReadKeptHashes`): their copies are never dropped, and this run's
-            copies of their images are.
+            (:class:`ReadKeptHashes`; None when it keeps none): their copies are never
+            dropped, and this run's copies of their images are.
     """
 
     def __init__(self, encoder: ExampleEncoder, options: ShardOptions,
-                 coder: beam.coders.Coder, kept_hashes: beam.PCollection) -> None:
+                 coder: beam.coders.Coder, kept_hashes: beam.PCollection | None) -> None:
         super().__init__()
         self._encoder = encoder
         self._options = options
@@ -489,10 +493,12 @@ class DropDuplicates(beam.PTransform):
         hashed = elements | "HashImages" >> beam.ParDo(
             _HashForDrop(self._encoder, self._options.salt, self._coder)
         ).with_outputs("unhashed", main="copies")  # copies: (SHA-256, packed copy)
-        kept_split_copies = self._kept_hashes | "KeptSplitCopies" >> beam.ParDo(
-            _KeptSplitCopies())  # (SHA-256, packed copy)
+        copies = [hashed.copies]
+        if self._kept_hashes is not None:
+            copies.append(self._kept_hashes | "KeptSplitCopies" >> beam.ParDo(
+                _KeptSplitCopies()))  # (SHA-256, packed copy)
         decided = (
-            (hashed.copies, kept_split_copies)
+            tuple(copies)
             | "AllCopies" >> beam.Flatten()
             | "GroupCopies" >> beam.GroupByKey()  # (SHA-256, [packed copies])
             | "KeepOneCopy" >> beam.ParDo(

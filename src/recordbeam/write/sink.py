@@ -40,7 +40,6 @@ from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.dataset import names
-from recordbeam.dataset.image_hashes import encode_hash_file
 from recordbeam.records import COUNTER_NAMESPACE, DROP_MODES, Reject
 from recordbeam.tfrecord.example import Example, FeatureError, make_sequence_example
 from recordbeam.tfrecord.feature_spec import FeatureSpec
@@ -203,7 +202,7 @@ class _WriteShard(beam.DoFn):
         temp_hashes = None
         if hashes is not None:
             temp_hashes = temp_path + ".hashes"
-            data = encode_hash_file(hashes.file(split, name))
+            data = hashes.encode(split, name)
             filesystems.write_bytes(temp_hashes, data)
             yield TaggedOutput("hashes", data)
             if hashes.unhashable:
@@ -361,13 +360,15 @@ class WriteShards(beam.PTransform):
         finding = self._options.duplicates != "off" and self._encoder.has_images
         earlier, duplicate_inputs, dropped_rejects = EarlierSplits(), [], []
         sizes = self._sizes
+        kept = {}
         if finding:
             earlier = earlier_splits(self._output_dir, (self._encoder.default_split, *self._splits))
-            kept = p | "ReadKeptHashes" >> ReadKeptHashes(earlier)
-            duplicate_inputs.append(kept["hashes"])
+            if earlier.files:  # hash files of the splits the folder keeps
+                kept = p | "ReadKeptHashes" >> ReadKeptHashes(earlier)
+                duplicate_inputs.append(kept["hashes"])
             if self._options.duplicates in DROP_MODES:
                 dropped = elements | "DropDuplicates" >> DropDuplicates(
-                    self._encoder, self._options, coder, kept["hashes"])
+                    self._encoder, self._options, coder, kept.get("hashes"))
                 elements = dropped["records"]  # element, one copy of each image kept
                 duplicate_inputs.append(dropped["dropped"])
                 dropped_rejects.append(dropped["rejects"])
@@ -407,8 +408,9 @@ class WriteShards(beam.PTransform):
                 | "AllImageHashes" >> beam.Flatten()  # hash file bytes
                 | "FindDuplicates" >> FindDuplicates(self.temp_dir, self._options, earlier, totals)
             )
-            duplicates = {"duplicate_parts": AsList(found["parts"]),
-                          "unreadable_hashes": AsList(kept["unreadable"])}
+            duplicates = {"duplicate_parts": AsList(found["parts"])}
+            if kept:
+                duplicates["unreadable_hashes"] = AsList(kept["unreadable"])
             if "near" in found:
                 duplicates["near_found"] = AsList(found["near"])
         upstream = [written.rejects, *dropped_rejects]
