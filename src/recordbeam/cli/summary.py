@@ -95,6 +95,10 @@ def duplicate_warnings(manifest: dict[str, Any], output_dir: str) -> list[str]:
         spans = "spans" if near["across_splits"] == 1 else "span"
         warnings.append(f"{counted(near['across_splits'], 'near-duplicate group')} {spans} more "
                         f"than one split; see {listed_near}")
+    if near.get("not_compared"):
+        warnings.append(f"near duplicates of the split(s) {', '.join(near['not_compared'])} "
+                        "were not looked for: their hash files hold no perceptual hashes "
+                        "(written without --near-duplicates); rewrite them to compare")
     if near.get("pairs_not_grouped"):
         warnings.append(f"{near['pairs_not_grouped']} near-duplicate pairs past the first "
                         f"{near['pairs'] - near['pairs_not_grouped']} were not grouped")

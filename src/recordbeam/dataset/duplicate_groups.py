@@ -29,6 +29,8 @@ from recordbeam.records import DROP_MODES, DUPLICATE_MODES
 
 __all__ = [
     "DROP_MODES",
+    "Copy",
+    "DropPlan",
     "MAX_LISTED_MEMBERS",
     "MODES",
     "DuplicateCounts",
@@ -233,8 +235,11 @@ class Copy:
     kept_split: bool = False
 
 
-def copies_to_drop(mode: str, copies: Sequence[Copy]) -> set[int]:
-    """Indexes of the ``copies`` of one image that ``mode`` drops.
+@dataclass(frozen=True)
+class DropPlan:
+    """Which copies of one image ``mode`` drops, decided from one pass over them
+    (:meth:`of`), then asked copy by copy (:meth:`drops`): a group of any size is never
+    held whole.
 
     Copies in splits an earlier run wrote are never dropped (they are written already),
     and they come first: when there is one, every copy of this run is a later one. Else
@@ -242,14 +247,49 @@ def copies_to_drop(mode: str, copies: Sequence[Copy]) -> set[int]:
     drops the copies in other splits; ``drop`` keeps only the copy of smallest ``rank``
     in the earliest split (ties by source).
     """
-    if mode not in DROP_MODES or len(copies) < 2:
-        return set()
-    mine = [i for i, c in enumerate(copies) if not c.kept_split]
-    if len(mine) < len(copies):
-        return set(mine)
-    first = min((c.split for c in copies), key=split_rank)
-    if mode == "drop-across-splits":
-        return {i for i in mine if copies[i].split != first}
-    keeper = min((i for i in mine if copies[i].split == first),
-                 key=lambda i: (copies[i].rank, copies[i].source))
-    return {i for i in mine if i != keeper}
+
+    mode: str
+    kept_split: Copy | None  # a copy an earlier run wrote (the smallest, for messages)
+    first_split: str | None
+    keeper: Copy | None  # drop's one copy kept (when no earlier run wrote one)
+
+    @staticmethod
+    def of(mode: str, copies: Iterable[Copy]) -> DropPlan:
+        kept_split = first = keeper = None
+        mine = 0
+        for copy in copies:
+            if copy.kept_split:
+                if kept_split is None or _copy_order(copy) < _copy_order(kept_split):
+                    kept_split = copy
+                continue
+            mine += 1
+            if first is None or split_rank(copy.split) < split_rank(first):
+                first, keeper = copy.split, copy
+            elif copy.split == first and (copy.rank, copy.source) < (keeper.rank, keeper.source):
+                keeper = copy
+        return DropPlan(mode if mine + (kept_split is not None) > 1 else "keep",
+                        kept_split, first, keeper)
+
+    def drops(self, copy: Copy) -> bool:
+        if self.mode not in DROP_MODES or copy.kept_split:
+            return False
+        if self.kept_split is not None:
+            return True
+        if self.mode == "drop-across-splits":
+            return copy.split != self.first_split
+        return (copy.split, copy.rank, copy.source) != (
+            self.keeper.split, self.keeper.rank, self.keeper.source)
+
+    def kept_for(self) -> Copy:
+        """The copy the dropped ones are the same as: an earlier run's, else the first kept."""
+        return self.kept_split or self.keeper
+
+
+def _copy_order(copy: Copy) -> tuple[Any, ...]:
+    return (split_rank(copy.split), copy.rank, copy.source)
+
+
+def copies_to_drop(mode: str, copies: Sequence[Copy]) -> set[int]:
+    """Indexes of the ``copies`` of one image that ``mode`` drops (see :class:`DropPlan`)."""
+    plan = DropPlan.of(mode, copies)
+    return {i for i, copy in enumerate(copies) if plan.drops(copy)}

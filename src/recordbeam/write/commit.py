@@ -208,6 +208,10 @@ class _Finalize(beam.DoFn):
             )
         ]
         _delete_logged(out, stale, "stale files of an earlier run")
+        if any(names.is_hash_file(p) for p in stale) and not any(
+                r.temp_hashes_path for r in results) and not any(
+                names.is_hash_file(p) for p in known if p not in stale):
+            filesystems.remove_tree(filesystems.join(out, names.HASHES_FOLDER))  # now empty
         sources, targets = [], []
         for r in results:
             sources.append(r.temp_path)

@@ -30,7 +30,7 @@ import json
 import logging
 import math
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,13 +39,7 @@ from apache_beam.pvalue import AsDict, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.dataset import layout, names
-from recordbeam.dataset.duplicate_groups import (
-    Copy,
-    Member,
-    copies_to_drop,
-    exact_groups,
-    split_rank,
-)
+from recordbeam.dataset.duplicate_groups import Copy, DropPlan, Member, exact_groups
 from recordbeam.dataset.image_hashes import (
     DamagedHashFile,
     HashEntry,
@@ -423,7 +417,8 @@ class _KeptSplitCopies(beam.DoFn):
 class _Decide(beam.DoFn):
     """``(SHA-256, [packed copies]) -> element`` for every copy kept; the others become
     ``duplicate`` rejects (and the losses they carry), tagged ``rejects``, and hash
-    entries marked dropped, tagged ``dropped``."""
+    entries marked dropped, tagged ``dropped``. Two passes over the copies (the first
+    reads only their heads), so a group of any size is never held whole."""
 
     def __init__(self, mode: str, encoder: ExampleEncoder, coder: beam.coders.Coder) -> None:
         self._mode = mode
@@ -432,18 +427,17 @@ class _Decide(beam.DoFn):
 
     def process(self, keyed: tuple[bytes, Iterable[bytes]]) -> Iterator[Any]:
         digest, packed = keyed
-        copies = [_unpack_copy(blob) for blob in packed]
-        dropped = copies_to_drop(self._mode, [copy for copy, _ in copies])
-        keeper = _keeper(copies, dropped)
-        for i, (copy, payload) in enumerate(copies):
+        plan = DropPlan.of(self._mode, (_unpack_copy(blob)[0] for blob in packed))
+        for blob in packed:
+            copy, payload = _unpack_copy(blob)
             if copy.kept_split:
                 continue
             element = self._coder.decode(payload)
-            if i not in dropped:
+            if not plan.drops(copy):
                 yield element
                 continue
-            reject = Reject("image", copy.source, "duplicate", _why(copy, keeper, self._mode),
-                            copy.split)
+            reject = Reject("image", copy.source, "duplicate",
+                            _why(plan.kept_for(), self._mode), copy.split)
             yield TaggedOutput("rejects", reject)
             for lost in self._encoder.lost_with(element, reject):
                 yield TaggedOutput("rejects", lost)
@@ -451,13 +445,7 @@ class _Decide(beam.DoFn):
             yield TaggedOutput("dropped", encode_hash_file(HashFile(copy.split, "", (entry,))))
 
 
-def _keeper(copies: Sequence[tuple[Copy, bytes]], dropped: set[int]) -> Copy:
-    """The copy the others are dropped for: a kept split's, else the earliest kept."""
-    kept = [copy for i, (copy, _) in enumerate(copies) if i not in dropped]
-    return min(kept, key=lambda c: (not c.kept_split, split_rank(c.split), c.rank, c.source))
-
-
-def _why(copy: Copy, keeper: Copy, mode: str) -> str:
+def _why(keeper: Copy, mode: str) -> str:
     if keeper.kept_split:
         where = f"an image of split {keeper.split}, written to this folder by an earlier run"
     else:
