@@ -334,3 +334,27 @@ def test_the_report_shows_a_row_per_group(tmp_path, near_copies):
     assert section.count("<figure>") == 3
     page, _charts = report_page(near_out, charts=False)
     assert "<h2>Near duplicates</h2>" not in page
+
+
+def test_a_rerun_that_does_not_look_leaves_no_lists_behind(one_split, tmp_path):
+    out = tmp_path / "out"
+    assert _convert(one_split, out) == 0
+    assert os.path.isdir(out / "hashes") and _lines(out)
+    assert _convert(one_split, out, "--duplicates", "off") == 0
+    assert not (out / "hashes").exists()
+    assert not (out / "duplicates.jsonl").exists()
+    assert _manifest(out)["duplicates"]["groups"] == 0
+
+
+def test_a_kept_split_without_hashes_is_named_not_compared(tmp_path, capsys):
+    cat = _photo(1)
+    first = _tree(tmp_path / "a", {"cats/a.jpg": cat, "dogs/c.jpg": _photo(3)})
+    later = _tree(tmp_path / "b", {"cats/x.jpg": cat, "dogs/y.jpg": _photo(4)})
+    out = tmp_path / "out"
+    assert _convert(first, out, "--split", "train", "--duplicates", "off") == 0
+    capsys.readouterr()
+    assert _convert(later, out, "--split", "val") == 0
+    err = capsys.readouterr().err
+    assert "the split(s) train" in err and "not compared" in err
+    assert _manifest(out)["duplicates"]["not_compared"] == ["train"]
+    assert _lines(out) == []  # train's copy could not be seen

@@ -450,8 +450,10 @@ def _why(keeper: Copy, mode: str) -> str:
         where = f"an image of split {keeper.split}, written to this folder by an earlier run"
     else:
         where = f"{keeper.source} (split {keeper.split}), which is written"
-    return (f"the same bytes as {where}; --duplicates {mode} writes one copy "
-            "(--duplicates keep writes every copy and lists them in duplicates.jsonl)")
+    rule = ("writes one copy of each image" if mode == "drop"
+            else "drops a later split's copies of an earlier split's image")
+    return (f"the same bytes as {where}; --duplicates {mode} {rule} (--duplicates keep "
+            "writes every copy and lists them in duplicates.jsonl)")
 
 
 class DropDuplicates(beam.PTransform):
