@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
 
-.PHONY: demo test test-oldest lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,18 @@ $(VENV)/.test: $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
 
+# tests/cluster is left out: it builds launchers in fresh venvs, minutes each (test-cluster).
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --ignore=tests/cluster
+
+# The cluster path, from environments made as users and workers make them: the README's
+# Dataflow command as a dry run from fresh `python3 -m venv`s (only what venv and pip give
+# them), gs:// on a GCS emulator; and what a job stages, installed in fresh venvs as Beam's
+# SDK container installs it, run on Beam's job service and worker pool. Each kind of venv
+# is built once per run (tests/cluster/conftest.py lists them); ~18 min on 2 cores.
+test-cluster: $(VENV)/.test
+	$(PY) -m pytest tests/cluster
 
 # The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
 # numpy that Beam accepts (4.25 and 2.1 for 2.60) and a TensorFlow that installs beside

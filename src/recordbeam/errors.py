@@ -44,6 +44,19 @@ class UsageError(RecordbeamError):
     exit_code = EXIT_USAGE
 
 
+class RunFailed(RuntimeError):
+    """A run failed; ``cause`` is the runner's error (which may carry a worker's error as
+    text: :func:`describe` finds it). ``log_path`` holds Beam's log of the run on this
+    machine; ``runner`` names the remote runner the job ran on (None for a local run)."""
+
+    def __init__(self, cause: BaseException, log_path: str | None,
+                 runner: str | None = None) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.log_path = log_path
+        self.runner = runner
+
+
 @dataclass(frozen=True)
 class Failure:
     """What to tell the user about an error: one line, and the exit code."""
@@ -82,6 +95,9 @@ def unknown_arguments_error(unknown: Sequence[str], known_flags: Sequence[str],
 
 # Beam appends the step to a worker error's message; the step means nothing to a user.
 _BEAM_STEP = re.compile(r"\s*\[while running '[^\n]*?'\]\s*$")
+# A job service asked for workers of an environment it has no handler for (Beam's Python
+# job service and PROCESS, for one).
+_UNKNOWN_ENVIRONMENT = re.compile(r"KeyError: 'beam:env:(\w+):v\d+'")
 # The last line of a Python traceback: "package.module.TypeName: message".
 _TRACEBACK_LAST_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*): (.*)$", re.MULTILINE)
 
@@ -91,7 +107,9 @@ def describe(error: BaseException) -> Failure:
 
     Errors of ours (:class:`RecordbeamError`) keep their message and exit code. Anything
     else exits 3 with its message, never its type's name: an ``OSError`` says
-    ``No space left on device: '/out/...'``.
+    ``No space left on device: '/out/...'``; but a remote runner's failure is told as the
+    runner's own error, with its type (``KeyError: 'beam:env:process:v1'`` means little
+    without it), and the runner named.
     """
     for link in _chain(error):
         if isinstance(link, RecordbeamError):
@@ -99,6 +117,8 @@ def describe(error: BaseException) -> Failure:
     found = _ours_in_text(str(error))
     if found is not None:
         return found
+    if isinstance(error, RunFailed) and error.runner:
+        return Failure(f"the {error.runner} failed: {_runner_error(error.cause)}", EXIT_FAILED)
     # The innermost error that is not a runner's wrapping says most.
     original = [link for link in _chain(error) if not _is_wrapper(link)]
     if original:
@@ -149,6 +169,29 @@ def _message_in_text(text: str) -> str:
         return _without_step(matches[-1].group(3))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return _without_step(lines[-1]) if lines else "the run failed"
+
+
+def _runner_error(error: BaseException) -> str:
+    """A runner's error as ``Type: message``: the last line of the traceback a job sent
+    back as text, else the innermost error's own; with what it means when it says the
+    workers lack recordbeam, or that the runner has no such environment."""
+    text = str(error)
+    matches = list(_TRACEBACK_LAST_LINE.finditer(text))
+    if matches:
+        line = f"{matches[-1].group(2)}: {_without_step(matches[-1].group(3))}"
+    else:
+        innermost = list(_chain(error))[-1]
+        message = _plain_message(innermost) if str(innermost).strip() else ""
+        line = f"{type(innermost).__name__}: {message}" if message else type(innermost).__name__
+    if line == "ModuleNotFoundError: No module named 'recordbeam'":
+        line += (" (the workers do not have recordbeam: give --setup_file ./setup.py, or "
+                 "--extra_package with its wheel, or a container image that holds it)")
+    environment = _UNKNOWN_ENVIRONMENT.fullmatch(line)
+    if environment:
+        line += (f" (the job service cannot start --environment_type "
+                 f"{environment.group(1).upper()} workers; Beam's Python job service starts "
+                 "EXTERNAL, LOOPBACK and DOCKER ones)")
+    return line
 
 
 def _plain_message(error: BaseException) -> str:

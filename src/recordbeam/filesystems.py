@@ -15,6 +15,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
+from recordbeam import gcs_credentials
 from recordbeam.local.internals import streamed_match
 
 _RAW = CompressionTypes.UNCOMPRESSED
@@ -29,7 +30,15 @@ _LOCAL_FILESYSTEM = LocalFileSystem(pipeline_options=None)
 def _filesystem_of(path: str) -> FileSystem:
     if local_path(path) is not None:
         return _LOCAL_FILESYSTEM
+    _before_remote_access(path)
     return FileSystems.get_filesystem(path)
+
+
+def _before_remote_access(path: str) -> None:
+    """A process's first ``gs://`` access finds its credentials at once and says which
+    (:mod:`recordbeam.gcs_credentials`), instead of Beam's search with retries."""
+    if path.startswith("gs://"):
+        gcs_credentials.settle()
 
 
 def open_read(path: str) -> BinaryIO:
@@ -57,6 +66,7 @@ def join(base: str, *parts: str) -> str:
 
 
 def exists(path: str) -> bool:
+    _before_remote_access(path)
     return FileSystems.exists(path)
 
 
@@ -79,6 +89,7 @@ def iter_match(pattern: str) -> Iterator[FileMetadata]:
     """
     if pattern.endswith(("/", "\\")):
         pattern += "*"
+    _before_remote_access(pattern)
     streamed = streamed_match(FileSystems.get_filesystem(pattern), pattern)
     if streamed is not None:
         yield from streamed
@@ -90,6 +101,7 @@ def iter_match(pattern: str) -> Iterator[FileMetadata]:
 def has_files(directory: str) -> bool:
     """Whether any file lies below ``directory``; stops at the first one found (a listing
     of a million-object bucket is not needed to know it is not empty)."""
+    _before_remote_access(directory)
     matches = FileSystems.match([everything_below(directory)], limits=[1])
     return any(result.metadata_list for result in matches)
 
@@ -109,6 +121,7 @@ def relative_name(directory: str, path: str) -> str:
 
 def size_of(path: str) -> int | None:
     """Size in bytes of one file (no glob expansion), or None when it does not exist."""
+    _before_remote_access(path)
     try:
         return FileSystems.get_filesystem(path).size(path)
     except Exception:  # noqa: BLE001 - each filesystem reports a missing file its own way
@@ -177,7 +190,7 @@ def outside_root(real_root: str, path: str, real_folders: dict[str, str] | None 
 
 def delete(paths: list[str]) -> None:
     """Delete files that exist; missing ones are fine (a retried cleanup)."""
-    present = [p for p in paths if FileSystems.exists(p)]
+    present = [p for p in paths if exists(p)]
     if present:
         FileSystems.delete(present)
 
@@ -185,12 +198,13 @@ def delete(paths: list[str]) -> None:
 def remove_tree(directory: str) -> None:
     """Delete a folder and everything below it, on filesystems with or without folders."""
     delete([m.path for m in list_files(directory)])
-    if FileSystems.exists(directory):
+    if exists(directory):
         FileSystems.delete([directory])
 
 
 def rename(sources: list[str], destinations: list[str]) -> None:
     if sources:
+        _before_remote_access(sources[0])
         FileSystems.rename(sources, destinations)
 
 

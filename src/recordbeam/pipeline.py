@@ -11,6 +11,9 @@ the annotations are read, the commit checks them.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext, suppress
@@ -21,16 +24,19 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.options.pipeline_options import (
+    GoogleCloudOptions,
     PipelineOptions,
     PortableOptions,
+    SetupOptions,
     StandardOptions,
     TestOptions,
 )
 
-from recordbeam import __version__, filesystems
+from recordbeam import __version__, filesystems, gcs_credentials
 from recordbeam.dataset import layout
-from recordbeam.errors import RecordbeamError, UsageError
+from recordbeam.errors import RecordbeamError, RunFailed, UsageError
 from recordbeam.images.transcode import ImageFixes
+from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
@@ -61,17 +67,6 @@ from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
 from recordbeam.write.sink import WriteShards
-
-
-class RunFailed(RuntimeError):
-    """A run failed; ``cause`` is the runner's error (which may carry a worker's error as
-    text: :func:`recordbeam.errors.describe` finds it), ``log_path`` holds Beam's full log
-    of a local run (None on remote runners: their logs are the runner's)."""
-
-    def __init__(self, cause: BaseException, log_path: str | None) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.log_path = log_path
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -337,11 +332,12 @@ def cvat_to_tfrecord(
     p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
     checks: ImageChecks, fixes: ImageFixes | None = None,
 ) -> WriteShards:
-    """Add the CVAT for images 1.1 conversion to ``p`` (every subset its XMLs declare);
+    """Add the CVAT for images (or video) 1.1 conversion to ``p`` (every subset its XMLs declare);
     returns the sink. Reads the head (``<meta>``) of each XML here, on the launcher, for
     the labels; raises ``CvatError`` for an unusable XML."""
     read = ReadCvat(cvat, skip_below=output_dir)
-    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks)
+    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks,
+                          track_ids=read.tracks)
     return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
                          encoder, shards, cvat_settings(cvat, shards, checks, fixes))
 
@@ -386,6 +382,8 @@ def box_csv_to_tfrecord(
 def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
                   fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
     settings = _settings("yolo", yolo, shards, checks, fixes)
+    if yolo.classes_file is None:  # only when given, so other runs keep their fingerprints
+        del settings["yolo"]["classes_file"]
     if include_masks:  # only when on, so runs without masks keep their fingerprints
         settings["include_masks"] = True
     return settings
@@ -408,7 +406,10 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real)."""
+    would run the job for real); nothing listening at ``--job_endpoint``
+    (:func:`recordbeam.job_server.check_job_server`); a ``--setup_file`` Beam could not
+    build; a Dataflow submission without Google credentials
+    (:mod:`recordbeam.gcs_credentials`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
         raise UsageError(
@@ -421,6 +422,39 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
         raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
                          "run the job for real")
+    if not is_local(options):
+        check_job_server(options)
+    _check_setup_file(options)
+    if _submits_to_dataflow(options):
+        credentials = gcs_credentials.settle()
+        if credentials.emulator:
+            raise UsageError(
+                f"DataflowRunner submits the job to Google, and {gcs_credentials.EMULATOR_VARIABLE} "
+                "sends gs:// to a storage emulator, which Dataflow's workers cannot reach: "
+                "--dry_run=True checks the job against the emulator")
+        if not credentials.found:
+            raise UsageError(
+                "DataflowRunner submits the job with Google credentials, and none were found "
+                f"here: {gcs_credentials.HOW_TO_LOG_IN}; --dry_run=True checks the job without "
+                "them")
+
+
+def _check_setup_file(options: PipelineOptions) -> None:
+    """Beam builds ``--setup_file`` into a source package with this environment's own
+    setuptools (``python -m build --no-isolation``, else ``python setup.py sdist``); a
+    missing file or a missing setuptools would end the launch in a traceback."""
+    setup_file = options.view_as(SetupOptions).setup_file
+    if not setup_file or is_local(options):
+        return
+    if not os.path.isfile(setup_file):
+        raise UsageError(f"--setup_file {setup_file}: no such file; give the setup.py of a "
+                         "recordbeam checkout (./setup.py from its top folder)")
+    if importlib.util.find_spec("setuptools") is None:
+        raise UsageError(
+            f"--setup_file {setup_file} is built by this Python environment's setuptools, and "
+            f"it has none ({sys.executable}): pip install setuptools, or build a wheel "
+            "(pip wheel --no-deps . -w dist/) and pass --extra_package with it instead of "
+            "--setup_file")
 
 
 def _runner_name(options: PipelineOptions) -> str:
@@ -430,6 +464,12 @@ def _runner_name(options: PipelineOptions) -> str:
 
 def _is_dataflow(options: PipelineOptions) -> bool:
     return _runner_name(options).endswith("DataflowRunner")
+
+
+def _submits_to_dataflow(options: PipelineOptions) -> bool:
+    """A Dataflow run for real, with credentials (Beam's ``--no_auth`` goes without)."""
+    return (_is_dataflow(options) and not options.view_as(TestOptions).dry_run
+            and not options.view_as(GoogleCloudOptions).no_auth)
 
 
 def run(
@@ -500,8 +540,23 @@ def _after_interruption(output_dir: str, temp_dir: str) -> str:
 def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
                   detach: bool) -> SubmittedRun | None:
     """Submit the job; unless detached (or a dry run), wait for its end. Returns the
-    :class:`SubmittedRun` when not waiting, None once the job has finished."""
+    :class:`SubmittedRun` when not waiting, None once the job has finished. Beam's log of
+    the submission and of the job's messages goes to a file, kept when the run fails."""
     runner = _runner_name(options)
+    with worker_output_to_log(prefix="recordbeam-job-") as (_console, log_path):
+        try:
+            return _submit_and_wait(p, options, detach, runner, log_path)
+        except RecordbeamError:
+            raise
+        except Exception as error:
+            refused = no_job_server_error(error, options)
+            if refused is not None:
+                raise refused from error
+            raise RunFailed(error, log_path, runner) from error
+
+
+def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, runner: str,
+                     log_path: str) -> SubmittedRun | None:
     result = p.run()
     if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
         return SubmittedRun(None, runner, dry_run=True)
@@ -513,7 +568,5 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
         job = submitted_job_id(result)
         raise RunInterrupted(
             f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
-            "if it should stop") from None
-    except Exception as error:
-        raise RunFailed(error, None) from error
+            "if it should stop", log_path) from None
     return None

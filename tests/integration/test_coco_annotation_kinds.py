@@ -226,3 +226,50 @@ def test_the_command_passes_keypoints_and_captions_on(sample, tmp_path, capsys):
         manifest = json.load(f)
     assert manifest["splits"]["train"]["counts"]["captions_written"] == 3
     assert manifest["keypoints"]["1"]["names"] == list(EXTRAS_KEYPOINT_NAMES)
+
+
+def test_a_category_with_no_keypoint_names_converts_beside_the_skeletons(sample, tmp_path):
+    # Keypoints files where every category carries "keypoints" and "skeleton" keys, the
+    # categories without points an empty list beside a skeleton copied from the person's.
+    with open(sample.keypoints, encoding="utf-8") as f:
+        document = json.load(f)
+    for category in document["categories"]:
+        if not category.get("keypoints"):
+            category["keypoints"], category["skeleton"] = [], [list(p) for p in EXTRAS_SKELETON]
+    path = tmp_path / "keypoints.json"
+    path.write_text(json.dumps(document))
+    coco = CocoOptions(sample.images_dir, str(path), include_keypoints=True)
+    examples, manifest, _rejects = _convert(tmp_path / "out", coco)
+    dogs = [num for e in examples.values() for label, num in zip(
+        e["image/object/class/label"].tolist(), e["image/object/keypoint/num"].tolist(),
+        strict=True) if label == 3]
+    assert dogs == [0]  # the dog is written, with no keypoints
+    assert list(manifest["keypoints"]) == ["1"]
+
+
+def test_label_studio_coco_export_with_category_id_0_is_said(tmp_path, capsys):
+    # Label Studio's COCO export: result.json beside images/, file_names "images/<name>",
+    # categories numbered from 0.
+    from PIL import Image
+
+    root = tmp_path / "project-1-at-2024"
+    (root / "images").mkdir(parents=True)
+    Image.new("RGB", (64, 48)).save(root / "images" / "8f3a-cat.jpg")
+    (root / "result.json").write_text(json.dumps({
+        "images": [{"id": 0, "file_name": "images/8f3a-cat.jpg", "width": 64, "height": 48}],
+        "categories": [{"id": 0, "name": "Airplane"}, {"id": 1, "name": "Car"}],
+        "annotations": [
+            {"id": 0, "image_id": 0, "category_id": 0, "bbox": [1, 2, 10, 12], "area": 120,
+             "segmentation": [], "ignore": 0, "iscrowd": 0},
+            {"id": 1, "image_id": 0, "category_id": 1, "bbox": [20, 2, 10, 12], "area": 120,
+             "segmentation": [], "ignore": 0, "iscrowd": 0}],
+        "info": {"year": 2024, "contributor": "Label Studio"}}))
+    argv = ["convert", "coco", "--images", str(root), "--annotations", str(root / "result.json"),
+            "--quiet", *IN_MEMORY]
+    assert cli_main([*argv, "--output", str(tmp_path / "ids")]) == 0
+    err = capsys.readouterr().err
+    assert "1 object has category id 0, written as label 0" in err and "--contiguous-labels" in err
+    assert cli_main([*argv, "--output", str(tmp_path / "labels"), "--contiguous-labels"]) == 0
+    assert "category id 0" not in capsys.readouterr().err
+    with open(tmp_path / "labels" / "manifest.json", encoding="utf-8") as f:
+        assert json.load(f)["label_map"] == {"1": "Airplane", "2": "Car"}

@@ -21,15 +21,15 @@ def _refused(capsys, argv: list[str], out) -> str:
 
 
 @pytest.mark.parametrize(("kind", "folder", "advice"), [
-    ("voc", "Annotations", f"{NO_FILES}; --input takes a Pascal VOC folder holding "
-     "Annotations/ and JPEGImages/"),
+    ("voc", "", f"{NO_FILES}; --input takes a Pascal VOC folder holding Annotations/ and "
+     "JPEGImages/, or a flat export with each <name>.xml beside its image"),
     ("labelme", "", f"{NO_FILES}; --input takes the folder labelme saved its JSONs into"),
     ("openimages", "", f"{NO_FILES}; --input takes an Open Images folder holding the "
      "*-annotations-bbox.csv tables (or annotations/ with them) and images/"),
     ("box-csv", "", f"{NO_FILES}; --input takes the folder a box CSV export holds: "
      "<split>/_annotations.csv beside the images"),
-    ("yolo", "", f"{NO_FILES}; --input takes a YOLO folder holding obj.data (darknet) or "
-     "data.yaml (Ultralytics)"),
+    ("yolo", "", f"{NO_FILES}; --input takes a YOLO folder holding obj.data (darknet), "
+     "data.yaml (Ultralytics), or images and labels with a classes.txt"),
     ("cvat", "*.xml", "matches no file; --input takes the CVAT export folder holding "
      "annotations.xml (or <subset>.xml files) and images/"),
     ("kitti", "", "no <split>/image_2/ or <split>/label_2/ folder with files; --input takes "
@@ -58,11 +58,14 @@ def test_a_missing_image_folder_names_its_option(argv, flag, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("kind", "said"), [
-    ("yolo", "holds neither data.yaml (Ultralytics) nor obj.data (darknet); --input takes the "
-             "YOLO folder as exported"),
+    ("yolo", "holds neither data.yaml (Ultralytics) nor obj.data (darknet), nor a class "
+             "names file (classes.txt, obj.names, _darknet.labels) in it, in labels/ or in its "
+             "split folders; --input takes the YOLO folder as exported, or pass --classes"),
     ("box-csv", "has no <split>/_annotations.csv; --input takes the folder a box CSV export "
                 "holds"),
     ("openimages", "--input takes the Open Images folder holding the box tables"),
+    ("voc", "has no Annotations/ folder with files, and no .xml file in it or in its train/, "
+            "valid/, val/, test/ folders; --input takes a Pascal VOC folder"),
 ])
 def test_an_input_folder_of_another_layout_is_a_usage_error(kind, said, tmp_path, capsys):
     # Exit 2, as VOC, KITTI and CVAT give for a folder that is not theirs (it was 1 here).

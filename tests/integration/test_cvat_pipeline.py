@@ -188,3 +188,150 @@ def test_a_split_option_that_placed_no_image_is_said(cvat_root, tmp_path, capsys
     manifest = json.loads((tmp_path / "one" / "manifest.json").read_text())
     counts = [e.get("counts", {}) for e in manifest["splits"].values()]
     assert sum(c.get("cvat_images_placed_by_split", 0) for c in counts) == 1
+
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+VIDEO_KINDS = {**KINDS, "image/object/track_id": "int64", "image/filename": "bytes"}
+
+
+def _frames(root, numbers, size, ext=".png"):
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    for number in numbers:
+        Image.new("RGB", size, (90, 20, 200)).save(root / "images" / f"frame_{number:06d}{ext}",
+                                                   format="PNG")
+
+
+def test_datumaros_cvat_for_video_sample_gives_each_frame_its_tracks_shapes(tmp_path):
+    # Datumaro's own "CVAT for video" sample (tests/data/README.md): frames 10, 13, 16 of a
+    # 25x20 video; a box track visible on frame 10 only, points, polyline and skeleton
+    # tracks (no area: counted, skipped). Its frames are frame_<number>.png, as Datumaro
+    # names them.
+    root = tmp_path / "video"
+    root.mkdir()
+    xml = os.path.join(DATA, "datumaro_cvat_for_video", "annotations.xml")
+    (root / "annotations.xml").write_bytes(open(xml, "rb").read())
+    _frames(root, (10, 13, 16), (25, 20))
+    out = tmp_path / "out"
+    code = cli.main(["convert", "cvat", "--input", str(root), "--output", str(out),
+                     "--quiet", *IN_MEMORY])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "klhg", "2": "z U k", "3": "II", "4": "skeleton"}
+    counts = manifest["splits"]["train"]["counts"]
+    assert (counts["cvat_points_skipped"], counts["cvat_polyline_skipped"],
+            counts["cvat_skeleton_skipped"], counts["cvat_frames_without_shapes"]) == (1, 1, 3, 2)
+    frames = split_examples(out, "train", kinds=VIDEO_KINDS)
+    assert set(frames) == {"frame_000010", "frame_000013", "frame_000016"}
+    first = frames["frame_000010"]
+    assert first["image/object/class/text"].tolist() == [b"II"]
+    assert first["image/object/track_id"].tolist() == [0]
+    assert first["image/object/occluded"].tolist() == [1]
+    assert [first[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] == (
+        pytest.approx([3 / 25, 4 / 20, 10 / 25, 5 / 20]))
+    assert first["image/filename"].tolist() == [b"frame_000010.png"]
+    assert frames["frame_000013"]["image/object/class/text"].tolist() == []
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
+def _track(track_id, label, shapes, group=None):
+    attributes = f' group_id="{group}"' if group else ""
+    return (f'  <track id="{track_id}" label="{label}" source="manual"{attributes}>\n'
+            + "".join(f"    {shape}\n" for shape in shapes) + "  </track>\n")
+
+
+def _box(frame, x0, y0, x1, y1, outside=0, keyframe=1, occluded=0):
+    return (f'<box frame="{frame}" keyframe="{keyframe}" outside="{outside}" '
+            f'occluded="{occluded}" xtl="{x0:.2f}" ytl="{y0:.2f}" xbr="{x1:.2f}" '
+            f'ybr="{y1:.2f}" z_order="0"></box>')
+
+
+def _polygon(frame, points, outside=0, keyframe=1):
+    text = ";".join(f"{x:.2f},{y:.2f}" for x, y in points)
+    return (f'<polygon frame="{frame}" keyframe="{keyframe}" outside="{outside}" '
+            f'occluded="0" points="{text}" z_order="0"></polygon>')
+
+
+VIDEO_META = """<?xml version="1.0" encoding="utf-8"?>
+<annotations>
+  <version>1.1</version>
+  <meta>
+    <task>
+      <id>7</id><name>street</name><size>5</size><mode>interpolation</mode>
+      <start_frame>0</start_frame><stop_frame>4</stop_frame><frame_filter></frame_filter>
+      <labels>
+        <label><name>car</name><color>#fa3253</color><type>any</type><attributes/></label>
+        <label><name>person</name><color>#24b353</color><type>any</type><attributes/></label>
+      </labels>
+      <original_size><width>64</width><height>48</height></original_size>
+    </task>
+    <dumped>2024-05-02 10:00:00.000000+00:00</dumped>
+    <source>street.mp4</source>
+  </meta>
+"""
+
+
+def _convert_frames(tmp_path, xml, frames, *options):
+    """A video task's export: ``xml`` beside images/frame_<number>.PNG, converted."""
+    root = tmp_path / "street"
+    root.mkdir()
+    (root / "annotations.xml").write_text(xml)
+    _frames(root, range(frames), (64, 48), ext=".PNG")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "cvat", "--input", str(root), "--output", str(out),
+                     *options, "--quiet", *IN_MEMORY])
+    assert code == 0
+    return out
+
+
+def test_cvat_for_video_export_as_cvat_writes_it(tmp_path):
+    # As CVAT's "CVAT for video 1.1" dumps a task: every frame of a track, keyframes and
+    # interpolated ones, and an outside keyframe where the object leaves; a lone shape as a
+    # one-frame track; tracks of one group_id; frames as images/frame_<number>.PNG.
+    square = [(10, 10), (20, 10), (20, 20), (10, 20)]
+    xml = VIDEO_META + "".join([
+        _track(0, "car", [_box(0, 1, 2, 11, 12), _box(1, 3, 2, 13, 12, keyframe=0),
+                          _box(2, 5, 2, 15, 12, occluded=1), _box(3, 5, 2, 15, 12, outside=1)]),
+        _track(1, "person", [_polygon(1, square), _polygon(2, square, keyframe=0),
+                             _polygon(3, square, outside=1)]),
+        _track(2, "person", [_box(2, 30, 30, 40, 44)], group=5),
+        _track(3, "person", [_polygon(2, [(30, 30), (40, 30), (35, 44)])], group=5),
+        _track(4, "car", [_box(4, 50, 0, 60, 8)]),
+    ]) + "</annotations>\n"
+    out = _convert_frames(tmp_path, xml, 5, "--include-masks")
+    frames = split_examples(out, "train", kinds=VIDEO_KINDS)
+    shown = {name: list(zip(e["image/object/class/text"].tolist(),
+                            e["image/object/track_id"].tolist(), strict=True))
+             for name, e in frames.items()}
+    assert shown == {
+        "frame_000000": [(b"car", 0)],
+        "frame_000001": [(b"car", 0), (b"person", 1)],
+        "frame_000002": [(b"car", 0), (b"person", 1), (b"person", 2)],
+        "frame_000003": [],
+        "frame_000004": [(b"car", 4)],
+    }
+    interpolated = frames["frame_000001"]
+    assert interpolated["image/object/bbox/xmin"][0] == pytest.approx(3 / 64)
+    assert frames["frame_000002"]["image/object/occluded"].tolist() == [1, 0, 0]
+    [_car, person, grouped] = [np.array(Image.open(io.BytesIO(png)))
+                               for png in frames["frame_000002"]["image/object/mask"]]
+    assert person[15, 15] and not person[25, 25]
+    assert grouped[32, 35] and not grouped[15, 15]  # the group's polygon, not its box
+    counts = json.loads((out / "manifest.json").read_text())["splits"]["train"]["counts"]
+    assert counts["cvat_frames_without_shapes"] == 1
+    assert counts["cvat_grouped_shapes_merged"] == 1
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
+def test_cvat_for_images_export_of_a_video_task_finds_its_frames(tmp_path):
+    # A video task exported as "CVAT for images": <image name="frame_000000"> without the
+    # extension its file, images/frame_000000.PNG, has.
+    xml = VIDEO_META + "".join(
+        f'  <image id="{n}" name="frame_{n:06d}" width="64" height="48">\n'
+        f'    <box label="car" source="manual" occluded="0" xtl="1.00" ytl="2.00" '
+        f'xbr="11.00" ybr="12.00" z_order="0"></box>\n  </image>\n' for n in range(3)
+    ) + "</annotations>\n"
+    out = _convert_frames(tmp_path, xml, 3)
+    frames = split_examples(out, "train", kinds=KINDS)
+    assert {name: e["image/object/class/text"].tolist() for name, e in frames.items()} == {
+        f"frame_{n:06d}": [b"car"] for n in range(3)}
+    assert (out / "rejects.jsonl").read_text() == ""

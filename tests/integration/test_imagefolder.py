@@ -219,3 +219,20 @@ def test_a_fifo_named_like_an_image_is_rejected_unopened(tmp_path):
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     assert [(r["source"].rsplit("/", 1)[1], r["reason"]) for r in rejects] == [
         ("pipe.jpg", "empty")]
+
+
+def test_images_nested_below_their_class_keep_distinct_file_names(tmp_path):
+    # Class folders with subfolders (a class per species, a folder per camera): two
+    # 0001.jpg of one class are two file names, as they are two ids.
+    root = tmp_path / "in"
+    for relative in ("train/cat/cam1/0001.jpg", "train/cat/cam2/0001.jpg",
+                     "train/dog/0001.jpg", "val/dog/deep/er/0002.jpg"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 6), (10, 20, 30)).save(root / relative, "JPEG")
+    _convert(tmp_path / "out", ImageFolderOptions(str(root)))
+    written = {e["image/source_id"][0].decode(): e["image/filename"][0].decode()
+               for split in ("train", "val") for e in _examples(tmp_path / "out", split)}
+    assert written == {"train/cat/cam1/0001.jpg": "cam1/0001.jpg",
+                       "train/cat/cam2/0001.jpg": "cam2/0001.jpg",
+                       "train/dog/0001.jpg": "0001.jpg",  # one level: its name, as always
+                       "val/dog/deep/er/0002.jpg": "deep/er/0002.jpg"}

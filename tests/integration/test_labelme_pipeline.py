@@ -161,3 +161,114 @@ def test_images_option_and_if_changed(labelme_root, tmp_path, capsys):
 def test_folder_without_files_is_a_usage_error(tmp_path):
     (tmp_path / "empty").mkdir()
     assert _convert(tmp_path / "empty", tmp_path / "out") == 2
+
+
+#: labelme's own labels.txt (examples/instance_segmentation): its reserved names first.
+LABELME_LABELS_TXT = (
+    "__ignore__\n_background_\naeroplane\nbicycle\nbird\nboat\nbottle\nbus\ncar\ncat\nchair\n"
+    "cow\ndiningtable\ndog\nhorse\nmotorbike\nperson\npotted plant\nsheep\nsofa\ntrain\n"
+    "tv/monitor\n")
+
+
+def _polygon(x, y, size, sides=4):
+    return [[x + size * (1 + np.cos(2 * np.pi * i / sides)) / 2,
+             y + size * (1 + np.sin(2 * np.pi * i / sides)) / 2] for i in range(sides)]
+
+
+def test_labelmes_own_example_layout_with_its_labels_txt_converts(tmp_path):
+    # The shape of labelme's examples/instance_segmentation/data_annotated (its files are
+    # GPL, so recreated): labelme 4 JSONs beside their JPEGs, imageData "", polygons with
+    # group_id 0 for the parts of one person or sofa, and __ignore__ regions.
+    root = tmp_path / "data_annotated"
+    root.mkdir()
+    images = {
+        "2011_000003": (500, 338, [("person", None), ("person", 0), ("person", 0),
+                                   ("bottle", None), ("__ignore__", None)]),
+        "2011_000006": (500, 375, [("person", None), ("person", None), ("chair", None),
+                                   ("__ignore__", None), ("sofa", 0), ("sofa", 0)]),
+        "2011_000025": (500, 375, [("bus", None), ("car", None)]),
+    }
+    for stem, (width, height, shapes) in images.items():
+        (root / f"{stem}.jpg").write_bytes(_image_bytes(size=(width, height)))
+        document = {"version": "4.0.0", "flags": {}, "shapes": [
+            {"label": label, "points": _polygon(20 + 40 * i, 30, 35), "group_id": group,
+             "shape_type": "polygon", "flags": {}}
+            for i, (label, group) in enumerate(shapes)],
+            "imagePath": f"{stem}.jpg", "imageData": "", "imageHeight": height,
+            "imageWidth": width}
+        (root / f"{stem}.json").write_text(json.dumps(document))
+    labels = tmp_path / "labels.txt"
+    labels.write_text(LABELME_LABELS_TXT)
+    out = tmp_path / "out"
+    code = cli.main(["convert", "labelme", "--input", str(root), "--output", str(out),
+                     "--classes", str(labels), "--include-masks", "--quiet", *IN_MEMORY])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    classes = LABELME_LABELS_TXT.splitlines()[2:]
+    assert manifest["label_map"] == {str(label): name for label, name in enumerate(classes, 1)}
+    counts = manifest["splits"]["train"]["counts"]
+    assert counts["labelme_ignore_shapes_skipped"] == 2
+    examples = split_examples(out, "train", kinds={"image/object/class/text": "bytes",
+                                                   "image/object/class/label": "int64"})
+    texts = {key: e["image/object/class/text"].tolist() for key, e in examples.items()}
+    assert texts == {"2011_000003": [b"person", b"person", b"bottle"],
+                     "2011_000006": [b"person", b"person", b"chair", b"sofa"],
+                     "2011_000025": [b"bus", b"car"]}
+    assert examples["2011_000025"]["image/object/class/label"].tolist() == [
+        classes.index("bus") + 1, classes.index("car") + 1]
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
+def test_labelme_5_primitives_with_a_mask_shape_convert_with_masks(tmp_path):
+    # The shapes of labelme's examples/primitives/primitives.json (GPL, so recreated):
+    # labelme 5.7 writes every shape kind, a "mask" shape holding a base64 PNG of its region
+    # from its first point (here, as there, not on whole pixels), and labelme 7's
+    # oriented_rectangle.
+    root = tmp_path / "primitives"
+    root.mkdir()
+    (root / "primitives.jpg").write_bytes(_image_bytes(size=(560, 450)))
+    octagon = np.zeros((100, 100), dtype=np.uint8)
+    octagon[20:80, 10:90] = 1
+    buffer = io.BytesIO()
+    Image.fromarray(octagon, "L").save(buffer, format="PNG")
+
+    def primitive(label, kind, points, **extra):
+        return {"label": label, "points": points, "group_id": None, "description": None,
+                "shape_type": kind, "flags": {}, "mask": None, **extra}
+
+    shapes = [
+        primitive("rectangle", "rectangle", [[32.0, 35.0], [132.0, 135.0]]),
+        primitive("circle", "circle", [[195.0, 84.0], [225.0, 125.0]]),
+        primitive("polygon", "polygon", [[69.0, 318.0], [45.0, 403.0], [173.0, 406.0],
+                                         [198.0, 321.0]]),
+        primitive("line", "line", [[188.0, 178.0], [160.0, 224.0]]),
+        primitive("point", "point", [[345.0, 174.0]]),
+        primitive("line_strip", "linestrip", [[440.5, 181.4], [402.5, 274.4], [544.5, 275.4]]),
+        primitive("octagon", "mask", [[417.39759036144574, 305.0], [516.3975903614457, 404.0]],
+                  mask=base64.b64encode(buffer.getvalue()).decode()),
+        primitive("tilted", "oriented_rectangle", [[300, 40], [360, 70], [340, 110], [280, 80]]),
+    ]
+    (root / "primitives.json").write_text(json.dumps({
+        "version": "5.7.0", "flags": {}, "shapes": shapes, "imagePath": "primitives.jpg",
+        "imageData": None, "imageHeight": 450, "imageWidth": 560}))
+    out = tmp_path / "out"
+    code = cli.main(["convert", "labelme", "--input", str(root), "--output", str(out),
+                     "--include-masks", "--quiet", *IN_MEMORY])
+    assert code == 0
+    counts = json.loads((out / "manifest.json").read_text())["splits"]["train"]["counts"]
+    assert counts["masks_written"] == 5 and counts["masks_from_boxes"] == 1
+    assert (counts["labelme_line_shapes_skipped"], counts["labelme_point_shapes_skipped"],
+            counts["labelme_linestrip_shapes_skipped"]) == (1, 1, 1)
+    [example] = split_examples(out, "train", kinds={
+        "image/object/class/text": "bytes", "image/object/mask": "bytes",
+        "image/object/bbox/xmin": "float", "image/object/bbox/ymax": "float"}).values()
+    texts = example["image/object/class/text"].tolist()
+    assert texts == [b"rectangle", b"circle", b"polygon", b"octagon", b"tilted"]
+    octagon_index = texts.index(b"octagon")
+    written = np.array(Image.open(io.BytesIO(example["image/object/mask"][octagon_index])))
+    placed = np.zeros((450, 560), dtype=np.uint8)
+    placed[305:405, 417:517] = octagon  # its first point, rounded, as labelme places it
+    assert written.tolist() == placed.tolist()
+    assert example["image/object/bbox/xmin"][octagon_index] == pytest.approx(427 / 560)
+    assert example["image/object/bbox/ymax"][octagon_index] == pytest.approx(385 / 450)
+    assert (out / "rejects.jsonl").read_text() == ""

@@ -117,3 +117,40 @@ def test_without_class_descriptions_is_a_data_error(oid_root, tmp_path):
     code = cli.main(["convert", "openimages", "--input", str(root), "--output",
                      str(tmp_path / "out"), "--quiet", *IN_MEMORY])
     assert code == 1
+
+
+def test_images_in_no_tables_split_are_counted_and_listed_counts_by_split(tmp_path):
+    # A partial copy: test images downloaded without the test tables, one image left at
+    # the top of images/. Each split's counts go to that split's manifest entry.
+    root = tmp_path / "oid"
+    for folder in ("images/train", "images/validation", "images/test"):
+        (root / folder).mkdir(parents=True)
+    for split, name in [("train", "t1"), ("train", "t2"), ("validation", "v1"),
+                        ("test", "x1"), ("test", "x2")]:
+        Image.new("RGB", (80, 40)).save(root / "images" / split / f"{name}.jpg")
+    Image.new("RGB", (80, 40)).save(root / "images" / "loose.jpg")
+    (root / "images" / "validation" / "notes.txt").write_text("not an image\n")
+    (root / "class-descriptions-boxable.csv").write_text("/m/dog,Dog\n")
+    (root / "train-annotations-bbox.csv").write_text(
+        BOX_HEADER + "\n" + _box("t1", "/m/dog", 0.1, 0.5, 0.1, 0.5) + "\n")
+    (root / "validation-annotations-bbox.csv").write_text(
+        BOX_HEADER + "\n" + _box("v9", "/m/dog", 0.1, 0.5, 0.1, 0.5) + "\n")
+    (root / "validation-annotations-human-imagelabels.csv").write_text(
+        "ImageID,Source,LabelName,Confidence\nv1,verification,/m/dog,0\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "openimages", "--input", str(root), "--output", str(out),
+                     "--max-reject-fraction", "1", "--quiet", *IN_MEMORY])
+    assert code == 0
+    splits = json.loads((out / "manifest.json").read_text())["splits"]
+    train, validation = splits["train"]["counts"], splits["validation"]["counts"]
+    assert train["openimages_images_without_rows"] == 1  # t2
+    assert validation["openimages_images_without_rows"] == 1  # v1: its one label negative
+    assert validation["openimages_negative_image_labels_skipped"] == 1
+    assert validation["openimages_non_image_files_skipped"] == 1
+    assert "openimages_non_image_files_skipped" not in train
+    assert train["openimages_images_in_no_split"] == 3  # run-level: the first split's
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    details = {r["source"]: r["detail"] for r in rejects if r["reason"] == "image_in_no_split"}
+    assert "2 image files" in details[str(root / "images" / "test")]
+    assert "no test-annotations-bbox.csv names it" in details[str(root / "images" / "test")]
+    assert "1 image file in" in details[str(root / "images")]

@@ -131,6 +131,28 @@ def test_detach_with_loopback_workers_is_refused(coco_sample, job_service, tmp_p
     assert "--detach cannot work with --environment_type LOOPBACK" in capsys.readouterr().err
 
 
+def test_an_environment_the_job_service_cannot_start_is_one_line_and_a_log(
+        coco_sample, job_service, tmp_path):
+    # The command in its own process: its log file gets what Beam logs (pytest's capture
+    # would take it otherwise).
+    done = subprocess.run(
+        [sys.executable, "-m", "recordbeam", "convert", "coco", "--images", coco_sample.images_dir,
+         "--annotations", coco_sample.annotations, "--output", str(tmp_path / "out"), "--quiet",
+         "--runner=PortableRunner", f"--job_endpoint={job_service}",
+         "--environment_type=PROCESS", '--environment_config={"command": "/bin/false"}'],
+        capture_output=True, text=True, timeout=300)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 3, lines
+    assert lines[0] == (
+        "recordbeam: the PortableRunner failed: KeyError: 'beam:env:process:v1' (the job service "
+        "cannot start --environment_type PROCESS workers; Beam's Python job service starts "
+        "EXTERNAL, LOOPBACK and DOCKER ones)"), lines
+    log = re.fullmatch(r"recordbeam: the full log of the run is in (\S+)", lines[1])
+    assert log and "KeyError: 'beam:env:process:v1'" in Path(log.group(1)).read_text()
+    assert len(lines) == 2, lines
+    Path(log.group(1)).unlink()
+
+
 # --- Dataflow, offline ------------------------------------------------------------------
 
 

@@ -164,3 +164,125 @@ def test_split_lists_that_are_not_text_are_rejected_without_raw_bytes(voc_root, 
     assert "is not a text file (it holds NUL bytes)" in bad["val.txt"]["detail"]
     assert "the line is not text" in bad["train.txt:2"]["detail"]
     assert not any(ch in json.dumps(r) for r in rejects for ch in ("\\u0000", "\\ufffd", "\\u0007"))
+
+
+def _small_voc(root, stems=("a", "b")):
+    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        (root / folder).mkdir(parents=True)
+    for stem in stems:
+        Image.new("RGB", (80, 40), (90, 20, 200)).save(root / "JPEGImages" / f"{stem}.jpg")
+        (root / "Annotations" / f"{stem}.xml").write_text(
+            _xml(f"{stem}.jpg", [("dog", (8, 4, 40, 20), 0, 0)]))
+    return root
+
+
+def test_comment_and_blank_lines_of_a_split_list_name_no_image(tmp_path):
+    root = _small_voc(tmp_path / "voc")
+    (root / "ImageSets/Main/train.txt").write_text("# a comment\na\n\n  # indented comment\nb\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    assert set(_examples(out, "train")) == {"a", "b"}
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
+def test_a_listed_id_without_files_names_the_images_folder_once(tmp_path):
+    root = _small_voc(tmp_path / "voc")
+    (root / "ImageSets/Main/train.txt").write_text("a\nb\nghost\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     "--max-reject-fraction", "1", *IN_MEMORY])
+    assert code == 0
+    [reject] = map(json.loads, (out / "rejects.jsonl").read_text().splitlines())
+    assert reject["reason"] == "missing"
+    images = str(root / "JPEGImages")
+    assert reject["detail"].count(images) == 1, reject["detail"]
+    assert f"no image named ghost.* in {images}" in reject["detail"]
+
+
+def _labelimg_xml(folder: str, filename: str, objects: list[tuple], width=80, height=40,
+                  database: str = "Unknown") -> str:
+    """An XML as labelImg's Pascal VOC writer and Roboflow's VOC export lay it out (tabs,
+    <path>, <source>, <segmented>, integer corners)."""
+    body = "".join(
+        f"\t<object>\n\t\t<name>{name}</name>\n\t\t<pose>Unspecified</pose>\n"
+        f"\t\t<truncated>0</truncated>\n\t\t<difficult>0</difficult>\n\t\t<bndbox>\n"
+        f"\t\t\t<xmin>{x0}</xmin>\n\t\t\t<ymin>{y0}</ymin>\n\t\t\t<xmax>{x1}</xmax>\n"
+        f"\t\t\t<ymax>{y1}</ymax>\n\t\t</bndbox>\n\t</object>\n"
+        for name, (x0, y0, x1, y1) in objects)
+    return (f"<annotation>\n\t<folder>{folder}</folder>\n\t<filename>{filename}</filename>\n"
+            f"\t<path>/home/user/{folder}/{filename}</path>\n\t<source>\n"
+            f"\t\t<database>{database}</database>\n\t</source>\n\t<size>\n"
+            f"\t\t<width>{width}</width>\n\t\t<height>{height}</height>\n\t\t<depth>3</depth>\n"
+            f"\t</size>\n\t<segmented>0</segmented>\n{body}</annotation>\n")
+
+
+def test_roboflow_voc_export_reads_its_split_folders(tmp_path):
+    # Roboflow's "Pascal VOC" download: train/, valid/, test/, each <name>.xml beside its
+    # image, READMEs at the top; no Annotations/ or JPEGImages/.
+    root = tmp_path / "roboflow"
+    for split, stems in {"train": ["a_jpg.rf.1", "b_jpg.rf.2"], "valid": ["a_jpg.rf.1"],
+                         "test": ["c_jpg.rf.3"]}.items():
+        (root / split).mkdir(parents=True)
+        for stem in stems:
+            Image.new("RGB", (80, 40), (90, 20, 200)).save(root / split / f"{stem}.jpg")
+            (root / split / f"{stem}.xml").write_text(_labelimg_xml(
+                "", f"{stem}.jpg", [("dog", (8, 4, 40, 20)), ("cat", (50, 10, 70, 30))],
+                database="roboflow.com"))
+    (root / "README.roboflow.txt").write_text("exported from roboflow.com\n")
+    (root / "README.dataset.txt").write_text("a dataset\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(manifest["splits"]) == ["test", "train", "valid"]
+    assert manifest["label_map"] == {"1": "cat", "2": "dog"}
+    train = _examples(out, "train")
+    assert set(train) == {"train/a_jpg.rf.1", "train/b_jpg.rf.2"}
+    assert set(_examples(out, "valid")) == {"valid/a_jpg.rf.1"}
+    assert train["train/a_jpg.rf.1"]["image/object/class/text"].tolist() == [b"dog", b"cat"]
+    assert train["train/a_jpg.rf.1"]["image/object/bbox/xmin"].tolist() == pytest.approx(
+        [0.1, 0.625])
+    assert (out / "rejects.jsonl").read_text() == ""
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(tmp_path / "o2"),
+                     "--split", "train", "--quiet", *IN_MEMORY])
+    assert code == 2  # the split folders name the splits
+
+
+def test_labelimg_folder_with_each_xml_beside_its_image_is_one_split(tmp_path):
+    # labelImg's default: the XML saved beside the image, in the folder opened.
+    root = tmp_path / "images"
+    (root / "more").mkdir(parents=True)
+    for stem in ("a", "more/b"):
+        Image.new("RGB", (80, 40), (90, 20, 200)).save(root / f"{stem}.jpg")
+        (root / f"{stem}.xml").write_text(_labelimg_xml("images", f"{stem}.jpg".split("/")[-1],
+                                                       [("dog", (8, 4, 40, 20))]))
+    Image.new("RGB", (80, 40)).save(root / "c.jpg")  # not labelled yet
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--split",
+                     "val", "--quiet", "--max-reject-fraction", "1", *IN_MEMORY])
+    assert code == 0
+    val = _examples(out, "val")
+    assert set(val) == {"a", "more/b", "c"}
+    assert val["more/b"]["image/object/class/text"].tolist() == [b"dog"]
+    [warning] = map(json.loads, (out / "rejects.jsonl").read_text().splitlines())
+    assert warning["reason"] == "no_annotation_file"
+    assert "c.xml beside it" in warning["detail"]
+
+
+def test_label_studio_voc_export_has_its_images_in_images(tmp_path):
+    # Label Studio's "Pascal VOC XML" export: Annotations/ and images/ (no JPEGImages/).
+    root = tmp_path / "project-3-at-2024-05-02"
+    (root / "Annotations").mkdir(parents=True)
+    (root / "images").mkdir()
+    Image.new("RGB", (80, 40)).save(root / "images" / "1a2b3c4d-a.jpg")
+    (root / "Annotations" / "1a2b3c4d-a.xml").write_text(_labelimg_xml(
+        "images", "1a2b3c4d-a.jpg", [("Airplane", (8, 4, 40, 20))], database="MyDatabase"))
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    [example] = _examples(out, "train").values()
+    assert example["image/object/class/text"].tolist() == [b"Airplane"]

@@ -215,3 +215,85 @@ def test_boxes_follow_the_exif_rotated_image_ultralytics_labels(tmp_path, apply_
     example = _examples(out, "train")["a.jpg"]
     assert [example[f"image/object/bbox/{k}"][0] for k in ("xmin", "ymin", "xmax", "ymax")] \
         == pytest.approx(box)
+
+
+def _convert(root, out, *options):
+    return cli.main(["convert", "yolo", "--input", str(root), "--output", str(out), "--quiet",
+                     *options, *IN_MEMORY])
+
+
+def test_labelimg_yolo_saves_beside_the_images_with_classes_txt(tmp_path):
+    # labelImg's YOLO mode writes <name>.txt beside <name>.jpg and a classes.txt there.
+    root = tmp_path / "photos"
+    _image(root / "a.jpg")
+    _write(root / "a.txt", "1 0.250000 0.500000 0.300000 0.400000\n")
+    _image(root / "b.jpg")
+    _write(root / "b.txt", "0 0.500000 0.500000 0.200000 0.200000\n")
+    _write(root / "classes.txt", "dog\ncat\n")
+    out = tmp_path / "out"
+    assert _convert(root, out, "--split", "val") == 0
+    val = split_examples(out, "val", kinds=KINDS)
+    assert set(val) == {"a", "b"}
+    assert val["a"]["image/object/class/text"].tolist() == [b"cat"]
+    assert val["a"]["image/object/class/label"].tolist() == [2]
+    assert val["a"]["image/object/bbox/xmin"].tolist() == pytest.approx([0.1])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label_map"] == {"1": "dog", "2": "cat"}
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
+def test_label_studio_yolo_export_images_labels_and_classes_txt(tmp_path):
+    # Label Studio's "YOLO" export: classes.txt, notes.json, images/, labels/ (one split).
+    root = tmp_path / "project-1-at-2024"
+    _image(root / "images" / "0b1c2d-a.jpg")
+    _write(root / "labels" / "0b1c2d-a.txt", "0 0.5 0.5 0.2 0.2\n")
+    _image(root / "images" / "9f8e7d-b.jpg")
+    _write(root / "labels" / "9f8e7d-b.txt", "")
+    _write(root / "classes.txt", "Airplane\nCar\n")
+    _write(root / "notes.json", json.dumps({"categories": [{"id": 0, "name": "Airplane"},
+                                                           {"id": 1, "name": "Car"}]}))
+    out = tmp_path / "out"
+    assert _convert(root, out) == 0
+    train = split_examples(out, "train", kinds=KINDS)
+    assert set(train) == {"labels/0b1c2d-a", "labels/9f8e7d-b"}
+    assert train["labels/0b1c2d-a"]["image/object/class/text"].tolist() == [b"Airplane"]
+
+
+def test_roboflow_yolo_darknet_export_split_folders_with_darknet_labels(tmp_path):
+    # Roboflow's "YOLO Darknet": train/, valid/, test/, each with _darknet.labels and
+    # <name>.txt beside <name>.jpg.
+    root = tmp_path / "roboflow"
+    for split in ("train", "valid", "test"):
+        _image(root / split / "x_jpg.rf.1.jpg")
+        _write(root / split / "x_jpg.rf.1.txt", "1 0.5 0.5 0.5 0.5\n")
+        _write(root / split / "_darknet.labels", "helmet\nhead\n")
+    _write(root / "README.roboflow.txt", "exported\n")
+    out = tmp_path / "out"
+    assert _convert(root, out) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(manifest["splits"]) == ["test", "train", "valid"]
+    assert manifest["label_map"] == {"1": "helmet", "2": "head"}
+    [example] = split_examples(out, "valid", kinds=KINDS).values()
+    assert example["image/object/class/text"].tolist() == [b"head"]
+    assert _convert(root, tmp_path / "o2", "--split", "train") == 2
+
+
+def test_images_and_labels_split_folders_with_classes_option(tmp_path, capsys):
+    # Ultralytics' layout without its data.yaml: the names come from --classes.
+    root = tmp_path / "dataset"
+    for split in ("train", "val"):
+        _image(root / "images" / split / "a.jpg")
+        _write(root / "labels" / split / "a.txt", "0 0.5 0.5 0.5 0.5\n")
+    out = tmp_path / "out"
+    assert _convert(root, out) == 2
+    assert "pass --classes FILE" in capsys.readouterr().err
+    names = tmp_path / "names.txt"
+    names.write_text("person\n")
+    assert _convert(root, out, "--classes", str(names)) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(manifest["splits"]) == ["train", "val"]
+    assert set(split_examples(out, "val", kinds=KINDS)) == {"labels/val/a"}
+    _write(root / "data.yaml", "names: [person]\ntrain: images/train\nval: images/val\n")
+    capsys.readouterr()
+    assert _convert(root, tmp_path / "o3", "--classes", str(names)) == 2
+    assert "--classes would be ignored" in capsys.readouterr().err

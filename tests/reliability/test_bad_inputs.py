@@ -135,7 +135,7 @@ def _build(root: str) -> BadDataset:
     # Annotation problems.
     d.entries.append({"id": 400, "width": 32, "height": 24})  # no file_name
     d.annotate(401, 1, None)
-    del d.annotations_list[-1]["bbox"]  # an annotation without bbox
+    del d.annotations_list[-1]["category_id"]  # an annotation without category_id
     d.image(410, "dup_id_a.jpg", jpeg())
     d.image(410, "dup_id_b.jpg", jpeg())
     d.image(411, "dup_name.jpg", jpeg())
@@ -358,7 +358,8 @@ def test_allow_outside_root_reads_them(tmp_path, capsys):
 
 
 @CASE(
-    "Entries missing required fields (image without `file_name`, annotation without `bbox`)",
+    "Entries missing required fields (image without `file_name`, annotation without "
+    "`category_id`)",
     "reject `missing_field` naming the file and the list position",
 )
 def test_missing_fields_are_rejected(bad_run):
@@ -366,7 +367,7 @@ def test_missing_fields_are_rejected(bad_run):
     assert sorted(r["kind"] for r in found) == ["annotation", "image"]
     for r in found:
         assert r["source"].startswith(bad_run.dataset.annotations + ": ")
-    assert any("lacks bbox" in r["detail"] for r in found)
+    assert any("lacks category_id" in r["detail"] for r in found)
 
 
 @CASE("Duplicate image ids", "both entries rejected `duplicate_image_id`, saying so")

@@ -104,6 +104,41 @@ def test_a_skeleton_naming_a_missing_keypoint_is_a_broken_file():
         _check_category({**PERSON, "skeleton": [[1, 3]]}, "k.json: categories[0]", True)
 
 
+def test_a_category_without_keypoint_names_has_no_skeleton_to_check():
+    # Categories other than the skeleton's in a keypoints file: "keypoints": [] beside a
+    # skeleton copied from the person's.
+    bare = {"id": 2, "name": "dog", "keypoints": [], "skeleton": [[16, 14], [14, 12]]}
+    assert _check_category(bare, "k.json: categories[1]", True) == Category(2, "dog")
+
+
+def test_an_annotation_without_bbox_is_a_label_of_the_whole_image():
+    image_id, annotation = _check_annotation(
+        {"id": 3, "image_id": 1, "category_id": 2}, "l.json", 0)
+    assert (image_id, annotation.bbox, annotation.area) == (1, None, 0.0)
+    _image_id, empty = _check_annotation(
+        {"id": 4, "image_id": 1, "category_id": 2, "bbox": []}, "l.json", 1)
+    assert empty.bbox is None
+    # A region outlined without its box stays an object (its box then rejected).
+    outlined = _check_annotation({"id": 5, "image_id": 1, "category_id": 2,
+                                  "segmentation": [[1, 1, 5, 1, 5, 5]]}, "l.json", 2)
+    assert isinstance(outlined, Reject) and outlined.reason == "missing_field"
+    assert "lacks bbox" in outlined.detail
+
+
+def test_a_captions_file_given_as_annotations_is_named():
+    with pytest.raises(CocoFormatError, match=r"this is a COCO captions file .*--captions"):
+        _check_annotation({"id": 3, "image_id": 1, "caption": "a dog"}, "c.json", 0)
+
+
+def test_image_labels_are_features_and_lost_with_their_image():
+    record = ImageRecord("1", "a.jpg", 10, "train", {
+        "source_id": "1", "filename": "a.jpg", "width": 20, "height": 10,
+        "objects": pack_annotations([]), "image_labels": ((8, 2, "dog"), (3, 1, "cat"))})
+    lost = CocoEncoder().lost_with(record, Reject("image", "a.jpg", "truncated", "cut", "train"))
+    assert [(r.source, r.reason) for r in lost] == [
+        ("annotation 8", "image_rejected"), ("annotation 3", "image_rejected")]
+
+
 def test_keypoints_metadata_is_keyed_by_the_written_label():
     categories = [Category(5, "dog"), Category(3, "person", ("nose",), ())]
     labels = label_map(categories, contiguous=True)

@@ -129,7 +129,8 @@ def test_open_images_image_labels_positive_kept_negative_counted():
     assert kept == [("train/000a", ImageLabelRow(
         "train-annotations-human-imagelabels.csv: row '000a,human,/m/dog,1'", "/m/dog"))]
     kept, _, counts = _split(parse_image_label_line(table, "000a,human,/m/cat,0"))
-    assert kept == [] and counts == [("openimages_negative_image_labels_skipped", 1)]
+    # Filed under the split of the table the label was in.
+    assert kept == [] and counts == [(("train", "openimages_negative_image_labels_skipped"), 1)]
     _, rejects, _ = _split(parse_image_label_line(table, "000a,human,/m/cat,0.5"))
     assert [r.reason for r in rejects] == ["malformed_row"]
 
@@ -202,7 +203,7 @@ def test_rows_without_image_are_one_image_reject_naming_them():
 def test_image_without_rows_is_kept_and_counted():
     (joined,), rejects, counts = _joined([ListedImage("images/train/000a.jpg", 9)])
     assert joined.parsed.objects == () and rejects == []
-    assert counts == [("openimages_images_without_rows", 1)]
+    assert counts == [(("train", "openimages_images_without_rows"), 1)]
 
 
 def test_row_messages_survive_their_coder():
@@ -232,7 +233,7 @@ def test_open_images_record_labels_by_class_order_and_display_names():
     assert record.labels["source_id"] == "000a" and record.identity == "train/000a"
     assert [r.reason for r in rejects] == ["unknown_category"]
     assert isinstance(rejects[0], Reject) and rejects[0].source == "t.csv:3"
-    assert counts == [("openimages_image_labels_not_in_classes", 1)]
+    assert counts == [(("train", "openimages_image_labels_not_in_classes"), 1)]
 
 
 def test_box_csv_open_quote_names_the_lines_it_swallowed():

@@ -238,3 +238,71 @@ def test_cvat_image_crosses_the_join_as_it_was():
     assert coder.decode(coder.encode(image)) == image
     odd = image._replace(xml="odd-\udcff.xml")  # a file name that is not UTF-8
     assert coder.decode(coder.encode(odd)) == odd
+
+
+def _stream_tracks(body: str, splits=("train",), subset=None):
+    head = ("<annotations><meta><task><mode>interpolation</mode><original_size><width>64"
+            "</width><height>48</height></original_size></task></meta>")
+    data = io.BytesIO((head + body + "</annotations>").encode())
+    tracks, rejects, counts = [], [], {}
+    for out in stream_images("v.xml", data, subset, splits, "train", False, frames=True):
+        assert isinstance(out, TaggedOutput)
+        if out.tag == "tracks":
+            tracks.append(out.value)
+        elif out.tag == "rejects":
+            rejects.append(out.value)
+        else:
+            counts[out.value[0]] = counts.get(out.value[0], 0) + out.value[1]
+    return tracks, rejects, counts
+
+
+def test_track_shapes_are_keyed_by_frame_outside_ones_left_out():
+    tracks, rejects, counts = _stream_tracks(
+        '<track id="7" label="car" group_id="2" subset="Validation">'
+        '<box frame="0" outside="0" occluded="1" keyframe="1" xtl="1" ytl="2" xbr="11" ybr="12"/>'
+        '<box frame="1" outside="0" occluded="0" keyframe="0" xtl="2" ytl="2" xbr="12" ybr="12">'
+        '<attribute name="color">red</attribute></box>'
+        '<box frame="2" outside="1" occluded="0" keyframe="1" xtl="3" ytl="2" xbr="13" ybr="12"/>'
+        '</track>'
+        '<track id="8" label="car" subset="Train"><points frame="0" outside="0" points="1,1"/>'
+        '<box frame="x" outside="0" xtl="1" ytl="2" xbr="11" ybr="12"/></track>',
+        splits=("Train", "Validation"))
+    assert [(key, shape.split, shape.track_id, shape.shape.label, shape.shape.group,
+             shape.shape.box, shape.shape.occluded, (shape.width, shape.height))
+            for key, shape in tracks] == [
+        ("frame_000000", "Validation", 7, "car", "2", (1, 2, 10, 10), 1, (64, 48)),
+        ("frame_000001", "Validation", 7, "car", "2", (2, 2, 10, 10), 0, (64, 48))]
+    [no_frame] = rejects
+    assert no_frame.reason == "missing_field" and "<track id=8> <box frame='x'>" in no_frame.source
+    assert counts == {"cvat_points_skipped": 1}
+
+
+def test_tracks_outside_frame_mode_are_counted_and_skipped():
+    data = io.BytesIO((META.format(subset="") + '<track id="0" label="dog"><box frame="0" '
+                       'outside="0" xtl="1" ytl="2" xbr="11" ybr="12"/></track>'
+                       "</annotations>").encode())
+    outs = list(stream_images("a.xml", data, None, ("train",), "train", False))
+    assert [(o.tag, o.value) for o in outs] == [("counts", ("cvat_tracks_skipped", 1))]
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("frame_000012.PNG", "frame_000012"), ("frame_000012", "frame_000012"),
+    ("frame_12.jpg", "frame_12"), ("sub/frame_000012.png", "sub/frame_000012.png"),
+    ("a.jpg", "a.jpg"), ("frame_x.png", "frame_x.png"),
+])
+def test_frame_key_drops_the_extension_of_frame_names_only(name, key):
+    from recordbeam.sources.cvat import frame_key
+
+    assert frame_key(name) == key
+
+
+def test_plan_sees_a_video_task_by_its_mode_or_its_first_track(tmp_path):
+    head = "<annotations><meta><task><mode>{mode}</mode></task></meta>{first}</annotations>"
+    (tmp_path / "annotations.xml").write_text(head.format(mode="annotation", first=""))
+    assert plan(CvatOptions(str(tmp_path)))[3:] == (False, False)
+    (tmp_path / "annotations.xml").write_text(head.format(
+        mode="interpolation", first='<image id="0" name="frame_000000"/>'))
+    assert plan(CvatOptions(str(tmp_path)))[3:] == (True, False)
+    (tmp_path / "annotations.xml").write_text(head.format(
+        mode="interpolation", first='<track id="0" label="a"/>'))
+    assert plan(CvatOptions(str(tmp_path)))[3:] == (True, True)

@@ -12,6 +12,7 @@ from recordbeam.errors import (
     EXIT_USAGE,
     DataError,
     Failure,
+    RunFailed,
     UsageError,
     describe,
     unknown_arguments_error,
@@ -76,6 +77,45 @@ def test_foreign_error_object_says_what_and_where():
     error = OSError(errno.ENOSPC, "No space left on device", "/out/train-00000-of-00001")
     assert describe(_Wrapper(error)) == Failure(
         "No space left on device: /out/train-00000-of-00001", EXIT_FAILED)
+
+
+def _job_service_traceback(last_line: str) -> str:
+    """What Beam's job service sends back when a job fails: its traceback as text."""
+    return ("Traceback (most recent call last):\n"
+            '  File "apache_beam/runners/portability/fn_api_runner/worker_handlers.py", '
+            "line 345, in create\n" + last_line + "\n")
+
+
+def test_a_remote_runner_failure_is_the_runners_own_error_with_its_type():
+    error = RunFailed(RuntimeError(_job_service_traceback("KeyError: 'beam:env:process:v1'")),
+                      "/tmp/job.log", "PortableRunner")
+    assert describe(error) == Failure(
+        "the PortableRunner failed: KeyError: 'beam:env:process:v1' (the job service cannot start "
+        "--environment_type PROCESS workers; Beam's Python job service starts EXTERNAL, LOOPBACK "
+        "and DOCKER ones)", EXIT_FAILED)
+
+
+def test_a_remote_runner_error_without_a_traceback_names_its_type():
+    cause = RuntimeError("Unable to fetch remote job server jar at https://example/x.jar")
+    assert describe(RunFailed(cause, None, "FlinkRunner")) == Failure(
+        "the FlinkRunner failed: RuntimeError: Unable to fetch remote job server jar at "
+        "https://example/x.jar", EXIT_FAILED)
+
+
+def test_workers_without_recordbeam_are_told_how_to_give_it_to_them():
+    text = _job_service_traceback("ModuleNotFoundError: No module named 'recordbeam'")
+    failure = describe(RunFailed(RuntimeError(text), None, "PortableRunner"))
+    assert failure.message == (
+        "the PortableRunner failed: ModuleNotFoundError: No module named 'recordbeam' (the "
+        "workers do not have recordbeam: give --setup_file ./setup.py, or --extra_package with "
+        "its wheel, or a container image that holds it)")
+
+
+def test_our_error_inside_a_remote_job_keeps_its_message_and_code():
+    text = _job_service_traceback("recordbeam.write.commit.RejectLimitExceeded: 3 of 9 images "
+                                  "were rejected (33.3%)")
+    assert describe(RunFailed(RuntimeError(text), None, "PortableRunner")) == Failure(
+        "3 of 9 images were rejected (33.3%)", EXIT_DATA)
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,20 @@ def test_point_and_line_shapes_are_counted_and_skipped():
                                    "labelme_linestrip_shapes_skipped": 1}
 
 
+def test_shapes_labelled_with_labelmes_reserved_names_are_counted_and_skipped():
+    # labelme2coco drops __ignore__ shapes; _background_ is its label 0, no object.
+    parsed = parse(labelme_json([
+        shape("__ignore__", [[1, 1], [9, 1], [9, 9]]),
+        shape("_background_", [[1, 2], [30, 40]], "rectangle"),
+        shape("__ignore__", [[2, 2], [8, 8]], "rectangle", group_id=1),
+        shape("dog", [[1, 2], [30, 40]], "rectangle", group_id=1),
+    ]))
+    assert [o.name for o in parsed.objects] == ["dog"] and parsed.rejects == ()
+    assert parsed.objects[0].bbox == (1, 2, 29, 38)
+    assert dict(parsed.counts) == {"labelme_ignore_shapes_skipped": 2,
+                                   "labelme_background_shapes_skipped": 1}
+
+
 def test_shapes_of_one_group_are_one_object_other_label_rejects_naming_both():
     parsed = parse(labelme_json([
         shape("person", [[10, 10], [20, 10], [20, 20]], group_id=1),
@@ -110,7 +124,7 @@ def test_unusable_shapes_are_rejected_with_their_index():
         shape("dog", [[1, 2], [1, 40]], "rectangle"),  # no width
         shape("", [[1, 2], [30, 40]], "rectangle"),
         shape("dog", [[1, "x"], [30, 40]], "rectangle"),
-        shape("dog", [[1, 2], [30, 40]], "mask"),
+        shape("dog", [[1, 2], [30, 40]], "cuboid"),
         shape("dog", [[5, 5], [5, 5]], "circle"),
         "not a shape",
         shape("dog", [[1, 2], [30, 40]], "rectangle"),
@@ -346,3 +360,86 @@ def test_outlines_are_dropped_without_masks_boxes_unchanged():
     assert [o.segmentation for o in without.objects] == [None]
     assert [o.bbox for o in without.objects] == [o.bbox for o in with_outlines.objects] == [
         (0, 0, 20, 30)]
+
+
+def _mask_shape(label, points, pixels, group_id=None, mode="L"):
+    """A labelme 5 ``mask`` shape: its PNG as labelme writes it (0/1 pixels, base64)."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(pixels, dtype=np.uint8), mode).save(buffer, format="PNG")
+    return {**shape(label, points, "mask", group_id),
+            "mask": base64.b64encode(buffer.getvalue()).decode()}
+
+
+def _written_masks(tmp_path, parsed, width, height, classes):
+    path = tmp_path / "a.png"
+    path.write_bytes(_png(width, height))
+    image = ParsedImage("a", "train", str(path), 1, "a.png", width, height, parsed.objects,
+                        "a.json")
+    [record] = [o for o in build_record(image, classes) if isinstance(o, ImageRecord)]
+    features, _kinds, rejects, counts = LabelmeEncoder(include_masks=True).label_features(
+        record, inspect_image(path.read_bytes()))
+    masks = [np.array(Image.open(io.BytesIO(png))) for png in features["image/object/mask"]]
+    return features, masks, rejects, counts
+
+
+def test_mask_shapes_become_objects_with_their_pixels_and_box(tmp_path):
+    patch = np.zeros((5, 7), dtype=np.uint8)
+    patch[1:4, 2:6] = 1  # the PNG spans the box of its two points; its pixels less
+    patch[4, 6] = 1
+    document = labelme_json([_mask_shape("blob", [[10, 4], [16, 8]], patch)], width=40,
+                            height=20)
+    parsed = parse(document)
+    [blob] = parsed.objects
+    assert parsed.rejects == ()
+    assert blob.bbox == (12, 5, 5, 4)  # x 12..16 inclusive, y 5..8 inclusive
+    features, [mask], rejects, counts = _written_masks(tmp_path, parse_labelme_json(
+        json.dumps(document).encode(), "R/a.json", "a.json", outlines=True), 40, 20, ["blob"])
+    expected = np.zeros((20, 40), dtype=np.uint8)
+    expected[4:9, 10:17] = patch
+    assert rejects == [] and counts["masks_from_boxes"] == 0
+    assert mask.tolist() == expected.tolist()
+    assert features["image/object/bbox/xmin"] == [pytest.approx(12 / 40)]
+    # Without masks, only the box travels.
+    plain = parse_labelme_json(json.dumps(document).encode(), "R/a.json", "a.json",
+                               outlines=False)
+    assert plain.objects[0].bbox == blob.bbox and plain.objects[0].segmentation is None
+
+
+def test_a_mask_shape_grouped_with_a_polygon_is_their_union(tmp_path):
+    patch = np.ones((2, 2), dtype=np.uint8)
+    parsed = parse(labelme_json([
+        _mask_shape("cat", [[30, 10], [31, 11]], patch, group_id=3),
+        shape("cat", [[0, 0], [10, 0], [10, 10], [0, 10]], group_id=3)], width=40, height=20))
+    [cat] = parsed.objects
+    assert cat.bbox == (0, 0, 32, 12)
+    _features, [mask], rejects, _counts = _written_masks(tmp_path, parsed, 40, 20, ["cat"])
+    assert rejects == [] and mask[10:12, 30:32].all() and mask[5, 5] and not mask[15, 20]
+
+
+@pytest.mark.parametrize(("change", "reason", "said"), [
+    ({"mask": None}, "invalid_mask", "it has no mask"),
+    ({"mask": "%%%"}, "invalid_mask", "not base64"),
+    ({"mask": base64.b64encode(b"not a png").decode()}, "invalid_mask", "not a readable PNG"),
+    ({"points": [[1, 1]]}, "invalid_shape", "exactly 2 points"),
+])
+def test_mask_shapes_that_cannot_be_used_are_rejected(change, reason, said):
+    bad = {**_mask_shape("blob", [[1, 1], [2, 2]], np.ones((2, 2))), **change}
+    parsed = parse(labelme_json([bad], width=40, height=20))
+    [reject] = parsed.rejects
+    assert parsed.objects == () and reject.reason == reason and said in reject.detail, reject
+
+
+def test_mask_shapes_refuse_a_png_larger_than_the_image_and_an_empty_one():
+    too_big = _mask_shape("blob", [[0, 0], [1, 1]], np.ones((30, 50)))
+    empty = _mask_shape("blob", [[0, 0], [1, 1]], np.zeros((2, 2)))
+    rgb = _mask_shape("blob", [[0, 0], [1, 1]], np.ones((2, 2, 3)), mode="RGB")
+    parsed = parse(labelme_json([too_big, empty, rgb], width=40, height=20))
+    said = [("invalid_mask", "the mask PNG is 50x30, more than the 800 pixels allowed"),
+            ("degenerate_bbox", "the mask has no pixel set; the image was written without"),
+            ("invalid_mask", "the mask PNG has RGB pixels; a mask has one channel")]
+    assert [r.reason for r in parsed.rejects] == [reason for reason, _text in said]
+    for reject, (_reason, text) in zip(parsed.rejects, said, strict=True):
+        assert text in reject.detail, reject.detail
+    no_size = {**labelme_json([empty]), "imageWidth": None}
+    [reject] = parse(no_size).rejects
+    assert reject.reason == "missing_field" and "imageWidth and imageHeight" in reject.detail

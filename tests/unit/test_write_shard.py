@@ -100,3 +100,13 @@ def test_the_failure_example_names_its_source_once():
                      "train")
     assert _example([without], "train", "image") == (
         "The most frequent, truncated, e.g. a.jpg: the JPEG ends before its EOI marker. ")
+
+
+def test_source_counts_of_one_split_are_filed_under_it():
+    from recordbeam.write.commit import counts_by_split
+
+    counts = {"tables_not_read": 1, ("val", "without_rows"): 2, ("train", "without_rows"): 3,
+              ("val", "tables_not_read"): 4}
+    assert counts_by_split(counts, "train") == {
+        "train": {"tables_not_read": 1, "without_rows": 3},
+        "val": {"without_rows": 2, "tables_not_read": 4}}

@@ -34,6 +34,8 @@ from recordbeam.errors import (
     describe,
     unknown_arguments_error,
 )
+from recordbeam.gcs_credentials import settle as settle_gcs_credentials
+from recordbeam.gcs_credentials import uses_gcs
 from recordbeam.local import standby
 
 #: Where every transform a command's pipeline runs is defined (or imported from): a
@@ -101,16 +103,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "pipeline_handler", None)
         # A local run's workers: their standby is forked from this process once it has
         # imported Beam and built the pipeline, so that both are imported once.
+        arguments = list(sys.argv[1:] if argv is None else argv)
         with standby.started(standby.workers_needed(extra) if handler is not None else 0,
                              preload=(PIPELINE_MODULE,), fork_later=True):
-            return _dispatch(args, extra, handler)
+            return _dispatch(args, extra, handler, gcs=uses_gcs(arguments))
     except KeyboardInterrupt as interrupt:
         return _interrupted(args, interrupt)
 
 
-def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any) -> int:
+def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any, *, gcs: bool) -> int:
     command = args.command_parser
     try:
+        if gcs:
+            settle_gcs_credentials(report=_say)
         if handler is None:
             if extra:
                 raise unknown_arguments_error(extra, own_flags(command), command.prog, beam=False)
@@ -127,6 +132,10 @@ def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any) -> i
         return EXIT_OK
     except Exception as error:  # noqa: BLE001 - turn any failure into a message and an exit code
         return _report_error(error)
+
+
+def _say(line: str) -> None:
+    print(f"recordbeam: {line}", file=sys.stderr)
 
 
 def _report_error(error: Exception) -> int:

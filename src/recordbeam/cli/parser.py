@@ -33,6 +33,7 @@ from recordbeam.cli.pipeline_commands import (
     cmd_demo,
     cmd_reshard,
 )
+from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
 from recordbeam.records import DUPLICATE_MODES
 
@@ -355,6 +356,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "in the current folder)")
     p.set_defaults(handler=cmd_check)
 
+    p = command("worker-requirements",
+                help="print the requirements file for workers that install recordbeam's wheel "
+                "without a package index (--requirements_file, beside --extra_package)",
+                description="Print what recordbeam needs beyond apache-beam and its "
+                "dependencies (which Beam's SDK container holds), pinned to this environment's "
+                "versions: a requirements file for Dataflow or portable-runner workers that "
+                "install recordbeam from its wheel (--extra_package) and reach no package index.")
+    p.set_defaults(handler=cmd_worker_requirements)
+
     p = command("reshard", help="rewrite TFRecord files into a new shard count or compression",
                 epilog=_TO_BEAM)
     p.add_argument("inputs", metavar="IN_GLOB",
@@ -465,7 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
         "voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
         cmd_convert_voc,
         input_help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
-        "ImageSets/Main/<split>.txt and labelmap.txt",
+        "ImageSets/Main/<split>.txt and labelmap.txt; or a flat export, each <id>.xml beside "
+        "its image (in train/, valid/, test/ folders as Roboflow writes them)",
         images_help="folder of the images (default: ROOT/JPEGImages)",
         rejected=("objects", "unknown class, invalid or degenerate box"))
 
@@ -478,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
         rejected=("objects", "malformed line, degenerate box"))
 
     detection_format(
-        "cvat", "CVAT for images 1.1 XML: annotations.xml (or <subset>.xml), images/",
+        "cvat", "CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/",
         cmd_convert_cvat,
         input_help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
         "images/ (or images/<subset>/)",
@@ -519,7 +530,10 @@ def build_parser() -> argparse.ArgumentParser:
         "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
         "(data.yaml, images/, labels/)", cmd_convert_yolo,
         input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics)",
+        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics); without "
+        "either, images/ + labels/ (or labels beside images) and a classes.txt",
+        classes_help="class names, one per line, class 0 first, for a folder without "
+        "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
         masks_from="the segment lines (the box for box lines)",
         rejected=("objects", "unknown class id, malformed line, empty box"))
 

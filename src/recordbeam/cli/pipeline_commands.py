@@ -243,8 +243,26 @@ def cmd_convert_coco(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                        include_masks=getattr(args, "include_masks", False),
                        include_keypoints=getattr(args, "include_keypoints", False),
                        captions=captions)
-    return _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
+    code = _convert(args, beam_args, coco, [args.split], coco_input_patterns(coco),
                     coco_settings, coco_to_tfrecord)
+    if code == EXIT_OK and not coco.contiguous_labels:
+        _warn_of_label_0(args)
+    return code
+
+
+def _warn_of_label_0(args: argparse.Namespace) -> None:
+    """Known once the objects are written: some had category id 0 (Label Studio's COCO
+    export numbers categories from 0), written as label 0, the background's."""
+    from recordbeam.dataset import layout
+    from recordbeam.sources.coco import LABEL_0_OBJECTS
+
+    manifest = layout.read_manifest(args.output) or {}
+    count = manifest.get("splits", {}).get(args.split, {}).get("counts", {}).get(
+        LABEL_0_OBJECTS, 0)
+    if count:
+        print(f"warning: {count} object{'s have' if count > 1 else ' has'} category id 0, "
+              "written as label 0, which the Object Detection API and Model Garden read as "
+              "background; rerun with --contiguous-labels to write labels 1..K", file=sys.stderr)
 
 
 def _fixes(args: argparse.Namespace):
@@ -334,17 +352,21 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.sources.voc import ReadVoc, VocOptions, voc_input_patterns
 
     voc = VocOptions(args.input, args.images, args.split)
-    _require_folder(voc.annotations_dir, "; --input takes a Pascal VOC folder holding "
-                    "Annotations/ and JPEGImages/")
-    _require_folder(voc.image_folder, _PASS_IMAGES)
-    read = ReadVoc(voc, skip_below=args.output)  # lists ImageSets/Main, reads labelmap.txt
+    _require_folder(voc.root, "; --input takes a Pascal VOC folder holding Annotations/ and "
+                    "JPEGImages/, or a flat export with each <name>.xml beside its image")
+    _require_images_option(args)
+    # Finds Annotations/ or the XMLs of a flat export, lists ImageSets/Main, reads labelmap.txt.
+    read = ReadVoc(voc, skip_below=args.output)
+    if not read.layout.flat:
+        _require_folder(read.annotation_format().image_folder, _PASS_IMAGES)
     splits = read.splits
-    _refuse_split(args, splits, f"{voc.split_lists_dir} lists the splits")
+    _refuse_split(args, splits, f"the split folders of {voc.root} name the splits" if read.layout.flat
+                  else f"{voc.split_lists_dir} lists the splits")
     if not read.finds_annotation_file():
         raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{_NO_OBJECTS}--input "
                          f"takes a Pascal VOC folder holding Annotations/<id>.xml{_UNLABELED}")
-    return _convert(args, beam_args, voc, splits, voc_input_patterns(voc), voc_settings,
-                    voc_to_tfrecord)
+    return _convert(args, beam_args, voc, splits, voc_input_patterns(voc, read.layout),
+                    voc_settings, voc_to_tfrecord)
 
 
 def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -464,11 +486,17 @@ def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.sources.annotated_files import annotation_folders
     from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
 
-    yolo = YoloOptions(args.input, args.split)
-    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet) "
-                    "or data.yaml (Ultralytics)")
-    read = ReadYolo(yolo, skip_below=args.output)  # reads obj.data + obj.names or data.yaml
-    _refuse_split(args, read.splits, f"{read.layout.description} names the splits")
+    yolo = YoloOptions(args.input, args.split, args.classes)
+    _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet), "
+                    "data.yaml (Ultralytics), or images and labels with a classes.txt")
+    if args.classes:
+        _require_file(args.classes, "--classes", "classes file",
+                      "a text file with one class name per line, class 0 first")
+    # Reads obj.data + obj.names, data.yaml, or looks for split folders and a names file.
+    read = ReadYolo(yolo, skip_below=args.output)
+    _refuse_split(args, read.splits, f"the split folders of {yolo.folder} name the splits"
+                  if read.layout.kind == "folders" else
+                  f"{read.layout.description} names the splits")
     if not read.finds_annotation_file():
         folders = ", ".join(annotation_folders(read.annotation_format()))
         raise UsageError(f"{folders}: no label file (.txt){_NO_OBJECTS}an image's labels are "

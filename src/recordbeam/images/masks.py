@@ -206,6 +206,45 @@ def segmentation_to_mask(segmentation: Any, width: int, height: int) -> np.ndarr
                       "which --include-masks needs for every object")
 
 
+def mask_to_coco_rle(mask: np.ndarray) -> dict[str, Any]:
+    """A 0/1 mask as COCO's uncompressed RLE: column-major runs starting with 0s."""
+    flat = mask.T.reshape(-1)
+    changes = np.flatnonzero(np.diff(flat)) + 1
+    bounds = np.concatenate(([0], changes, [flat.size]))
+    counts = np.diff(bounds).tolist()
+    if flat.size and flat[0] == 1:
+        counts = [0, *counts]
+    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
+
+
+def decode_mask_png(data: bytes, max_pixels: int) -> np.ndarray:
+    """The 0/1 ``(height, width)`` mask a PNG holds (a pixel is set when it is not 0), as
+    labelme stores a ``mask`` shape. Its header's size is checked against ``max_pixels``
+    before any pixel is decoded.
+
+    Raises:
+        InvalidMask: reason ``invalid_mask`` (not a one-channel image, unreadable, or larger
+            than ``max_pixels``).
+    """
+    unreadable = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
+    try:
+        image = Image.open(io.BytesIO(data))
+    except unreadable as error:
+        raise InvalidMask("invalid_mask", f"the mask is not a readable PNG ({error})") from None
+    width, height = image.size
+    if width * height > max_pixels:
+        raise InvalidMask("invalid_mask", (
+            f"the mask PNG is {width}x{height}, more than the {max_pixels} pixels allowed"))
+    if image.mode not in ("1", "L", "P", "I", "I;16"):
+        raise InvalidMask("invalid_mask", (
+            f"the mask PNG has {image.mode} pixels; a mask has one channel (0 outside)"))
+    try:
+        pixels = np.asarray(image)
+    except unreadable as error:
+        raise InvalidMask("invalid_mask", f"the mask PNG cannot be decoded ({error})") from None
+    return (pixels != 0).astype(np.uint8)
+
+
 def mask_png(mask: np.ndarray, orientation: int = 1, size: tuple[int, int] | None = None) -> bytes:
     """An 8-bit grayscale PNG of a 0/1 mask, moved like the image by ``orientation``
     (EXIF, see :func:`recordbeam.images.transcode.orient_image`) and resized (nearest neighbour)

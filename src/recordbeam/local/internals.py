@@ -162,3 +162,36 @@ def streamed_match(system: Any, pattern: str) -> Iterator[Any] | None:
 @functools.cache
 def _streams_listings() -> bool:
     return _match_lists_privately()
+
+
+#: Beam's process-wide answer to "which Google credentials?" (``apache_beam.internal.gcp.
+#: auth._Credentials``): a lock, whether the answer was found, the answer. The same three
+#: names from Beam 2.60 to 2.77; Beam's own tests reset them this way.
+BEAM_CREDENTIALS_CACHE = ("apache_beam.internal.gcp.auth", "_Credentials")
+_CACHE_MEMBERS = ("_credentials_lock", "_credentials_init", "_credentials")
+
+
+def answer_beam_anonymously() -> bool:
+    """Tell Beam's Google clients in this process (GCS, the Dataflow API) to connect
+    without credentials, as Beam does itself once its own search finds none, but without
+    that search: up to five calls of ``google.auth.default`` with exponential backoff
+    between them (~25 s measured here), then a warning. An answer Beam already holds is
+    kept.
+
+    Returns False, changing nothing, when this Beam keeps its answer another way (Beam
+    then searches as usual)."""
+    try:
+        module = importlib.import_module(BEAM_CREDENTIALS_CACHE[0])
+    except ImportError:
+        return False
+    cache = getattr(module, BEAM_CREDENTIALS_CACHE[1], None)
+    if cache is None or not all(hasattr(cache, name) for name in _CACHE_MEMBERS):
+        return False
+    # The answer goes where Beam's lookup reads it, or it would search all the same.
+    if "_credentials_init" not in names_used(getattr(cache, "get_service_credentials", None)):
+        return False
+    with cache._credentials_lock:
+        if not cache._credentials_init:
+            cache._credentials = None
+            cache._credentials_init = True
+    return True

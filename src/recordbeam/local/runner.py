@@ -40,6 +40,7 @@ from google.protobuf import json_format, text_format
 from recordbeam.errors import UsageError, unknown_arguments_error
 from recordbeam.local import internals, standby
 from recordbeam.local.feed import feeding_in_pieces
+from recordbeam.local.named_runner import load_named_runner
 from recordbeam.local.shuffle import spilling_shuffles
 from recordbeam.local.standby import LOCAL_RUNNER
 
@@ -255,7 +256,11 @@ def check_beam_args(beam_args: Sequence[str], *, command: str = "recordbeam",
     """Raise ``UsageError`` unless every argument is a Beam pipeline option (and its value):
     Beam itself only logs a warning and drops the rest, so a typo would change the run
     without a word. ``other_flags`` join Beam's as suggestions; ``explained`` says what
-    ``command`` takes instead of an option other commands have."""
+    ``command`` takes instead of an option other commands have.
+
+    The runner ``--runner`` names is loaded first, so that the options its own module
+    defines are known (:mod:`recordbeam.local.named_runner`)."""
+    load_named_runner(beam_args)
     unknown = unknown_beam_args(beam_args)
     if unknown:
         flags = [*other_flags, *beam_option_flags()]

@@ -369,13 +369,15 @@ def invalid_name(path: str) -> Reject:
         "file (and its annotation or image) with a UTF-8 name"))
 
 
-def listed_images(folder: str, skip_prefix: str | None, skipped: str | None = None,
+def listed_images(folder: str, skip_prefix: str | None,
+                  skipped: str | Callable[[str], Any] | None = None,
                   not_counted: str | None = None) -> Iterator[Any]:
     """List ``folder`` (everything below it, less ``skip_prefix``) for a DoFn: yields what
     every image listing owes as ``TaggedOutput``s (each file to the ``inputs``
     fingerprint, a name that is not UTF-8 as a reject, a file that is no image counted as
     ``skipped`` when given, unless its name is ``not_counted``: a table kept beside the
-    images) and, for each image, its ``FileMetadata`` for the caller."""
+    images) and, for each image, its ``FileMetadata`` for the caller. ``skipped`` may be a
+    function of the file's path giving the count's key (a split's count)."""
     for meta in filesystems.iter_match(filesystems.everything_below(folder)):
         if skip_prefix and meta.path.startswith(skip_prefix):
             continue
@@ -385,7 +387,7 @@ def listed_images(folder: str, skip_prefix: str | None, skipped: str | None = No
         elif meta.path.lower().endswith(IMAGE_SUFFIXES):
             yield meta
         elif skipped and posixpath.basename(meta.path) != not_counted:
-            yield TaggedOutput("counts", (skipped, 1))
+            yield TaggedOutput("counts", (skipped(meta.path) if callable(skipped) else skipped, 1))
 
 
 def annotation_folders(fmt: AnnotationFormat) -> list[str]:
@@ -537,8 +539,7 @@ class _JoinAndParse(beam.DoFn):
                     "image", where, "missing",
                     f"{where} lists {image_id!r}, but there is no "
                     f"{fmt.expected_annotation(image_id)} and no image named "
-                    f"{fmt.expected_image(image_id)} in "
-                    f"{fmt.image_folder}", split))
+                    f"{fmt.expected_image(image_id)}", split))
             return
         if len(annotations) > 1:
             paths = [path for path, _split in annotations]

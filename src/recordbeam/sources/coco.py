@@ -100,14 +100,21 @@ CAPTION_FEATURE = "image/caption"
 #: categories.
 LVIS_LIST_FEATURES = {"neg_category_ids": "image/neg_category_ids",
                       "not_exhaustive_category_ids": "image/not_exhaustive_category_ids"}
+#: Image-level labels: annotations with a ``category_id`` and no ``bbox`` (COCO's "labels"
+#: files, as Datumaro writes them), written as Open Images' are.
+IMAGE_LABEL_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+#: The record label holding them: ``(annotation id, label, name)`` in annotation-id order.
+IMAGE_LABELS = "image_labels"
 #: The per-object features: one value per object, so lists even when an image holds one
 #: (and the image-level lists, which may hold one value or none).
 OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask", *KEYPOINT_NUM_KIND,
                              *KEYPOINT_FLAT_KINDS, CAPTION_FEATURE,
-                             *LVIS_LIST_FEATURES.values()})
+                             *LVIS_LIST_FEATURES.values(), *IMAGE_LABEL_KINDS})
 #: Counts of what the annotation file holds and the run does not write (the summary shows
 #: each once, as a row).
 KEYPOINTS_NOT_WRITTEN = "annotations_with_keypoints_not_written"
+#: Objects written with label 0 (a category id 0, without --contiguous-labels).
+LABEL_0_OBJECTS = "objects_with_label_0"
 DENSEPOSE_NOT_WRITTEN = "annotations_with_densepose_not_written"
 
 
@@ -460,6 +467,8 @@ class _ReadInputs(beam.DoFn):
                     f"{path}: '{section}' is {_JSON_KINDS.get(kind, kind)}, not a list; a COCO "
                     "instances file has a list of objects there. Fix or re-export the "
                     "annotation file.")
+            if section == "categories":  # an image info file (image_info_test2017.json)
+                return
             raise CocoFormatError(
                 f"{path} has no '{section}' (the list is missing or empty); is it a COCO "
                 "instances file?"
@@ -709,9 +718,21 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
                 "instances (detection) files such as instances_train2017.json; convert the "
                 "panoptic segments to instances first."
             ) from None
+        if "caption" in item and "category_id" not in item:
+            raise CocoFormatError(
+                f"{_where(path, 'annotations', position)} has a 'caption' and no "
+                "'category_id': this is a COCO captions file (captions_*.json); pass it as "
+                "--captions") from None
         missing = [k for k in _ANNOTATION_KEYS if k not in item]
-        return _bad_item("annotations", _where(path, "annotations", position),
-                         f"lacks {', '.join(missing)}")
+        if missing != ["bbox"] or item.get("segmentation"):
+            return _bad_item("annotations", _where(path, "annotations", position),
+                             f"lacks {', '.join(missing)}")
+        ann_id, image_id, category_id, bbox = (
+            item["id"], item["image_id"], item["category_id"], None)
+    if bbox is None or bbox == []:
+        # No box: an image-level label (bbox None, as COCO's "labels" files hold them),
+        # unless it outlines a region: then an object whose box is rejected.
+        bbox = [] if item.get("segmentation") else None
     if not (_is_id(ann_id) and _is_id(image_id) and _is_id(category_id)):
         return _bad_item("annotations", _where(path, "annotations", position),
                          "has an invalid 'id', 'image_id' or 'category_id' (need a number or string)")
@@ -776,6 +797,8 @@ def _check_category(item: dict, where: str, include_keypoints: bool = False) -> 
             isinstance(n, str) and is_text(n) for n in names):
         raise CocoFormatError(f"{where}: 'keypoints' must be a list of keypoint names; fix "
                               "the annotation file")
+    if not names:  # a category without keypoints (in a keypoints file): no skeleton to join
+        return Category(item["id"], name)
     if not isinstance(skeleton, list) or not all(
             isinstance(pair, list) and len(pair) == 2
             and all(type(i) is int and 1 <= i <= len(names) for i in pair)
@@ -1028,6 +1051,7 @@ class _JoinAnnotations(beam.DoFn):
         labels = {"source_id": key, "filename": image.name, "width": image.width,
                   "height": image.height}
         objects = []
+        image_labels = []
         written_labels, problem_of = self._labels, self._problem
         for annotation, ann_image_id in annotations:
             ann_id, category_id = annotation[0], annotation[1]
@@ -1038,6 +1062,10 @@ class _JoinAnnotations(beam.DoFn):
                     "annotation", f"annotation {ann_id}", reason,
                     f"{detail}; the image was written without this object",
                 ))
+                continue
+            if annotation.bbox is None:  # no box: a label of the whole image
+                label = written_labels[category_id]
+                image_labels.append((ann_id, label.label, label.name))
                 continue
             keypoints = None
             if self._include_keypoints:
@@ -1050,6 +1078,8 @@ class _JoinAnnotations(beam.DoFn):
                 ann_id, label.label, label.name, annotation.bbox, annotation.area,
                 annotation.iscrowd, annotation.segmentation, keypoints)))
         labels["objects"] = pack_annotations(objects)
+        if image_labels:  # only then: other images keep the labels they always had
+            labels[IMAGE_LABELS] = tuple(image_labels)
         if self._captions:
             labels["captions"] = tuple(
                 (yield from self._written_captions(captions, image.image_id)))
@@ -1284,6 +1314,19 @@ class ReadCoco(beam.PTransform):
                 "metadata": metadata, "sizes": planned}
 
 
+def _box_masks_written(objects: tuple[ObjectLabel, ...], rejects: list[Reject]) -> int:
+    """How many of the objects written have ``segmentation: []``: their masks are boxes."""
+    rejected = {r.source for r in rejects if r.kind == "annotation"}
+    return sum(1 for obj in objects if _no_outline(obj)
+               and f"annotation {obj.annotation_id}" not in rejected)
+
+
+def _no_outline(obj: ObjectLabel) -> bool:
+    """``segmentation: []``: a box without an outline (not an absent segmentation, which
+    ``--include-masks`` refuses as a file without any)."""
+    return isinstance(obj.segmentation, (list, tuple)) and not obj.segmentation
+
+
 class CocoEncoder(DetectionEncoder):
     """Adds the detection features Model Garden's and the OD API's decoders read.
 
@@ -1330,6 +1373,11 @@ class CocoEncoder(DetectionEncoder):
     def label_features(self, record: ImageRecord, info: ImageInfo):
         if self.write_objects:
             columns, kinds, rejects, counts = super().label_features(record, info)
+            if self.include_masks:
+                counts["masks_from_boxes"] = _box_masks_written(self.objects(record), rejects)
+            # Category id 0 (Label Studio numbers its categories from 0) is written as
+            # label 0, which detection trainers read as background: counted, and said.
+            counts[LABEL_0_OBJECTS] = columns["image/object/class/label"].count(0)
         else:
             warning = warn_size_mismatch(record, info, record.labels)
             columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
@@ -1340,6 +1388,12 @@ class CocoEncoder(DetectionEncoder):
         for key, feature in LVIS_LIST_FEATURES.items():
             if key in record.labels:
                 columns[feature], kinds[feature] = list(record.labels[key]), "int64"
+        image_labels = record.labels.get(IMAGE_LABELS)
+        if image_labels:
+            columns["image/class/label"] = [label for _id, label, _text in image_labels]
+            columns["image/class/text"] = [text for _id, _label, text in image_labels]
+            kinds.update(IMAGE_LABEL_KINDS)
+            counts["image_labels_written"] = len(image_labels)
         return columns, kinds, rejects, counts
 
     def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:
@@ -1354,7 +1408,13 @@ class CocoEncoder(DetectionEncoder):
                    f"caption {caption_id} belongs to image {record.path}, which was rejected "
                    f"({reject.reason}; see its image's reject)", reject.split)
             for caption_id, _text in record.labels.get("captions", ()))
-        return super().lost_with(record, reject) + captions
+        image_labels = tuple(
+            Reject("annotation", f"annotation {ann_id}", reason,
+                   f"annotation {ann_id} (a label of the whole image) belongs to image "
+                   f"{record.path}, which was rejected ({reject.reason}; see its image's "
+                   "reject)", reject.split)
+            for ann_id, _label, _text in record.labels.get(IMAGE_LABELS, ()))
+        return super().lost_with(record, reject) + captions + image_labels
 
     def object_source(self, obj: ObjectLabel) -> str:
         return f"annotation {obj.annotation_id}"
@@ -1371,8 +1431,9 @@ class CocoEncoder(DetectionEncoder):
         area = obj.area * ((written[0] * written[1]) / (displayed[0] * displayed[1]))
         values: tuple = (obj.iscrowd, area)
         if self.include_masks:
-            pixels = segmentation_to_mask(obj.segmentation, *geometry.frame)
-            values += (mask_png(pixels, geometry.move, written),)
+            values += (self.object_mask(obj, geometry) if _no_outline(obj) else mask_png(
+                segmentation_to_mask(obj.segmentation, *geometry.frame), geometry.move,
+                written),)
         if self.include_keypoints:
             values += (obj.keypoints.num if obj.keypoints else 0,)
         return values
@@ -1399,6 +1460,13 @@ class CocoEncoder(DetectionEncoder):
             "annotation", f"annotation {obj.annotation_id}", bad.reason,
             f"{bad.detail} (image {record.path}); the image was written without this object",
         )
+
+    def object_mask(self, obj: ObjectLabel, geometry: Geometry) -> bytes:
+        """The mask of an object whose ``segmentation`` is ``[]`` (as CVAT's and Datumaro's
+        COCO exports write boxes): its box's."""
+        box = ObjectLabel(obj.annotation_id, obj.label, obj.text, obj.bbox, obj.area,
+                          obj.iscrowd)  # no segmentation: the box is the mask
+        return super().object_mask(box, geometry)
 
     def object_counts(self, columns: dict[str, list]) -> dict[str, int]:
         return {"masks_written": len(columns["image/object/mask"])} if self.include_masks else {}

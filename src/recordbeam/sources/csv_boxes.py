@@ -163,7 +163,7 @@ class JoinRowsWithImages(beam.DoFn):
             return
         path, size = images[0]
         if not boxes and not labels:
-            yield TaggedOutput("counts", (f"{self._format}_images_without_rows", 1))
+            yield TaggedOutput("counts", ((split, f"{self._format}_images_without_rows"), 1))
         width = next((row.width for row in boxes if row.width), None)
         height = next((row.height for row in boxes if row.height), None)
         objects = tuple(NamedObject(row.where, row.name, row.bbox, row.extra, None,

@@ -1,4 +1,5 @@
-"""CVAT for images 1.1 XML input: ``annotations.xml`` (or ``<subset>.xml``) + ``images/``.
+"""CVAT for images (and for video) 1.1 XML input: ``annotations.xml`` (or ``<subset>.xml``)
++ ``images/``.
 
 ROOT is the folder as CVAT or Datumaro exports it::
 
@@ -21,7 +22,13 @@ Shapes: ``<box>`` (pixel corners; a ``rotation`` gives the box around the turned
 run lengths alternating 0s and 1s, row-major inside ``left top width height``; its box is
 that of its pixels). Shapes sharing a non-zero ``group_id`` are one object: box from the
 ``<box>``, mask from the polygon or mask. ``<polyline>``, ``<points>``, ``<skeleton>``,
-``<ellipse>``, ``<cuboid>``, ``<tag>`` and ``<track>`` are counted and skipped.
+``<ellipse>``, ``<cuboid>`` and ``<tag>`` are counted and skipped.
+
+A video task's images are its frames, ``frame_<number>.<ext>``: they join by that name
+without its extension (:func:`frame_key`). Its "CVAT for video" export holds ``<track>``s
+instead of ``<image>``s: each shape of a track on a frame that is not ``outside`` the frame
+is one of that frame's objects, with the track's label and its id
+(``image/object/track_id``).
 """
 
 from __future__ import annotations
@@ -29,8 +36,9 @@ from __future__ import annotations
 import math
 import pickle
 import posixpath
+import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 from xml.etree.ElementTree import Element, ParseError
 
@@ -42,6 +50,7 @@ from defusedxml.ElementTree import iterparse
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError
+from recordbeam.images.masks import mask_to_coco_rle
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     ImageFile,
@@ -59,6 +68,8 @@ from recordbeam.sources.fingerprint import FileTermsFn
 
 #: The per-object feature CVAT adds beside the boxes: its ``occluded`` flag.
 CVAT_OBJECT_KINDS = {"image/object/occluded": "int64"}
+#: The per-object feature a "CVAT for video" export adds: the id of the object's track.
+TRACK_KINDS = {"image/object/track_id": "int64"}
 
 #: Shapes that are objects; the other children of ``<image>`` are counted and skipped.
 OBJECT_SHAPES = ("box", "polygon", "mask")
@@ -109,10 +120,15 @@ def cvat_input_patterns(options: CvatOptions) -> list[str]:
 
 
 class CvatMeta(NamedTuple):
-    """The head of one CVAT XML: its labels in order and the subsets it declares."""
+    """The head of one CVAT XML: its labels in order, the subsets it declares, and whether
+    its images are a video's frames (``frames``: a task in ``interpolation`` mode, whose
+    images are ``frame_<number>``, or a "CVAT for video" export whose first element is a
+    ``<track>``)."""
 
     labels: tuple[str, ...]
     subsets: tuple[str, ...]
+    frames: bool = False
+    tracks: bool = False  # its first element is a <track>: a "CVAT for video" export
 
 
 def _unusable(path: str, error: Exception) -> CvatError:
@@ -137,6 +153,7 @@ def read_meta(path: str) -> CvatMeta:
     """The labels and subsets of ``path``, reading it only up to its first ``<image>``."""
     labels: list[str] = []
     subsets: list[str] = []
+    frames = tracks = False
     depth = 0
     with filesystems.open_read(path) as f:
         for event, element in _events(path, f):
@@ -146,6 +163,7 @@ def read_meta(path: str) -> CvatMeta:
                     raise CvatError(f"{path}: the root element is <{element.tag}>, not "
                                     "<annotations>; is this a CVAT for images 1.1 export?")
                 if depth == 2 and element.tag in ("image", "track"):
+                    tracks = element.tag == "track"
                     break
                 continue
             depth -= 1
@@ -157,9 +175,9 @@ def read_meta(path: str) -> CvatMeta:
                 subsets.append(element.text.strip())
             elif element.tag == "subsets":  # a project's: one name per line
                 subsets.extend(s.strip() for s in (element.text or "").splitlines() if s.strip())
-            elif element.tag == "meta":
-                break
-    return CvatMeta(tuple(labels), tuple(dict.fromkeys(subsets)))
+            elif element.tag == "mode" and (element.text or "").strip() == "interpolation":
+                frames = True  # a video task: its images are its frames
+    return CvatMeta(tuple(labels), tuple(dict.fromkeys(subsets)), frames or tracks, tracks)
 
 
 def xml_files(options: CvatOptions) -> list[str]:
@@ -175,11 +193,15 @@ def file_subset(path: str) -> str | None:
 
 
 class CvatPlan(NamedTuple):
-    """What the launcher learned: the files with their split rule, the splits, the classes."""
+    """What the launcher learned: the files with their split rule, the splits, the classes,
+    and whether the images are a video's frames (see :class:`CvatMeta`): then the
+    ``<track>``s are read, and images join by their name without extension."""
 
     files: tuple[tuple[str, str | None], ...]  # (path, the split its name fixes)
     splits: tuple[str, ...]
     classes: list[str] | None
+    frames: bool = False
+    tracks: bool = False  # some XML is a "CVAT for video" export: objects carry track ids
 
 
 def plan(options: CvatOptions) -> CvatPlan:
@@ -194,8 +216,10 @@ def plan(options: CvatOptions) -> CvatPlan:
     classes: list[str] | None = None
     first = None
     planned = []
+    frames = tracks = False
     for path in files:
         meta = read_meta(path)
+        frames, tracks = frames or meta.frames, tracks or meta.tracks
         subset = file_subset(path)
         planned.append((path, subset))
         splits.extend([subset] if subset else meta.subsets)
@@ -206,7 +230,7 @@ def plan(options: CvatOptions) -> CvatPlan:
                 raise CvatError(f"{path} declares the labels {list(meta.labels)}, but {first} "
                                 f"declares {classes}; export every subset with the same labels")
     splits = list(dict.fromkeys(splits)) or [options.split]
-    return CvatPlan(tuple(planned), tuple(splits), classes)
+    return CvatPlan(tuple(planned), tuple(splits), classes, frames, tracks)
 
 
 # --- one <image> -----------------------------------------------------------------------
@@ -224,32 +248,52 @@ class CvatImage(NamedTuple):
     xml: str
 
 
-class CvatImageCoder(beam.coders.Coder):
-    """A :class:`CvatImage` as Beam's primitive values (its objects as plain tuples), the
-    join holds one per ``<image>``; pickled only when a path is not UTF-8 text."""
+class _FieldsCoder(beam.coders.Coder):
+    """A record the join holds one of per element, as Beam's primitive values (its nested
+    records as plain tuples: :meth:`fields`, :meth:`of_fields`); pickled only when a path
+    is not UTF-8 text (surrogate escapes), which Beam's coder writes strictly."""
 
     _primitives = beam.coders.FastPrimitivesCoder()
+    kind: type = tuple
 
-    def encode(self, value: CvatImage) -> bytes:
-        fields = (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
+    def fields(self, value: Any) -> tuple:
+        raise NotImplementedError
+
+    def of_fields(self, fields: list) -> Any:
+        raise NotImplementedError
+
+    def encode(self, value: Any) -> bytes:
+        fields = self.fields(value)
         try:
             return b"\0" + self._primitives.encode(fields)
-        except UnicodeEncodeError:  # a file name that is not UTF-8 (surrogate escapes)
+        except UnicodeEncodeError:
             return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def decode(self, encoded: bytes) -> CvatImage:
+    def decode(self, encoded: bytes) -> Any:
         if encoded[:1] == b"\1":
             fields = pickle.loads(encoded[1:])  # noqa: S301 - written by encode, in this pipeline
         else:
             fields = self._primitives.decode(encoded[1:])
-        *head, objects, xml = fields
-        return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
+        return self.of_fields(list(fields))
 
     def is_deterministic(self) -> bool:
         return False  # a value, never a key
 
     def to_type_hint(self) -> type:
-        return CvatImage
+        return self.kind
+
+
+class CvatImageCoder(_FieldsCoder):
+    """A :class:`CvatImage`, its objects as plain tuples."""
+
+    kind = CvatImage
+
+    def fields(self, value: CvatImage) -> tuple:
+        return (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
+
+    def of_fields(self, fields: list) -> CvatImage:
+        *head, objects, xml = fields
+        return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
 
 
 beam.coders.registry.register_coder(CvatImage, CvatImageCoder)
@@ -315,17 +359,6 @@ def decode_cvat_rle(rle: str, left: int, top: int, width: int, height: int,
     return mask
 
 
-def mask_to_coco_rle(mask: np.ndarray) -> dict[str, Any]:
-    """A 0/1 mask as COCO's uncompressed RLE: column-major runs starting with 0s."""
-    flat = mask.T.reshape(-1)
-    changes = np.flatnonzero(np.diff(flat)) + 1
-    bounds = np.concatenate(([0], changes, [flat.size]))
-    counts = np.diff(bounds).tolist()
-    if flat.size and flat[0] == 1:
-        counts = [0, *counts]
-    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
-
-
 class _Shape(NamedTuple):
     where: str
     label: str
@@ -341,9 +374,11 @@ def _occluded(element: Element) -> int:
 
 
 def _shape(element: Element, where: str, width: int | None, height: int | None,
-           keep_masks: bool) -> _Shape | Reject:
-    label = (element.get("label") or "").strip()
-    group = (element.get("group_id") or "0").strip()
+           keep_masks: bool, track: tuple[str, str] | None = None) -> _Shape | Reject:
+    """One shape element; ``track`` gives the label and group of a ``<track>``'s shape
+    (which carries neither)."""
+    label, group = track or (element.get("label") or "", element.get("group_id") or "0")
+    label, group = label.strip(), group.strip()
     group = "" if group in ("", "0") else group
     if not label:
         return Reject("annotation", where, "missing_field",
@@ -472,7 +507,17 @@ def parse_image(element: Element, where: str, keep_masks: bool) -> ParsedShapes:
         if not isinstance(shape, Reject) and shape.kind == "rotated_box":
             counts["cvat_rotated_boxes_enclosed"] = counts.get(
                 "cvat_rotated_boxes_enclosed", 0) + 1
-    ordered: list[tuple[int, NamedObject | Reject]] = [
+    objects = []
+    for merged in _grouped(singles, groups, where, counts):
+        (rejects if isinstance(merged, Reject) else objects).append(merged)
+    return ParsedShapes(tuple(objects), tuple(rejects), counts)
+
+
+def _grouped(singles: list[tuple[Any, _Shape]], groups: dict[str, list[tuple[Any, _Shape]]],
+             where: str, counts: dict[str, int]) -> list[NamedObject | Reject]:
+    """Objects in the order of their first shape (orders are sortable): each single shape,
+    and each group's shapes merged into one (counted ``cvat_grouped_shapes_merged``)."""
+    ordered: list[tuple[Any, NamedObject | Reject]] = [
         (order, _merge([shape], shape.where)) for order, shape in singles]
     for group, members in groups.items():
         where_group = f"{where} group_id={group}"
@@ -480,42 +525,157 @@ def parse_image(element: Element, where: str, keep_masks: bool) -> ParsedShapes:
         if len(members) > 1:
             counts["cvat_grouped_shapes_merged"] = counts.get(
                 "cvat_grouped_shapes_merged", 0) + len(members) - 1
-    objects = []
-    for _order, merged in sorted(ordered, key=lambda item: item[0]):
-        (rejects if isinstance(merged, Reject) else objects).append(merged)
-    return ParsedShapes(tuple(objects), tuple(rejects), counts)
+    return [merged for _order, merged in sorted(ordered, key=lambda item: item[0])]
+
+
+#: A video frame's image name, with or without its extension (``frame_000012.PNG``).
+_FRAME_NAME = re.compile(r"frame_\d+(\.[A-Za-z0-9]+)?")
+
+
+def frame_key(name: str) -> str:
+    """The join key of an image of a video task: ``frame_<number>`` without the extension,
+    which CVAT's own names of frames lack (``<image name="frame_000012">``, a ``<track>``'s
+    ``frame="12"``); other names unchanged."""
+    return name.rsplit(".", 1)[0] if _FRAME_NAME.fullmatch(name) else name
+
+
+class CvatTrackShape(NamedTuple):
+    """One shape of a ``<track>`` on one frame (not ``outside`` it), streamed on its XML's
+    worker and joined with that frame's image. ``order`` (the track's place in its file)
+    keeps a frame's objects in the tracks' order."""
+
+    where: str
+    split: str
+    width: int | None  # the video's <original_size>
+    height: int | None
+    order: int
+    track_id: int
+    shape: _Shape
+    xml: str
+
+
+class CvatTrackShapeCoder(_FieldsCoder):
+    """A :class:`CvatTrackShape`, its shape as a plain tuple."""
+
+    kind = CvatTrackShape
+
+    def fields(self, value: CvatTrackShape) -> tuple:
+        return (*value[:6], tuple(value.shape), value.xml)
+
+    def of_fields(self, fields: list) -> CvatTrackShape:
+        *head, shape, xml = fields
+        return CvatTrackShape(*head, _Shape(*shape), xml)
+
+
+beam.coders.registry.register_coder(CvatTrackShape, CvatTrackShapeCoder)
+
+
+class _OpenTrack(NamedTuple):
+    """A ``<track>`` being streamed: what its start tag says (its shapes carry none of it)."""
+
+    order: int
+    track_id: int
+    label: str
+    group: str
+    subset: str
 
 
 def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str],
-                  default_split: str, keep_masks: bool) -> Iterator[Any]:
+                  default_split: str, keep_masks: bool, frames: bool = False) -> Iterator[Any]:
     """Stream one CVAT XML (a binary file object): a :class:`CvatImage` per ``<image>``,
     and tagged ``rejects`` and ``counts``. Each top-level element is dropped once read, so
-    memory does not grow with the file."""
+    memory does not grow with the file.
+
+    With ``frames`` (the images are a video's frames, see :class:`CvatPlan`), ``<image>``
+    names are keyed by :func:`frame_key`, and each shape of a ``<track>`` is a tagged
+    ``tracks`` output, keyed by its frame; each is dropped once read, so a long track
+    weighs no more than one of its shapes. Without it, tracks are counted and skipped.
+    """
     depth = 0
     root = None
-    count = 0
+    count = tracks = 0
+    track: _OpenTrack | None = None
+    track_element = None
+    frame_size: tuple[int | None, int | None] = (None, None)
     for event, element in _events(path, data):
         if event == "start":
             depth += 1
             if depth == 1:
                 root = element
+            elif depth == 2 and element.tag == "track" and frames:
+                track, track_element = _open_track(element, tracks), element
+                tracks += 1
             continue
         depth -= 1
+        if depth == 2 and track is not None:  # one shape of the open track, read
+            yield from _track_shape(path, track, element, subset, splits, default_split,
+                                    keep_masks, frame_size)
+            track_element.clear()
+            continue
         if depth != 1:
             continue
         if element.tag == "image":
-            yield from _image(path, element, count, subset, splits, default_split, keep_masks)
+            yield from _image(path, element, count, subset, splits, default_split, keep_masks,
+                              frames)
             count += 1
-        elif element.tag == "track":
+        elif element.tag == "track" and track is None:
             yield TaggedOutput("counts", ("cvat_tracks_skipped", 1))
+        elif element.tag == "meta":
+            size = element.find(".//original_size")
+            if size is not None:
+                frame_size = (_whole(size.findtext("width")), _whole(size.findtext("height")))
+        track = track_element = None
         root.clear()
 
 
-def _image(path: str, element: Element, index: int, subset: str | None,
-           splits: Sequence[str], default_split: str, keep_masks: bool) -> Iterator[Any]:
-    name = (element.get("name") or "").strip()
-    where = f"{path}: <image name={name!r}>" if name else f"{path}: <image>[{index}]"
-    split = subset or (element.get("subset") or "").strip()
+def _open_track(element: Element, order: int) -> _OpenTrack:
+    number = _number(element.get("id"))
+    track_id = int(number) if number is not None and number == int(number) else order
+    return _OpenTrack(order, track_id, element.get("label") or "",
+                      element.get("group_id") or "0", (element.get("subset") or "").strip())
+
+
+def _track_shape(path: str, track: _OpenTrack, element: Element, subset: str | None,
+                 splits: Sequence[str], default_split: str, keep_masks: bool,
+                 frame_size: tuple[int | None, int | None]) -> Iterator[Any]:
+    """One child of a ``<track>``: a shape on a frame. Shapes ``outside`` the frame mark
+    where the object left it: no object. A skeleton's own element tracks are read with it
+    (counted as ``cvat_skeleton_skipped``)."""
+    kind = element.tag
+    if kind == "track" or _number(element.get("outside")):
+        return
+    frame = _number(element.get("frame"))
+    where = f"{path}: <track id={track.track_id}> <{kind} frame={element.get('frame')!r}>"
+    if kind not in OBJECT_SHAPES:
+        yield TaggedOutput("counts", (f"cvat_{kind}_skipped", 1))
+        return
+    split = yield from _placed_split(path, where, track.subset, subset, splits, default_split,
+                                     "its <track>")
+    if split is None:
+        return
+    if frame is None or frame != int(frame) or frame < 0:
+        yield TaggedOutput("rejects", Reject("annotation", where, "missing_field", (
+            f"{where} has no frame number, so no image can be found for it; the shape was "
+            "not written. Fix or re-export the file"), split))
+        return
+    width, height = frame_size
+    shape = _shape(element, where, width, height, keep_masks, (track.label, track.group))
+    if isinstance(shape, Reject):
+        yield TaggedOutput("rejects", Reject(shape.kind, shape.source, shape.reason,
+                                             shape.detail, split))
+        return
+    if shape.kind == "rotated_box":
+        yield TaggedOutput("counts", ("cvat_rotated_boxes_enclosed", 1))
+    yield TaggedOutput("tracks", (f"frame_{int(frame):06d}", CvatTrackShape(
+        where, split, width, height, track.order, track.track_id, shape, path)))
+
+
+def _placed_split(path: str, where: str, declared: str, subset: str | None,
+                  splits: Sequence[str], default_split: str, what: str) -> Iterator[Any]:
+    """The split of an element (a generator: its counts and rejects are yielded, the split
+    returned; None when rejected): its file's subset, else the one ``declared`` on it,
+    else the one split there is, else ``--split``."""
+    split = subset or declared
     if not split:
         split = splits[0] if len(splits) == 1 else default_split
         if len(splits) > 1:  # placed by --split: the command says when none was
@@ -524,7 +684,19 @@ def _image(path: str, element: Element, index: int, subset: str | None,
         yield TaggedOutput("rejects", Reject("image", where, "undeclared_subset", (
             f"{where} is in subset {split!r}, which the <meta> of {path} does not declare "
             f"(it declares {', '.join(splits)}); re-export the project, or pass --split with "
-            "one of those names for images without a subset")))
+            f"one of those names for {what} without a subset")))
+        return None
+    return split
+
+
+def _image(path: str, element: Element, index: int, subset: str | None,
+           splits: Sequence[str], default_split: str, keep_masks: bool,
+           frames: bool = False) -> Iterator[Any]:
+    name = (element.get("name") or "").strip()
+    where = f"{path}: <image name={name!r}>" if name else f"{path}: <image>[{index}]"
+    split = yield from _placed_split(path, where, (element.get("subset") or "").strip(),
+                                     subset, splits, default_split, "images")
+    if split is None:
         return
     if not name:
         yield TaggedOutput("rejects", Reject("image", where, "missing_field", (
@@ -537,19 +709,22 @@ def _image(path: str, element: Element, index: int, subset: str | None,
                                              reject.detail, split))
     for counter, n in parsed.counts.items():
         yield TaggedOutput("counts", (counter, n))
-    yield name, CvatImage(where, name, split, _whole(element.get("width")),
-                          _whole(element.get("height")), parsed.objects, path)
+    yield (frame_key(name) if frames else name), CvatImage(
+        where, name, split, _whole(element.get("width")), _whole(element.get("height")),
+        parsed.objects, path)
 
 
 # --- the pipeline ----------------------------------------------------------------------
 
 
 class _StreamXml(beam.DoFn):
-    """One XML file -> (image name, :class:`CvatImage`) per ``<image>``, on this worker."""
+    """One XML file -> (image name, :class:`CvatImage`) per ``<image>`` and, for a video's
+    frames, (frame name, :class:`CvatTrackShape`) per shape of its tracks, on this worker."""
 
-    def __init__(self, options: CvatOptions, splits: Sequence[str]) -> None:
+    def __init__(self, options: CvatOptions, splits: Sequence[str], frames: bool = False) -> None:
         self._options = options
         self._splits = tuple(splits)
+        self._frames = frames
 
     def process(self, task: tuple[str, str | None]):
         path, subset = task
@@ -557,17 +732,19 @@ class _StreamXml(beam.DoFn):
             yield TaggedOutput("inputs", text_metadata(meta))
         with filesystems.open_read(path) as f:
             yield from stream_images(path, f, subset, self._splits, self._options.split,
-                                     self._options.include_masks)
+                                     self._options.include_masks, self._frames)
 
 
 class _ListImages(beam.DoFn):
     """The images folder -> (name, :class:`ImageFile`): the name is the path below the
     folder, less a first folder named like a split (``images/<subset>/``), which becomes
-    the file's split."""
+    the file's split; a video's frames are named by :func:`frame_key`."""
 
-    def __init__(self, splits: Sequence[str], skip_prefix: str | None) -> None:
+    def __init__(self, splits: Sequence[str], skip_prefix: str | None,
+                 frames: bool = False) -> None:
         self._splits = frozenset(splits)
         self._skip = skip_prefix
+        self._frames = frames
 
     def process(self, folder: str):
         for meta in listed_images(folder, self._skip, "cvat_non_image_files_skipped"):
@@ -577,7 +754,9 @@ class _ListImages(beam.DoFn):
             name = filesystems.relative_name(folder, meta.path)
             first, _, rest = name.partition("/")
             split = first if rest and first in self._splits else ""
-            yield (rest if split else name), ImageFile(meta.path, meta.size_in_bytes, split)
+            name = rest if split else name
+            yield (frame_key(name) if self._frames else name), ImageFile(
+                meta.path, meta.size_in_bytes, split)
 
 
 class _Pair(beam.DoFn):
@@ -585,9 +764,12 @@ class _Pair(beam.DoFn):
     file (the one in its subset's folder, else the one in the images folder itself);
     files no element names are written with no objects, with a warning."""
 
-    def __init__(self, splits: Sequence[str], image_folder: str) -> None:
+    def __init__(self, splits: Sequence[str], image_folder: str, track_ids: bool = False,
+                 frames: bool = False) -> None:
         self._splits = tuple(splits)
         self._image_folder = image_folder
+        self._track_ids = track_ids
+        self._frames = frames
 
     def process(self, element):
         name, grouped = element
@@ -597,6 +779,17 @@ class _Pair(beam.DoFn):
         by_split: dict[str, list[CvatImage]] = {}
         for image in elements:
             by_split.setdefault(image.split, []).append(image)
+        if self._track_ids:  # objects of <image>s carry no track: -1
+            by_split = {split: [_with_objects(image, [_with_track_id(obj, -1)
+                                                      for obj in image.objects])
+                                for image in images] for split, images in by_split.items()}
+        for split, shapes in self._track_shapes(grouped.get("tracks", ())).items():
+            frame = yield from _frame_of_tracks(name, split, shapes, self._track_ids)
+            images = by_split.setdefault(split, [])
+            if len(images) == 1:  # an <image> of this frame too: its objects, then the tracks'
+                images[0] = _with_objects(images[0], images[0].objects + frame.objects)
+            else:
+                images.append(frame)
         for split, images in by_split.items():
             if len(images) > 1:
                 yield TaggedOutput("rejects", Reject("image", images[0].where,
@@ -607,8 +800,9 @@ class _Pair(beam.DoFn):
             image = images[0]
             file = files.get(split) or files.get("")
             if file is None:
+                shown = f"{name}.*" if self._frames and frame_key(name) == name else name
                 yield TaggedOutput("rejects", Reject("image", image.where, "missing", (
-                    f"{image.where} has no image: no {name} in {self._image_folder} (nor in "
+                    f"{image.where} has no image: no {shown} in {self._image_folder} (nor in "
                     f"its {split}/ folder); pass --images if the images are elsewhere"), split))
                 continue
             used.add(file.split)
@@ -623,10 +817,22 @@ class _Pair(beam.DoFn):
                     f"({', '.join(self._splits)}) its split is unknown; not written. Add it to "
                     "an XML, or move it to images/<subset>/")))
                 continue
-            yield TaggedOutput("rejects", Reject("warning", file.path, "no_annotation_element", (
-                f"no <image name={name!r}> in the XMLs; written with no objects (annotate it "
-                "in CVAT, or remove the image if it should not be in the dataset)"), split))
+            if self._track_ids:  # a frame that no track's shape is on: nothing to see there
+                yield TaggedOutput("counts", ("cvat_frames_without_shapes", 1))
+            else:
+                yield TaggedOutput("rejects", Reject(
+                    "warning", file.path, "no_annotation_element", (
+                        f"no <image name={name!r}> in the XMLs; written with no objects "
+                        "(annotate it in CVAT, or remove the image if it should not be in the "
+                        "dataset)"), split))
             yield self._parsed(name, split, file, None)
+
+    @staticmethod
+    def _track_shapes(shapes) -> dict[str, list[CvatTrackShape]]:
+        by_split: dict[str, list[CvatTrackShape]] = {}
+        for shape in sorted(shapes, key=lambda t: (t.xml, t.order, t.where)):
+            by_split.setdefault(shape.split, []).append(shape)
+        return by_split
 
     @staticmethod
     def _parsed(name: str, split: str, file: ImageFile, image: CvatImage | None) -> ParsedImage:
@@ -634,6 +840,48 @@ class _Pair(beam.DoFn):
         return ParsedImage(name, split, file.path, file.size, posixpath.basename(file.path),
                            image.width if image else None, image.height if image else None,
                            image.objects if image else (), image.xml if image else None)
+
+
+def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],
+                     track_ids: bool) -> Iterator[Any]:
+    """The :class:`CvatImage` of one frame made of its tracks' shapes (a generator: its
+    rejects and counts are yielded, the image returned): shapes of tracks sharing a
+    ``group_id`` merged as an ``<image>``'s are; with ``track_ids``, each object's extras
+    end with its track's id (a group's: its first track's)."""
+    first = shapes[0]
+    where = f"{first.xml}: frame {name}"
+    singles: list[tuple[Any, _Shape]] = []
+    groups: dict[str, list[tuple[Any, _Shape]]] = {}
+    track_of: dict[str, int] = {}  # an object's source -> its track id
+    for order, track_shape in enumerate(shapes):
+        shape = track_shape.shape
+        if shape.group:
+            groups.setdefault(shape.group, []).append((order, shape))
+            track_of.setdefault(f"{where} group_id={shape.group}", track_shape.track_id)
+        else:
+            singles.append((order, shape))
+            track_of[shape.where] = track_shape.track_id
+    counts: dict[str, int] = {}
+    objects = []
+    for merged in _grouped(singles, groups, where, counts):
+        if isinstance(merged, Reject):
+            yield TaggedOutput("rejects", replace(merged, split=split))
+        else:
+            objects.append(_with_track_id(merged, track_of[merged.source]) if track_ids
+                           else merged)
+    for counter, n in counts.items():
+        yield TaggedOutput("counts", (counter, n))
+    return CvatImage(where, name, split, first.width, first.height, tuple(objects), first.xml)
+
+
+def _with_objects(image: CvatImage, objects: Sequence[NamedObject]) -> CvatImage:
+    return CvatImage(*image[:5], tuple(objects), image.xml)
+
+
+def _with_track_id(obj: NamedObject, track_id: int) -> NamedObject:
+    """``obj`` with the id of its track after its other extras (CVAT's ``occluded``)."""
+    return NamedObject(obj.source, obj.name, obj.bbox, (*obj.extra, track_id),
+                       obj.segmentation, obj.normalized)
 
 
 class ReadCvat(beam.PTransform):
@@ -654,28 +902,33 @@ class ReadCvat(beam.PTransform):
         self._plan = plan(options)
         self.splits = self._plan.splits
         self.classes = self._plan.classes
+        self.tracks = self._plan.tracks
 
     def expand(self, pbegin):
-        options, splits = self._options, self.splits
+        options, splits, frames = self._options, self.splits, self._plan.frames
         streamed = (
             pbegin
             | "XmlFiles" >> beam.Create(list(self._plan.files))
-            | "StreamXml" >> beam.ParDo(_StreamXml(options, splits))
+            | "StreamXml" >> beam.ParDo(_StreamXml(options, splits, frames))
             .with_output_types(tuple[str, CvatImage])
-            .with_outputs("rejects", "counts", "inputs", main="elements")
-        )  # (image name, CvatImage)
+            .with_outputs("rejects", "counts", "inputs", "tracks", main="elements")
+        )  # (image name, CvatImage); tracks: (frame name, CvatTrackShape)
         listed = (
             pbegin
             | "ImageFolder" >> beam.Create([options.image_folder])
-            | "ListImages" >> beam.ParDo(_ListImages(splits, self._skip_prefix))
+            | "ListImages" >> beam.ParDo(_ListImages(splits, self._skip_prefix, frames))
             .with_output_types(tuple[str, JoinMessage])
             .with_outputs("rejects", "counts", "inputs", main="files")
         )  # (image name, ImageFile)
+        joined = {"elements": streamed.elements, "files": listed.files}
+        if frames:  # typed, so that the join codes them compactly
+            joined["tracks"] = streamed.tracks | "TrackShapes" >> beam.Map(
+                lambda keyed: keyed).with_output_types(tuple[str, CvatTrackShape])
         paired = (
-            {"elements": streamed.elements, "files": listed.files}
-            | "JoinByName" >> beam.CoGroupByKey()  # (name, {elements: [...], files: [...]})
-            | "Pair" >> beam.ParDo(_Pair(splits, options.image_folder))
-            .with_outputs("rejects", main="parsed")
+            joined
+            | "JoinByName" >> beam.CoGroupByKey()  # (name, {elements, files[, tracks]: [...]})
+            | "Pair" >> beam.ParDo(_Pair(splits, options.image_folder, self.tracks, frames))
+            .with_outputs("rejects", "counts", main="parsed")
         )
         if self.classes is not None:
             classes = pbegin | "ClassList" >> beam.Create([self.classes])
@@ -695,7 +948,8 @@ class ReadCvat(beam.PTransform):
             AsSingleton(classes), AsSingleton(terms))
         rejects = ((streamed.rejects, listed.rejects, paired.rejects, built.rejects)
                    | "Rejects" >> beam.Flatten())
-        counts = (streamed.counts, listed.counts, built.counts) | "Counts" >> beam.Flatten()
+        counts = ((streamed.counts, listed.counts, paired.counts, built.counts)
+                  | "Counts" >> beam.Flatten())
         sizes = paired.parsed | "PlannedSizes" >> beam.Map(
             lambda image: (image.split, image.size))
         return {"records": built.records, "rejects": rejects, "counts": counts,
@@ -704,12 +958,14 @@ class ReadCvat(beam.PTransform):
 
 class CvatEncoder(DetectionEncoder):
     """The detection features plus ``image/object/occluded`` (CVAT's flag, 0 or 1), and
-    with ``include_masks`` ``image/object/mask`` from the polygons and CVAT masks."""
+    with ``include_masks`` ``image/object/mask`` from the polygons and CVAT masks. With
+    ``track_ids`` (a "CVAT for video" export), ``image/object/track_id``: the id of the
+    ``<track>`` an object is a frame of (-1 for an ``<image>``'s shape)."""
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
-                 include_masks: bool = False) -> None:
-        super().__init__(checks, split, fixes, extra_kinds=CVAT_OBJECT_KINDS,
-                         include_masks=include_masks)
+                 include_masks: bool = False, track_ids: bool = False) -> None:
+        kinds = {**CVAT_OBJECT_KINDS, **(TRACK_KINDS if track_ids else {})}
+        super().__init__(checks, split, fixes, extra_kinds=kinds, include_masks=include_masks)
 
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object, counted as they are written."""

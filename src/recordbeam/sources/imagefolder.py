@@ -90,12 +90,13 @@ class ImageFolderOptions:
 
 
 def split_folders(root: str) -> tuple[str, ...]:
-    """The split folders under ``root`` that hold class folders with files (may be empty).
+    """The split folders under ``root`` that hold class folders with files, at any depth
+    below the class folder (may be empty).
 
     Each check is a listing stopped at the first match, cheap on any filesystem.
     """
     base = root.rstrip("/")
-    patterns = [f"{base}/{name}/*/*" for name in SPLIT_FOLDERS]
+    patterns = [f"{base}/{name}/*/**" for name in SPLIT_FOLDERS]
     results = FileSystems.match(patterns, limits=[1] * len(patterns))
     return tuple(name for name, r in zip(SPLIT_FOLDERS, results, strict=True) if r.metadata_list)
 
@@ -130,13 +131,16 @@ def read_classes_file(path: str) -> list[str]:
 
 class ClassifiedFile(NamedTuple):
     """A listed image file and the split and class its folders give it (handed from
-    ``_Classify`` to ``_Label`` in one fused stage: it crosses no shuffle)."""
+    ``_Classify`` to ``_Label`` in one fused stage: it crosses no shuffle). ``in_class``
+    is its path below its class folder (``sub/a.jpg``: the file name for one nested
+    deeper)."""
 
     relative: str
     path: str
     size: int
     split: str
     class_name: str
+    in_class: str = ""
 
 
 class _Classify(beam.DoFn):
@@ -170,7 +174,7 @@ class _Classify(beam.DoFn):
                     ),
                 )
                 return
-            split, class_name = parts[0], parts[1]
+            split, class_name, in_class = parts[0], parts[1], parts[2:]
         else:
             if len(parts) < 2:
                 yield TaggedOutput(
@@ -184,12 +188,13 @@ class _Classify(beam.DoFn):
                     ),
                 )
                 return
-            class_name = parts[0]
+            class_name, in_class = parts[0], parts[1:]
             split = self._options.split
             fraction = self._options.val_fraction
             if fraction is not None and val_share(relative) < fraction:
                 split = "val"
-        yield ClassifiedFile(relative, meta.path, meta.size_in_bytes, split, class_name)
+        yield ClassifiedFile(relative, meta.path, meta.size_in_bytes, split, class_name,
+                             "/".join(in_class))
 
 
 class _Label(beam.DoFn):
@@ -214,12 +219,15 @@ class _Label(beam.DoFn):
                 ),
             )
             return
+        labels = {"label": label, "text": file.class_name, "source_id": file.relative}
+        if "/" in file.in_class:  # nested below its class: two a.jpg keep their own names
+            labels["filename"] = file.in_class
         yield ImageRecord(
             identity=file.relative,
             path=file.path,
             size=file.size,
             split=file.split,
-            labels={"label": label, "text": file.class_name, "source_id": file.relative},
+            labels=labels,
         )
 
 

@@ -16,10 +16,14 @@ embeds the image (``imageData``, base64), the embedded bytes are written (counte
 cross the shuffle.
 
 Shapes: ``rectangle`` (two opposite corners, any order), ``polygon`` (its bounds; with
-``--include-masks`` its mask) and ``circle`` (centre and a point on the rim; its mask a
-64-sided polygon) are objects. ``point``, ``points``, ``line`` and ``linestrip`` mark no
-area: they are counted (``labelme_<type>_shapes_skipped``) and skipped. Shapes sharing a
-non-null ``group_id`` are one object: the union of their boxes and of their masks.
+``--include-masks`` its mask), ``circle`` (centre and a point on the rim; its mask a
+64-sided polygon), ``oriented_rectangle`` (its four corners, as a polygon) and ``mask``
+(labelme 5: a base64 PNG of the region from its first point; its box that of its pixels)
+are objects. ``point``, ``points``, ``line`` and ``linestrip`` mark no
+area: they are counted (``labelme_<type>_shapes_skipped``) and skipped, as are shapes
+labelled ``__ignore__`` or ``_background_`` (labelme's reserved names, which its
+``labels.txt`` lists first). Shapes sharing a non-null ``group_id`` are one object: the
+union of their boxes and of their masks.
 Coordinates are pixels of the image (0-based, continuous), normalized by the header's size.
 """
 
@@ -34,8 +38,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from recordbeam import filesystems
 from recordbeam.errors import DataError
+from recordbeam.images.checks import DEFAULT_MAX_PIXELS
+from recordbeam.images.masks import (
+    InvalidMask,
+    decode_mask_png,
+    mask_to_coco_rle,
+    segmentation_to_mask,
+)
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_IN_ANNOTATION,
@@ -52,8 +65,12 @@ from recordbeam.sources.imagefolder import read_classes_file
 #: Shape types that mark no area: counted and skipped.
 SKIPPED_SHAPES = ("point", "points", "line", "linestrip")
 
-#: Names labelme's own ``labels.txt`` lists first (``labelme2voc.py``); not classes.
+#: Names labelme's own ``labels.txt`` lists first (``labelme2voc.py``); not classes. A
+#: shape labelled with one marks no object (labelme2coco drops ``__ignore__`` shapes, and
+#: ``_background_`` is label 0): it is counted under its counter and skipped.
 RESERVED_CLASS_NAMES = ("__ignore__", "_background_")
+RESERVED_SHAPE_COUNTERS = {"__ignore__": "labelme_ignore_shapes_skipped",
+                           "_background_": "labelme_background_shapes_skipped"}
 
 #: Sides of the polygon a circle's mask is drawn as.
 CIRCLE_SIDES = 64
@@ -149,7 +166,8 @@ def parse_labelme_json(data: bytes, path: str, relative_path: str,
             f"{path}: no imagePath, so its image is unknown; write the image's path "
             "relative to the JSON there, as labelme does"))
     image_path = image_path.strip().replace("\\", "/")  # saved on Windows
-    objects, rejects, counts = _objects(document["shapes"], path)
+    image_size = (_whole(document.get("imageWidth")), _whole(document.get("imageHeight")))
+    objects, rejects, counts = _objects(document["shapes"], path, image_size, outlines)
     if not outlines:
         objects = tuple(NamedObject(obj.source, obj.name, obj.bbox, obj.extra) for obj in objects)
     embedded_size, warning = _embedded_image_size(document.get("imageData"), path)
@@ -192,23 +210,28 @@ def _embedded_image_size(image_data: Any, path: str) -> tuple[int | None, tuple[
 
 
 class _Piece:
-    """One usable shape: its label, corners and outline (None: a rectangle, its box)."""
+    """One usable shape: its label, corners and outline (None: a rectangle, its box), or
+    for a ``mask`` shape its pixels placed in the image (kept only for masks)."""
 
-    __slots__ = ("index", "label", "corners", "outline")
+    __slots__ = ("index", "label", "corners", "outline", "mask")
 
     def __init__(self, index: int, label: str, corners: tuple[float, float, float, float],
-                 outline: list[float] | None) -> None:
+                 outline: list[float] | None, mask: np.ndarray | None = None) -> None:
         self.index, self.label, self.corners, self.outline = index, label, corners, outline
+        self.mask = mask
 
 
-def _objects(shapes: list, path: str) -> tuple[tuple[NamedObject, ...], list[Reject], dict]:
-    """The objects of a shapes list: single shapes, and groups merged (by ``group_id``)."""
+def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] = (None, None),
+             keep_masks: bool = True) -> tuple[tuple[NamedObject, ...], list[Reject], dict]:
+    """The objects of a shapes list: single shapes, and groups merged (by ``group_id``).
+    ``image_size`` (the JSON's ``imageWidth``, ``imageHeight``) places ``mask`` shapes,
+    whose pixels are kept only with ``keep_masks``."""
     rejects: list[Reject] = []
     counts: dict[str, int] = {}
     groups: dict[str, list[_Piece]] = {}
     order: list[str] = []
     for index, shape in enumerate(shapes):
-        piece = _piece(shape, index, path)
+        piece = _piece(shape, index, path, image_size, keep_masks)
         if isinstance(piece, Reject):
             rejects.append(piece)
             continue
@@ -235,10 +258,14 @@ def shape_source(path: str, indices: Sequence[int]) -> str:
 #: What each shape kind that becomes an object needs, said in its reject.
 _POINTS_NEEDED = {"rectangle": "exactly 2 points (opposite corners)",
                   "circle": "exactly 2 points (the centre, then a point on the rim)",
+                  "mask": "exactly 2 points (the corners of its PNG)",
+                  "oriented_rectangle": "exactly 4 points (its corners)",
                   "polygon": "at least 3 points"}
 
 
-def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
+def _piece(shape: Any, index: int, path: str,
+           image_size: tuple[int | None, int | None] = (None, None),
+           keep_masks: bool = True) -> _Piece | Reject | str:
     """A shape as a piece of an object, a reject, or the counter of a skipped shape."""
     where = shape_source(path, [index])
     if not isinstance(shape, dict):
@@ -249,6 +276,8 @@ def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
     if not label:
         return Reject("annotation", where, "missing_field",
                       f"{where} has no label; the image was written without this shape")
+    if label in RESERVED_SHAPE_COUNTERS:
+        return RESERVED_SHAPE_COUNTERS[label]
     kind = shape.get("shape_type") or "polygon"  # labelme before 3.x wrote polygons only
     if kind in SKIPPED_SHAPES:
         return f"labelme_{kind}_shapes_skipped"
@@ -256,16 +285,19 @@ def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
     needed = _POINTS_NEEDED.get(kind)
     if needed is None:
         return Reject("annotation", where, "unsupported_shape", (
-            f"{where} ({label!r}) is a {kind!r} shape; only rectangle, polygon and circle "
-            "become objects (point and line shapes are counted and skipped). The image was "
-            "written without this shape"))
+            f"{where} ({label!r}) is a {kind!r} shape; only rectangle, oriented_rectangle, "
+            "polygon, circle and mask become objects (point and line shapes are counted and "
+            "skipped). The image was written without this shape"))
     count_ok = points is not None and (
-        len(points) >= 3 if kind == "polygon" else len(points) == 2)
+        len(points) >= 3 if kind == "polygon"
+        else len(points) == 4 if kind == "oriented_rectangle" else len(points) == 2)
     if not count_ok:
         got = "points that are not [x, y] numbers" if points is None else f"{len(points)} points"
         return Reject("annotation", where, "invalid_shape", (
             f"{where} ({label!r}): a {kind} needs {needed}, it has {got}; the image was "
             "written without this shape"))
+    if kind == "mask":
+        return _mask_piece(shape, index, label, points, where, image_size, keep_masks)
     outline: list[float] | None
     if kind == "rectangle":
         (x0, y0), (x1, y1) = points
@@ -287,6 +319,58 @@ def _piece(shape: Any, index: int, path: str) -> _Piece | Reject | str:
             f"{where} ({label!r}, {kind}): its box from ({xmin:g}, {ymin:g}) to "
             f"({xmax:g}, {ymax:g}) has no area; the image was written without this shape"))
     return _Piece(index, label, corners, outline)
+
+
+def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, float]],
+                where: str, image_size: tuple[int | None, int | None],
+                keep: bool) -> _Piece | Reject:
+    """A ``mask`` shape (labelme 5): a base64 PNG whose top-left pixel lies at its first
+    point, cut (for whole-number points, as labelme reads it) to the box the two points
+    span; the object's box is that of its set pixels."""
+    width, height = image_size
+    lost = "; the image was written without this shape"
+    if width is None or height is None:
+        return Reject("annotation", where, "missing_field", (
+            f"{where} ({label!r}): a mask shape is placed in the image by the JSON's "
+            f"imageWidth and imageHeight, which it lacks{lost}"))
+    try:
+        encoded = shape.get("mask")
+        if not isinstance(encoded, str):
+            raise InvalidMask("invalid_mask", "it has no mask (a base64 PNG)")
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except (ValueError, binascii.Error):
+            raise InvalidMask("invalid_mask", "its mask is not base64 text") from None
+        if keep and width * height > DEFAULT_MAX_PIXELS:
+            raise InvalidMask("invalid_mask", (
+                f"the JSON gives a {width}x{height} image, more than the {DEFAULT_MAX_PIXELS} "
+                "pixels a mask is made for"))
+        patch = decode_mask_png(data, min(width * height, DEFAULT_MAX_PIXELS))
+    except InvalidMask as bad:
+        return Reject("annotation", where, bad.reason, f"{where} ({label!r}): {bad.detail}{lost}")
+    corners = np.round(np.asarray(points))
+    (x0, y0), (x1, y1) = corners.min(axis=0).astype(int), corners.max(axis=0).astype(int)
+    if all(float(value).is_integer() for point in points for value in point):
+        patch = patch[:y1 - y0 + 1, :x1 - x0 + 1]
+    rows, columns = np.flatnonzero(patch.any(axis=1)), np.flatnonzero(patch.any(axis=0))
+    if rows.size == 0:
+        return Reject("annotation", where, "degenerate_bbox", (
+            f"{where} ({label!r}): the mask has no pixel set{lost}"))
+    box = (float(x0 + columns[0]), float(y0 + rows[0]), float(x0 + columns[-1] + 1),
+           float(y0 + rows[-1] + 1))
+    return _Piece(index, label, box, None, _placed(patch, x0, y0, width, height) if keep else None)
+
+
+def _placed(patch: np.ndarray, left: int, top: int, width: int, height: int) -> np.ndarray:
+    """``patch`` with its top-left pixel at ``(left, top)`` in a ``width`` x ``height``
+    mask, the parts outside cut off (as labelme draws it)."""
+    mask = np.zeros((height, width), dtype=np.uint8)
+    x_start, x_stop = max(left, 0), min(left + patch.shape[1], width)
+    y_start, y_stop = max(top, 0), min(top + patch.shape[0], height)
+    if x_start < x_stop and y_start < y_stop:
+        mask[y_start:y_stop, x_start:x_stop] = patch[y_start - top:y_stop - top,
+                                                     x_start - left:x_stop - left]
+    return mask
 
 
 def _points(value: Any) -> list[tuple[float, float]] | None:
@@ -313,9 +397,10 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     if len(pieces) == 1:  # most shapes are no group: the piece itself
         piece = pieces[0]
         xmin, ymin, xmax, ymax = piece.corners
+        segmentation = (mask_to_coco_rle(piece.mask) if piece.mask is not None
+                        else None if piece.outline is None else [piece.outline])
         return NamedObject(shape_source(path, [piece.index]), piece.label,
-                           (xmin, ymin, xmax - xmin, ymax - ymin),
-                           segmentation=None if piece.outline is None else [piece.outline])
+                           (xmin, ymin, xmax - xmin, ymax - ymin), segmentation=segmentation)
     where = shape_source(path, [piece.index for piece in pieces])
     labels = sorted({piece.label for piece in pieces})
     if len(labels) > 1:
@@ -327,10 +412,18 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     ymin = min(piece.corners[1] for piece in pieces)
     xmax = max(piece.corners[2] for piece in pieces)
     ymax = max(piece.corners[3] for piece in pieces)
-    segmentation = None  # a lone rectangle: its mask is its box
+    segmentation: Any = None  # a lone rectangle: its mask is its box
     if len(pieces) > 1 or pieces[0].outline is not None:
         segmentation = [piece.outline if piece.outline is not None else _rectangle(piece)
                         for piece in pieces]
+    masks = [piece.mask for piece in pieces if piece.mask is not None]
+    if masks:  # with mask shapes, the union of every piece's pixels
+        height, width = masks[0].shape
+        union = np.zeros((height, width), dtype=np.uint8)
+        for piece in pieces:
+            union |= (piece.mask if piece.mask is not None else segmentation_to_mask(
+                [piece.outline or _rectangle(piece)], width, height))
+        segmentation = mask_to_coco_rle(union)
     return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
                        segmentation=segmentation)
 

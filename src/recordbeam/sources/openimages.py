@@ -38,6 +38,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from math import isfinite
 from typing import Any
 
@@ -305,7 +306,7 @@ def parse_image_label_line(table: Table, line: str) -> Iterator[Any]:
             "was not written"), table.split))
         return
     if confidence == 0.0:
-        yield TaggedOutput("counts", ("openimages_negative_image_labels_skipped", 1))
+        yield TaggedOutput("counts", ((table.split, "openimages_negative_image_labels_skipped"), 1))
         return
     yield image_key(table.split, image_id), ImageLabelRow(where, label_id)
 
@@ -349,21 +350,53 @@ class _ParseLines(beam.DoFn):
         yield from parse_table_line(self._table, data, self._boxes)
 
 
-class _ListImages(beam.DoFn):
-    """One split's image folder, listed here on a worker: ``(key, ListedImage)``."""
+#: Image files below the image folder outside every split folder a table names.
+IN_NO_SPLIT = "openimages_images_in_no_split"
+#: Files below the image folder that are no image.
+NON_IMAGES = "openimages_non_image_files_skipped"
 
-    def __init__(self, options: OpenImagesOptions, skip_prefix: str | None) -> None:
+
+class _ListImages(beam.DoFn):
+    """The image folder, listed here on a worker: ``(key, ListedImage)`` for an image in the
+    folder of a split a table names; the folder (first below the image folder, ``""`` for
+    the image folder itself) of any other image, to the ``unsplit`` output."""
+
+    def __init__(self, options: OpenImagesOptions, splits: Sequence[str],
+                 skip_prefix: str | None) -> None:
         self._options = options
+        self._splits = frozenset(splits)
         self._skip = skip_prefix
 
-    def process(self, split: str):
-        folder = self._options.image_folder(split)
-        for found in listed_images(folder, self._skip, "openimages_non_image_files_skipped"):
+    def process(self, root: str):
+        for found in listed_images(root, self._skip, partial(self._skipped_key, root)):
             if isinstance(found, TaggedOutput):
                 yield found
-            else:
-                image_id = posixpath.splitext(filesystems.relative_name(folder, found.path))[0]
-                yield image_key(split, image_id), ListedImage(found.path, found.size_in_bytes)
+                continue
+            split, _, rest = filesystems.relative_name(root, found.path).partition("/")
+            if not rest or split not in self._splits:
+                yield TaggedOutput("unsplit", split if rest else "")
+                continue
+            yield image_key(split, posixpath.splitext(rest)[0]), ListedImage(
+                found.path, found.size_in_bytes)
+
+
+    def _skipped_key(self, root: str, path: str) -> Any:
+        """The count of a file that is no image: its split's, if in a split's folder."""
+        split, _, rest = filesystems.relative_name(root, path).partition("/")
+        return ((split, NON_IMAGES) if rest and split in self._splits else NON_IMAGES)
+
+
+def in_no_split(folder: str, count: int, root: str, splits: Sequence[str]) -> Iterator[Any]:
+    """The count and the warning of ``count`` images in ``folder`` (below the image folder
+    ``root``; ``""``: in it) that no table's split names: not converted."""
+    yield TaggedOutput("counts", (IN_NO_SPLIT, count))
+    where = filesystems.join(root, folder) if folder else root
+    said = (f"the split {folder!r}: no {folder}-annotations-bbox.csv names it" if folder
+            else "no split folder")
+    yield Reject("warning", where, "image_in_no_split", (
+        f"{count} image file{'s' if count > 1 else ''} in {where} {'are' if count > 1 else 'is'}"
+        f" in {said} (the tables name {', '.join(splits)}); not converted. Add the split's "
+        "tables, or move the images into a split's folder"))
 
 
 def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
@@ -388,7 +421,8 @@ def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
     for label_id, _where in joined.image_labels:
         label = labels.get(label_id)
         if label is None:
-            yield TaggedOutput("counts", ("openimages_image_labels_not_in_classes", 1))
+            yield TaggedOutput("counts", (
+                (parsed.split, "openimages_image_labels_not_in_classes"), 1))
         else:
             image_labels.setdefault(label_id, label)
     image_id = parsed.image_id.split("/", 1)[1]
@@ -422,14 +456,22 @@ class ReadOpenImages(beam.PTransform):
 
     def expand(self, pbegin):
         tables = self.tables
+        root, splits = self._options.image_root, list(self.splits)
         listed = (
             pbegin
-            | "Splits" >> beam.Create(list(self.splits))
-            | "ListImages" >> beam.ParDo(_ListImages(self._options, self._skip_prefix))
+            | "ImageFolder" >> beam.Create([root])
+            | "ListImages" >> beam.ParDo(_ListImages(self._options, splits, self._skip_prefix))
             .with_output_types(tuple[str, RowMessage])  # (split/ImageID, ListedImage)
-            .with_outputs("inputs", "rejects", "counts", main="by_key")
+            .with_outputs("inputs", "rejects", "counts", "unsplit", main="by_key")
         )
-        keyed, rejects, counts = [listed.by_key], [listed.rejects], [listed.counts]
+        unsplit = (
+            listed.unsplit
+            | "CountInNoSplit" >> beam.combiners.Count.PerElement()  # (folder, images)
+            | "InNoSplit" >> beam.FlatMap(lambda found: in_no_split(*found, root, splits))
+            .with_outputs("counts", main="warnings")
+        )
+        keyed, rejects = [listed.by_key], [listed.rejects, unsplit.warnings]
+        counts = [listed.counts, unsplit.counts]
         # Tables we do not read (rotation, masks, machine labels...) are said, not dropped.
         counts.append(pbegin | "TablesNotRead" >> beam.Create(
             [("openimages_tables_not_read", len(tables.not_read))] if tables.not_read else []))
@@ -479,8 +521,7 @@ class ReadOpenImages(beam.PTransform):
 
 def openimages_input_patterns(options: OpenImagesOptions, tables: Tables) -> list[str]:
     """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
-    return [*(filesystems.everything_below(options.image_folder(split))
-              for split in tables.splits),
+    return [filesystems.everything_below(options.image_root),
             *(t.path for t in (*tables.boxes, *tables.image_labels)),
             tables.class_descriptions]
 

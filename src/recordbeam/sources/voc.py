@@ -1,15 +1,21 @@
-"""Pascal VOC input: ``Annotations/*.xml`` + ``JPEGImages/`` (+ split lists, label map).
+"""Pascal VOC input: ``Annotations/*.xml`` + ``JPEGImages/`` (+ split lists, label map), or
+a flat export with each XML beside its image.
 
-ROOT is the folder as VOC itself or a labeling tool (CVAT, Datumaro, labelImg) exports it::
+ROOT is the folder as VOC itself or a labeling tool (CVAT, Datumaro) exports it::
 
     ROOT/Annotations/<id>.xml          one XML per image
     ROOT/JPEGImages/<id>.jpg           the images (``--images`` points elsewhere)
     ROOT/ImageSets/Main/<split>.txt    optional: the ids of each split, one per line
     ROOT/labelmap.txt                  optional: the classes, one per line, in label order
 
-The launcher only lists ``ImageSets/Main`` (the split names) and reads ``labelmap.txt``;
-the annotation and image folders are listed, and each XML read (one small read per
-image), on workers. XML is parsed with ``defusedxml``: a DOCTYPE declaring entities or
+or, without ``Annotations/``, as Roboflow's VOC export and labelImg save it::
+
+    ROOT/<split>/<id>.xml + <id>.jpg   train/, valid/, val/, test/: one split each
+    ROOT/<id>.xml + <id>.jpg           no split folders: one split, ``--split``
+
+The launcher only lists ``ImageSets/Main`` (the split names), reads ``labelmap.txt`` and,
+without ``Annotations/``, looks for the first XML of each split folder; the annotation
+and image folders are listed, and each XML read (one small read per image), on workers. XML is parsed with ``defusedxml``: a DOCTYPE declaring entities or
 pointing at external files is refused (reject ``unsafe_xml``), never expanded.
 
 Boxes: VOC's ``bndbox`` holds 1-based pixel corners; like the Object Detection API's
@@ -29,7 +35,7 @@ from apache_beam.io.filesystems import FileSystems
 from defusedxml import DefusedXmlException
 
 from recordbeam import filesystems
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,  # noqa: F401 - re-exported: the suffixes VOC takes as images
@@ -56,8 +62,17 @@ VOC_OBJECT_KINDS = {
 BACKGROUND = "background"
 
 
+#: Folders of a flat export (Roboflow's train/valid/test) that are splits, named as the
+#: folder, when they hold XMLs.
+FLAT_SPLIT_FOLDERS = ("train", "valid", "val", "test")
+
+
 class VocError(DataError, ValueError):
     """The VOC folder cannot be used as given (no Annotations folder, a broken label map)."""
+
+
+class NotAVocFolder(UsageError, VocError):  # UsageError first: its exit code
+    """--input holds neither ``Annotations/`` nor XMLs beside images: a usage error."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,49 @@ class VocOptions:
     @property
     def labelmap(self) -> str:
         return filesystems.join(self.root.rstrip("/"), "labelmap.txt")
+
+
+@dataclass(frozen=True)
+class VocLayout:
+    """Where the XMLs are (what the launcher learned from a few listings).
+
+    Attributes:
+        flat: no ``Annotations/``: each XML lies beside its image.
+        split_folders: of a flat export, the folders of ROOT that are splits (Roboflow's
+            ``train``, ``valid``, ``test``); none: ROOT itself holds the XMLs.
+    """
+
+    flat: bool = False
+    split_folders: tuple[str, ...] = ()
+    images_folder: str | None = None  # Label Studio's ROOT/images, when JPEGImages/ is not
+
+
+def read_layout(options: VocOptions) -> VocLayout:
+    """``Annotations/`` when it holds files (its images in ``JPEGImages/``, or in
+    ``images/`` as Label Studio exports them), else a flat export: XMLs in split folders of
+    ROOT, or in ROOT itself. Each look is a listing stopped at its first file. Raises
+    :class:`NotAVocFolder` when there is none of these."""
+    if filesystems.has_files(options.annotations_dir):
+        images = filesystems.join(options.root.rstrip("/"), "images")
+        if (options.images_dir is None and not filesystems.has_files(options.image_folder)
+                and filesystems.has_files(images)):
+            return VocLayout(images_folder=images)  # Label Studio's VOC export
+        return VocLayout()
+    base = options.root.rstrip("/")
+    folders = (*FLAT_SPLIT_FOLDERS, "")
+    patterns = [f"{base}/{folder}/*{suffix}" if folder else f"{base}/*{suffix}"
+                for folder in folders for suffix in (".xml", ".XML")]
+    results = FileSystems.match(patterns, limits=[1] * len(patterns))
+    found = [folder for i, folder in enumerate(folders)
+             if results[2 * i].metadata_list or results[2 * i + 1].metadata_list]
+    split_folders = tuple(folder for folder in found if folder)
+    if split_folders or found:
+        return VocLayout(flat=True, split_folders=split_folders)
+    raise NotAVocFolder(
+        f"{base} has no Annotations/ folder with files, and no .xml file in it or in its "
+        f"{', '.join(name + '/' for name in FLAT_SPLIT_FOLDERS)} folders; --input takes a "
+        "Pascal VOC folder (Annotations/ and JPEGImages/) or a flat export with each "
+        "<name>.xml beside its image (Roboflow's, labelImg's)")
 
 
 # --- what the launcher reads: split names, the label map ------------------------------
@@ -152,12 +210,13 @@ def read_labelmap(options: VocOptions) -> list[str] | None:
     return parse_labelmap(text, options.labelmap)
 
 
-def voc_input_patterns(options: VocOptions) -> list[str]:
+def voc_input_patterns(options: VocOptions, layout: VocLayout = VocLayout()) -> list[str]:
     """The files a conversion reads, for its inputs fingerprint (``--if-changed``): the
-    annotation and image folders, then the split lists and the label map."""
-    return [filesystems.everything_below(options.annotations_dir),
-            filesystems.everything_below(options.image_folder),
-            filesystems.join(options.split_lists_dir, "*.txt"), options.labelmap]
+    folders :meth:`VocFormat.listings` lists, then its :meth:`VocFormat.small_inputs`
+    (the pipeline sums the same files' terms)."""
+    fmt = VocFormat(options, {}, None, layout)
+    return [*(filesystems.everything_below(listing.folder) for listing in fmt.listings()),
+            *fmt.small_inputs()]
 
 
 # --- one XML ------------------------------------------------------------------------
@@ -239,11 +298,13 @@ def _whole(text: str | None) -> int | None:
 # --- the pipeline ---------------------------------------------------------------------
 
 
-def split_list_id(line: str) -> str:
-    """The image id on one line of a split list: the whole line, stripped. Ids may hold
+def split_list_id(line: str) -> str | None:
+    """The image id on one line of a split list: the whole line, stripped; None for a
+    comment (``# ...``), which Datumaro's and VOC's own readers skip too. Ids may hold
     spaces (labelImg keeps file names as they are); only per-class lists, which are not
     read, add a flag column."""
-    return line.strip()
+    image_id = line.strip()
+    return None if image_id.startswith("#") else image_id
 
 
 class VocFormat(AnnotationFormat):
@@ -253,33 +314,58 @@ class VocFormat(AnnotationFormat):
     class_list = "labelmap.txt"
 
     def __init__(self, options: VocOptions, split_lists: dict[str, str],
-                 classes: list[str] | None) -> None:
+                 classes: list[str] | None, layout: VocLayout = VocLayout()) -> None:
         self._options = options
         self._split_lists = split_lists
+        self._layout = layout
         self.classes = classes
         self.default_split = options.split
-        self.image_folder = options.image_folder
+        self.image_folder = ((options.images_dir or options.root.rstrip("/")) if layout.flat
+                             else layout.images_folder or options.image_folder)
 
     def listings(self) -> list[Listing]:
+        if self._layout.flat:
+            return self._flat_listings()
         return [
             Listing(self._options.annotations_dir, annotation_suffixes=(".xml",),
                     skipped="voc_non_xml_files_skipped"),
-            Listing(self._options.image_folder, images=True,
-                    skipped="voc_non_image_files_skipped"),
+            Listing(self.image_folder, images=True, skipped="voc_non_image_files_skipped"),
         ]
+
+    def _flat_listings(self) -> list[Listing]:
+        """XMLs and images in one folder (each split folder, or ROOT); with ``--images``,
+        the images below it, laid out as the XMLs below ROOT. A split folder's name scopes
+        its ids (``valid/a``), so that ``train/a.jpg`` never pairs with ``valid/a.xml``."""
+        root, images = self._options.root.rstrip("/"), self._options.images_dir
+        listings = []
+        for split in self._layout.split_folders or (None,):
+            below = (split,) if split else ()
+            scope = split or ""
+            folder = filesystems.join(root, *below) if below else root
+            listings.append(Listing(folder, (".xml",), images=images is None, split=split,
+                                    scope=scope, skipped="voc_other_files_skipped"))
+            if images is not None:
+                listings.append(Listing(filesystems.join(images, *below) if below else images,
+                                        images=True, split=split, scope=scope,
+                                        skipped="voc_non_image_files_skipped"))
+        return listings
 
     def split_lists(self) -> list[SplitList]:
         return [SplitList(split, path, split_list_id)
                 for split, path in self._split_lists.items()]
 
     def small_inputs(self) -> list[str]:
-        return voc_input_patterns(self._options)[2:]
+        """The split lists and the label map, when no listing holds them (a flat export
+        without split folders lists ROOT, label map included)."""
+        if self._layout.flat:
+            return [self._options.labelmap] if self._layout.split_folders else []
+        return [filesystems.join(self._options.split_lists_dir, "*.txt"), self._options.labelmap]
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         return parse_voc_xml(data, path)
 
     def expected_annotation(self, image_id: str) -> str:
-        return f"Annotations/{image_id}.xml"
+        return f"{image_id}.xml beside it" if self._layout.flat else f"Annotations/{image_id}.xml"
 
 
 class ReadVoc(ReadFormat):
@@ -288,7 +374,8 @@ class ReadVoc(ReadFormat):
     Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
     ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
     ``sizes`` ((split, bytes) per image, to plan shards). ``splits`` (known on
-    construction, from a listing of ``ImageSets/Main``) are the splits it writes.
+    construction, from a listing of ``ImageSets/Main`` or of a flat export's split
+    folders) are the splits it writes; ``layout`` says where the XMLs are.
 
     ``skip_below``, the output folder when it lies inside an input folder, is left out.
     """
@@ -298,12 +385,14 @@ class ReadVoc(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
-        self._split_lists = split_lists(options)
-        self.splits = tuple(self._split_lists) or (options.split,)
+        self.layout = read_layout(options)
+        self._split_lists = {} if self.layout.flat else split_lists(options)
+        self.splits = (self.layout.split_folders or tuple(self._split_lists)
+                       or (options.split,))
         self.classes = read_labelmap(options)
 
     def annotation_format(self) -> VocFormat:
-        return VocFormat(self._options, self._split_lists, self.classes)
+        return VocFormat(self._options, self._split_lists, self.classes, self.layout)
 
 
 class VocEncoder(DetectionEncoder):

@@ -1,4 +1,5 @@
-"""YOLO input: darknet (``obj.data``, ``obj.names``) and Ultralytics (``data.yaml``) folders.
+"""YOLO input: darknet (``obj.data``, ``obj.names``) and Ultralytics (``data.yaml``) folders,
+and folders of images and labels with a class names file.
 
 ROOT is the folder as darknet users, Ultralytics, Roboflow, CVAT or Datumaro export it;
 the layout is recognized from what ROOT holds::
@@ -8,6 +9,13 @@ the layout is recognized from what ROOT holds::
     ROOT/obj.names   one class name per line   ROOT/images/<split>/<id>.jpg
     ROOT/train.txt   image paths, one a line   ROOT/labels/<split>/<id>.txt
     ROOT/obj_train_data/<id>.jpg + <id>.txt
+
+Without ``obj.data`` or ``data.yaml`` (labelImg's YOLO saves, Label Studio's export,
+Roboflow's "YOLO Darknet"), the class names are ``--classes`` or a ``classes.txt``,
+``obj.names`` or ``_darknet.labels`` found in ROOT, ``labels/`` or the split folders, and
+the splits are the split folders (``train``, ``valid``, ``val``, ``test``, below
+``images/`` or ROOT), else one split: ``images/`` + ``labels/``, or ROOT's images with
+their labels beside them.
 
 An image's label file is found as Ultralytics (and darknet) find it: the image's path with
 its last ``images`` folder replaced by ``labels`` and the extension by ``.txt``; without an
@@ -21,8 +29,8 @@ its outline the mask). Labels are ``cls + 1`` (0 stays background), class texts 
 Coordinates are fractions of the image as Ultralytics loads it, with its EXIF orientation
 applied (see :class:`YoloEncoder`); the size comes from the image header.
 
-The launcher reads only ``obj.data``/``obj.names`` or ``data.yaml`` and checks that the
-folders and lists they name exist; the folders are listed, the split lists read and every
+The launcher reads only ``obj.data``/``obj.names``, ``data.yaml`` or the names file and
+checks that the folders and lists they name exist; the folders are listed, the split lists read and every
 label file parsed on workers.
 """
 
@@ -56,6 +64,12 @@ from recordbeam.sources.detection import DetectionEncoder, Geometry
 DARKNET_DATA = "obj.data"
 DARKNET_NAMES = "obj.names"
 ULTRALYTICS_YAMLS = ("data.yaml", "data.yml")
+#: Class names files of folders without ``obj.data`` or ``data.yaml``: labelImg's and Label
+#: Studio's ``classes.txt``, darknet's ``obj.names``, Roboflow's "YOLO Darknet"
+#: ``_darknet.labels`` (one per split folder).
+NAMES_FILES = ("classes.txt", DARKNET_NAMES, "_darknet.labels")
+#: Folders that are splits, named as the folder, in a folder without a description file.
+SPLIT_FOLDERS = ("train", "valid", "val", "test")
 #: obj.data keys that name split lists, and the split each one is written to.
 DARKNET_SPLIT_KEYS = {"train": "train", "valid": "val", "val": "val", "test": "test"}
 ULTRALYTICS_SPLIT_KEYS = ("train", "val", "test")
@@ -76,12 +90,16 @@ class YoloOptions:
     """What to read.
 
     Attributes:
-        root: the YOLO folder (any Beam filesystem), holding ``obj.data`` or ``data.yaml``.
+        root: the YOLO folder (any Beam filesystem), holding ``obj.data`` or ``data.yaml``,
+            or images and labels with a class names file.
         split: the split of every image when the folder names no splits.
+        classes_file: the class names, one per line, class 0 first, for a folder without
+            ``obj.data`` or ``data.yaml`` (in place of a names file found there).
     """
 
     root: str
     split: str = "train"
+    classes_file: str | None = None
 
     @property
     def folder(self) -> str:
@@ -96,8 +114,10 @@ class YoloLayout:
     """What the launcher learned from ``obj.data`` / ``data.yaml``.
 
     Attributes:
-        kind: ``darknet`` or ``ultralytics``.
-        description: the file describing the dataset (``ROOT/obj.data``...).
+        kind: ``darknet``, ``ultralytics`` or ``folders`` (no description file: images
+            and labels with a class names file).
+        description: the file describing the dataset (``ROOT/obj.data``...; the class
+            names file of ``folders``).
         classes: class names in class-id order.
         folders: split -> image folders (Ultralytics splits given as folders).
         lists: split -> list files naming images (darknet, or Ultralytics ``*.txt``).
@@ -186,6 +206,14 @@ def listed_key(prefix: str, relative: str) -> str | None:
     return label_key(path)
 
 
+def beside_key(prefix: str, relative: str) -> str | None:
+    """The key of a file of a folder holding labels beside their images (labelImg's): as
+    :func:`label_key`; None for the class names files there, never labels."""
+    if posixpath.basename(relative) in NAMES_FILES:
+        return None
+    return label_key(f"{prefix}/{relative}" if prefix else relative)
+
+
 def root_spellings(folder: str) -> tuple[str, ...]:
     """``folder`` as given, and for a local folder as an absolute path with and without
     its links resolved: how absolute list lines written on this machine may spell it."""
@@ -235,8 +263,8 @@ def parse_names(text: str, path: str) -> tuple[str, ...]:
         names.pop()
     for number, name in enumerate(names, 1):
         if not name:
-            raise YoloError(f"{path}: line {number} is blank; obj.names holds one class "
-                            "name per line, class 0 first")
+            raise YoloError(f"{path}: line {number} is blank; a class names file holds one "
+                            "class name per line, class 0 first")
     if not names:
         raise YoloError(f"{path} names no classes; write one class name per line")
     return _distinct(tuple(names), path)
@@ -391,14 +419,59 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
 
 
 def read_layout(options: YoloOptions) -> YoloLayout:
-    """The layout of ROOT (``data.yaml`` wins over ``obj.data`` when both are there)."""
-    for name in ULTRALYTICS_YAMLS:
-        if filesystems.exists(options.path(name)):
-            return _ultralytics_layout(options, options.path(name))
-    if filesystems.exists(options.path(DARKNET_DATA)):
-        return _darknet_layout(options)
-    raise NotAYoloFolder(f"{options.folder} holds neither data.yaml (Ultralytics) nor "
-                         "obj.data (darknet); --input takes the YOLO folder as exported")
+    """The layout of ROOT (``data.yaml`` wins over ``obj.data`` when both are there;
+    without either, the folders and a class names file)."""
+    yaml_path = next((options.path(name) for name in ULTRALYTICS_YAMLS
+                      if filesystems.exists(options.path(name))), None)
+    darknet = options.path(DARKNET_DATA)
+    described = yaml_path or (darknet if filesystems.exists(darknet) else None)
+    if described is None:
+        return _folders_layout(options)
+    if options.classes_file:
+        raise UsageError(f"--classes would be ignored: {described} names the classes; drop "
+                         "--classes")
+    return _ultralytics_layout(options, yaml_path) if yaml_path else _darknet_layout(options)
+
+
+def _folders_layout(options: YoloOptions) -> YoloLayout:
+    """A folder without ``obj.data`` or ``data.yaml``, as labelImg, Label Studio and
+    Roboflow's "YOLO Darknet" export write it: the splits are the split folders (below
+    ``images/``, else of ROOT) or, without them, ``images/`` or ROOT itself; the classes
+    are ``--classes`` or the names file found in ROOT, ``labels/`` or the split folders."""
+    images = options.path("images")
+    base = images if filesystems.has_files(images) else options.folder
+    splits = [split for split in SPLIT_FOLDERS
+              if filesystems.has_files(filesystems.join(base, split))]
+    folders = (tuple((split, (filesystems.join(base, split),)) for split in splits)
+               or ((options.split, (base,)),))
+    if options.classes_file:
+        names_path = options.classes_file
+        classes = parse_names(_read_text(names_path), names_path)
+    else:
+        names_path, classes = _found_names(options, [folder for _s, (folder,) in folders])
+    return YoloLayout("folders", names_path, classes, folders=folders,
+                      small_files=(names_path,))
+
+
+def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[str, ...]]:
+    """The first class names file in ROOT, ``ROOT/labels`` or the split folders (each of
+    Roboflow's holds one: they must agree), and its names."""
+    places = [options.folder, options.path("labels"), *folders,
+              *(filesystems.join(folder, "labels") for folder in folders)]
+    found = [filesystems.join(place, name) for place in dict.fromkeys(places)
+             for name in NAMES_FILES if filesystems.exists(filesystems.join(place, name))]
+    if not found:
+        raise NotAYoloFolder(
+            f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data (darknet), "
+            f"nor a class names file ({', '.join(NAMES_FILES)}) in it, in labels/ or in its "
+            "split folders; --input takes the YOLO folder as exported, or pass --classes "
+            "FILE with one class name per line, class 0 first")
+    first = parse_names(_read_text(found[0]), found[0])
+    for other in found[1:]:
+        if parse_names(_read_text(other), other) != first:
+            raise YoloError(f"{other} names other classes than {found[0]}; keep one class "
+                            "names file, or pass --classes FILE")
+    return found[0], first
 
 
 def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
@@ -517,11 +590,13 @@ class YoloFormat(AnnotationFormat):
         for split, folders in self._layout.folders:
             for folder in folders:
                 prefix = self._prefix(folder)
+                # Without obj.data or data.yaml, a names file may lie among the labels.
+                key_of = beside_key if self._layout.kind == "folders" else listed_key
                 labels_prefix = posixpath.dirname(label_key(posixpath.join(prefix, "x.jpg")))
                 if labels_prefix == prefix:  # no images/ folder: labels lie beside images
                     listings.append(Listing(folder, (".txt",), images=True, split=split,
                                             skipped="yolo_other_files_skipped",
-                                            ids=partial(listed_key, prefix)))
+                                            ids=partial(key_of, prefix)))
                     continue
                 labels = (labels_prefix if _is_absolute(labels_prefix)
                           else self._options.path(labels_prefix))
@@ -530,7 +605,7 @@ class YoloFormat(AnnotationFormat):
                                         ids=partial(listed_key, prefix)))
                 listings.append(Listing(labels, (".txt",), split=split,
                                         skipped="yolo_other_files_skipped",
-                                        ids=partial(listed_key, labels_prefix)))
+                                        ids=partial(key_of, labels_prefix)))
         return listings
 
     def split_lists(self) -> list[SplitList]:
@@ -542,7 +617,11 @@ class YoloFormat(AnnotationFormat):
 
     def small_inputs(self) -> list[str]:
         """``data.yaml`` when only split folders are listed (else it lies in ROOT's
-        listing)."""
+        listing); the class names file when no listed folder holds it."""
+        if self._layout.kind == "folders":
+            listed = [listing.folder.rstrip("/") + "/" for listing in self.listings()]
+            return [path for path in self._layout.small_files
+                    if not any(path.startswith(folder) for folder in listed)]
         return [self._layout.description] if self._layout.folders else []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
@@ -566,8 +645,8 @@ class ReadYolo(ReadFormat):
 
     Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
     ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
-    ``sizes``. ``splits`` (known on construction, from ``obj.data``/``data.yaml``) are the
-    splits it writes; ``classes`` the class names in class-id order.
+    ``sizes``. ``splits`` (known on construction, from ``obj.data``/``data.yaml`` or the
+    split folders) are the splits it writes; ``classes`` the class names in class-id order.
 
     ``skip_below``, the output folder when it lies inside ROOT, is left out.
     """

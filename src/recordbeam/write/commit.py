@@ -86,8 +86,9 @@ class _Finalize(beam.DoFn):
         dataset_meta: dict[str, Any] = {}
         for part in metadata:
             dataset_meta.update(part)
+        split_counts = counts_by_split(counts, default_split)
         entries = {
-            split: self._split_entry(split, results, rejects, counts if split == default_split else {},
+            split: self._split_entry(split, results, rejects, split_counts.get(split, {}),
                                      dataset_meta)
             for split in owned
         }
@@ -300,6 +301,16 @@ def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions
 def _split_of_hash_file(path: str) -> str:
     """``hashes/train-00001-of-00004.hashes`` -> ``train``."""
     return manifest.split_of_shard_file(path.rsplit("/", 1)[-1].removesuffix(".hashes"))
+
+
+def counts_by_split(counts: Mapping[Any, int], default_split: str) -> dict[str, Counter[str]]:
+    """The sources' counts by split: a ``(split, name)`` key is that split's; a plain name
+    is the run's, filed with ``default_split``."""
+    by_split: dict[str, Counter[str]] = {}
+    for key, number in counts.items():
+        split, name = key if isinstance(key, tuple) else (default_split, key)
+        by_split.setdefault(split, Counter())[name] += number
+    return by_split
 
 
 def _limit_exceeded(entries: Mapping[str, Mapping[str, Any]], rejects: Sequence[Reject],

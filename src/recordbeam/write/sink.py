@@ -318,7 +318,8 @@ class WriteShards(beam.PTransform):
         options: shard count or size, compression, index files, reject limit.
         rejects: rejects found before the sink (join, annotation checks), to be counted
             and listed in ``rejects.jsonl``.
-        counts: ``(name, number)`` pairs found before the sink, summed into the manifest.
+        counts: ``(name, number)`` pairs found before the sink, summed into the manifest
+            (the default split's); ``((split, name), number)`` for a count of one split.
         metadata: dicts merged into the manifest (label map, inputs fingerprint...). A
             ``label_names`` list is also written as ``labels.txt``; the keys in
             ``manifest.SPLIT_KEYS`` go to the entries of the splits this run writes.
