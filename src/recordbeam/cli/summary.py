@@ -59,11 +59,17 @@ def _duplicate_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:
     """The folder's duplicate groups (exact, near) as summary rows."""
     if not found:
         return []
-    rows = [("duplicate groups", f"{found['groups']} ({counted(found['images'], 'image')})")]
-    near = found.get("near")
-    if near is not None:
-        rows.append(("near-duplicate groups", f"{near['groups']} ({counted(near['images'], 'image')})"))
+    rows = [("duplicate groups", _groups(found))]
+    if found.get("near") is not None:
+        rows.append(("near-duplicate groups", _groups(found["near"])))
     return rows
+
+
+def _groups(found: dict[str, Any]) -> str:
+    """``2 (5 images)``; ``0`` when there is none."""
+    if not found["groups"]:
+        return "0"
+    return f"{found['groups']} ({counted(found['images'], 'image')})"
 
 
 def duplicate_warnings(manifest: dict[str, Any], output_dir: str) -> list[str]:
