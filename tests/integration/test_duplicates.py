@@ -16,6 +16,7 @@ from PIL import Image
 from recordbeam.cli import main as cli
 from recordbeam.dataset.image_hashes import decode_hash_file
 from recordbeam.dataset.report import report_page
+from recordbeam.testing.outputs import folder_files
 from recordbeam.testing.photos import photo_like_jpeg, photo_like_pixels
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
@@ -67,14 +68,6 @@ def _rejects(out) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _files(out) -> dict[str, bytes]:
-    found = {}
-    for folder, _dirs, names in os.walk(out):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                found[os.path.relpath(path, out)] = f.read()
-    return found
 
 
 @pytest.fixture()
@@ -120,7 +113,7 @@ def test_without_duplicates_the_shards_are_those_of_a_run_that_does_not_look(tmp
     root = _tree(tmp_path / "in", {f"c{i % 2}/{i}.jpg": _photo(10 + i) for i in range(6)})
     assert _convert(root, tmp_path / "off", "--duplicates", "off", "--shards", "2") == 0
     assert _convert(root, tmp_path / "keep", "--shards", "2") == 0
-    off, keep = _files(tmp_path / "off"), _files(tmp_path / "keep")
+    off, keep = folder_files(tmp_path / "off"), folder_files(tmp_path / "keep")
     added = set(keep) - set(off)  # no group: no duplicates.jsonl
     assert added == {"hashes/train-00000-of-00002.hashes", "hashes/train-00001-of-00002.hashes"}
     for name in off:
@@ -160,7 +153,7 @@ def test_a_later_run_finds_its_copies_of_an_earlier_split(tmp_path, capsys):
     later = _tree(tmp_path / "b", {"cats/x.jpg": cat, "dogs/y.jpg": _photo(4)})
     out = tmp_path / "out"
     assert _convert(first, out, "--split", "train") == 0
-    train_files = {k: v for k, v in _files(out).items() if k.startswith(("train-", "hashes/"))}
+    train_files = {k: v for k, v in folder_files(out).items() if k.startswith(("train-", "hashes/"))}
     assert _convert(later, out, "--split", "val") == 0
     (group,) = _lines(out)
     assert group["splits"] == ["train", "val"]
@@ -177,7 +170,7 @@ def test_a_later_run_finds_its_copies_of_an_earlier_split(tmp_path, capsys):
     (reject,) = [r for r in _rejects(out) if r["reason"] == "duplicate"]
     assert reject["split"] == "val" and reject["source"].endswith("b/cats/x.jpg")
     assert "split train" in reject["detail"] and "earlier run" in reject["detail"]
-    assert {k: v for k, v in _files(out).items() if k.startswith(("train-", "hashes/train"))} \
+    assert {k: v for k, v in folder_files(out).items() if k.startswith(("train-", "hashes/train"))} \
         == train_files
     (group,) = _lines(out)
     assert group["members"][1] == {"split": "val", "source": val_member["source"],
@@ -237,7 +230,7 @@ def test_drop_writes_the_same_bytes_on_every_runner(tmp_path):
     assert cli.main(["convert", "imagefolder", "--root", root, "--output",
                      os.fspath(tmp_path / "b"), "--quiet", *options,
                      "--direct_running_mode=multi_processing", "--direct_num_workers=2"]) == 0
-    a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
+    a, b = folder_files(tmp_path / "a"), folder_files(tmp_path / "b")
     assert sorted(a) == sorted(b)
     for name in a:
         if name != "manifest.json":
