@@ -312,6 +312,33 @@ def test_a_key_shared_by_thousands_is_searched_through_leaders():
     assert len(components.groups[0].members) == 100
 
 
+def test_leaders_link_images_that_only_ask_under_a_crowded_key():
+    """A crowded key (600 images indexed, 1200 asking: the leader search) whose askers are
+    near one another without sharing a key where one is indexed: each such pair is
+    recorded once, under the smallest key both ask under."""
+    key_band = 0x1234
+    images = []
+    for i in range(600):  # indexed under (band 0, key_band), far from everything else
+        frame = key_band << 48 | int.from_bytes(hashlib.sha256(b"i%d" % i).digest()[:6], "big")
+        images.append(NearImage(hashlib.sha256(b"indexed %d" % i).digest(),
+                                PerceptualHash(frame, (frame ^ 0xFFFF,) * 4),
+                                Member("train", f"i{i}", "t", i)))
+    base, one_bit_a_band = 0x0F0F_5555_AAAA_3333, 0x0001_0001_0001_0001
+    for j in range(600):  # two frames 4 bits apart, one in each band: no band shared
+        frame = base ^ (one_bit_a_band if j % 2 else 0)
+        window = key_band << 48 | (frame & 0xFFFF_FFFF_FFFF)
+        images.append(NearImage(hashlib.sha256(b"asker %d" % j).digest(),
+                                PerceptualHash(frame, (window,) * 4),
+                                Member("val", f"a{j}", "v", j)))
+    found = near_pairs(images)
+    askers = {i.digest for i in images if i.member.split == "val"}
+    linked = [p for p in found.pairs if p.first in askers and p.second in askers]
+    assert linked and found.beyond == 0
+    assert len({(p.first, p.second) for p in found.pairs}) == len(found.pairs)
+    components = near_components(found.pairs, {i.digest: i.member for i in images})
+    assert any(g.size == 600 for g in components.groups)  # both frames: one group
+
+
 def test_pairs_found_past_the_bound_are_let_go_and_counted(monkeypatch):
     from recordbeam.dataset import near_groups
 

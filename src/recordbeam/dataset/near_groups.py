@@ -170,9 +170,12 @@ class _KeySearch:
         self.let_go = 0
 
     def _owner(self, a: bytes, b: bytes) -> int:
+        """The key a pair is recorded under: the smallest where one asks and the other is
+        indexed; for two images that only ask under common keys (compared there by the
+        leader search alone), the smallest of those."""
         a_indexed, a_asks = self.keys_of[a]
         b_indexed, b_asks = self.keys_of[b]
-        return min((a_asks & b_indexed) | (b_asks & a_indexed))
+        return min((a_asks & b_indexed) | (b_asks & a_indexed) or a_asks & b_asks)
 
     def _try(self, key: int, a: NearImage, b: NearImage) -> bool:
         """Compare two images under ``key``; True when they are near."""
