@@ -14,11 +14,12 @@ comparing runs on many workers; each compares the images of its keys
 Bounds, and what happens past them:
 
 - a key shared by so many images that comparing all of them would take more than
-  :data:`MAX_COMPARISONS_PER_KEY` comparisons (thousands of near-identical placeholders)
-  is searched greedily: each image, in SHA-256 order, is compared with the first
-  :data:`MAX_LEADERS` images that matched no earlier one, and linked to the first within
-  the threshold; an image matching none after the leaders are full is not linked
-  through that key;
+  :data:`MAX_COMPARISONS_PER_KEY` comparisons (a cluster of near-identical pictures, or
+  placeholders) is searched greedily: each image, in SHA-256 order, is compared with the
+  *leaders* (the first :data:`MAX_LEADERS` images that matched no earlier leader) and
+  linked to every leader within the threshold; an image matching none after the leaders
+  are full is not linked through that key. A cluster of n near-identical pictures then
+  costs about n comparisons and n - 1 links, not n\ :sup:`2` / 2;
 - groups are the connected components of the pairs found (:func:`near_components`), built
   from the first :data:`MAX_NEAR_PAIRS` pairs in SHA-256 order; pairs past that are
   counted (``pairs_not_grouped``), not grouped.
@@ -58,7 +59,7 @@ __all__ = [
     "near_pairs",
 ]
 
-MAX_COMPARISONS_PER_KEY = 250_000
+MAX_COMPARISONS_PER_KEY = 10_000
 MAX_LEADERS = 500
 MAX_NEAR_PAIRS = 200_000
 #: Members listed per near-duplicate group line; larger groups are counted (``size``).
@@ -201,9 +202,9 @@ class _KeySearch:
         leaders: list[NearImage] = []
         for digest in sorted(members):
             image = members[digest]
-            if not any(self._try(key, image, leader) for leader in leaders):
-                if len(leaders) < MAX_LEADERS:
-                    leaders.append(image)
+            near = [self._try(key, image, leader) for leader in leaders]
+            if not any(near) and len(leaders) < MAX_LEADERS:
+                leaders.append(image)
 
     def keep_first(self) -> None:
         """Keep the first :data:`MAX_NEAR_PAIRS` pairs in order (those the components are
