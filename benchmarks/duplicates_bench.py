@@ -11,6 +11,8 @@ whole process tree: launcher and Beam workers; peak RSS of its largest process):
 - ``off``: ``--duplicates off``, the baseline: no hashes, no grouping;
 - ``keep``: the default: hash files, grouping, ``duplicates.jsonl``;
 - ``drop``: ``--duplicates drop`` (reads and hashes every image once more before the write);
+  then, for comparison, the other way to drop: the CPU of a framed copy of every shard of a
+  ``keep`` output (:func:`rewrite_estimate`);
 - ``near``: ``--near-duplicates`` (a perceptual hash per image: a small decode).
 
 Prints per case the minimum and median CPU over rounds, the ratio of the minimums to
@@ -25,9 +27,13 @@ per image: a run's memory is its records, not image bytes), every file made dist
 same way; per size and per case (``off``, ``keep``), the launcher's and the largest
 worker's peak resident memory, sampled every 0.1 s.
 
+``--in-process N`` also alternates ``off`` and ``keep`` N times in the benchmark's own
+process on Beam's in-memory runner (one worker: all stages here), CPU time of the process
+per run: no process start or worker scheduling, so less noise than whole commands.
+
     python benchmarks/duplicates_bench.py [--images 20000] [--rounds 3]
-        [--cases off,keep,drop,near] [--copies 0.01] [--memory 20000,100000]
-        [--data-dir benchmarks/data] [--scratch DIR]
+        [--cases off,keep,drop,near] [--copies 0.01] [--in-process N]
+        [--memory 20000,100000] [--data-dir benchmarks/data] [--scratch DIR]
 """
 
 from __future__ import annotations
@@ -163,6 +169,71 @@ def cpu(args: argparse.Namespace, scratch: str) -> None:
         ratio = statistics.median(paired)
         print(f"target: keep <= {TARGET_RATIO}x off's CPU (median of the rounds' ratios): "
               f"{ratio:.3f}x {'met' if ratio <= TARGET_RATIO else 'MISSED'}")
+    if "drop" in seen:
+        rewrite_estimate(ds, scratch)
+
+
+def in_process(args: argparse.Namespace, scratch: str) -> None:
+    """``off`` and ``keep`` alternated in this process on Beam's in-memory runner (one
+    worker: every stage runs here), CPU time of this process per run: no process start,
+    no worker scheduling, so less noise than whole commands."""
+    from recordbeam.cli import main as cli
+
+    ds, _repeated = ensure_distinct(args.data_dir, args.images, args.copies)
+    seen: dict[str, list[float]] = {"off": [], "keep": []}
+    for r in range(args.in_process):
+        for case in ("off", "keep") if r % 2 == 0 else ("keep", "off"):
+            output = os.path.join(scratch, f"in_process_{case}")
+            shutil.rmtree(output, ignore_errors=True)
+            started = time.process_time()
+            code = cli.main([*_command(ds, output, case)[3:], "--direct_running_mode=in_memory",
+                             "--direct_num_workers=1"])
+            seen[case].append(time.process_time() - started)
+            if code:
+                raise SystemExit(f"{case} failed in process (exit {code})")
+            shutil.rmtree(output, ignore_errors=True)
+    paired = [k - o for k, o in zip(seen["keep"], seen["off"], strict=True)]
+    ratio = statistics.median(k / o for k, o in zip(seen["keep"], seen["off"], strict=True))
+    print(f"\nin one process, in-memory runner, {args.in_process} rounds alternated:")
+    for case, values in seen.items():
+        print(f"  {case}: {' '.join(f'{v:.2f}' for v in values)} CPU s; median "
+              f"{statistics.median(values):.2f}")
+    print(f"  keep - off, round by round: {' '.join(f'{d:+.2f}' for d in paired)} CPU s; "
+          f"median {statistics.median(paired):+.2f} ({ratio:.3f}x)")
+
+
+def rewrite_estimate(ds: coco_bench.Dataset, scratch: str) -> None:
+    """What ``drop`` would cost done the other way (write every copy, then rewrite the
+    shards holding a dropped one): at 1% copies nearly every shard holds one, so the
+    cost is about a framed copy of every shard, timed here on a ``keep`` output
+    (records copied as framed bytes, CRCs not checked; the read, the copy, the write)."""
+    import io
+
+    from recordbeam.tfrecord.framing import read_records_with_offsets
+
+    output = os.path.join(scratch, "rewrite")
+    shutil.rmtree(output, ignore_errors=True)
+    result = coco_bench.run_case(_command(ds, output, "keep"), os.path.join(scratch, "rw.log"))
+    if result["returncode"]:
+        raise SystemExit("the keep run for the rewrite estimate failed")
+    shards = sorted(n for n in os.listdir(output) if n.endswith(".tfrecord"))
+    os.sync()
+    cpu_started, wall_started = time.process_time(), time.monotonic()
+    copied = 0
+    for name in shards:
+        with open(os.path.join(output, name), "rb") as f:
+            data = f.read()
+        with open(os.path.join(output, name + ".rewritten"), "wb") as out:
+            for offset, framed, _record in read_records_with_offsets(io.BytesIO(data),
+                                                                     verify=False):
+                out.write(data[offset:offset + framed])
+                copied += framed
+        os.remove(os.path.join(output, name + ".rewritten"))
+    cpu_s, wall = time.process_time() - cpu_started, time.monotonic() - wall_started
+    print(f"rewrite estimate: a framed copy of every shard of the keep output "
+          f"({len(shards)} shards, {copied / 2**30:.2f} GiB): {cpu_s:.2f} CPU s, {wall:.1f} s "
+          "(in one process; the I/O is as much again on an object store)")
+    shutil.rmtree(output, ignore_errors=True)
 
 
 def distinct_small(data_dir: str, images: int) -> str:
@@ -208,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="share of names repeating another's bytes (default: 0.01)")
     parser.add_argument("--memory", default=None, metavar="SIZES",
                         help="also (or with --rounds 0, only) the memory run at these sizes")
+    parser.add_argument("--in-process", type=int, default=0, metavar="ROUNDS",
+                        help="also run off and keep alternated in this process, ROUNDS times")
     parser.add_argument("--data-dir", default=os.path.join(here, "data"))
     parser.add_argument("--scratch", default=None)
     args = parser.parse_args(argv)
@@ -220,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.rounds:
             cpu(args, scratch)
+        if args.in_process:
+            in_process(args, scratch)
         if args.memory:
             memory(args, scratch)
     finally:
