@@ -4,18 +4,25 @@ Data paths go through Beam's ``FileSystems`` only (local, ``gs://``, ``s3://``..
 ``open()`` or ``os.path``, so a pipeline that works on a laptop works on a cluster. Files
 are opened and created through the filesystem Beam would pick, with local paths served by
 one ``LocalFileSystem`` kept for the process (see :func:`_filesystem_of`).
+
+Every path taken from a user or a dataset is a literal name, never a pattern: Beam's
+``match`` (and its local and GCS ``delete``) reads ``*``, ``?`` and ``[`` as glob
+characters, so a folder named ``photos [2019]`` is escaped (:func:`literal`) wherever it
+becomes part of a pattern, and a single file is looked up without one
+(:func:`file_metadata`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 from recordbeam import gcs_credentials
+from recordbeam.errors import DataError
 from recordbeam.local.internals import streamed_match
 
 _RAW = CompressionTypes.UNCOMPRESSED
@@ -77,38 +84,163 @@ def list_files(directory: str) -> Iterator[FileMetadata]:
 
 
 def iter_match(pattern: str) -> Iterator[FileMetadata]:
-    """The files a Beam glob matches, one at a time.
+    """The files a Beam glob matches, one at a time. User paths in ``pattern`` must be
+    escaped (:func:`literal`, :func:`everything_below`, :func:`glob_below`).
 
     ``FileSystems.match`` returns a whole listing as one list, ~270 bytes per file (80
-    MB for 300k images, measured; GBs for a bucket of millions). Where Beam's own
-    ``match`` lists through the filesystem's lister, the listing is streamed from that
-    lister through the same filter (:func:`recordbeam.local.internals.streamed_match`,
-    where Beam's private members are fenced); otherwise (patterns without a glob,
-    filesystems with a ``match`` of their own, a Beam whose ``match`` works another way)
-    it goes through ``FileSystems.match``: the same files, as one list.
+    MB for 300k images, measured; GBs for a bucket of millions). Local folders are walked
+    here (:func:`_local_files_below`), following links to folders as to files; elsewhere,
+    where Beam's own ``match`` lists through the filesystem's lister, the listing is
+    streamed from that lister through the same filter
+    (:func:`recordbeam.local.internals.streamed_match`, where Beam's private members are
+    fenced); otherwise (filesystems with a ``match`` of their own, a Beam whose ``match``
+    works another way) it goes through ``FileSystems.match``: the same files, as one list.
     """
     if pattern.endswith(("/", "\\")):
         pattern += "*"
     _before_remote_access(pattern)
-    streamed = streamed_match(FileSystems.get_filesystem(pattern), pattern)
-    if streamed is not None:
-        yield from streamed
+    where, rest = pattern_parts(pattern)
+    if not rest:  # no wildcard: one file, or none
+        found = file_metadata(where)
+        if found is not None:
+            yield found
         return
-    for result in FileSystems.match([pattern]):
-        yield from result.metadata_list
+    system = FileSystems.get_filesystem(pattern)
+    if FileSystems.get_scheme(pattern) is None:  # a local path
+        yield from _match_local(system, pattern, where)
+    else:
+        yield from match_listed(system, pattern, where)
+
+
+def _match_local(system: FileSystem, pattern: str, where: str) -> Iterator[FileMetadata]:
+    """:func:`iter_match` of a local pattern whose literal part is ``where``."""
+    head, slash, _name = where.rpartition("/")
+    files = _local_files_below((head or "/") if slash else ".")
+    if not slash:  # a pattern of the working folder spells its files without "./"
+        files = (FileMetadata(m.path[2:], m.size_in_bytes, m.last_updated_in_seconds)
+                 for m in files)
+    return system.match_files(files, pattern)
+
+
+def match_listed(system: FileSystem, pattern: str, where: str) -> Iterator[FileMetadata]:
+    """:func:`iter_match` through ``system``'s own listing: streamed where Beam's ``match``
+    lists through its lister, else ``FileSystems.match``."""
+    streamed = streamed_match(system, pattern, where)
+    if streamed is not None:
+        return streamed
+    return (meta for result in FileSystems.match([pattern]) for meta in result.metadata_list)
 
 
 def has_files(directory: str) -> bool:
     """Whether any file lies below ``directory``; stops at the first one found (a listing
     of a million-object bucket is not needed to know it is not empty)."""
-    _before_remote_access(directory)
-    matches = FileSystems.match([everything_below(directory)], limits=[1])
-    return any(result.metadata_list for result in matches)
+    return next(iter_match(everything_below(directory)), None) is not None
+
+
+def file_metadata(path: str) -> FileMetadata | None:
+    """One file's metadata (path, size, modification time), as a listing gives it, or None
+    when there is no such file. ``path`` is a literal name, never a pattern."""
+    try:
+        system = _filesystem_of(path)
+        return system.metadata(path) if system.exists(path) else None
+    except Exception:  # noqa: BLE001 - each filesystem reports a missing file its own way
+        return None
 
 
 def everything_below(directory: str) -> str:
     """The glob of every file below ``directory``, recursively, on any filesystem."""
-    return directory.rstrip("/") + "/**"
+    return literal(directory.rstrip("/")) + "/**"
+
+
+def glob_below(directory: str, *parts: str) -> str:
+    """``directory`` (a literal name) joined with glob ``parts`` (``"*"``, ``"*.txt"``)."""
+    return join(literal(directory.rstrip("/")), *parts)
+
+
+#: How :func:`literal` writes each glob character: as a one-character class. ``[`` cannot
+#: be ``[[]``, which Beam's pattern translation (fnmatch's, from Python 2.7) hands to
+#: ``re`` as a set opening with ``[`` (a FutureWarning, "possible nested set"); it is the
+#: class of every character but ``[`` negated: ``[!`` NUL-``Z`` ``\\``-U+10FFFF ``]`` (Beam
+#: doubles the backslash and turns ``!`` into ``^``).
+_ESCAPES = {"*": "[*]", "?": "[?]", "[": "[!\x00-Z\\-\U0010ffff]"}
+_UNESCAPES = {escaped: character for character, escaped in _ESCAPES.items()}
+
+
+def literal(path: str) -> str:
+    """``path`` as a Beam pattern matching that name only (``*``, ``?``, ``[`` escaped),
+    on the local filesystem and on object stores alike."""
+    if not any(c in path for c in "*?["):
+        return path
+    return "".join(_ESCAPES.get(c, c) for c in path)
+
+
+def pattern_parts(pattern: str) -> tuple[str, str]:
+    """``(name, rest)``: a pattern's leading literal part, :func:`literal`'s escapes
+    undone, and the rest from its first wildcard on ("" when it has none)."""
+    name, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c in "*?":
+            return "".join(name), pattern[i:]
+        if c == "[":
+            escaped = next((e for e in _UNESCAPES if pattern.startswith(e, i)), None)
+            if escaped is None:
+                return "".join(name), pattern[i:]
+            name.append(_UNESCAPES[escaped])
+            i += len(escaped)
+            continue
+        name.append(c)
+        i += 1
+    return "".join(name), ""
+
+
+#: How often one folder may be entered through symbolic links in one listing: links that
+#: fan out (each folder linking twice to the next) would list the last one 2^depth times.
+MAX_LINKED_ENTRIES = 32
+
+
+class LinkFanOut(DataError):
+    """A listing would enter one folder through more links than :data:`MAX_LINKED_ENTRIES`."""
+
+
+def _local_files_below(folder: str) -> Iterator[FileMetadata]:
+    """Every file below a local ``folder``, spelled from it, with size and modification
+    time. Links to folders are followed as links to files are (what they lead to is the
+    readers' to judge, see :class:`InputRoots`), except a link back to a folder the walk
+    is in (a loop). Entries that vanish or cannot be read are left out, as Beam's listing
+    leaves them."""
+    import os  # local paths only
+
+    entered: dict[str, int] = {}
+    stack = [(folder, (os.path.realpath(folder),))]
+    while stack:
+        current, ancestors = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    real = (os.path.realpath(entry.path) if entry.is_symlink()
+                            else os.path.join(ancestors[-1], entry.name))
+                    if real not in ancestors:
+                        _count_entry(entered, real, entry.path, folder)
+                        stack.append((entry.path, (*ancestors, real)))
+                else:
+                    stat = entry.stat()
+                    yield FileMetadata(entry.path, stat.st_size, stat.st_mtime)
+            except OSError:
+                continue
+
+
+def _count_entry(entered: dict[str, int], real: str, path: str, top: str) -> None:
+    entered[real] = entered.get(real, 0) + 1
+    if entered[real] > MAX_LINKED_ENTRIES:
+        raise LinkFanOut(
+            f"{path}: listing {top} enters the folder {real} more than {MAX_LINKED_ENTRIES} "
+            "times through symbolic links; links that fan out this way list it exponentially "
+            "often. Remove the links that lead to it twice")
 
 
 def relative_name(directory: str, path: str) -> str:
@@ -178,28 +310,107 @@ def local_real_path(path: str, real_folders: dict[str, str] | None = None) -> st
     return os.path.join(real_folder, name)
 
 
-def outside_root(real_root: str, path: str, real_folders: dict[str, str] | None = None) -> str | None:
-    """Where ``path`` really leads when links take it outside ``real_root`` (a path from
-    :func:`local_real_path`), else None. Always None for object stores."""
-    real = local_real_path(path, real_folders)
-    if real is None or real == real_root:
-        return None
-    prefix = real_root if real_root.endswith("/") else real_root + "/"
-    return None if real.startswith(prefix) else real
+class InputRoots:
+    """The folders a run was given to read (``--input``, ``--images``, a manifest's folder):
+    a local file whose real path, links resolved, lies in none of them is *outside* and is
+    never opened (readers reject it ``outside_root``). Files on object stores, which have
+    no links, are never outside. A run that allows reading outside has no InputRoots.
+
+    The real paths are found where the files are read (on workers), once per process; a
+    pickled InputRoots carries only the folders.
+    """
+
+    #: Resolved folders remembered per process at most (a dataset of many folders).
+    MAX_REMEMBERED = 100_000
+
+    def __init__(self, folders: Sequence[str]) -> None:
+        self.folders = tuple(folders)
+        self._real_roots: tuple[str, ...] | None = None
+        self._real_folders: dict[str, str] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"folders": self.folders}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["folders"])
+
+    def __repr__(self) -> str:
+        return f"InputRoots({list(self.folders)!r})"
+
+    def describe(self) -> str:
+        """The folders, for messages."""
+        return " or ".join(self.folders)
+
+    def outside(self, path: str) -> str | None:
+        """Where ``path`` really leads when that lies outside every folder, else None."""
+        if len(self._real_folders) > self.MAX_REMEMBERED:
+            self._real_folders.clear()
+        real = local_real_path(path, self._real_folders)
+        if real is None:
+            return None
+        if self._real_roots is None:
+            found = (local_real_path(folder) for folder in self.folders)
+            self._real_roots = tuple(r.rstrip("/") + "/" for r in found if r is not None)
+        inside = any(real.startswith(root) or real + "/" == root for root in self._real_roots)
+        return None if inside else real
+
+
+def input_roots(folders: Sequence[str | None], allow_outside_root: bool) -> InputRoots | None:
+    """The :class:`InputRoots` of the folders given (None entries left out), or None when
+    the run reads files wherever links lead (``allow_outside_root``)."""
+    return None if allow_outside_root else InputRoots([f for f in folders if f])
+
+
+class LeadsOutside(DataError):
+    """A file a command found in the folders it was given (a CVAT XML, a table, a YOLO
+    ``data.yaml``...) that links lead outside them, and which it needs whole."""
+
+
+def refuse_outside(roots: InputRoots | None, path: str, what: str) -> None:
+    """Raise :class:`LeadsOutside` for ``path`` (a ``what``, for the message), unopened,
+    when links lead it out of ``roots``."""
+    target = roots.outside(path) if roots is not None else None
+    if target is not None:
+        raise LeadsOutside(
+            f"{path}: symbolic links lead this {what} to {target!r}, outside "
+            f"{roots.describe()}; it was not read (pass --allow-outside-root to read files "
+            "links lead elsewhere)")
 
 
 def delete(paths: list[str]) -> None:
-    """Delete files that exist; missing ones are fine (a retried cleanup)."""
+    """Delete files, and folders with what they hold, that exist; missing ones are fine (a
+    retried cleanup). Paths are literal names: Beam's own ``delete`` matches each path as
+    a glob on the local filesystem (where it cannot match a folder whose name holds one)
+    and on GCS, so local paths are removed here and GCS paths escaped."""
     present = [p for p in paths if exists(p)]
-    if present:
-        FileSystems.delete(present)
+    remote = []
+    for path in present:
+        local = local_path(path)
+        if local is not None:
+            _remove_local(local)
+        else:
+            remote.append(literal(path) if FileSystems.get_scheme(path) == "gs"
+                          and not path.endswith("/") else path)
+    if remote:
+        FileSystems.delete(remote)
+
+
+def _remove_local(path: str) -> None:
+    """What Beam's ``LocalFileSystem.delete`` does with one path, without its glob."""
+    import os  # local paths only
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
 
 
 def remove_tree(directory: str) -> None:
     """Delete a folder and everything below it, on filesystems with or without folders."""
-    delete([m.path for m in list_files(directory)])
-    if exists(directory):
-        FileSystems.delete([directory])
+    if local_path(directory) is None:
+        delete([m.path for m in list_files(directory)])
+    delete([directory])
 
 
 def rename(sources: list[str], destinations: list[str]) -> None:

@@ -33,8 +33,14 @@ from apache_beam.options.pipeline_options import (
 )
 
 from recordbeam import __version__, filesystems, gcs_credentials
-from recordbeam.dataset import layout
-from recordbeam.errors import RecordbeamError, RunFailed, UsageError
+from recordbeam.dataset import folder_lock, layout
+from recordbeam.errors import (
+    OutOfSpace,
+    RecordbeamError,
+    RunFailed,
+    UsageError,
+    full_filesystem,
+)
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id
@@ -109,7 +115,8 @@ def _listed_inputs(pattern: str, skip_below: str | None) -> Iterator[FileMetadat
     """The files ``pattern`` matches, without those in ``skip_below`` when the pattern
     lists a folder holding it (the output folder put inside an input folder)."""
     listed = filesystems.iter_match(pattern)
-    folder = pattern.removesuffix("/**") if pattern.endswith("/**") else None
+    literal, rest = filesystems.pattern_parts(pattern)
+    folder = literal.rstrip("/") if rest == "**" else None
     prefix = filesystems.prefix_below(folder, skip_below) if folder and skip_below else None
     return listed if prefix is None else (m for m in listed if not m.path.startswith(prefix))
 
@@ -129,16 +136,31 @@ def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any],
 def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
                   settings: Mapping[str, Any]) -> bool:
     """True when ``output_dir`` holds a finished ``split`` made from these very inputs
-    (names, sizes, modification times) and settings (options, recordbeam version)."""
+    (names, sizes, modification times) and settings (options, recordbeam version), and
+    every shard its manifest lists is there with the size the commit wrote: a shard
+    deleted or cut since is no output to keep."""
     manifest = layout.read_manifest(output_dir)
-    recorded = (manifest or {}).get("splits", {}).get(split, {}).get("inputs_fingerprint")
-    return recorded is not None and recorded == current_fingerprint(
-        patterns, settings, skip_below=output_dir)
+    entry = (manifest or {}).get("splits", {}).get(split, {})
+    recorded = entry.get("inputs_fingerprint")
+    return (recorded is not None and _shards_whole(output_dir, entry)
+            and recorded == current_fingerprint(patterns, settings, skip_below=output_dir))
+
+
+def _shards_whole(output_dir: str, entry: Mapping[str, Any]) -> bool:
+    return all(
+        filesystems.size_of(filesystems.join(output_dir, shard["file"])) == shard.get("bytes")
+        for shard in entry.get("shards", []))
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
-    files = [f for f in (coco.annotations, coco.captions) if f]
+    files = [filesystems.literal(f) for f in (coco.annotations, coco.captions) if f]
     return [filesystems.everything_below(coco.images_dir), *files]
+
+
+#: Options every format but COCO and manifests gained after its first release, with their
+#: defaults: recorded in the settings only when set, so outputs made without them keep
+#: their manifests and fingerprints (COCO and manifests record theirs always).
+_LATER_FORMAT_OPTIONS = {"allow_outside_root": False}
 
 
 def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
@@ -146,10 +168,14 @@ def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
     """Everything that shapes an output besides the input files (goes in the manifest,
     and into the fingerprint ``--if-changed`` compares). Fixes appear only when some are
     on, so outputs made without them keep their fingerprints."""
+    options = asdict(inputs)
+    if kind not in ("coco", "manifest"):
+        options = {key: value for key, value in options.items()
+                   if _LATER_FORMAT_OPTIONS.get(key, "always") != value}
     settings = {
         "command": f"convert {kind}",
         "recordbeam_version": __version__,
-        kind: asdict(inputs),
+        kind: options,
         "shards": shards.to_json(),
         "checks": asdict(checks),
     }
@@ -207,7 +233,9 @@ def coco_to_tfrecord(
 def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
                 encoder: Any, shards: ShardOptions, settings: dict[str, Any],
                 splits: Sequence[str]) -> WriteShards:
-    """The common tail of every input kind: fingerprint, then the sink."""
+    """The common tail of every input kind: fingerprint, then the sink, whose encoder reads
+    no file that links lead out of the read's ``input_roots``."""
+    encoder.input_roots = read_transform.input_roots
     read = p | name >> read_transform
     metadata = read["metadata"] | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
@@ -238,7 +266,7 @@ def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
 
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
     patterns = [filesystems.everything_below(folder.root)]
-    return patterns + ([folder.classes_file] if folder.classes_file else [])
+    return patterns + ([filesystems.literal(folder.classes_file)] if folder.classes_file else [])
 
 
 imagefolder_settings = partial(_settings, "imagefolder")
@@ -258,7 +286,8 @@ def imagefolder_to_tfrecord(
 def table_input_patterns(table: TableOptions) -> list[str]:
     # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
     # on its own (the file may lie anywhere, e.g. beside images on another bucket).
-    return [filesystems.everything_below(manifest_dir(table.manifest)), table.manifest]
+    return [filesystems.everything_below(manifest_dir(table.manifest)),
+            filesystems.literal(table.manifest)]
 
 
 #: Options of ``convert manifest`` added after its first release: recorded only when set,
@@ -406,9 +435,9 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real); nothing listening at ``--job_endpoint``
-    (:func:`recordbeam.job_server.check_job_server`); a ``--setup_file`` Beam could not
-    build; a Dataflow submission without Google credentials
+    would run the job for real); a ``--setup_file`` Beam could not build; nothing
+    listening at ``--job_endpoint`` (:func:`recordbeam.job_server.check_job_server`; checked
+    after what this machine alone can tell); a Dataflow submission without Google credentials
     (:mod:`recordbeam.gcs_credentials`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
@@ -422,9 +451,9 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
         raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
                          "run the job for real")
+    _check_setup_file(options)
     if not is_local(options):
         check_job_server(options)
-    _check_setup_file(options)
     if _submits_to_dataflow(options):
         credentials = gcs_credentials.settle()
         if credentials.emulator:
@@ -475,16 +504,21 @@ def _submits_to_dataflow(options: PipelineOptions) -> bool:
 def run(
     build: Callable[[beam.Pipeline], WriteShards], output_dir: str, *,
     beam_args: Sequence[str] = (), overwrite: bool = False, show_progress: bool = True,
-    options: PipelineOptions | None = None, detach: bool = False,
+    options: PipelineOptions | None = None, detach: bool = False, break_lock: bool = False,
+    command: str = "",
 ) -> RunResult | SubmittedRun:
-    """Check the output folder, build and run the pipeline, return the manifest.
+    """Check the output folder, build the pipeline, take the folder's lock, run, and
+    return the manifest.
 
     With ``detach`` (remote runners only), return as soon as the job is submitted; with
     Dataflow's ``--dry_run``, once its graph is built. Both give a :class:`SubmittedRun`.
 
     Raises ``OutputFolderError`` before any work when the folder holds foreign files and
-    ``overwrite`` is False; ``UsageError`` for options :func:`check_run_options` refuses;
-    ``RunFailed`` when the run fails; ``RunInterrupted`` on Ctrl-C.
+    ``overwrite`` is False; ``FolderLocked`` when another run holds the folder (see
+    :mod:`recordbeam.dataset.folder_lock`; ``break_lock`` takes it anyway); ``UsageError``
+    for options :func:`check_run_options` refuses; ``RunFailed`` when the run fails;
+    ``RunInterrupted`` on Ctrl-C. A run that fails removes its temp folder (unless its
+    commit had begun: the next run completes it) and gives the lock up.
     """
     options = options or pipeline_options(beam_args)
     check_run_options(options, detach=detach)
@@ -494,17 +528,77 @@ def run(
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     sink = build(p)
-    if is_local(options):
-        _run_locally(p, sink, output_dir, show_progress)
-    else:
-        submitted = _run_remotely(p, options, detach)
-        if submitted is not None:
-            return submitted
+    dry_run = _is_dataflow(options) and options.view_as(TestOptions).dry_run
+    lock = None
+    failed_rejects = _failed_rejects_state(output_dir)
+    try:
+        if not dry_run:
+            lock = folder_lock.acquire(output_dir, folder_lock.run_id_of(sink.temp_dir),
+                                       command=command, detached=detach, break_lock=break_lock)
+        if is_local(options):
+            _run_locally(p, sink, output_dir, show_progress)
+        else:
+            submitted = _run_remotely(p, options, detach)
+            if submitted is not None:
+                return submitted  # the job's commit gives the lock up
+    except BaseException as error:
+        if lock is not None:
+            _give_up_after_failure(lock, sink.temp_dir, failed_rejects)
+        full = _out_of_space(error, output_dir, sink.temp_dir)
+        if full is not None:
+            raise full from error
+        raise
+    if lock is not None:
+        lock.release()  # the commit gave it up; a no-op unless something went amiss
     manifest = layout.read_manifest(output_dir)
     if manifest is None:
         raise RecordbeamError(f"the run ended but {output_dir} has no manifest.json, so nothing "
                               "was committed; see the runner's log of the job")
     return RunResult(manifest, time.monotonic() - started)
+
+
+def _out_of_space(error: BaseException, output_dir: str, temp_dir: str) -> OutOfSpace | None:
+    """The error to report when ``error`` is a write to a full filesystem: where, and
+    what became of the output folder. None for any other error."""
+    where = full_filesystem(error) if isinstance(error, Exception) else None
+    if where is None:
+        return None
+    place = where.rsplit("/", 1)[0] if "/" in where else where
+    if filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN)):
+        outcome = (f"the commit to {output_dir} had begun: it holds no manifest.json until a "
+                   "run into it finishes")
+    else:
+        outcome = f"nothing was committed to {output_dir} and this run's temp files are removed"
+    return OutOfSpace(
+        f"out of space on {place or output_dir} (no space or inodes left, or a quota "
+        f"reached); {outcome}. Free some space there, then run again",
+        getattr(error, "log_path", None))
+
+
+def _failed_rejects_state(output_dir: str) -> tuple[int, float] | None:
+    """Size and time of ``failed-run-rejects.jsonl``, None when there is none: a failed run
+    that wrote one records it as its own."""
+    path = filesystems.join(output_dir, layout.FAILED_REJECTS)
+    with suppress(Exception):
+        found = next(iter(filesystems.iter_match(path)), None)
+        if found is not None:
+            return found.size_in_bytes, found.last_updated_in_seconds
+    return None
+
+
+def _give_up_after_failure(lock: folder_lock.FolderLock, temp_dir: str,
+                           failed_rejects: tuple[int, float] | None) -> None:
+    """After a failed or interrupted run: remove its temp folder unless its commit had
+    begun (the next run needs what it says), then give the lock up, recording what the
+    run leaves in the folder."""
+    with suppress(Exception):  # best effort: what stays is recorded, the next run removes it
+        commit_began = filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN))
+        if not commit_began:
+            filesystems.remove_tree(temp_dir)
+        after = _failed_rejects_state(lock.output_dir)
+        wrote_rejects = after is not None and after != failed_rejects
+        lock.release(keep_temp=commit_began,
+                     files=[layout.FAILED_REJECTS] if wrote_rejects else [])
 
 
 def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
@@ -532,8 +626,6 @@ def _after_interruption(output_dir: str, temp_dir: str) -> str:
     if filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN)):
         return (f"the commit to {output_dir} had begun: it holds no manifest.json until a run "
                 "into it finishes; rerun the command")
-    with suppress(Exception):  # best effort: a later run removes leftover temp folders too
-        filesystems.remove_tree(temp_dir)
     return f"nothing was committed to {output_dir}"
 
 

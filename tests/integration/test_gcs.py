@@ -285,3 +285,31 @@ def test_a_dataflow_submission_is_refused_at_once_without_credentials(gcs, tmp_p
                           text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     assert "--dry_run=True checks the job against the emulator" in done.stderr
+
+
+@pytest.mark.case(
+    "Glob characters in `gs://` folder names (`photos [1]` beside `photos 1`, output "
+    "`out [v2]`), on the GCS emulator",
+    "read and written as literal names: the dataset's own images, never the sibling's; a "
+    "rerun into `out [v2]` replaces the first run's files (Beam's GCS delete matches globs: "
+    "the names are escaped); no temp objects left")
+def test_bracketed_gcs_folders_are_literal_names(gcs, coco_sample):
+    names = sorted(os.listdir(coco_sample.images_dir))
+    gcs.upload_folder(coco_sample.images_dir, "gs://data/photos [1]/images")
+    gcs.upload_file(coco_sample.annotations, "gs://data/photos [1]/instances.json")
+    bucket = gcs.client.bucket("data")
+    for name in names:  # the same names beside it, none an image: read by mistake, rejects
+        bucket.blob(f"photos 1/images/{name}").upload_from_string(b"sibling")
+    argv = _convert("gs://data/photos [1]/images", "gs://data/photos [1]/instances.json",
+                    "gs://data/out [v2]")
+
+    assert main(argv) == 0
+    train = json.loads(gcs.read(f"gs://data/out [v2]/{MANIFEST}"))["splits"]["train"]
+    assert train["examples"] == len(coco_sample.expected["good_images"])
+    assert train["input_files"] == len(names) + 1  # its images and the annotations, no more
+    rejects = gcs.read(f"gs://data/out [v2]/{REJECTS}").decode().splitlines()
+    assert not [line for line in rejects if "photos 1/" in json.loads(line)["source"]]
+
+    assert main(argv) == 0  # the rerun deletes and renames by literal names
+    assert not [n for n in gcs.names("gs://data/out [v2]") if n.startswith(TEMP_PREFIX)]
+    assert json.loads(gcs.read(f"gs://data/out [v2]/{MANIFEST}"))["splits"]["train"] == train

@@ -3,6 +3,7 @@ started on 127.0.0.1 by the test. Proves no data path goes through local-only ca
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -66,3 +67,40 @@ def test_convert_from_s3_to_s3_and_read_back(s3, coco_sample, capsys):
                  "--if-changed", *common])
     assert code == 0
     assert "is up to date" in capsys.readouterr().out
+
+
+@pytest.mark.case(
+    "Glob characters in `s3://` folder names (`photos [1]` beside `photos 1`, output "
+    "`out [v2]`), through Beam's S3 filesystem",
+    "read and written as literal keys: the dataset's own images, never the sibling's; a "
+    "rerun into `out [v2]` succeeds; no temp keys left")
+def test_bracketed_s3_folders_are_literal_names(s3, coco_sample):
+    client, s3_args = s3
+    names = sorted(os.listdir(coco_sample.images_dir))
+    for name in names:
+        client.upload_file(os.path.join(coco_sample.images_dir, name), "data",
+                           f"photos [1]/images/{name}")
+        # The same names beside it, none of them an image: read by mistake, each a reject.
+        client.put_object(Bucket="data", Key=f"photos 1/images/{name}", Body=b"sibling")
+    client.upload_file(coco_sample.annotations, "data", "photos [1]/instances.json")
+    argv = ["convert", "coco", "--images", "s3://data/photos [1]/images",
+            "--annotations", "s3://data/photos [1]/instances.json",
+            "--output", "s3://data/out [v2]", "--max-reject-fraction", "0.5", "--quiet",
+            "--direct_running_mode=in_memory", "--direct_num_workers=1", *s3_args]
+
+    assert main(argv) == 0
+    manifest = json.loads(client.get_object(Bucket="data", Key="out [v2]/manifest.json")["Body"]
+                          .read())
+    train = manifest["splits"]["train"]
+    assert train["examples"] == len(coco_sample.expected["good_images"])
+    assert train["input_files"] == len(names) + 1  # its images and the annotations, no more
+    assert not [source for source in _reject_sources(client) if "photos 1/" in source]
+
+    assert main(argv) == 0  # the rerun replaces the first run's files by their literal keys
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="data", Prefix="out [v2]/")["Contents"]]
+    assert not [key for key in keys if key.startswith("out [v2]/.")]
+
+
+def _reject_sources(client) -> list[str]:
+    body = client.get_object(Bucket="data", Key="out [v2]/rejects.jsonl")["Body"].read()
+    return [json.loads(line)["source"] for line in body.decode().splitlines()]

@@ -22,7 +22,8 @@ PIPELINES = SOURCES.parents[1] / "pipelines"
 BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord.tensor",
              "tfrecord.wire", "tfrecord.feature_spec", "tfrecord.protos", "images.checks",
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
-             "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader", "write.encoder",
+             "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader",
+             "dataset.wholeness", "write.encoder",
              "write.planning", "testing.samples", "testing.outputs", "images.perceptual_hash",
              "dataset.image_hashes", "dataset.duplicate_groups", "dataset.near_groups",
              "dataset.find_duplicates"]
@@ -39,7 +40,7 @@ MAY_IMPORT = {
     "job_server": {"errors"},
     # Which credentials reach gs://, settled before a process's first access to it.
     "gcs_credentials": {"local"},
-    "filesystems": {"local", "gcs_credentials"},
+    "filesystems": {"errors", "local", "gcs_credentials"},
     "testing": {"errors", "tfrecord", "images"},
     "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
     "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},

@@ -35,18 +35,20 @@ from recordbeam.cli.pipeline_commands import (
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
-from recordbeam.records import DUPLICATE_MODES
+from recordbeam.records import DUPLICATE_MODES, MAX_LABEL
 
 
-def _whole_number(minimum: int, meaning: str) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``; ``meaning`` says which."""
+def _whole_number(minimum: int, meaning: str,
+                  maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (and at most ``maximum``);
+    ``meaning`` says which."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
+        if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"must be {meaning}, got {value}")
         return value
 
@@ -181,6 +183,9 @@ def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_whe
     parser.add_argument("--overwrite", action="store_true",
                         help="write into a folder that holds files recordbeam did not write; "
                         "they are kept (default: refuse such a folder)")
+    parser.add_argument("--break-lock", action="store_true",
+                        help="take OUT's lock even if another run holds it: only when that "
+                        "run is gone for good (default: refuse a folder another run writes)")
 
 
 def _add_quiet(parser: argparse.ArgumentParser) -> None:
@@ -201,6 +206,15 @@ def _add_conversion_args(parser: argparse.ArgumentParser, handler: Callable[...,
     _add_output_args(parser)
     _add_run_args(parser)
     parser.set_defaults(pipeline_handler=handler)
+
+
+def _add_allow_outside_root(parser: argparse.ArgumentParser, folders: str,
+                            also: str = "") -> None:
+    """--allow-outside-root: ``folders`` names what the command is given, ``also`` what
+    else it would read outside them."""
+    parser.add_argument("--allow-outside-root", action="store_true",
+                        help=f"also read files that symbolic links lead outside {folders}{also} "
+                        "(default: refused, rejected outside_root without being opened)")
 
 
 def _add_include_masks(parser: argparse.ArgumentParser, masks_from: str) -> None:
@@ -388,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def detection_format(name: str, help: str, handler: Callable[..., int], *, input_help: str,
                          rejected: tuple[str, str], images_help: str | None = None,
-                         classes_help: str | None = None, masks_from: str | None = None) -> None:
+                         classes_help: str | None = None, masks_from: str | None = None,
+                         also_outside: str = "") -> None:
         """``convert <name>`` for a folder of annotated images: --input, then the options
         the format has (help texts given), the annotation reject limit and the rest."""
         p = kind_parser(name, help)
@@ -399,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--classes", default=None, metavar="FILE", help=classes_help)
         if masks_from:
             _add_include_masks(p, masks_from)
+        _add_allow_outside_root(p, "ROOT and --images" if images_help else "ROOT", also_outside)
         _add_annotation_reject_fraction(p, *rejected)
         _add_conversion_args(p, handler)
 
@@ -430,13 +446,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", default=None, metavar="FILE",
                    help="file with one class name per line, in label order "
                    "(default: folder names sorted)")
-    p.add_argument("--label-offset", type=_NON_NEGATIVE, default=0, metavar="N",
+    p.add_argument("--label-offset", type=_whole_number(
+                       0, f"between 0 and {MAX_LABEL} (labels are 64-bit integers)", MAX_LABEL),
+                   default=0, metavar="N",
                    help="label of the first class; 1 keeps 0 for background, as slim does "
                    "(default: 0)")
     p.add_argument("--val-fraction", type=_fraction(zero_allowed=False, one_allowed=False),
                    default=None, metavar="F",
                    help="write this share (0 to 1) of a flat layout's images to val, by a hash "
                    "of their path (default: no val split)")
+    _add_allow_outside_root(p, "--root")
     _add_conversion_args(p, cmd_convert_imagefolder)
 
     p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
@@ -535,7 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
         classes_help="class names, one per line, class 0 first, for a folder without "
         "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
         masks_from="the segment lines (the box for box lines)",
-        rejected=("objects", "unknown class id, malformed line, empty box"))
+        rejected=("objects", "unknown class id, malformed line, empty box"),
+        also_outside=", and the folders or lists data.yaml names outside ROOT")
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",

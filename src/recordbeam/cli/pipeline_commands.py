@@ -37,7 +37,8 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                           compression=args.compression, index=args.index)
     options = ReshardOptions(tuple(inputs), args.split)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
-                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
+                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet,
+                 break_lock=args.break_lock, command="reshard")
     return _report_run(result, args, splits)
 
 
@@ -79,7 +80,8 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
     from recordbeam.pipeline import run
 
     result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
-                 show_progress=not args.quiet, detach=getattr(args, "detach", False))
+                 show_progress=not args.quiet, detach=getattr(args, "detach", False),
+                 break_lock=args.break_lock, command=args.command_parser.prog)
     return _report_run(result, args, list(splits or [args.split]))
 
 
@@ -305,7 +307,7 @@ def cmd_convert_imagefolder(args: argparse.Namespace, beam_args: Sequence[str]) 
     _require_folder(args.root, " (check --root)")
     _require_classes_file(args.classes)
     folder = ImageFolderOptions(args.root, args.split, args.classes, args.label_offset,
-                                args.val_fraction)
+                                args.val_fraction, args.allow_outside_root)
     read = ReadImageFolder(folder)  # looks for split folders
     if read.split_folders:
         _refuse_split(args, read.split_folders, f"the split folders of {args.root} name the splits")
@@ -351,7 +353,7 @@ def cmd_convert_voc(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import voc_settings, voc_to_tfrecord
     from recordbeam.sources.voc import ReadVoc, VocOptions, voc_input_patterns
 
-    voc = VocOptions(args.input, args.images, args.split)
+    voc = VocOptions(args.input, args.images, args.split, args.allow_outside_root)
     _require_folder(voc.root, "; --input takes a Pascal VOC folder holding Annotations/ and "
                     "JPEGImages/, or a flat export with each <name>.xml beside its image")
     _require_images_option(args)
@@ -373,7 +375,7 @@ def cmd_convert_kitti(args: argparse.Namespace, beam_args: Sequence[str]) -> int
     from recordbeam.pipeline import kitti_settings, kitti_to_tfrecord
     from recordbeam.sources.kitti import KittiOptions, ReadKitti, kitti_input_patterns
 
-    kitti = KittiOptions(args.input, args.images, args.split)
+    kitti = KittiOptions(args.input, args.images, args.split, args.allow_outside_root)
     _require_images_option(args)
     splits = ReadKitti(kitti).split_folders  # lists the split folders
     if not splits:
@@ -397,9 +399,10 @@ def cmd_convert_cvat(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.pipeline import cvat_settings, cvat_to_tfrecord
     from recordbeam.sources.cvat import CvatOptions, cvat_input_patterns, plan, xml_files
 
-    cvat = CvatOptions(args.input, args.images, args.split, args.include_masks)
+    cvat = CvatOptions(args.input, args.images, args.split, args.include_masks,
+                       args.allow_outside_root)
     if not xml_files(cvat):
-        raise UsageError(f"{cvat.xml_pattern} matches no file; --input takes the CVAT export "
+        raise UsageError(f"{cvat.xml_files_shown} matches no file; --input takes the CVAT export "
                          "folder holding annotations.xml (or <subset>.xml files) and images/")
     _require_folder(cvat.image_folder, _PASS_IMAGES)
     planned = plan(cvat)  # reads each XML's <meta>, up to its first <image>
@@ -439,7 +442,7 @@ def cmd_convert_labelme(args: argparse.Namespace, beam_args: Sequence[str]) -> i
         _require_folder(args.images, " (check --images)")
     _require_classes_file(args.classes)
     labelme = LabelmeOptions(args.input, args.images, args.split, args.classes,
-                             args.include_masks)
+                             args.include_masks, args.allow_outside_root)
     read = ReadLabelme(labelme, skip_below=args.output)  # a broken classes file is said here
     if not read.finds_annotation_file():
         raise UsageError(f"{args.input}: no .json file below it{_NO_OBJECTS}--input takes the "
@@ -456,7 +459,7 @@ def cmd_convert_openimages(args: argparse.Namespace, beam_args: Sequence[str]) -
         openimages_input_patterns,
     )
 
-    oid = OpenImagesOptions(args.input, args.images)
+    oid = OpenImagesOptions(args.input, args.images, args.allow_outside_root)
     _require_folder(args.input, "; --input takes an Open Images folder holding the "
                     "*-annotations-bbox.csv tables (or annotations/ with them) and images/")
     _require_images_option(args)
@@ -471,7 +474,7 @@ def cmd_convert_box_csv(args: argparse.Namespace, beam_args: Sequence[str]) -> i
     from recordbeam.pipeline import box_csv_settings, box_csv_to_tfrecord
     from recordbeam.sources.boxcsv import BoxCsvOptions, ReadBoxCsv, box_csv_input_patterns
 
-    boxes = BoxCsvOptions(args.input, args.images)
+    boxes = BoxCsvOptions(args.input, args.images, args.allow_outside_root)
     _require_folder(args.input, "; --input takes the folder a box CSV export holds: "
                     "<split>/_annotations.csv beside the images")
     _require_images_option(args)
@@ -486,7 +489,7 @@ def cmd_convert_yolo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from recordbeam.sources.annotated_files import annotation_folders
     from recordbeam.sources.yolo import ReadYolo, YoloOptions, yolo_input_patterns
 
-    yolo = YoloOptions(args.input, args.split, args.classes)
+    yolo = YoloOptions(args.input, args.split, args.classes, args.allow_outside_root)
     _require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet), "
                     "data.yaml (Ultralytics), or images and labels with a classes.txt")
     if args.classes:
@@ -523,7 +526,7 @@ def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         from recordbeam import filesystems
 
         first = filesystems.join(args.output, f"{args.split}-00000-of-")
-        shards = expand_paths([first + "*.tfrecord*"])
+        shards = expand_paths([filesystems.literal(first) + "*.tfrecord*"])
         cmd_inspect(argparse.Namespace(paths=shards[:1], n=1, json=False, kind="auto"))
     return code
 

@@ -12,12 +12,17 @@ from recordbeam.errors import DataError, UsageError
 
 
 def expand_paths(patterns: Sequence[str]) -> list[str]:
-    """Files matching each path or glob, in order; a pattern matching nothing is an error."""
-    from apache_beam.io.filesystems import FileSystems
+    """Files matching each path or glob, in order; a pattern matching nothing is an error.
+    A file that exists under the very name given is that file, even when its name holds
+    glob characters (``out [v2]/train-00000-of-00001.tfrecord``)."""
+    from recordbeam import filesystems
 
     paths: list[str] = []
     for pattern in patterns:
-        found = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+        if filesystems.file_metadata(pattern) is not None:
+            paths.append(pattern)
+            continue
+        found = sorted(m.path for m in filesystems.iter_match(pattern))
         found = [p for p in found if not p.endswith(".idx")] if any(c in pattern for c in "*?[") else found
         if not found:
             raise UsageError(f"{pattern}: no such file (check the path or quote the glob)")
@@ -41,11 +46,13 @@ def read_file_records(path: str) -> Iterator[bytes]:
 
 @dataclass(frozen=True)
 class RecordFile:
-    """A file ``inspect``, ``verify`` or ``index`` reads; ``listed`` is its example count
-    in ``manifest.json`` when it was found through its output folder."""
+    """A file ``inspect``, ``verify`` or ``index`` reads; ``listed`` and ``listed_bytes``
+    are its example count and size in ``manifest.json`` when it was found through its
+    output folder."""
 
     path: str
     listed: int | None = None
+    listed_bytes: int | None = None
 
 
 def missing_text(file: RecordFile) -> str:
@@ -56,12 +63,15 @@ def missing_text(file: RecordFile) -> str:
 
 def check_listed_exist(files: Sequence[RecordFile]) -> None:
     """Raise :class:`DataError` for the first shard an output folder's manifest lists that
-    is not there, before a command reads any (it failed with the bare OS error)."""
+    is not there, or not of the size it lists (cut, emptied, grown since the commit),
+    before a command reads any."""
     from recordbeam import filesystems
+    from recordbeam.dataset.wholeness import check_size
 
     for file in files:
         if file.listed is not None and not filesystems.exists(file.path):
             raise DataError(missing_text(file))
+        check_size(file.path, file.listed_bytes)
 
 
 def record_files(arguments: Sequence[str]) -> list[RecordFile]:
@@ -82,8 +92,6 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
     from recordbeam import filesystems
     from recordbeam.dataset.layout import MANIFEST, finished_manifest
 
-    if any(c in argument for c in "*?["):
-        return None
     manifest_path = filesystems.join(argument, MANIFEST)
     # On object stores a folder is a prefix: it counts as one when a manifest is below it.
     local = filesystems.local_path(argument)
@@ -97,7 +105,8 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
         )
     splits = manifest.get("splits", {})
     return [
-        RecordFile(filesystems.join(argument, shard["file"]), int(shard["examples"]))
+        RecordFile(filesystems.join(argument, shard["file"]), int(shard["examples"]),
+                   int(shard["bytes"]))
         for name in sorted(splits)
         for shard in splits[name]["shards"]
     ]

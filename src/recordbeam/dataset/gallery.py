@@ -362,6 +362,11 @@ class RejectStrip:
     image_rejects: int
     not_decodable: int  # tried, but missing or not an image
     not_tried: int  # beyond the limit
+    refused: int = 0  # rejected outside_root: the run never opened them, nor does the report
+
+
+#: The reason of files the conversion refused to open (links leading out of its folders).
+OUTSIDE_ROOT = "outside_root"
 
 
 def _read_limited(path: str, limit: int) -> bytes | None:
@@ -403,10 +408,12 @@ def _image_rejects(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 def rejected_images(rejects_lines: Iterable[str], limit: int) -> RejectStrip:
     """Up to ``limit`` image rejects whose file still decodes, in salted-hash order of their
-    paths (the same folder shows the same ones)."""
+    paths (the same folder shows the same ones). Files rejected ``outside_root`` are never
+    opened: links lead them out of the run's folders, to files the run refused to read."""
     rejects = _image_rejects(rejects_lines)
+    refused = sum(1 for r in rejects if r.get("reason") == OUTSIDE_ROOT)
     order = sorted(
-        rejects,
+        (r for r in rejects if r.get("reason") != OUTSIDE_ROOT),
         key=lambda r: (hashlib.sha256(_SALT + str(r["source"]).encode("utf-8")).digest(),
                        str(r["source"]), str(r.get("reason"))),
     )
@@ -426,4 +433,5 @@ def rejected_images(rejects_lines: Iterable[str], limit: int) -> RejectStrip:
             (f"{reject.get('reason', '')}: {reject.get('detail', '')}",),
         )
         shown.append((thumbnail, str(reject.get("split") or "")))
-    return RejectStrip(tuple(shown), len(rejects), failed, len(rejects) - tried)
+    return RejectStrip(tuple(shown), len(rejects), failed, len(rejects) - refused - tried,
+                       refused)

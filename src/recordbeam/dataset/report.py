@@ -299,6 +299,9 @@ def _rejects_html(strip: RejectStrip) -> str:
         missing.append(f"{strip.not_decodable:,} skipped: the file is missing or does not decode")
     if strip.not_tried:
         missing.append(f"{strip.not_tried:,} not tried (raise --gallery to see more)")
+    if strip.refused:
+        missing.append(f"{strip.refused:,} not opened: the run refused them as outside its "
+                       "folders (outside_root)")
     note = f"{len(strip.shown):,} of {strip.image_rejects:,} rejected images shown"
     note += ("; " + "; ".join(missing)) if missing else ""
     return (

@@ -37,8 +37,10 @@ RUNNER_INTERNALS = (
      "WorkerHandler.register_environment"),
     ("apache_beam.runners.portability.fn_api_runner.worker_handlers",
      "SubprocessSdkWorkerHandler.start_worker"),
-    ("apache_beam.runners.portability.local_job_service", "SubprocessSdkWorker.run"),
     ("apache_beam.runners.portability.local_job_service", "BeamFnLoggingServicer"),
+    # A worker that died: the waits on it are failed (recordbeam.local.worker_deaths).
+    ("apache_beam.runners.portability.fn_api_runner.worker_handlers", "ControlConnection.abort"),
+    ("apache_beam.runners.worker.data_plane", "_GrpcDataChannel.input_elements"),
     ("apache_beam.runners.worker.sdk_worker_main", "main"),
     # The shuffle that spills to disk.
     ("apache_beam.runners.portability.fn_api_runner.execution", "GroupingBuffer"),
@@ -99,7 +101,27 @@ def missing_internals() -> list[str]:
         # would be ignored and the run would quietly use Beam's workers.
         if "_default_environment" not in names_used(FnApiRunner.run_pipeline):
             missing.append("FnApiRunner.run_pipeline reading _default_environment")
+        if not _data_channels_report_errors():
+            missing.append("_GrpcDataChannel.input_elements raising _exception")
     return missing
+
+
+def _data_channels_report_errors() -> bool:
+    """Whether a gRPC data channel's reader raises the error kept in its ``_exception``
+    while it waits for outputs (:func:`fail_data_channel` relies on it)."""
+    from apache_beam.runners.worker import data_plane
+
+    return "_exception" in names_used(data_plane._GrpcDataChannel.input_elements)
+
+
+def fail_data_channel(channel: Any, error: BaseException) -> None:
+    """Make the runner's wait for outputs on ``channel`` (a worker's gRPC data channel)
+    raise ``error`` within a second: Beam's reader polls the error its own receiving
+    thread keeps when a stream breaks, ``_exception``. Other channels are left alone."""
+    from apache_beam.runners.worker import data_plane
+
+    if isinstance(channel, data_plane._GrpcDataChannel) and channel._exception is None:
+        channel._exception = error
 
 
 @functools.cache
@@ -142,18 +164,20 @@ def _match_lists_privately() -> bool:
         callable(getattr(FileSystem, name, None)) for name in ("_list", "_url_dirname"))
 
 
-def streamed_match(system: Any, pattern: str) -> Iterator[Any] | None:
+def streamed_match(system: Any, pattern: str, where: str | None = None) -> Iterator[Any] | None:
     """``system.match([pattern])``'s files, streamed: the filesystem's own lister
     (``_list``, the generator every Beam ``FileSystem`` implements and ``match`` drains)
-    on the part before the first glob character, through the same filter
-    (``match_files``). None where that would not give ``match``'s files: a pattern
-    without a glob, a filesystem with a ``match`` of its own, or a Beam whose ``match``
-    lists another way (checked once per process)."""
+    on the part before the first glob character (or on ``where``, the pattern's literal
+    part when the caller knows it better: escaped glob characters are no glob), through
+    the same filter (``match_files``). None where that would not give ``match``'s files: a
+    pattern without a glob, a filesystem with a ``match`` of its own, or a Beam whose
+    ``match`` lists another way (checked once per process)."""
     from apache_beam.io.filesystem import FileSystem
 
-    where = re.match(r"[^[*?]*", pattern).group(0)
-    if where == pattern or not _streams_listings() or type(system).match is not FileSystem.match:
+    prefix = re.match(r"[^[*?]*", pattern).group(0)
+    if prefix == pattern or not _streams_listings() or type(system).match is not FileSystem.match:
         return None
+    where = prefix if where is None else where
     if system.has_dirs():
         where = system._url_dirname(where)  # as match does: list the folder itself
     return system.match_files(system._list(where), pattern)

@@ -32,6 +32,14 @@ from apache_beam.io.filesystem import FileMetadata
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import (
+    INVALID_CLASS_NAME,
+    ClassNameError,
+    name_problem,
+    normalisation_twins,
+    shown,
+    twins_message,
+)
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco import is_text, printable
 from recordbeam.sources.detection import DetectionObject, object_fields
@@ -201,7 +209,7 @@ class AnnotationFormat:
 
     def small_inputs(self) -> list[str]:
         """Patterns of the other files a run reads (label maps, split lists), for the
-        inputs fingerprint."""
+        inputs fingerprint; a file's own name escaped (``filesystems.literal``)."""
         return []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
@@ -511,9 +519,11 @@ class _JoinAndParse(beam.DoFn):
     :class:`ParsedImage` per split it belongs to, reading and parsing the annotation here,
     on the worker."""
 
-    def __init__(self, fmt: AnnotationFormat, has_split_lists: bool) -> None:
+    def __init__(self, fmt: AnnotationFormat, has_split_lists: bool,
+                 roots: filesystems.InputRoots | None = None) -> None:
         self._format = fmt
         self._has_split_lists = has_split_lists
+        self._roots = roots
 
     def process(self, element):
         image_id, messages = element
@@ -556,7 +566,7 @@ class _JoinAndParse(beam.DoFn):
             try:
                 before = parsed_before.get(annotation_path)
                 annotation = before.parsed() if before is not None else fmt.parse(
-                    filesystems.read_bytes(annotation_path), annotation_path)
+                    read_annotation(annotation_path, self._roots), annotation_path)
             except AnnotationFileError as bad:
                 for split in splits:
                     yield TaggedOutput("rejects", Reject(
@@ -618,6 +628,18 @@ class _JoinAndParse(beam.DoFn):
             f"{annotation_path or 'no annotation file'} names none of them; keep one"))
 
 
+def read_annotation(path: str, roots: filesystems.InputRoots | None) -> bytes:
+    """The bytes of one annotation file; raises :class:`AnnotationFileError`
+    (``outside_root``), without opening it, for a file that links lead out of ``roots``."""
+    target = roots.outside(path) if roots is not None else None
+    if target is not None:
+        raise AnnotationFileError("outside_root", (
+            f"{path}: symbolic links lead this annotation file to {target!r}, outside "
+            f"{roots.describe()}; it was not read, nor its image written (pass "
+            "--allow-outside-root to read files links lead elsewhere)"))
+    return filesystems.read_bytes(path)
+
+
 class _AnnotationsApart(beam.DoFn):
     """Annotation files to the ``annotations`` output, every other message to the main one."""
 
@@ -633,8 +655,9 @@ class _ParseNamingImage(beam.DoFn):
     for formats whose annotations name their image; other messages pass unchanged. An
     annotation that cannot be parsed, or names no usable image, keeps its own id."""
 
-    def __init__(self, fmt: AnnotationFormat) -> None:
+    def __init__(self, fmt: AnnotationFormat, roots: filesystems.InputRoots | None = None) -> None:
         self._format = fmt
+        self._roots = roots
 
     def process(self, element):
         own_id, message = element
@@ -642,7 +665,8 @@ class _ParseNamingImage(beam.DoFn):
             yield element
             return
         try:
-            annotation = self._format.parse(filesystems.read_bytes(message.path), message.path)
+            annotation = self._format.parse(read_annotation(message.path, self._roots),
+                                            message.path)
         except AnnotationFileError as bad:
             yield own_id, ParsedAnnotationFile(message.path, message.split,
                                                failure=(bad.reason, bad.detail))
@@ -652,23 +676,53 @@ class _ParseNamingImage(beam.DoFn):
 
 
 class SortedNames(beam.CombineFn):
-    """The sorted class names found in the annotations (when no class list is given)."""
+    """The sorted class names found in the annotations (when no class list is given),
+    from ``(name, where)`` pairs: names that cannot be class names are left out (their
+    objects are rejected ``invalid_class_name``), and two that differ only in Unicode
+    normalisation fail the run (:class:`~recordbeam.dataset.class_names.ClassNameError`),
+    naming where each was found first."""
 
-    def create_accumulator(self) -> set[str]:
-        return set()
+    def create_accumulator(self) -> dict[str, str]:
+        return {}
 
-    def add_input(self, accumulator: set[str], names: Iterable[str]) -> set[str]:
-        accumulator.update(names)
+    def add_input(self, accumulator: dict[str, str],
+                  found: Iterable[tuple[str, str]]) -> dict[str, str]:
+        for name, where in found:
+            known = accumulator.get(name)
+            if known is None:
+                if name_problem(name) is None:
+                    accumulator[name] = where
+            elif where < known:
+                accumulator[name] = where
         return accumulator
 
-    def merge_accumulators(self, accumulators: Iterable[set[str]]) -> set[str]:
-        merged: set[str] = set()
+    def merge_accumulators(self, accumulators: Iterable[dict[str, str]]) -> dict[str, str]:
+        merged: dict[str, str] = {}
         for accumulator in accumulators:
-            merged |= accumulator
+            self.add_input(merged, accumulator.items())
         return merged
 
-    def extract_output(self, accumulator: set[str]) -> list[str]:
-        return sorted(accumulator)
+    def extract_output(self, accumulator: dict[str, str]) -> list[str]:
+        names = sorted(accumulator)
+        twins = normalisation_twins(names)
+        if twins:
+            first, other = twins[0]
+            raise ClassNameError(twins_message(first, other, accumulator[first],
+                                               accumulator[other]))
+        return names
+
+
+class FoundClassNames(beam.PTransform):
+    """``ParsedImage``s -> one list: the sorted class names of their objects
+    (see :class:`SortedNames`)."""
+
+    def expand(self, parsed):
+        return (
+            parsed
+            | "ClassNames" >> beam.Map(lambda image: [(obj.name, obj.source)
+                                                      for obj in image.objects])
+            | "Sorted" >> beam.CombineGlobally(SortedNames())
+        )
 
 
 def build_record(parsed: ParsedImage, classes: Sequence[str],
@@ -679,6 +733,13 @@ def build_record(parsed: ParsedImage, classes: Sequence[str],
     objects = []
     for obj in parsed.objects:
         label = labels.get(obj.name)
+        if label is None and name_problem(obj.name):
+            yield TaggedOutput("rejects", Reject(
+                "annotation", obj.source, INVALID_CLASS_NAME,
+                f"{obj.source}: the class name {shown(obj.name)} {name_problem(obj.name)}; a "
+                "class name is written as one line of labels.txt. Fix the name. The image was "
+                "written without this object", parsed.split))
+            continue
         if label is None:
             yield TaggedOutput("rejects", Reject(
                 "annotation", obj.source, "unknown_category",
@@ -717,13 +778,17 @@ class ReadAnnotatedImages(beam.PTransform):
 
     Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`):
     ``records``, ``rejects``, ``counts``, ``metadata`` and ``sizes``. ``skip_prefix``
-    (the output folder's path, when it lies inside the input) is left out of the listings.
+    (the output folder's path, when it lies inside the input) is left out of the listings;
+    an annotation file that links lead out of ``roots`` is not read (its image is rejected
+    ``outside_root``).
     """
 
-    def __init__(self, fmt: AnnotationFormat, skip_prefix: str | None = None) -> None:
+    def __init__(self, fmt: AnnotationFormat, skip_prefix: str | None = None,
+                 roots: filesystems.InputRoots | None = None) -> None:
         super().__init__()
         self._format = fmt
         self._skip_prefix = skip_prefix
+        self._roots = roots
 
     def expand(self, pbegin):
         fmt = self._format
@@ -745,24 +810,20 @@ class ReadAnnotatedImages(beam.PTransform):
             named = (
                 apart.annotations
                 | "SpreadAnnotations" >> beam.Reshuffle()
-                | "ParseBeforeJoin" >> beam.ParDo(_ParseNamingImage(fmt))
+                | "ParseBeforeJoin" >> beam.ParDo(_ParseNamingImage(fmt, self._roots))
                 .with_output_types(tuple[str, JoinMessage])  # (named image's id, message)
             )
             by_id = (named, apart.others) | "WithImages" >> beam.Flatten()
         parsed = (
             by_id
             | "JoinById" >> beam.GroupByKey()  # (image id, [JoinMessage])
-            | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists)))
+            | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists), self._roots))
             .with_outputs("rejects", "counts", main="parsed")
         )
         if fmt.classes is not None:
             classes = pbegin | "ClassList" >> beam.Create([fmt.classes])
         else:
-            classes = (
-                parsed.parsed
-                | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-                | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-            )
+            classes = parsed.parsed | "SortedClasses" >> FoundClassNames()
         built = parsed.parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), fmt.class_list,
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
@@ -783,6 +844,9 @@ class ReadFormat(beam.PTransform):
     :meth:`annotation_format`; the reading is :class:`ReadAnnotatedImages`'."""
 
     _skip_prefix: str | None = None
+    #: The folders named on the command line (:class:`filesystems.InputRoots`); None with
+    #: ``allow_outside_root``. Each subclass sets it: a format that forgot fails loudly.
+    input_roots: filesystems.InputRoots | None
 
     def annotation_format(self) -> AnnotationFormat:
         raise NotImplementedError
@@ -793,4 +857,5 @@ class ReadFormat(beam.PTransform):
         return find_annotation_file(self.annotation_format(), self._skip_prefix) is not None
 
     def expand(self, pbegin):
-        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix)
+        return pbegin | ReadAnnotatedImages(self.annotation_format(), self._skip_prefix,
+                                            self.input_roots)

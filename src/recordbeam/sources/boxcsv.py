@@ -22,14 +22,13 @@ from math import isfinite
 from typing import BinaryIO
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    SortedNames,
+    FoundClassNames,
     build_record,
     detection_metadata,
     listed_images,
@@ -66,10 +65,18 @@ class BoxCsvOptions:
     Attributes:
         root: the exported folder (any Beam filesystem).
         images_dir: where the images are (``<images_dir>/<split>/``); None: beside the tables.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     def table(self, split: str) -> str:
         return filesystems.join(self.root.rstrip("/"), split, TABLE_NAME)
@@ -80,12 +87,9 @@ class BoxCsvOptions:
 
 def find_splits(options: BoxCsvOptions) -> list[str]:
     """The splits: the folders of ROOT holding an ``_annotations.csv`` (a listing)."""
-    pattern = filesystems.join(options.root.rstrip("/"), "*", TABLE_NAME)
-    found = set()
-    for result in FileSystems.match([pattern]):
-        for meta in result.metadata_list:
-            found.add(posixpath.basename(posixpath.dirname(meta.path)))
-    return sorted(found)
+    pattern = filesystems.glob_below(options.root, "*", TABLE_NAME)
+    return sorted({posixpath.basename(posixpath.dirname(meta.path))
+                   for meta in filesystems.iter_match(pattern)})
 
 
 def column_positions(header: list[str], path: str) -> dict[str, int]:
@@ -108,7 +112,11 @@ def read_header(path: str) -> dict[str, int]:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BoxCsvError(f"{path}: not UTF-8 text; save it as UTF-8") from None
-    return column_positions(next(csv.reader([line]), []), path)
+    try:
+        header = next(csv.reader([line]), [])
+    except csv.Error as error:
+        raise BoxCsvError(f"{path}:1: the header is not a CSV row ({error})") from None
+    return column_positions(header, path)
 
 
 def parse_table(data: bytes | BinaryIO, path: str, split: str):
@@ -122,9 +130,11 @@ def parse_table(data: bytes | BinaryIO, path: str, split: str):
     reader = csv.reader(text)
     try:
         positions = column_positions(next(reader, []), path)
-    except BoxCsvError as bad:
+    except (BoxCsvError, csv.Error) as bad:
+        detail = str(bad) if isinstance(bad, BoxCsvError) else (
+            f"{path}:1: the header is not a CSV row ({bad})")
         yield TaggedOutput("rejects", Reject("annotation", f"{path}:1", "malformed_row",
-                                             str(bad), split))
+                                             detail, split))
         return
     start = reader.line_num
     while True:
@@ -244,12 +254,14 @@ class ReadBoxCsv(beam.PTransform):
     def __init__(self, options: BoxCsvOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
+        self.input_roots = options.input_roots()
         self.splits = tuple(find_splits(options))
         if not self.splits:
             raise NotABoxCsvFolder(f"{options.root} has no <split>/{TABLE_NAME}; --input takes "
                                    "the folder a box CSV export holds (train/_annotations.csv, "
                                    "...)")
         for split in self.splits:
+            filesystems.refuse_outside(self.input_roots, options.table(split), "box table")
             read_header(options.table(split))
         self._skip_prefix = None
         if skip_below:
@@ -274,17 +286,14 @@ class ReadBoxCsv(beam.PTransform):
             .with_outputs("rejects", "counts", main="joined")
         )
         parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
-        classes = (
-            parsed
-            | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-            | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-        )
+        classes = parsed | "SortedClasses" >> FoundClassNames()
         built = parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), "the classes found",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
         tables = pbegin | "Tables" >> beam.Create(
             [self._options.table(split) for split in self.splits]) | "TableMetadata" >> beam.FlatMap(
-            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(path)])
+            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
+                filesystems.literal(path))])
         inputs = (read.inputs, tables) | "Inputs" >> beam.Flatten()
         terms = inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
         metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
@@ -300,7 +309,7 @@ class ReadBoxCsv(beam.PTransform):
 def box_csv_input_patterns(options: BoxCsvOptions, splits: list[str] | tuple[str, ...]) -> list[str]:
     """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
     return [*(filesystems.everything_below(options.image_folder(split)) for split in splits),
-            *(options.table(split) for split in splits)]
+            *(filesystems.literal(options.table(split)) for split in splits)]
 
 
 class BoxCsvEncoder(DetectionEncoder):

@@ -16,20 +16,20 @@ ImageNet convention that keeps 0 for background). Files are listed on workers wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.io import fileio
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
-from recordbeam.records import ImageRecord, Reject
+from recordbeam.records import MAX_LABEL, ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
-from recordbeam.sources.listing import ListFilesBelow, is_skipped, skipped_prefix
+from recordbeam.sources.listing import ListFilesBelow, MatchFile, is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.splits import split_share
 from recordbeam.tfrecord.example import encode_example
@@ -66,6 +66,8 @@ class ImageFolderOptions:
         classes_file: one class name per line, in label order; None sorts folder names.
         label_offset: label of the first class (1 keeps 0 for background, as slim does).
         val_fraction: in a flat layout, the share of images written to ``val`` instead.
+        allow_outside_root: also read files that symbolic links lead outside ``root``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
@@ -73,14 +75,20 @@ class ImageFolderOptions:
     classes_file: str | None = None
     label_offset: int = 0
     val_fraction: float | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root,), self.allow_outside_root)
 
     def __post_init__(self) -> None:
         if self.val_fraction is not None and not 0.0 < self.val_fraction < 1.0:
             raise ImageFolderError(
                 f"--val-fraction must be between 0 and 1, got {self.val_fraction}"
             )
-        if self.label_offset < 0:
-            raise ImageFolderError(f"--label-offset must be 0 or more, got {self.label_offset}")
+        if not 0 <= self.label_offset <= MAX_LABEL:
+            raise ImageFolderOptionError(f"--label-offset must be between 0 and {MAX_LABEL} "
+                                         f"(labels are 64-bit integers), got {self.label_offset}")
         if self.val_fraction is not None and self.split == "val":
             raise UsageError(
                 "--split val with --val-fraction would write the held-out share and the rest "
@@ -95,10 +103,8 @@ def split_folders(root: str) -> tuple[str, ...]:
 
     Each check is a listing stopped at the first match, cheap on any filesystem.
     """
-    base = root.rstrip("/")
-    patterns = [f"{base}/{name}/*/**" for name in SPLIT_FOLDERS]
-    results = FileSystems.match(patterns, limits=[1] * len(patterns))
-    return tuple(name for name, r in zip(SPLIT_FOLDERS, results, strict=True) if r.metadata_list)
+    return tuple(name for name in SPLIT_FOLDERS if next(
+        filesystems.iter_match(filesystems.glob_below(root, name, "*", "**")), None) is not None)
 
 
 def val_share(relative_path: str) -> float:
@@ -115,17 +121,12 @@ def read_classes_file(path: str) -> list[str]:
     except UnicodeDecodeError:
         raise ImageFolderError(f"{path} is not UTF-8 text; --classes takes a text file with "
                                "one class name per line, saved as UTF-8") from None
-    names = [line.strip() for line in text.splitlines() if line.strip()]
-    seen: dict[str, int] = {}
-    for number, name in enumerate(names, 1):
-        if name in seen:
-            raise ImageFolderError(
-                f"{path}: class {name!r} on line {number} already appears on line {seen[name]}; "
-                "each class must be listed once"
-            )
-        seen[name] = number
-    if not names:
+    lines = [(number, line.strip()) for number, line in enumerate(class_file_lines(text), 1)]
+    listed = [(number, name) for number, name in lines if name]
+    if not listed:
         raise ImageFolderError(f"{path} lists no classes; write one class name per line")
+    names = [name for _number, name in listed]
+    check_class_list(names, [f"line {number}" for number, _name in listed], path)
     return names
 
 
@@ -234,6 +235,9 @@ class _Label(beam.DoFn):
 def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
     if not classes:
         raise ImageFolderError("no class folders with files were found under the root folder")
+    if offset + len(classes) - 1 > MAX_LABEL:
+        raise ImageFolderError(f"--label-offset {offset} with {len(classes)} classes would give "
+                               f"labels above {MAX_LABEL}, the largest 64-bit label; lower it")
     return {
         "task": "classification",
         "label_map": {str(i + offset): name for i, name in enumerate(classes)},
@@ -241,6 +245,15 @@ def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
         "label_offset": offset,
         "inputs": inputs_entry(terms),
     }
+
+
+def checked_folder_classes(names: Iterable[str], root: str) -> list[str]:
+    """The class folders' names, sorted; raises
+    :class:`~recordbeam.dataset.class_names.ClassNameError` for a name that cannot be one
+    line of labels.txt, or two that differ only in Unicode normalisation."""
+    classes = sorted(names)
+    check_class_list(classes, ["a class folder"] * len(classes), root)
+    return classes
 
 
 def _listed_class_names(root: str, split_folders: tuple[str, ...],
@@ -279,6 +292,7 @@ class ReadImageFolder(beam.PTransform):
         super().__init__()
         self._options = options
         self._root = options.root.rstrip("/")
+        self.input_roots = options.input_roots()
         self._skipped_prefix = skipped_prefix(self._root, skip_below)
         self.split_folders = split_folders(self._root)
         if self.split_folders and options.val_fraction is not None:
@@ -301,7 +315,9 @@ class ReadImageFolder(beam.PTransform):
         if opts.classes_file:
             classes = read_classes_file(opts.classes_file)
         else:
-            classes = _listed_class_names(self._root, self.split_folders, self._skipped_prefix)
+            classes = checked_folder_classes(
+                _listed_class_names(self._root, self.split_folders, self._skipped_prefix),
+                self._root)
         return {"label_map": {str(i + opts.label_offset): name for i, name in enumerate(classes)}}
 
     def expand(self, pbegin):
@@ -317,7 +333,7 @@ class ReadImageFolder(beam.PTransform):
                 | "ClassesFile" >> beam.Create([opts.classes_file])
                 | "ReadClasses" >> beam.Map(read_classes_file)
             )
-            listed.append(pbegin | "ListClassesFile" >> fileio.MatchFiles(opts.classes_file))
+            listed.append(pbegin | "ListClassesFile" >> MatchFile(opts.classes_file))
         else:
             classes = (
                 classified.files
@@ -325,7 +341,7 @@ class ReadImageFolder(beam.PTransform):
                 | "DistinctClasses" >> beam.Distinct()
                 | "SortClasses"
                 >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
-                | "Sorted" >> beam.Map(sorted)
+                | "Sorted" >> beam.Map(checked_folder_classes, self._root)
             )
         records = classified.files | "Label" >> beam.ParDo(
             _Label(opts.label_offset), AsSingleton(classes, default_value=[])

@@ -28,10 +28,12 @@ Datumaro exports is not written: it is a detector's confidence, not an annotatio
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import isfinite
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import class_file_lines
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError
 from recordbeam.records import Reject
@@ -84,11 +86,19 @@ class KittiOptions:
         root: the KITTI folder (any Beam filesystem).
         images_dir: the folder holding ``<split>/image_2/``; None means ``root``.
         split: the split's name when ROOT itself holds ``image_2/`` and ``label_2/``.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
     split: str = "train"
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def images_root(self) -> str:
@@ -116,7 +126,7 @@ class KittiSplit:
 def _folders_holding(root: str, leaf: str) -> set[str]:
     """The names of ``root``'s folders that hold a non-empty ``leaf/`` folder."""
     found: set[str] = set()
-    for meta in filesystems.iter_match(filesystems.join(root, "*", leaf, "*")):
+    for meta in filesystems.iter_match(filesystems.glob_below(root, "*", leaf, "*")):
         parts = filesystems.relative_name(root, meta.path).split("/")
         if len(parts) >= 3 and parts[1] == leaf:
             found.add(parts[0])
@@ -188,7 +198,10 @@ def parse_kitti_labels(data: bytes, path: str) -> ParsedAnnotation:
     rejects: list[Reject] = []
     dont_care = 0
     lines = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at \n (or \r), fields are split at spaces and tabs: any other line break
+    # or white space stays in its field, so a type holding one is refused as a class name
+    # instead of quietly becoming another.
+    for number, line in enumerate(class_file_lines(text), 1):
         if not line.strip():
             continue
         lines += 1
@@ -223,9 +236,12 @@ def _split_type(tokens: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+_FIELD_SEPARATOR = re.compile(r"[ \t]+")
+
+
 def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
     """One label line: its object, a reject, or None for a ``DontCare`` region."""
-    tokens = line.split()
+    tokens = _FIELD_SEPARATOR.split(line.strip())
     split = _split_type(tokens)
     if split is None:
         return Reject("annotation", where, "malformed_line", (
@@ -244,7 +260,7 @@ def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
             f"{'is not a finite number' if len(bad) == 1 else 'are not finite numbers'}; "
             "the image was written without this object; fix the line"))
     occluded = values[1]
-    if occluded != int(occluded):
+    if occluded != int(occluded) or not -(2**63) <= occluded < 2**63:  # an int64 feature
         return Reject("annotation", where, "malformed_line", (
             f"{where} ({name!r}): occluded is {fields[1]!r}, not a whole number (0 fully "
             "visible, 1 partly occluded, 2 largely occluded, 3 unknown); the image was "
@@ -330,6 +346,7 @@ class ReadKitti(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self.split_folders = find_splits(options)
         self.splits = tuple(split.name for split in self.split_folders) or (options.split,)
 

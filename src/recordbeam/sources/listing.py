@@ -45,3 +45,19 @@ class ListFilesBelow(beam.PTransform):
             files = files | "SkipOutputFolder" >> beam.Filter(
                 lambda meta, prefix: not is_skipped(meta.path, prefix), self._prefix)
         return files
+
+
+class MatchFile(beam.PTransform):
+    """The ``FileMetadata`` of one named file (nothing when it is not there), for the inputs
+    fingerprint. The name is literal: Beam's ``MatchFiles`` would read ``*?[`` in it as a
+    glob (a manifest in ``photos [2019]/`` would match nothing)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._path = path
+
+    def expand(self, pbegin):
+        return (pbegin
+                | "Name" >> beam.Create([self._path])
+                | "Metadata" >> beam.FlatMap(
+                    lambda path: [m for m in [filesystems.file_metadata(path)] if m is not None]))

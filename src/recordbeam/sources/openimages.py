@@ -34,6 +34,7 @@ positive image-level labels (Confidence 1) to ``image/class/label`` and ``text``
 from __future__ import annotations
 
 import csv
+import io
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,11 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import (
+    DUPLICATE_CLASS_NAME,
+    check_class_list,
+    repeated_name_warnings,
+)
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
@@ -106,10 +112,18 @@ class OpenImagesOptions:
         root: the Open Images folder (any Beam filesystem); tables in it or in its
             ``annotations/`` folder.
         images_dir: the folder of the split folders of images; None: ``ROOT/images``.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_root(self) -> str:
@@ -120,8 +134,8 @@ class OpenImagesOptions:
 
     @property
     def table_patterns(self) -> list[str]:
-        root = self.root.rstrip("/")
-        return [filesystems.join(root, "*.csv"), filesystems.join(root, "annotations", "*.csv")]
+        return [filesystems.glob_below(self.root, "*.csv"),
+                filesystems.glob_below(self.root, "annotations", "*.csv")]
 
 
 @dataclass(frozen=True)
@@ -155,18 +169,22 @@ def find_tables(options: OpenImagesOptions) -> Tables:
     :class:`OpenImagesError` when there is no box table or no class descriptions."""
     paths = sorted({meta.path for pattern in options.table_patterns
                     for meta in filesystems.iter_match(pattern)})
+    roots = options.input_roots()
     boxes, labels, classes, others = [], [], [], []
     for path in paths:
         name = posixpath.basename(path)
         if match := _BOX_TABLE.fullmatch(name):
+            filesystems.refuse_outside(roots, path, "box table")
             boxes.append(Table(path, match["split"], header_columns(path, BOX_COLUMNS)))
         elif match := _LABEL_TABLE.fullmatch(name):
+            filesystems.refuse_outside(roots, path, "image-level label table")
             labels.append(Table(path, match["split"], header_columns(path, IMAGE_LABEL_COLUMNS)))
         elif match := _CLASS_TABLE.fullmatch(name):
             classes.append((not match["boxable"], path))
         else:
             others.append(path)
-    where = " or ".join(options.table_patterns)
+    root = options.root.rstrip("/")
+    where = f"{root} or {filesystems.join(root, 'annotations')}"
     if not boxes:
         raise NotAnOpenImagesFolder(f"no <split>-annotations-bbox.csv in {where}; --input "
                                     "takes the Open Images folder holding the box tables")
@@ -180,6 +198,7 @@ def find_tables(options: OpenImagesOptions) -> Tables:
         raise OpenImagesError(f"{len(best)} class description files ({', '.join(best)}); "
                               "keep the one that matches the tables")
     others += [path for _rank, path in classes if path != best[0]]
+    filesystems.refuse_outside(roots, best[0], "class description table")
     return Tables(tuple(boxes), tuple(labels), best[0], tuple(sorted(others)))
 
 
@@ -200,17 +219,31 @@ def header_columns(path: str, required: Sequence[str]) -> dict[str, int]:
     return columns
 
 
-def read_class_descriptions(path: str) -> tuple[list[str], list[str]]:
-    """(label ids, display names) in the file's order: ``LabelName,DisplayName`` rows, with
-    or without that header line."""
+def read_class_descriptions(path: str) -> tuple[list[str], list[str], list[str]]:
+    """(label ids, display names, warnings) in the file's order: ``LabelName,DisplayName``
+    rows, with or without that header line. A display name that cannot be a class name
+    is refused (:class:`~recordbeam.dataset.class_names.ClassNameError`); one given to two
+    label ids is legal (the ids tell them apart) and said in ``warnings``."""
     try:
         text = filesystems.read_bytes(path).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise OpenImagesError(f"{path}: not UTF-8 text; save it as UTF-8") from None
     ids: list[str] = []
     names: list[str] = []
+    lines: list[int] = []
     seen: dict[str, int] = {}
-    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+    # newline="": a quoted line break stays in its field, where the name check finds it.
+    rows = csv.reader(io.StringIO(text, newline=""))
+    number = 0
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise OpenImagesError(f"{path}:{rows.line_num}: not a CSV row ({error}); a row is "
+                                  "LabelName,DisplayName") from None
+        number = rows.line_num
         if not row or not any(cell.strip() for cell in row):
             continue
         if len(row) < 2 or not row[0].strip():
@@ -225,9 +258,12 @@ def read_class_descriptions(path: str) -> tuple[list[str], list[str]]:
         seen[label_id] = number
         ids.append(label_id)
         names.append(name or label_id)
+        lines.append(number)
     if not ids:
         raise OpenImagesError(f"{path} lists no classes")
-    return ids, names
+    places = [f"line {line}, {label_id}" for line, label_id in zip(lines, ids, strict=True)]
+    repeats = check_class_list(names, places, path, repeats_allowed=True)
+    return ids, names, repeated_name_warnings(names, places, repeats)
 
 
 # --- the workers: rows ---------------------------------------------------------------
@@ -447,9 +483,10 @@ class ReadOpenImages(beam.PTransform):
     def __init__(self, options: OpenImagesOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
+        self.input_roots = options.input_roots()
         self.tables = find_tables(options)
         self.splits = self.tables.splits
-        self.label_ids, self.display_names = read_class_descriptions(
+        self.label_ids, self.display_names, self._name_warnings = read_class_descriptions(
             self.tables.class_descriptions)
         self._skip_prefix = (filesystems.prefix_below(options.image_root, skip_below)
                              if skip_below else None)
@@ -472,6 +509,9 @@ class ReadOpenImages(beam.PTransform):
         )
         keyed, rejects = [listed.by_key], [listed.rejects, unsplit.warnings]
         counts = [listed.counts, unsplit.counts]
+        rejects.append(pbegin | "ClassNameWarnings" >> beam.Create([
+            Reject("warning", tables.class_descriptions, DUPLICATE_CLASS_NAME, detail)
+            for detail in self._name_warnings]))
         # Tables we do not read (rotation, masks, machine labels...) are said, not dropped.
         counts.append(pbegin | "TablesNotRead" >> beam.Create(
             [("openimages_tables_not_read", len(tables.not_read))] if tables.not_read else []))
@@ -503,7 +543,8 @@ class ReadOpenImages(beam.PTransform):
         table_paths = [t.path for t in (*tables.boxes, *tables.image_labels)]
         table_meta = pbegin | "Tables" >> beam.Create(
             [*table_paths, tables.class_descriptions]) | "TableMetadata" >> beam.FlatMap(
-            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(path)])
+            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
+                filesystems.literal(path))])
         terms = ((listed.inputs, table_meta) | "Inputs" >> beam.Flatten()
                  | "InputTerms" >> beam.CombineGlobally(FileTermsFn()))
         display_names = list(self.display_names)
@@ -522,8 +563,8 @@ class ReadOpenImages(beam.PTransform):
 def openimages_input_patterns(options: OpenImagesOptions, tables: Tables) -> list[str]:
     """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
     return [filesystems.everything_below(options.image_root),
-            *(t.path for t in (*tables.boxes, *tables.image_labels)),
-            tables.class_descriptions]
+            *(filesystems.literal(t.path) for t in (*tables.boxes, *tables.image_labels)),
+            filesystems.literal(tables.class_descriptions)]
 
 
 class OpenImagesEncoder(DetectionEncoder):

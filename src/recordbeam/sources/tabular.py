@@ -52,15 +52,13 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io import fileio
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
-from recordbeam.sources.listing import ListFilesBelow, skipped_prefix
+from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.splits import split_share
 from recordbeam.write.encoder import Encoded
@@ -151,6 +149,11 @@ class TableOptions:
     splits: tuple[str, ...] = ()
     csv_multiline: bool = False
     range_bytes: int = DEFAULT_RANGE_BYTES
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`): the
+        manifest's own."""
+        return filesystems.input_roots((manifest_dir(self.manifest),), self.allow_outside_root)
 
     def __post_init__(self) -> None:
         if self.schema_sample_rows < 0:
@@ -280,7 +283,10 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
 
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
-    for line, content in enumerate(text, 1):
+    for line, content in enumerate(bounded_lines(text), 1):
+        if isinstance(content, int):
+            yield line, too_long(content, "characters")
+            continue
         row = NOT_UTF8 if _not_utf8(content) else _json_line(content)
         if row is not None:
             yield line, row
@@ -299,7 +305,7 @@ def value_type(value: Any, from_csv: bool) -> str | None:
         if value.lstrip().startswith("["):
             try:
                 return value_type(json.loads(value), False)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return "bytes"
         try:
             float(value)
@@ -313,6 +319,8 @@ def value_type(value: Any, from_csv: bool) -> str | None:
     if isinstance(value, str):
         return "image" if _IMAGE_NAME.fullmatch(value) else "bytes"
     if isinstance(value, list):
+        if any(isinstance(v, (list, dict)) for v in value):
+            return "invalid"  # no type holds lists of lists (and a deep one would recurse)
         inner = {value_type(v, False) for v in value}
         if not inner:
             return "list"
@@ -449,6 +457,7 @@ def infer_schema(options: TableOptions) -> Schema:
         if column and column not in resolved:
             raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; "
                                    f"the columns are {', '.join(map(repr, resolved))}")
+    _refuse_image_feature_names(path, resolved, images, options.split_column)
     one_reader = None
     if from_csv and options.csv_multiline:
         one_reader = "--csv-multiline"
@@ -458,6 +467,32 @@ def infer_schema(options: TableOptions) -> Schema:
         resolved, images, options.splits or tuple(sorted(splits)), first, header, one_reader,
         sample_rows=options.schema_sample_rows, inferred=given is None,
     )
+
+
+def image_features(image_columns: Sequence[str]) -> dict[str, str]:
+    """Feature name -> kind of what the images of a row write: ``image/encoded``... for
+    one image column, ``<column>/encoded``... for each of several."""
+    features = {}
+    for column in image_columns:
+        prefix = "image/" if len(image_columns) == 1 else f"{column}/"
+        features.update({prefix + key[len("image/"):]: kind for key, kind in IMAGE_KINDS.items()
+                         if key != "image/source_id"})
+    return features
+
+
+def _refuse_image_feature_names(path: str, types: dict[str, str], images: tuple[str, ...],
+                                split_column: str | None) -> None:
+    """Raise :class:`TableOptionError` for columns written under a name an image's own
+    feature has (``image/height``): one would replace the other in the Example."""
+    taken = image_features(images)
+    clashes = [c for c in types if c in taken and c not in images and c != split_column]
+    if clashes:
+        named = ", ".join(map(repr, clashes))
+        raise TableOptionError(
+            f"{path}: the column{'s' if len(clashes) > 1 else ''} {named} would be written "
+            "under the name of a feature the image writes itself (the image's bytes, format, "
+            "size, file name and hash, under image/ or <image column>/); rename "
+            f"{'them' if len(clashes) > 1 else 'it'} in the manifest")
 
 
 def _breaks_line(cell: str) -> bool:
@@ -511,7 +546,12 @@ def load_schema_file(path: str) -> dict[str, str]:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        value = value[:41]  # a value may be a whole line of any length
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -531,7 +571,7 @@ def convert_value(value: Any, kind: str, from_csv: bool) -> Any:
         if from_csv and isinstance(value, str):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise ValueError(f"{_short(value)} is not a JSON list") from None
         if not isinstance(value, list):
             raise ValueError(f"{_short(value)} is not a list")
@@ -607,22 +647,57 @@ def plan_ranges(path: str, schema: Schema, range_bytes: int) -> list[ManifestRan
     return [ManifestRange(i, i * size // count, (i + 1) * size // count) for i in range(count)]
 
 
-def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
-    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``.
+#: The longest line of a manifest read as a row (64 MiB); a longer one is a reject, read
+#: past in pieces, never held: a manifest is a table of paths and values.
+MAX_ROW_BYTES = 64 << 20
+_SKIP_PIECE = 1 << 20
+
+
+def bounded_lines(stream: Any, limit: int = MAX_ROW_BYTES) -> Iterator[Any]:
+    """The lines of ``stream`` (bytes or text, with their line ends), each as it is, or,
+    for a line longer than ``limit``, its length (an ``int``): its content is read past
+    in pieces."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        newline = "\n" if isinstance(line, str) else b"\n"
+        if len(line) <= limit or line.endswith(newline):
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(newline):
+            line = stream.readline(_SKIP_PIECE)
+            if not line:
+                break
+            size += len(line)
+        yield size
+
+
+def too_long(size: int, unit: str = "bytes") -> str:
+    return (f"is {size:,} {unit} long, more than the {MAX_ROW_BYTES:,} a row may be (it was "
+            "not read)")
+
+
+def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes | int]:
+    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``; the length
+    of a line longer than :data:`MAX_ROW_BYTES` instead (see :func:`bounded_lines`).
 
     A range that starts mid-line leaves that line to the range before it, which reads
     on past its own end to finish it: every line is read exactly once.
     """
     if start > 0:
         raw.seek(start - 1)
-        raw.readline()  # the line holding byte start-1 began in the range before
+        for _skipped in bounded_lines(raw):  # the line holding byte start-1 began before
+            break
     position = raw.tell()
+    lines = bounded_lines(raw)
     while position < end:
-        line = raw.readline()
-        if not line:
+        line = next(lines, None)
+        if line is None:
             return
         yield line
-        position += len(line)
+        position += line if isinstance(line, int) else len(line)
 
 
 class RangeRow(NamedTuple):
@@ -684,6 +759,9 @@ class _ReadRange(beam.DoFn):
         with filesystems.open_read(path) as raw:
             for line, data in enumerate(range_lines(raw, piece.start, piece.end), 1):
                 at_top = piece.start == 0 and line == 1
+                if isinstance(data, int):
+                    yield line, too_long(data)
+                    continue
                 try:
                     text = data.decode("utf-8-sig" if at_top else "utf-8")
                 except UnicodeDecodeError:
@@ -776,6 +854,8 @@ def _json_line(content: str) -> dict | str | None:
         row = json.loads(content)
     except json.JSONDecodeError as error:
         return f"not valid JSON ({error.msg} at column {error.colno})"
+    except RecursionError:
+        return "nests arrays or objects too deeply to be read (a row is one object of values)"
     if not isinstance(row, dict):
         return f"is a JSON {type(row).__name__}, not an object with one key per column"
     return row
@@ -812,12 +892,9 @@ class _SizeImages(beam.DoFn):
         path, grouped = element
         lines, listed = list(grouped["refs"]), list(grouped["files"])
         size = listed[0] if listed else None
-        if size is None:  # outside the manifest's folder: one match for this file
-            try:
-                found = FileSystems.match([path])[0].metadata_list
-            except Exception:  # noqa: BLE001 - a bad URL is a missing image, not a crash
-                found = []
-            size = found[0].size_in_bytes if found else None
+        if size is None:  # outside the manifest's folder: this one file's size
+            found = filesystems.file_metadata(path)  # a bad URL is a missing image
+            size = found.size_in_bytes if found is not None else None
         for line in lines:
             yield line, (path, size)
 
@@ -1017,6 +1094,7 @@ class ReadTable(beam.PTransform):
         super().__init__()
         self._options = options
         self._skipped_prefix = skipped_prefix(manifest_dir(options.manifest), skip_below)
+        self.input_roots = options.input_roots()
         self.schema = schema or infer_schema(options)
         #: The byte ranges the workers read, one task each.
         self.ranges = plan_ranges(options.manifest, self.schema, options.range_bytes)
@@ -1075,7 +1153,7 @@ class ReadTable(beam.PTransform):
         else:
             records = built.rows | "BuildRecords" >> beam.Map(
                 _row_record, opts).with_output_types(ImageRecord)
-        manifest_file = pbegin | "ManifestFile" >> fileio.MatchFiles(opts.manifest)
+        manifest_file = pbegin | "ManifestFile" >> MatchFile(opts.manifest)
         terms = (
             (listing, manifest_file)
             | "AllInputs" >> beam.Flatten()
@@ -1139,17 +1217,7 @@ class TableEncoder(ImageExampleEncoder):
         return self._digest_of(path, size)
 
     def _image_kinds(self) -> dict[str, str]:
-        kinds = {}
-        for column in self._schema.image_columns:
-            prefix = self._prefix(column)
-            kinds.update(
-                {
-                    prefix + k[len("image/") :]: v
-                    for k, v in IMAGE_KINDS.items()
-                    if k != "image/source_id"
-                }
-            )
-        return kinds
+        return image_features(self._schema.image_columns)
 
     def encode(self, record: ImageRecord) -> Encoded:
         if "steps" in record.labels:

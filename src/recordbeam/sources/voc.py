@@ -31,10 +31,10 @@ from math import isfinite
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as safe_xml
-from apache_beam.io.filesystems import FileSystems
 from defusedxml import DefusedXmlException
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
@@ -83,11 +83,19 @@ class VocOptions:
         root: the VOC folder (any Beam filesystem).
         images_dir: where the images are; None means ``ROOT/JPEGImages``.
         split: the split of every image when ``ImageSets/Main`` has no split lists.
+        allow_outside_root: also read files that symbolic links lead outside ``root`` and
+            ``images_dir``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     images_dir: str | None = None
     split: str = "train"
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def annotations_dir(self) -> str:
@@ -134,11 +142,10 @@ def read_layout(options: VocOptions) -> VocLayout:
         return VocLayout()
     base = options.root.rstrip("/")
     folders = (*FLAT_SPLIT_FOLDERS, "")
-    patterns = [f"{base}/{folder}/*{suffix}" if folder else f"{base}/*{suffix}"
-                for folder in folders for suffix in (".xml", ".XML")]
-    results = FileSystems.match(patterns, limits=[1] * len(patterns))
-    found = [folder for i, folder in enumerate(folders)
-             if results[2 * i].metadata_list or results[2 * i + 1].metadata_list]
+    found = [folder for folder in folders if any(
+        next(filesystems.iter_match(filesystems.glob_below(base, *filter(None, [folder]),
+                                                           f"*{suffix}")), None) is not None
+        for suffix in (".xml", ".XML"))]
     split_folders = tuple(folder for folder in found if folder)
     if split_folders or found:
         return VocLayout(flat=True, split_folders=split_folders)
@@ -159,15 +166,16 @@ def split_lists(options: VocOptions) -> dict[str, str]:
     ``train`` and ``val`` are there too: it is their union, and would write every image
     twice.
     """
-    pattern = filesystems.join(options.split_lists_dir, "*.txt")
     found: dict[str, str] = {}
-    for result in FileSystems.match([pattern]):
-        for meta in result.metadata_list:
-            name = posixpath.basename(meta.path)[: -len(".txt")]
-            if name and "_" not in name:
-                found[name] = meta.path
+    for meta in filesystems.iter_match(filesystems.glob_below(options.split_lists_dir, "*.txt")):
+        name = posixpath.basename(meta.path)[: -len(".txt")]
+        if name and "_" not in name:
+            found[name] = meta.path
     if "train" in found and "val" in found:
         found.pop("trainval", None)
+    roots = options.input_roots()
+    for path in found.values():
+        filesystems.refuse_outside(roots, path, "split list")
     return dict(sorted(found.items()))
 
 
@@ -176,7 +184,7 @@ def parse_labelmap(text: str, path: str) -> list[str]:
     as Datumaro and CVAT write it; ``#`` comments, blank lines and ``background`` skipped."""
     names: list[str] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(class_file_lines(text), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -194,6 +202,7 @@ def parse_labelmap(text: str, path: str) -> list[str]:
     if not names:
         raise VocError(f"{path} lists no classes; write one class name per line, or remove "
                        "it to take the class names found in the annotations")
+    check_class_list(names, [f"line {number}" for number in seen.values()], path)
     return names
 
 
@@ -201,6 +210,7 @@ def read_labelmap(options: VocOptions) -> list[str] | None:
     """The classes of ``ROOT/labelmap.txt`` in label order, or None when there is none."""
     if not filesystems.exists(options.labelmap):
         return None
+    filesystems.refuse_outside(options.input_roots(), options.labelmap, "label map")
     with filesystems.open_read(options.labelmap) as f:
         data = f.read()
     try:
@@ -357,9 +367,10 @@ class VocFormat(AnnotationFormat):
     def small_inputs(self) -> list[str]:
         """The split lists and the label map, when no listing holds them (a flat export
         without split folders lists ROOT, label map included)."""
+        labelmap = filesystems.literal(self._options.labelmap)
         if self._layout.flat:
-            return [self._options.labelmap] if self._layout.split_folders else []
-        return [filesystems.join(self._options.split_lists_dir, "*.txt"), self._options.labelmap]
+            return [labelmap] if self._layout.split_folders else []
+        return [filesystems.glob_below(self._options.split_lists_dir, "*.txt"), labelmap]
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         return parse_voc_xml(data, path)
@@ -385,6 +396,7 @@ class ReadVoc(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self.layout = read_layout(options)
         self._split_lists = {} if self.layout.flat else split_lists(options)
         self.splits = (self.layout.split_folders or tuple(self._split_lists)

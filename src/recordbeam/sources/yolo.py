@@ -36,6 +36,7 @@ label file parsed on workers.
 
 from __future__ import annotations
 
+import datetime
 import posixpath
 import re
 from dataclasses import dataclass
@@ -46,8 +47,10 @@ from typing import Any
 import yaml
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
+from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,
@@ -95,11 +98,19 @@ class YoloOptions:
         split: the split of every image when the folder names no splits.
         classes_file: the class names, one per line, class 0 first, for a folder without
             ``obj.data`` or ``data.yaml`` (in place of a names file found there).
+        allow_outside_root: also read files that symbolic links lead outside ``root``, and
+            ``data.yaml`` entries naming folders or lists outside ``root``
+            (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
     split: str = "train"
     classes_file: str | None = None
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
+        return filesystems.input_roots((self.root,), self.allow_outside_root)
 
     @property
     def folder(self) -> str:
@@ -247,7 +258,10 @@ def line_key(root: str | tuple[str, ...], base: str, strip_data: bool,
 # --- what the launcher reads ----------------------------------------------------------
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str, roots: filesystems.InputRoots | None = None) -> str:
+    """A small text file; one found in ROOT (``roots`` given) is refused unread when links
+    lead it out of ROOT."""
+    filesystems.refuse_outside(roots, path, "file")
     data = filesystems.read_bytes(path)
     try:
         return data.decode("utf-8-sig")
@@ -258,7 +272,7 @@ def _read_text(path: str) -> str:
 def parse_names(text: str, path: str) -> tuple[str, ...]:
     """Class names of an ``obj.names``: one per line, in class-id order (blank lines at
     the end are not classes)."""
-    names = [line.strip().lstrip("\ufeff").strip() for line in text.splitlines()]
+    names = [line.strip().lstrip("\ufeff").strip() for line in class_file_lines(text)]
     while names and not names[-1]:
         names.pop()
     for number, name in enumerate(names, 1):
@@ -277,12 +291,99 @@ def _distinct(names: tuple[str, ...], path: str) -> tuple[str, ...]:
             raise YoloError(f"{path}: class {class_id} and class {first[name]} are both named "
                             f"{name!r}; give each class its own name")
         first[name] = class_id
+    check_class_list(names, [f"class {class_id}" for class_id in range(len(names))], path)
     return names
+
+
+#: The most classes ``nc`` alone may declare (named ``class_<id>``, as Ultralytics does):
+#: each is a line of labels.txt and an entry of the manifest, made up from one number.
+MAX_UNNAMED_CLASSES = 100_000
+
+#: The most values ``data.yaml`` may hold once its aliases are expanded: YAML repeats an
+#: anchor's value wherever ``*alias`` names it, so a file of a few lines can stand for
+#: billions. A data.yaml with 20,000 class names holds some 20,000.
+MAX_YAML_VALUES = 1_000_000
+
+
+def _yaml_values(root: yaml.Node) -> int:
+    """How many values ``root`` holds with its aliases expanded (counted once per node,
+    so in time linear in the file); past :data:`MAX_YAML_VALUES` (or in a cycle of
+    aliases) it stops at ``MAX_YAML_VALUES + 1``."""
+    over = MAX_YAML_VALUES + 1
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if children_done:
+            entered.discard(key)
+            sizes[key] = min(over, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if key in entered:
+            return over  # an alias inside its own anchor: endless once expanded
+        entered.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml(text: str, path: str) -> Any:
+    """The document of a ``data.yaml``, with PyYAML's safe constructors only (no Python
+    objects), refused (:class:`YoloError`) when it does not parse, nests deeper than the
+    parser recurses, or expands to more than :data:`MAX_YAML_VALUES` values."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _yaml_values(node) > MAX_YAML_VALUES:
+            raise YoloError(f"{path} expands to more than {MAX_YAML_VALUES:,} values (YAML "
+                            "aliases, *name, repeat what their anchor holds); a data.yaml "
+                            "lists splits and class names: write them out")
+        return loader.construct_document(node)
+    except yaml.YAMLError as error:
+        where = " ".join(str(error).split())  # PyYAML's marks span lines
+        raise YoloError(f"{path} is not valid YAML ({where}); fix it") from None
+    except RecursionError:
+        raise YoloError(f"{path} nests values too deeply to be read; a data.yaml lists "
+                        "splits and class names") from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_class_name(value: Any, class_id: int, path: str) -> str:
+    """A ``names`` entry as text: a string as it is (stripped), a whole number as its
+    digits; anything else YAML reads as another type is refused, since its Python text
+    (``None``, ``True``, ``2024-01-01``, a list) is not what the file says."""
+    if isinstance(value, str):
+        return value.strip()
+    if type(value) is int:
+        return str(value)
+    kinds = {type(None): "empty (null)", bool: "a boolean (YAML reads yes, no, on, off, "
+             "true and false as booleans)", float: "a number with a fraction",
+             list: "a list", dict: "a mapping"}
+    kind = kinds.get(type(value)) or (
+        "a date" if isinstance(value, datetime.date) else f"a YAML {type(value).__name__}")
+    raise YoloError(f"{path}: the name of class {class_id} is {kind}, not text; quote it "
+                    "('name') in names")
 
 
 def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
     """Class names of ``data.yaml``'s ``names`` (a list, or ``{id: name}``) and ``nc``."""
     if names is None and isinstance(count, int) and count > 0:
+        if count > MAX_UNNAMED_CLASSES:
+            raise YoloError(f"{path}: nc is {count:,} and names is not given; recordbeam "
+                            f"makes up at most {MAX_UNNAMED_CLASSES:,} class names from nc. "
+                            "List the class names in names")
         return tuple(f"class_{i}" for i in range(count))  # as Ultralytics names them
     if isinstance(names, dict):
         try:
@@ -297,7 +398,7 @@ def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
     if not isinstance(names, list) or not names:
         raise YoloError(f"{path}: names must be a list of class names or a {{id: name}} "
                         "mapping, class 0 first")
-    texts = tuple(str(name).strip() for name in names)
+    texts = tuple(_yaml_class_name(name, class_id, path) for class_id, name in enumerate(names))
     if any(not text for text in texts):
         raise YoloError(f"{path}: class {texts.index('')} has an empty name")
     if isinstance(count, int) and count != len(texts):
@@ -309,7 +410,7 @@ def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
 def _darknet_layout(options: YoloOptions) -> YoloLayout:
     data_path = options.path(DARKNET_DATA)
     settings: dict[str, str] = {}
-    for line in _read_text(data_path).splitlines():
+    for line in _read_text(data_path, options.input_roots()).splitlines():
         key, equals, value = clean_line(line).partition("=")
         if equals:
             settings[key.strip().lower()] = value.strip()
@@ -323,7 +424,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
         raise YoloError(f"{data_path}: the class names file {settings.get('names') or ''} is "
                         f"not in {options.folder} (nor {DARKNET_NAMES}); add it, one class "
                         "name per line")
-    classes = parse_names(_read_text(names_path), names_path)
+    classes = parse_names(_read_text(names_path, options.input_roots()), names_path)
     if settings.get("classes", "").isdigit() and int(settings["classes"]) != len(classes):
         raise YoloError(f"{data_path}: classes = {settings['classes']} but {names_path} "
                         f"names {len(classes)}; make them agree")
@@ -335,6 +436,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
         if relative is None or not filesystems.exists(options.path(relative)):
             raise YoloError(f"{data_path}: {key} = {settings[key]} is not a file in "
                             f"{options.folder}; fix the line or add the list")
+        filesystems.refuse_outside(options.input_roots(), options.path(relative), "split list")
         lists.setdefault(split, []).append(options.path(relative))
     paths = tuple((split, tuple(found)) for split, found in lists.items())
     return YoloLayout("darknet", data_path, classes, lists=paths,
@@ -343,11 +445,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
 
 
 def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
-    try:
-        data = yaml.safe_load(_read_text(yaml_path))
-    except yaml.YAMLError as error:
-        where = " ".join(str(error).split())  # PyYAML's marks span lines
-        raise YoloError(f"{yaml_path} is not valid YAML ({where}); fix it") from None
+    data = load_yaml(_read_text(yaml_path, options.input_roots()), yaml_path)
     if not isinstance(data, dict):
         raise YoloError(f"{yaml_path} must be a mapping with names and train/val/test")
     classes = yaml_names(data.get("names"), data.get("nc"), yaml_path)
@@ -364,10 +462,16 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
             continue
         for entry in entries if isinstance(entries, list) else [entries]:
             kind, found = _yaml_split_path(options, base, str(entry))
+            if kind == "outside":
+                raise YoloError(f"{yaml_path}: {split}: {entry} is {found}, outside "
+                                f"{options.folder}; nothing there is read unless you pass "
+                                "--allow-outside-root (or move the folder into ROOT)")
             if found is None:
                 raise YoloError(f"{yaml_path}: {split}: {entry} is neither a folder of "
                                 f"images nor a list file in {options.folder}; fix the entry or "
                                 "remove it")
+            if kind == "list":
+                filesystems.refuse_outside(options.input_roots(), found, "split list")
             (folders if kind == "folder" else lists).setdefault(split, []).append(found)
     if folders and lists:
         raise YoloError(f"{yaml_path}: some splits are folders ({', '.join(folders)}) and "
@@ -395,11 +499,16 @@ def _keypoint_values(shape: Any, path: str) -> int:
 def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, str | None]:
     """``("folder" | "list", path)`` of one train/val/test entry, resolved against
     ``path:`` and ROOT (and, as Ultralytics does for Roboflow's ``../train/images``,
-    without a leading ``../``)."""
+    without a leading ``../``); ``("outside", path)`` for an entry that exists only
+    outside ROOT (an absolute path, or ``..`` leading out) while reading there is not
+    allowed; ``("", None)`` for one that names nothing."""
     entry = clean_line(entry)
-    candidates = []
+    candidates, outside = [], []
     if _is_absolute(entry):
-        candidates.append(entry.rstrip("/"))
+        path = entry.rstrip("/")
+        roots = [spelling.rstrip("/") for spelling in root_spellings(options.folder)]
+        inside = any(path == root or path.startswith(root + "/") for root in roots)
+        (candidates if inside else outside).append(path)
     else:
         for start in dict.fromkeys((base, "")):
             for spelled in (entry, entry[3:] if entry.startswith("../") else None):
@@ -410,12 +519,36 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
                     candidates.append(options.folder)
                 elif relative != ".." and not relative.startswith("../"):
                     candidates.append(options.path(relative))
+                elif spelled == entry:
+                    outside.append(_joined_outside(options.folder, relative))
+    if options.allow_outside_root:
+        candidates += outside
     for candidate in dict.fromkeys(candidates):
-        if candidate.lower().endswith(".txt") and filesystems.exists(candidate):
-            return "list", candidate
-        if not candidate.lower().endswith(".txt") and filesystems.has_files(candidate):
-            return "folder", candidate
+        kind = _kind_there(candidate)
+        if kind:
+            return kind, candidate
+    for candidate in outside:
+        if _kind_there(candidate):
+            return "outside", candidate
     return "", None
+
+
+def _kind_there(path: str) -> str:
+    """``"list"`` for a list file that exists, ``"folder"`` for a folder holding files,
+    else ""."""
+    if path.lower().endswith(".txt"):
+        return "list" if filesystems.exists(path) else ""
+    return "folder" if filesystems.has_files(path) else ""
+
+
+def _joined_outside(folder: str, relative: str) -> str:
+    """``folder``/``relative`` (which starts with ``../``), ``..`` resolved by name: a
+    local ``folder`` made absolute first, an object store's by its key."""
+    scheme, sep, rest = folder.partition("://")
+    if not sep:
+        scheme, rest = "", posixpath.abspath(folder)
+    joined = posixpath.normpath(posixpath.join(rest, relative))
+    return f"{scheme}{sep}{joined}"
 
 
 def read_layout(options: YoloOptions) -> YoloLayout:
@@ -466,9 +599,9 @@ def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[s
             f"nor a class names file ({', '.join(NAMES_FILES)}) in it, in labels/ or in its "
             "split folders; --input takes the YOLO folder as exported, or pass --classes "
             "FILE with one class name per line, class 0 first")
-    first = parse_names(_read_text(found[0]), found[0])
+    first = parse_names(_read_text(found[0], options.input_roots()), found[0])
     for other in found[1:]:
-        if parse_names(_read_text(other), other) != first:
+        if parse_names(_read_text(other, options.input_roots()), other) != first:
             raise YoloError(f"{other} names other classes than {found[0]}; keep one class "
                             "names file, or pass --classes FILE")
     return found[0], first
@@ -513,6 +646,9 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...],
     """One ``cls cx cy w h`` or ``cls x1 y1 x2 y2 ...`` line (``cls cx cy w h`` and
     ``keypoint_values`` more in a pose dataset)."""
     fields = line.split()
+    too_many = too_many_vertices((len(fields) - 1) // 2)
+    if too_many:
+        return _malformed(where, f"{len(fields):,} values: {too_many}")
     values = [_number(field) for field in fields]
     if None in values:
         bad = fields[values.index(None)]
@@ -620,9 +756,9 @@ class YoloFormat(AnnotationFormat):
         listing); the class names file when no listed folder holds it."""
         if self._layout.kind == "folders":
             listed = [listing.folder.rstrip("/") + "/" for listing in self.listings()]
-            return [path for path in self._layout.small_files
+            return [filesystems.literal(path) for path in self._layout.small_files
                     if not any(path.startswith(folder) for folder in listed)]
-        return [self._layout.description] if self._layout.folders else []
+        return [filesystems.literal(self._layout.description)] if self._layout.folders else []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         return parse_label_file(data, path, self._layout.classes, self._layout.keypoint_values)
@@ -656,6 +792,7 @@ class ReadYolo(ReadFormat):
         self._options = options
         self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
                              if skip_below else None)
+        self.input_roots = options.input_roots()
         self.layout = read_layout(options)
         self.splits = tuple(dict.fromkeys(self.layout.splits)) or (options.split,)
         self.classes = list(self.layout.classes)

@@ -72,6 +72,11 @@ class ImageExampleEncoder(ExampleEncoder):
 
     has_images = True
 
+    #: The folders the run was given (the read transform's ``input_roots``, set by the
+    #: pipeline): a file whose links lead outside them is rejected ``outside_root``
+    #: unopened. None: files are read wherever they are (``--allow-outside-root``).
+    input_roots: filesystems.InputRoots | None = None
+
     def __init__(self, checks: ImageChecks | None = None, split: str = "train",
                  fixes: ImageFixes | None = None) -> None:
         super().__init__(split)
@@ -128,6 +133,18 @@ class ImageExampleEncoder(ExampleEncoder):
         None (every record of the other formats): read ``record.path`` itself."""
         return None
 
+    def refuse_outside(self, path: str) -> Reject | None:
+        """The ``outside_root`` reject of a file whose real path (links resolved) leaves
+        :attr:`input_roots`, else None. Asked before anything opens the file: a link may
+        lead to any file the worker can read."""
+        roots = self.input_roots
+        target = roots.outside(path) if roots is not None else None
+        if target is None:
+            return None
+        return Reject("image", path, "outside_root", (
+            f"symbolic links lead this file to {target!r}, outside {roots.describe()}; it "
+            "was not read (pass --allow-outside-root to read files links lead elsewhere)"))
+
     def read_image(
         self, path: str, size: int, name: str, data: bytes | None = None
     ) -> tuple[dict[str, Any], ImageInfo, dict[str, int]] | Reject:
@@ -146,7 +163,10 @@ class ImageExampleEncoder(ExampleEncoder):
 
     def _digest_of(self, path: str, size: int, data: bytes | None = None) -> bytes | None:
         if data is None:
-            if size > self.checks.max_bytes or size == 0:
+            # A file outside the input roots is not opened here either: the write
+            # rejects it outside_root.
+            if (size > self.checks.max_bytes or size == 0
+                    or self.refuse_outside(path) is not None):
                 return None
             try:
                 data = filesystems.read_bytes(path)
@@ -157,7 +177,8 @@ class ImageExampleEncoder(ExampleEncoder):
     def load_image(
         self, path: str, size: int, name: str, data: bytes | None = None
     ) -> LoadedImage | Reject:
-        """Read, check and fix one image file.
+        """Read, check and fix one image file; a file :meth:`refuse_outside` refuses is
+        not opened.
 
         Args:
             path: the file on any Beam filesystem.
@@ -174,6 +195,15 @@ class ImageExampleEncoder(ExampleEncoder):
             bytes as read (the same as ``key/sha256`` unless a fix changed them). Or an
             image ``Reject``.
         """
+        if data is None:
+            refused = self.refuse_outside(path)
+            if refused is not None:
+                return refused
+        return self._load(path, size, name, data)
+
+    def _load(
+        self, path: str, size: int, name: str, data: bytes | None
+    ) -> LoadedImage | Reject:
         def reject(reason: str, detail: str) -> Reject:
             return Reject("image", path, reason, detail)
 
@@ -242,6 +272,8 @@ class ImageExampleEncoder(ExampleEncoder):
 
     def encode(self, record: ImageRecord) -> Encoded:
         name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
+        # An image embedded in an annotation file comes from a file the source read, and
+        # checked, already (annotated_files.read_annotation); load_image checks the others.
         embedded = self.embedded_image(record)
         loaded = embedded if isinstance(embedded, Reject) else self._loaded_image(
             record.path, record.size, name, embedded)
