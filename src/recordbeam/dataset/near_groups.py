@@ -19,7 +19,7 @@ Bounds, and what happens past them:
   *leaders* (the first :data:`MAX_LEADERS` images that matched no earlier leader) and
   linked to every leader within the threshold; an image matching none after the leaders
   are full is not linked through that key. A cluster of n near-identical pictures then
-  costs about n comparisons and n - 1 links, not n\ :sup:`2` / 2;
+  costs about n comparisons and n - 1 links, not n * n / 2;
 - groups are the connected components of the pairs found (:func:`near_components`), built
   from the first :data:`MAX_NEAR_PAIRS` pairs in SHA-256 order; pairs past that are
   counted (``pairs_not_grouped``), not grouped.
