@@ -29,3 +29,13 @@ def folder_files(output: str | os.PathLike[str]) -> dict[str, bytes]:
             with open(path, "rb") as f:
                 found[os.path.relpath(path, output)] = f.read()
     return found
+
+
+def write_folder_files(output: str | os.PathLike[str], files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (relative path -> bytes, as :func:`folder_files` gives them) below
+    ``output``, making their folders (``hashes/``) as needed."""
+    for name, data in files.items():
+        path = os.path.join(output, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
