@@ -203,6 +203,26 @@ def test_drop_keeps_the_copy_of_smallest_identity_hash_and_counts_the_others(tmp
     assert group["size"] == 3 and sum(m.get("dropped", False) for m in group["members"]) == 2
 
 
+def test_a_copy_linked_out_of_the_input_is_never_read_to_find_duplicates(tmp_path):
+    # The link outside would be the copy kept (the smaller identity hash): were its bytes
+    # read to find duplicates, the copy inside would be dropped and the link then refused.
+    cat = _photo(1)
+    secret = tmp_path / "elsewhere" / "secret.jpg"
+    secret.parent.mkdir()
+    secret.write_bytes(cat)
+    link, inside = sorted(["cats/a.jpg", "cats/b.jpg"], key=order_key)
+    root = _tree(tmp_path / "in", {inside: cat, "dogs/d.jpg": _photo(2),
+                                   **{f"birds/{i}.jpg": _photo(20 + i) for i in range(3)}})
+    os.symlink(secret, os.path.join(root, link))
+    out = tmp_path / "out"
+    assert _convert(root, out, "--duplicates", "drop", "--max-reject-fraction", "0.5") == 0
+    written = sorted(e["image/source_id"][0].decode() for e in _examples(out, "train"))
+    assert inside in written and link not in written and len(written) == 5
+    assert [(os.path.relpath(r["source"], root), r["reason"]) for r in _rejects(out)] == [
+        (link, "outside_root")]
+    assert _lines(out) == []
+
+
 def test_drop_across_splits_keeps_every_copy_of_the_first_split(tmp_path):
     cat = _photo(1)
     root = _tree(tmp_path / "in", {
