@@ -23,7 +23,7 @@ BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord
              "tfrecord.wire", "tfrecord.feature_spec", "tfrecord.protos", "images.checks",
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
              "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader", "write.encoder",
-             "write.planning", "testing.samples", "testing.outputs"]
+             "write.planning", "testing.samples"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor
 #: uses the floors below it, never one above. ``local.internals`` is the one fence around
