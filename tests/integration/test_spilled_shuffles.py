@@ -7,6 +7,7 @@ import tempfile
 
 import apache_beam as beam
 import pytest
+from apache_beam.runners.portability.fn_api_runner import execution
 from apache_beam.testing.util import assert_that, equal_to
 
 from recordbeam.local import shuffle as local_shuffle
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.slow
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+BEAMS_BUFFER = execution.GroupingBuffer
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ def test_a_grouping_that_spills_keeps_every_value(spill_everything):
             expected.setdefault(key, []).append(value)
         assert_that(grouped, equal_to(list(expected.items())))
     assert any(m.startswith("A shuffle of 37 keys") for m in spill_everything())
-    assert not local_shuffle.installed()
+    assert execution.GroupingBuffer is BEAMS_BUFFER  # Beam's again
 
 
 def test_a_failed_run_leaves_no_spill_files(spill_everything):
@@ -73,7 +75,7 @@ def test_a_failed_run_leaves_no_spill_files(spill_everything):
             beam.Pipeline(options=pipeline_options(list(IN_MEMORY))) as p:
         _ = p | beam.Create([("a", 1), ("a", 2)]) | beam.GroupByKey() | beam.Map(fail)
     assert len(spill_everything()) == 1
-    assert not local_shuffle.installed()
+    assert execution.GroupingBuffer is BEAMS_BUFFER  # Beam's again
 
 
 def test_a_manifest_whose_waiting_rows_spill_writes_the_same_bytes(tmp_path, spill_everything,

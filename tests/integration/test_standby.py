@@ -204,7 +204,7 @@ def test_with_one_blas_thread_numpy_starts_no_thread():
 def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
         coco_sample, tmp_path, hand_offs, capfd, monkeypatch):
     shard_faults = _shard_faults(monkeypatch)
-    shard_faults.install(monkeypatch, shard=0, after=1, marker=tmp_path / "fired")
+    shard_faults.install_in_workers(monkeypatch, shard=0, after=1, marker=tmp_path / "fired")
     assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == cli.EXIT_FAILED
     assert len(hand_offs) == 2 and all(hand_offs)
     err = capfd.readouterr().err
@@ -217,13 +217,10 @@ def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
 
 
 def _shard_faults(monkeypatch):
-    """The reliability tests' fault injection (a failing shard writer), importable by this
-    test and by the run's worker processes."""
-    folder = Path(__file__).parents[1] / "reliability"
-    monkeypatch.syspath_prepend(str(folder))
+    """The reliability tests' fault injection: a shard's temp file that fails."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "reliability"))
     import shard_faults
 
-    shard_faults.importable_by_workers(monkeypatch)
     return shard_faults
 
 
