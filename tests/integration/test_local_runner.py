@@ -124,6 +124,36 @@ def test_the_installed_beam_is_one_the_local_runner_uses(fresh_check):
     assert runner_internals.missing_internals() == []
 
 
+#: A Beam release that renamed what the local runner calls as its module is imported
+#: (registering its worker handler): the command, in a process where that name is gone.
+_COMMAND_WITHOUT_HANDLER_REGISTRY = """
+import sys
+from apache_beam.runners.portability.fn_api_runner import worker_handlers
+del worker_handlers.WorkerHandler.register_environment
+from recordbeam.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_beam_lacking_an_internal_the_runner_registers_with_runs_plain_with_the_same_bytes(
+        coco_sample, tmp_path):
+    def convert(output, *python):
+        done = subprocess.run(
+            [*python, "convert", "coco", "--images", coco_sample.images_dir,
+             "--annotations", coco_sample.annotations, "--output", str(output),
+             "--max-reject-fraction", "0.5", "--quiet", "--direct_num_workers=2"],
+            capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        shards = {n: (output / n).read_bytes() for n in os.listdir(output) if ".tfrecord" in n}
+        return shards, done.stderr
+
+    ours, _ = convert(tmp_path / "ours", sys.executable, "-m", "recordbeam")
+    plain, _ = convert(tmp_path / "plain", sys.executable, "-c",
+                       _COMMAND_WITHOUT_HANDLER_REGISTRY)
+    assert plain == ours and plain
+
+
 def test_beam_versions_read_by_major_and_minor():
     assert runner_internals.minor_version("2.60.0") == (2, 60)
     assert runner_internals.minor_version("2.78.0rc1") == (2, 78)

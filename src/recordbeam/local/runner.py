@@ -13,6 +13,7 @@ one, else new processes started as Beam starts them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -97,6 +98,7 @@ class LocalRunner(FnApiRunner):
             return self._run_with_local_workers(pipeline, options)
 
     def _run_with_local_workers(self, pipeline, options):
+        _register_local_worker_handler()
         direct = options.view_as(DirectOptions)
         default = self._default_environment
         self._default_environment = _LocalWorkerEnvironment.from_command_string(
@@ -136,7 +138,11 @@ class _LocalWorkerHandler(_BeamSubprocessWorkerHandler or object):
         self.worker_thread.start()
 
 
-if _BeamWorkerHandler is not None:
+@functools.cache
+def _register_local_worker_handler() -> None:
+    """Beam's runner starts :data:`LOCAL_WORKER_URN`'s workers with our handler. Done on
+    the first run that uses it, never on import: a Beam that no longer registers handlers
+    this way must still import this module and run as its plain FnApiRunner."""
     _BeamWorkerHandler.register_environment(LOCAL_WORKER_URN, bytes)(_LocalWorkerHandler)
 
 
