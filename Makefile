@@ -4,17 +4,21 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
+# The newest Beam the local runner is tested with (recordbeam.local.internals.TESTED_BEAM):
+# .venv holds it, whatever newer one the index has. pyproject.toml admits newer ones.
+NEWEST_BEAM ?= 2.77.0
 
 .PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
-	$(PY) -m pip install $(PIP_FLAGS) -e .
+	$(PY) -m pip install $(PIP_FLAGS) -e . 'apache-beam==$(NEWEST_BEAM)'
 	touch $@
 
 $(VENV)/.test: $(VENV)/.runtime
-	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report,formats-test]'
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report,formats-test]' \
+		'apache-beam[gcp,aws]==$(NEWEST_BEAM)'
 	# The PyTorch dataset test: the CPU build (this exact version is the CPU wheel on
 	# our machines; a bare `torch` would pull several GB of CUDA packages).
 	$(PY) -m pip install $(PIP_FLAGS) torch==2.13.0

@@ -21,7 +21,14 @@ from recordbeam.cli import main as cli
 from recordbeam.local import runner, standby
 from recordbeam.local.runner import LOCAL_RUNNER, pipeline_options
 
-needs_standby = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
+linux_only = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
+
+
+def needs_standby(test):
+    """A test of standbys: Linux only, and part of the local runner's fast path (where it
+    is off, runs start Beam's own workers and these skip)."""
+    return pytest.mark.fast_path(linux_only(test))
+
 
 TWO_WORKERS = ("--direct_num_workers=2",)
 # For pipelines built here: Beam 2.60's dill would send their lambdas by reference to this
@@ -149,7 +156,7 @@ def test_a_standby_the_command_did_not_use_is_ended(coco_sample, tmp_path, capfd
         f"recordbeam: {missing}: no such annotation file (check --annotations)"]
 
 
-@needs_standby
+@linux_only  # whoever started the workers: the standby's forks, or Beam
 def test_the_command_leaves_no_process_behind(coco_sample, tmp_path):
     name, value = "RECORDBEAM_STANDBY_TEST", uuid.uuid4().hex
     done = subprocess.run([sys.executable, "-m", "recordbeam",

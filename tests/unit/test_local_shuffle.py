@@ -15,6 +15,9 @@ from apache_beam.transforms.window import GlobalWindows
 from recordbeam.local import shuffle as local_shuffle
 from recordbeam.local.shuffle import SpillingGroupingBuffer, spilling_shuffles
 
+# The local runner's own machinery: where it is off (an untested Beam), these skip.
+pytestmark = pytest.mark.fast_path
+
 BeamGroupingBuffer = execution.GroupingBuffer
 BeamBundleContextManager = execution.BundleContextManager
 KEY = coders.StrUtf8Coder()
