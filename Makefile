@@ -8,7 +8,7 @@ PIP_FLAGS ?= --disable-pip-version-check --quiet
 # .venv holds it, whatever newer one the index has. pyproject.toml admits newer ones.
 NEWEST_BEAM ?= 2.77.0
 
-.PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest test-newest-beam lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,41 @@ $(OLDEST_VENV)/.test: pyproject.toml setup.py
 test-oldest: $(OLDEST_VENV)/.test
 	$(OLDEST_VENV)/bin/python -m pytest tests/unit tests/integration tests/interop
 
+# The newest Beam on the index, the day it is released: pyproject.toml admits it, so users
+# get it. When it is newer than NEWEST_BEAM, it goes into its own environment (built once
+# per release: .beam names the one it holds) and the unit and integration tests run there;
+# local runs are Beam's plain FnApiRunner on it (the tests of the local runner's own
+# machinery skip, saying so), and test_same_bytes_across_beams compares its shards with
+# $(VENV)'s, made on NEWEST_BEAM by the local runner's own path. The interop tests stay in
+# `make test`: TensorFlow reads what the format core writes, which no Beam touches, and
+# leaving TensorFlow out keeps this within CI's time. When the index has nothing newer,
+# one line says so.
+NEWEST_VENV ?= .venv-newest
+test-newest-beam: $(VENV)/.runtime
+	@said=$$(mktemp); on_index=$$($(PY) -m pip index versions apache-beam 2>$$said \
+		| sed -n 's/^apache-beam (\(.*\))$$/\1/p'); \
+	if [ -z "$$on_index" ]; then \
+		cat $$said >&2; rm -f $$said; \
+		echo "test-newest-beam: the package index named no apache-beam release" >&2; exit 1; \
+	fi; \
+	rm -f $$said; \
+	newest=$$(printf '%s\n%s\n' "$$on_index" "$(NEWEST_BEAM)" | sort -V | tail -n 1); \
+	if [ "$$newest" = "$(NEWEST_BEAM)" ]; then \
+		echo "test-newest-beam: apache-beam $$on_index, the newest on the index, is no newer than NEWEST_BEAM ($(NEWEST_BEAM)), which make test tests"; \
+		exit 0; \
+	fi; \
+	echo "test-newest-beam: apache-beam $$on_index, newer than NEWEST_BEAM ($(NEWEST_BEAM)), in $(NEWEST_VENV)"; \
+	if [ "$$(cat $(NEWEST_VENV)/.beam 2>/dev/null)" != "$$on_index" ] \
+			|| [ pyproject.toml -nt $(NEWEST_VENV)/.beam ]; then \
+		rm -rf $(NEWEST_VENV) && $(PYTHON) -m venv $(NEWEST_VENV) \
+		&& $(NEWEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip \
+		&& $(NEWEST_VENV)/bin/python -m pip install $(PIP_FLAGS) \
+			-e '.[test,gcp,aws,report]' "apache-beam[gcp,aws]==$$on_index" \
+		&& echo "$$on_index" > $(NEWEST_VENV)/.beam || exit 1; \
+	fi; \
+	RECORDBEAM_REFERENCE_PYTHON=$(abspath $(PY)) \
+		$(NEWEST_VENV)/bin/python -m pytest tests/unit tests/integration
+
 bench: $(VENV)/.test
 	$(PY) benchmarks/framing_bench.py
 	$(PY) benchmarks/codec_bench.py
@@ -86,4 +121,4 @@ bench-coco: $(BENCH_VENV)/.bench
 	$(BENCH_VENV)/bin/python benchmarks/coco_bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) demo-output build src/*.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(NEWEST_VENV) $(BENCH_VENV) demo-output build src/*.egg-info
