@@ -16,6 +16,7 @@ This module imports no Beam.
 from __future__ import annotations
 
 import difflib
+import errno
 import importlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,6 +56,35 @@ class RunFailed(RuntimeError):
         self.cause = cause
         self.log_path = log_path
         self.runner = runner
+
+
+class OutOfSpace(RecordbeamError):
+    """A write found its filesystem full (no space or no inodes left, or a quota reached):
+    the environment's problem, not the data's (exit 3). ``log_path``: the run's log."""
+
+    def __init__(self, message: str, log_path: str | None = None) -> None:
+        super().__init__(message)
+        self.log_path = log_path
+
+
+#: The errors of a write to a full filesystem: no space (or inodes) left, quota exceeded.
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_FULL_IN_TEXT = re.compile(
+    r"\[Errno (?:{})\][^\n]*?(?:: '([^'\n]*)')?$".format("|".join(map(str, FULL_ERRNOS))),
+    re.MULTILINE)
+
+
+def full_filesystem(error: BaseException) -> str | None:
+    """Where a write found its filesystem full, when ``error`` (or what it wraps, or a
+    worker's traceback carried as its text) is such an ``OSError``: the file's path, ''
+    when not known. None for any other error."""
+    for link in _chain(error):
+        if isinstance(link, OSError) and link.errno in FULL_ERRNOS:
+            return str(link.filename or "")
+    found = list(_FULL_IN_TEXT.finditer(str(error)))
+    if found:
+        return found[-1].group(1) or ""
+    return None
 
 
 @dataclass(frozen=True)

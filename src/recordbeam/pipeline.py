@@ -12,14 +12,15 @@ the annotations are read, the commit checks them.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TextIO
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
@@ -33,8 +34,14 @@ from apache_beam.options.pipeline_options import (
 )
 
 from recordbeam import __version__, filesystems, gcs_credentials
-from recordbeam.dataset import layout
-from recordbeam.errors import RecordbeamError, RunFailed, UsageError
+from recordbeam.dataset import folder_lock, layout
+from recordbeam.errors import (
+    OutOfSpace,
+    RecordbeamError,
+    RunFailed,
+    UsageError,
+    full_filesystem,
+)
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id, why_unusable
@@ -90,12 +97,14 @@ class RunResult:
 @dataclass(frozen=True)
 class SubmittedRun:
     """A run this process did not wait for: a job handed to a remote runner (``detach``),
-    whose own finalize step commits the output; or, with Dataflow's ``--dry_run``, a job
-    graph built and checked but never submitted."""
+    whose own finalize step commits the output; with Dataflow's ``--dry_run``, a job graph
+    built and checked but never submitted; with Dataflow's ``--template_location``, a job
+    written there for a later launch (what a Flex Template launcher asks for)."""
 
     job_id: str | None
     runner: str
     dry_run: bool
+    template_location: str | None = None
 
 
 def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
@@ -130,11 +139,20 @@ def current_fingerprint(patterns: Sequence[str], settings: Mapping[str, Any],
 def is_up_to_date(output_dir: str, split: str, patterns: Sequence[str],
                   settings: Mapping[str, Any]) -> bool:
     """True when ``output_dir`` holds a finished ``split`` made from these very inputs
-    (names, sizes, modification times) and settings (options, recordbeam version)."""
+    (names, sizes, modification times) and settings (options, recordbeam version), and
+    every shard its manifest lists is there with the size the commit wrote: a shard
+    deleted or cut since is no output to keep."""
     manifest = layout.read_manifest(output_dir)
-    recorded = (manifest or {}).get("splits", {}).get(split, {}).get("inputs_fingerprint")
-    return recorded is not None and recorded == current_fingerprint(
-        patterns, settings, skip_below=output_dir)
+    entry = (manifest or {}).get("splits", {}).get(split, {})
+    recorded = entry.get("inputs_fingerprint")
+    return (recorded is not None and _shards_whole(output_dir, entry)
+            and recorded == current_fingerprint(patterns, settings, skip_below=output_dir))
+
+
+def _shards_whole(output_dir: str, entry: Mapping[str, Any]) -> bool:
+    return all(
+        filesystems.size_of(filesystems.join(output_dir, shard["file"])) == shard.get("bytes")
+        for shard in entry.get("shards", []))
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:
@@ -420,9 +438,9 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real); nothing listening at ``--job_endpoint``
-    (:func:`recordbeam.job_server.check_job_server`); a ``--setup_file`` Beam could not
-    build; a Dataflow submission without Google credentials
+    would run the job for real); a ``--setup_file`` Beam could not build; nothing
+    listening at ``--job_endpoint`` (:func:`recordbeam.job_server.check_job_server`; checked
+    after what this machine alone can tell); a Dataflow submission without Google credentials
     (:mod:`recordbeam.gcs_credentials`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
@@ -436,9 +454,12 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
         raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
                          "run the job for real")
+    if options.view_as(GoogleCloudOptions).template_location and not _is_dataflow(options):
+        raise UsageError(f"--template_location is honoured by DataflowRunner only; the "
+                         f"{runner} would run the job for real")
+    _check_setup_file(options)
     if not is_local(options):
         check_job_server(options)
-    _check_setup_file(options)
     if _submits_to_dataflow(options):
         credentials = gcs_credentials.settle()
         if credentials.emulator:
@@ -489,16 +510,23 @@ def _submits_to_dataflow(options: PipelineOptions) -> bool:
 def run(
     build: Callable[[beam.Pipeline], WriteShards], output_dir: str, *,
     beam_args: Sequence[str] = (), overwrite: bool = False, show_progress: bool = True,
-    options: PipelineOptions | None = None, detach: bool = False,
+    options: PipelineOptions | None = None, detach: bool = False, break_lock: bool = False,
+    command: str = "",
 ) -> RunResult | SubmittedRun:
-    """Check the output folder, build and run the pipeline, return the manifest.
+    """Check the output folder, build the pipeline, take the folder's lock, run, and
+    return the manifest.
 
     With ``detach`` (remote runners only), return as soon as the job is submitted; with
-    Dataflow's ``--dry_run``, once its graph is built. Both give a :class:`SubmittedRun`.
+    Dataflow's ``--dry_run``, once its graph is built; with Dataflow's
+    ``--template_location``, once the job is written there. All give a
+    :class:`SubmittedRun`.
 
     Raises ``OutputFolderError`` before any work when the folder holds foreign files and
-    ``overwrite`` is False; ``UsageError`` for options :func:`check_run_options` refuses;
-    ``RunFailed`` when the run fails; ``RunInterrupted`` on Ctrl-C.
+    ``overwrite`` is False; ``FolderLocked`` when another run holds the folder (see
+    :mod:`recordbeam.dataset.folder_lock`; ``break_lock`` takes it anyway); ``UsageError``
+    for options :func:`check_run_options` refuses; ``RunFailed`` when the run fails;
+    ``RunInterrupted`` on Ctrl-C. A run that fails removes its temp folder (unless its
+    commit had begun: the next run completes it) and gives the lock up.
     """
     options = options or pipeline_options(beam_args)
     check_run_options(options, detach=detach)
@@ -508,17 +536,77 @@ def run(
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     sink = build(p)
-    if is_local(options):
-        _run_locally(p, sink, output_dir, show_progress)
-    else:
-        submitted = _run_remotely(p, options, detach)
-        if submitted is not None:
-            return submitted
+    dry_run = _is_dataflow(options) and options.view_as(TestOptions).dry_run
+    lock = None
+    failed_rejects = _failed_rejects_state(output_dir)
+    try:
+        if not dry_run:
+            lock = folder_lock.acquire(output_dir, folder_lock.run_id_of(sink.temp_dir),
+                                       command=command, detached=detach, break_lock=break_lock)
+        if is_local(options):
+            _run_locally(p, sink, output_dir, show_progress)
+        else:
+            submitted = _run_remotely(p, options, detach)
+            if submitted is not None:
+                return submitted  # the job's commit gives the lock up
+    except BaseException as error:
+        if lock is not None:
+            _give_up_after_failure(lock, sink.temp_dir, failed_rejects)
+        full = _out_of_space(error, output_dir, sink.temp_dir)
+        if full is not None:
+            raise full from error
+        raise
+    if lock is not None:
+        lock.release()  # the commit gave it up; a no-op unless something went amiss
     manifest = layout.read_manifest(output_dir)
     if manifest is None:
         raise RecordbeamError(f"the run ended but {output_dir} has no manifest.json, so nothing "
                               "was committed; see the runner's log of the job")
     return RunResult(manifest, time.monotonic() - started)
+
+
+def _out_of_space(error: BaseException, output_dir: str, temp_dir: str) -> OutOfSpace | None:
+    """The error to report when ``error`` is a write to a full filesystem: where, and
+    what became of the output folder. None for any other error."""
+    where = full_filesystem(error) if isinstance(error, Exception) else None
+    if where is None:
+        return None
+    place = where.rsplit("/", 1)[0] if "/" in where else where
+    if filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN)):
+        outcome = (f"the commit to {output_dir} had begun: it holds no manifest.json until a "
+                   "run into it finishes")
+    else:
+        outcome = f"nothing was committed to {output_dir} and this run's temp files are removed"
+    return OutOfSpace(
+        f"out of space on {place or output_dir} (no space or inodes left, or a quota "
+        f"reached); {outcome}. Free some space there, then run again",
+        getattr(error, "log_path", None))
+
+
+def _failed_rejects_state(output_dir: str) -> tuple[int, float] | None:
+    """Size and time of ``failed-run-rejects.jsonl``, None when there is none: a failed run
+    that wrote one records it as its own."""
+    path = filesystems.join(output_dir, layout.FAILED_REJECTS)
+    with suppress(Exception):
+        found = next(iter(filesystems.iter_match(path)), None)
+        if found is not None:
+            return found.size_in_bytes, found.last_updated_in_seconds
+    return None
+
+
+def _give_up_after_failure(lock: folder_lock.FolderLock, temp_dir: str,
+                           failed_rejects: tuple[int, float] | None) -> None:
+    """After a failed or interrupted run: remove its temp folder unless its commit had
+    begun (the next run needs what it says), then give the lock up, recording what the
+    run leaves in the folder."""
+    with suppress(Exception):  # best effort: what stays is recorded, the next run removes it
+        commit_began = filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN))
+        if not commit_began:
+            filesystems.remove_tree(temp_dir)
+        after = _failed_rejects_state(lock.output_dir)
+        wrote_rejects = after is not None and after != failed_rejects
+        lock.release(keep_temp=commit_began,
+                     files=[layout.FAILED_REJECTS] if wrote_rejects else [])
 
 
 def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
@@ -548,8 +636,6 @@ def _after_interruption(output_dir: str, temp_dir: str) -> str:
     if filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN)):
         return (f"the commit to {output_dir} had begun: it holds no manifest.json until a run "
                 "into it finishes; rerun the command")
-    with suppress(Exception):  # best effort: a later run removes leftover temp folders too
-        filesystems.remove_tree(temp_dir)
     return f"nothing was committed to {output_dir}"
 
 
@@ -557,9 +643,11 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
                   detach: bool) -> SubmittedRun | None:
     """Submit the job; unless detached (or a dry run), wait for its end. Returns the
     :class:`SubmittedRun` when not waiting, None once the job has finished. Beam's log of
-    the submission and of the job's messages goes to a file, kept when the run fails."""
+    the submission and of the job's messages goes to a file, kept when the run fails; the
+    Dataflow runner's goes to the console too (:func:`_dataflow_log_shown_on`)."""
     runner = _runner_name(options)
-    with worker_output_to_log(prefix="recordbeam-job-") as (_console, log_path):
+    with worker_output_to_log(prefix="recordbeam-job-") as (console, log_path), \
+            _dataflow_log_shown_on(console):
         try:
             return _submit_and_wait(p, options, detach, runner, log_path)
         except RecordbeamError:
@@ -571,11 +659,39 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
             raise RunFailed(error, log_path, runner) from error
 
 
+#: Where Beam's Dataflow runner logs the job's submission (staging, ``Created job with id:
+#: [...]``, the job's console link) and, while it waits, the job's states and messages.
+_DATAFLOW_LOGGER = "apache_beam.runners.dataflow"
+
+
+@contextmanager
+def _dataflow_log_shown_on(console: TextIO) -> Iterator[None]:
+    """The Dataflow runner's log from INFO on ``console`` too, while a job is submitted
+    and watched: that is how Dataflow reports, and where schedulers read the job's id
+    (Airflow's Beam and Dataflow operators look for ``Created job with id: [...]``).
+    Other runners' logs stay in the run's log file: their lines are the runner's
+    machinery (ports, state changes), and a failure is said in one line."""
+    logger = logging.getLogger(_DATAFLOW_LOGGER)
+    handler = logging.StreamHandler(console)
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, runner: str,
                      log_path: str) -> SubmittedRun | None:
     result = p.run()
     if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
         return SubmittedRun(None, runner, dry_run=True)
+    template = options.view_as(GoogleCloudOptions).template_location
+    if template:  # Beam wrote the job there and submitted nothing: no job to wait for
+        return SubmittedRun(None, runner, dry_run=False, template_location=template)
     if detach:
         return SubmittedRun(submitted_job_id(result), runner, dry_run=False)
     try:

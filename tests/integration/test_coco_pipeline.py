@@ -23,6 +23,8 @@ from PIL import Image
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
+from recordbeam.dataset.folder_lock import LOCK, LockRecord
+from recordbeam.dataset.folder_lock import read as read_lock
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records
@@ -358,10 +360,13 @@ def test_rerun_with_fewer_shards_leaves_no_stale_files(
 ):
     out = tmp_path / "out"
     shutil.copytree(three_shards.output, out)
-    # What a killed earlier run leaves behind, and a file of the user's.
+    # What a killed earlier run leaves behind (its temp folder, and its lock naming it),
+    # and a file of the user's.
     killed = out / f"{TEMP_PREFIX}0123456789ab"
     killed.mkdir()
     (killed / "train-00000-of-00003.tfrecord.deadbeef").write_bytes(b"partial")
+    (out / LOCK).write_bytes(LockRecord("0123456789ab", host="elsewhere", pid=1,
+                                        temp_folders=(killed.name,)).to_bytes())
     (out / "notes.txt").write_text("mine")
     code = cli.main(
         _cli_convert(
@@ -496,7 +501,9 @@ def test_reject_limit_fails_without_committing(coco_sample, tmp_path, capsys):
     assert "--max-reject-fraction" in err
     assert FAILED_REJECTS in err
     assert not (out / MANIFEST).exists()
-    assert sorted(os.listdir(out)) == [FAILED_REJECTS]
+    # The lock records the rejects file as recordbeam's: the next run may replace it.
+    assert sorted(os.listdir(out)) == [LOCK, FAILED_REJECTS]
+    assert read_lock(str(out)).files == (FAILED_REJECTS,)
     with open(out / FAILED_REJECTS, encoding="utf-8") as f:
         failed = [json.loads(line) for line in f]
     assert _image_rejects(failed) == coco_sample.expected["rejected_images"]
@@ -512,7 +519,7 @@ def test_reject_limit_leaves_a_previous_output_intact(
     assert code == 1
     capsys.readouterr()
     after = output_at(out).snapshot()
-    assert set(after) == set(before) | {FAILED_REJECTS}
+    assert set(after) == set(before) | {FAILED_REJECTS, LOCK}
     for name, data in before.items():
         assert after[name] == data, f"{name} changed"
     assert _no_temp_folders(out)

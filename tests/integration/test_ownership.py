@@ -136,6 +136,7 @@ def test_the_commit_logs_what_it_deletes_and_renames(tmp_path, caplog):
     stale = ", ".join(f"train-0000{i}-of-00003.tfrecord" for i in range(3))
     assert f"{out}: removing manifest.json until the commit is done" in said
     assert f"{out}: deleting 3 stale files of an earlier run: {stale}" in said
-    # Two shards, labels-free numbers: rejects.jsonl is the one metadata file staged.
-    assert f"{out}: renaming 3 new files (shards, indexes, metadata) into place" in said
+    # Two shards; labels-free numbers: rejects.jsonl and TFDS's dataset_info.json and
+    # features.json are the metadata files staged.
+    assert f"{out}: renaming 5 new files (shards, indexes, metadata) into place" in said
     assert f"{out}: renaming manifest.json (last: the folder is finished) into place" in said

@@ -103,11 +103,12 @@ def write_folder(root, examples: list[dict], metadata: dict | None = None,
             "present_in": len(lengths),
         }
     n = len(examples)
+    size = (root / name).stat().st_size
     manifest = {
         "format": MANIFEST_FORMAT,
         "features": features,
-        "splits": {"train": {"examples": n, "bytes": 1, "features": features,
-                             "shards": [{"file": name, "examples": n, "bytes": 1}]}},
+        "splits": {"train": {"examples": n, "bytes": size, "features": features,
+                             "shards": [{"file": name, "examples": n, "bytes": size}]}},
         **(metadata or {}),
     }
     (root / "manifest.json").write_text(json.dumps(manifest))

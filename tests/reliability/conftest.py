@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from reliability_data import convert_argv, snapshot
+
+from recordbeam.testing.samples import make_coco_sample
 
 
 def pytest_collection_modifyitems(items):
@@ -13,3 +16,22 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if str(item.fspath).startswith(here) and not any(item.iter_markers("case")):
             raise pytest.UsageError(f"{item.nodeid} declares no @pytest.mark.case(...)")
+
+
+@pytest.fixture(scope="session")
+def larger_sample(tmp_path_factory):
+    """A COCO sample with enough pixels that a run takes a few seconds to write its shards
+    (so a signal, a second run or a kill lands while it writes)."""
+    return make_coco_sample(tmp_path_factory.mktemp("larger"), num_images=400,
+                            image_size=(320, 240), include_bad=False)
+
+
+@pytest.fixture(scope="session")
+def larger_clean(larger_sample, tmp_path_factory) -> dict[str, bytes]:
+    """Every file of an undisturbed run of :func:`larger_sample` into two shards."""
+    from recordbeam.cli import main as cli
+
+    out = tmp_path_factory.mktemp("larger-clean") / "out"
+    assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations,
+                                 str(out), "--shards", "2")) == 0
+    return snapshot(out)

@@ -13,7 +13,7 @@ import errno
 import os
 import threading
 
-from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystem import FileMetadata, MatchResult
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 SCHEME = "fullfs"
@@ -45,6 +45,10 @@ def url(local_path: str | os.PathLike[str]) -> str:
 
 def _local(path: str) -> str:
     return path[len(PREFIX) :] if path.startswith(PREFIX) else path
+
+
+def _as_asked(asked: str, local_path: str) -> str:
+    return PREFIX + local_path if asked.startswith(PREFIX) else local_path
 
 
 class _FullFile:
@@ -99,9 +103,15 @@ class FullFileSystem(LocalFileSystem):
     def mkdirs(self, path):
         return super().mkdirs(_local(path))
 
-    def _list(self, dir_or_prefix):
-        for meta in super()._list(_local(dir_or_prefix)):
-            yield FileMetadata(PREFIX + meta.path, meta.size_in_bytes, meta.last_updated_in_seconds)
+    def match(self, patterns, limits=None):
+        # Matched as local paths; the names come back as they were asked for.
+        results = LocalFileSystem(None).match([_local(p) for p in patterns], limits)
+        return [
+            MatchResult(pattern, [FileMetadata(_as_asked(pattern, m.path), m.size_in_bytes,
+                                               m.last_updated_in_seconds)
+                                  for m in result.metadata_list])
+            for pattern, result in zip(patterns, results, strict=True)
+        ]
 
     def create(self, path, *args, **kwargs):
         return _FullFile(super().create(_local(path), *args, **kwargs), path)

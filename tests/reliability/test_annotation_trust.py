@@ -76,7 +76,8 @@ def test_annotation_reject_fraction_boundary(tmp_path, capsys):
     assert code == 1
     assert "1 of 5 annotations were rejected (20.0%)" in err and "unknown_category: 1" in err
     assert "--max-annotation-reject-fraction 0.19" in err
-    assert sorted(os.listdir(over)) == ["failed-run-rejects.jsonl"]
+    # The lock file records the rejects file as recordbeam's, for the next run to replace.
+    assert sorted(os.listdir(over)) == [".recordbeam-lock.json", "failed-run-rejects.jsonl"]
     # Unset, the annotation limit is --max-reject-fraction's.
     code, _, err = _run(capsys, images, annotations, tmp_path / "default",
                         "--max-reject-fraction", "0.19")

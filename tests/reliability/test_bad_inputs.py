@@ -539,7 +539,8 @@ def test_reject_fraction_boundary(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "1 of 5 images were rejected (20.0%)" in err and "truncated: 1" in err
-    assert sorted(os.listdir(over)) == ["failed-run-rejects.jsonl"]
+    # The lock file records the rejects file as recordbeam's, for the next run to replace.
+    assert sorted(os.listdir(over)) == [".recordbeam-lock.json", "failed-run-rejects.jsonl"]
 
 
 @CASE("`../` and absolute paths in manifest rows",

@@ -15,6 +15,7 @@ from recordbeam.errors import (
     RunFailed,
     UsageError,
     describe,
+    full_filesystem,
     unknown_arguments_error,
 )
 
@@ -133,3 +134,23 @@ def test_unknown_arguments_are_named(unknown, expected):
     error = unknown_arguments_error(unknown, ["--compression", "--quiet"], "recordbeam convert coco")
     assert isinstance(error, UsageError)
     assert str(error) == expected
+
+
+@pytest.mark.parametrize(
+    ("error", "where"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device", "/out/x.tfrecord"), "/out/x.tfrecord"),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), ""),
+        # A worker process's error reaches the launcher as its traceback's text.
+        (RuntimeError("Traceback (most recent call last):\n  File ...\nOSError: [Errno 28] "
+                      "No space left on device: '/out/.recordbeam-tmp-ab/t.tfrecord.1' "
+                      "[while running 'WriteShards/WriteShard']"), ""),
+        (RuntimeError("Traceback (most recent call last):\n  File ...\nOSError: [Errno 28] "
+                      "No space left on device: '/out/t.tfrecord.1'"), "/out/t.tfrecord.1"),
+        (RuntimeError("Traceback ...\nOSError: [Errno 28] No space left on device"), ""),
+        (OSError(errno.EACCES, "Permission denied", "/out"), None),
+        (RuntimeError("1 of 3 images were rejected"), None),
+    ],
+)
+def test_a_full_filesystem_is_found_with_where(error, where):
+    assert full_filesystem(error) == where

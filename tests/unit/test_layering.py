@@ -22,7 +22,8 @@ PIPELINES = SOURCES.parents[1] / "pipelines"
 BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord.tensor",
              "tfrecord.wire", "tfrecord.feature_spec", "tfrecord.protos", "images.checks",
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
-             "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader", "write.encoder",
+             "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader",
+             "dataset.wholeness", "write.encoder",
              "write.planning", "testing.samples"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor

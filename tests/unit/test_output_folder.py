@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.layout import (
     FAILED_REJECTS,
     LABELS,
@@ -91,6 +92,12 @@ def _touch(folder, *names):
         path.write_bytes(b"x")
 
 
+def _recorded(folder, *, temp_folders=(), files=()) -> None:
+    """The folder's lock record, naming what earlier runs left there."""
+    (folder / LOCK).write_bytes(
+        LockRecord(None, temp_folders=tuple(temp_folders), files=tuple(files)).to_bytes())
+
+
 def _manifest(*shards: str) -> str:
     return json.dumps({"format": "recordbeam.dataset.manifest/1",
                        "splits": {"train": {"shards": [{"file": f} for f in shards]}}})
@@ -105,10 +112,26 @@ def test_check_writable_accepts_a_folder_holding_only_our_files(tmp_path):
         "train-00001-of-00002.tfrecord",
         "train-00001-of-00002.tfrecord.idx",
         f"{TEMP_PREFIX}abc/train-00000-of-00002.tfrecord.123",
+        FAILED_REJECTS,
     )
+    _recorded(tmp_path, temp_folders=[f"{TEMP_PREFIX}abc"], files=[FAILED_REJECTS])
     (tmp_path / MANIFEST).write_text(
         _manifest("train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"))
     check_writable(str(tmp_path), overwrite=False)
+
+
+@pytest.mark.parametrize("name", [
+    f"{TEMP_PREFIX}notes/todo.txt",  # a folder of the user's named like our temp folders
+    f"{TEMP_PREFIX}todo",
+    FAILED_REJECTS,
+])
+def test_files_named_like_ours_that_no_record_names_are_foreign(tmp_path, name):
+    _touch(tmp_path, "train-00000-of-00001.tfrecord", name)
+    _recorded(tmp_path, temp_folders=[f"{TEMP_PREFIX}0123456789ab"])
+    (tmp_path / MANIFEST).write_text(_manifest("train-00000-of-00001.tfrecord"))
+    with pytest.raises(OutputFolderError) as caught:
+        check_writable(str(tmp_path), overwrite=False)
+    assert f"({name})" in str(caught.value)
 
 
 def test_shard_named_files_no_manifest_lists_are_foreign(tmp_path):
@@ -126,6 +149,7 @@ def test_files_a_cut_short_commit_was_placing_are_ours(tmp_path):
     (tmp_path / f"{TEMP_PREFIX}abc").mkdir()
     (tmp_path / f"{TEMP_PREFIX}abc" / "commit.json").write_text(
         json.dumps({"files": ["train-00000-of-00001.tfrecord"]}))
+    _recorded(tmp_path, temp_folders=[f"{TEMP_PREFIX}abc"])
     check_writable(str(tmp_path), overwrite=False)
 
 

@@ -55,7 +55,7 @@ def make_folder(root, per_shard=(3, 2), compression="none", index=True) -> list[
                 w.write(encode_example(ex, {"boxes": "float"}))
         if index:
             (root / (name + ".idx")).write_text(idx.getvalue())
-        shards.append({"file": name, "examples": count, "bytes": 1})
+        shards.append({"file": name, "examples": count, "bytes": (root / name).stat().st_size})
         start += count
     n = len(examples)
     features = {

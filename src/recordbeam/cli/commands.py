@@ -5,8 +5,10 @@ returns the command's exit code."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from recordbeam.cli.output_file import check_output_file, write_output_file
@@ -74,11 +76,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    import io
-
-    from recordbeam import filesystems
-    from recordbeam.tfrecord.framing import Compression, RecordError, compression_for_path
-    from recordbeam.tfrecord.index import index_path_for, write_index
+    from recordbeam.tfrecord.framing import Compression, compression_for_path
 
     files = record_files(args.paths)
     check_listed_exist(files)
@@ -89,6 +87,32 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError(f"{compressed[0]} is compressed: an index of it would be of no use, "
                          "since a compressed shard cannot be entered in the middle. Index "
                          "uncompressed shards (recordbeam reshard ... --compression none)")
+    with _folders_held(f.path.rsplit("/", 1)[0] for f in files if f.listed is not None):
+        return _write_indexes(files)
+
+
+@contextlib.contextmanager
+def _folders_held(folders) -> Iterator[None]:
+    """Hold the lock of each output folder for the block: an index is not written into a
+    folder another run is replacing the shards of."""
+    import uuid
+
+    from recordbeam.dataset import folder_lock
+
+    with contextlib.ExitStack() as stack:
+        for folder in sorted(set(folders)):
+            lock = folder_lock.acquire(folder, uuid.uuid4().hex[:12], command="index")
+            stack.callback(lock.release)
+        yield
+
+
+def _write_indexes(files) -> int:
+    import io
+
+    from recordbeam import filesystems
+    from recordbeam.tfrecord.framing import RecordError, compression_for_path
+    from recordbeam.tfrecord.index import index_path_for, write_index
+
     for file in files:
         path = file.path
         out = io.StringIO()

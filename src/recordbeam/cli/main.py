@@ -4,8 +4,9 @@ Exit codes:
     0  success (``verify``: every record is clean)
     1  the data has problems: ``verify`` found a corrupt record, ``check`` a broken rule, or a conversion failed
        on its inputs (malformed annotations, too many rejects)
-    2  usage: bad arguments, missing input paths, an output folder holding foreign files
-    3  the run failed for another reason (I/O error such as a full disk, runner failure)
+    2  usage: bad arguments, missing input paths, an output folder holding foreign files or
+       that another run is writing
+    3  the run failed for another reason (out of space, a worker process killed, runner failure)
   130  interrupted (Ctrl-C)
 
 Each error recordbeam raises on purpose carries its exit code in its type

@@ -38,7 +38,8 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     options = ReshardOptions(tuple(inputs), args.split)
     _warn_if_the_local_runner_is_beams(args.beam_options)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
-                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet)
+                 beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet,
+                 break_lock=args.break_lock, command="reshard")
     return _report_run(result, args, splits)
 
 
@@ -72,7 +73,8 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
 
     _warn_if_the_local_runner_is_beams(args.beam_options)
     result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
-                 show_progress=not args.quiet, detach=getattr(args, "detach", False))
+                 show_progress=not args.quiet, detach=getattr(args, "detach", False),
+                 break_lock=args.break_lock, command=args.command_parser.prog)
     return _report_run(result, args, list(splits or [args.split]))
 
 

@@ -46,11 +46,13 @@ def read_file_records(path: str) -> Iterator[bytes]:
 
 @dataclass(frozen=True)
 class RecordFile:
-    """A file ``inspect``, ``verify`` or ``index`` reads; ``listed`` is its example count
-    in ``manifest.json`` when it was found through its output folder."""
+    """A file ``inspect``, ``verify`` or ``index`` reads; ``listed`` and ``listed_bytes``
+    are its example count and size in ``manifest.json`` when it was found through its
+    output folder."""
 
     path: str
     listed: int | None = None
+    listed_bytes: int | None = None
 
 
 def missing_text(file: RecordFile) -> str:
@@ -61,12 +63,15 @@ def missing_text(file: RecordFile) -> str:
 
 def check_listed_exist(files: Sequence[RecordFile]) -> None:
     """Raise :class:`DataError` for the first shard an output folder's manifest lists that
-    is not there, before a command reads any (it failed with the bare OS error)."""
+    is not there, or not of the size it lists (cut, emptied, grown since the commit),
+    before a command reads any."""
     from recordbeam import filesystems
+    from recordbeam.dataset.wholeness import check_size
 
     for file in files:
         if file.listed is not None and not filesystems.exists(file.path):
             raise DataError(missing_text(file))
+        check_size(file.path, file.listed_bytes)
 
 
 def record_files(arguments: Sequence[str]) -> list[RecordFile]:
@@ -100,7 +105,8 @@ def _output_folder_shards(argument: str) -> list[RecordFile] | None:
         )
     splits = manifest.get("splits", {})
     return [
-        RecordFile(filesystems.join(argument, shard["file"]), int(shard["examples"]))
+        RecordFile(filesystems.join(argument, shard["file"]), int(shard["examples"]),
+                   int(shard["bytes"]))
         for name in sorted(splits)
         for shard in splits[name]["shards"]
     ]

@@ -88,10 +88,15 @@ def verify_listed(file: RecordFile) -> tuple[int, list[str]]:
     """:func:`verify_file`, plus, for a shard of an output folder, that it exists and
     holds as many records as ``manifest.json`` lists."""
     from recordbeam import filesystems
+    from recordbeam.dataset.wholeness import ShardChanged, check_size
 
     if file.listed is not None and not filesystems.exists(file.path):
         return 0, [missing_text(file)]
     clean, problems = verify_file(file.path)
+    try:
+        check_size(file.path, file.listed_bytes)
+    except ShardChanged as changed:
+        problems.append(str(changed))
     if file.listed is not None and not problems and clean != file.listed:
         problems.append(f"{file.path}: {clean} records, but manifest.json lists {file.listed}; "
                         "the shard does not belong to this manifest (re-run the conversion)")

@@ -5,12 +5,14 @@ What the files are called is :mod:`recordbeam.dataset.names`.
 A folder is *finished* when it holds ``manifest.json``; the manifest is always written
 last and removed first, so a killed run never leaves a folder that looks finished.
 
-A file is ours when our own records name it, not merely when its name looks like ours
-(Beam's ``WriteToTFRecord`` also writes ``train-00000-of-00003.tfrecord``): files listed
-in the manifest, the metadata files beside a manifest, temp folders, and what a commit
-that was cut short was placing (each commit leaves the manifest it replaces and the
-names it places in its temp folder until it finishes). Any other file is foreign: we
-refuse to write beside it unless asked (``overwrite``) and we never delete it.
+A file is ours when our own records name it, never because its name looks like ours
+(Beam's ``WriteToTFRecord`` also writes ``train-00000-of-00003.tfrecord``, a user may keep
+``.recordbeam-tmp-notes/``): files listed in the manifest, the metadata files beside a
+manifest, the temp folders and loose files the folder's lock records
+(:mod:`recordbeam.dataset.folder_lock`), and what a commit that was cut short was placing
+(each commit leaves the manifest it replaces and the names it places in its temp folder
+until it finishes). Any other file is foreign: we refuse to write beside it unless asked
+(``overwrite``) and we never delete it.
 """
 
 from __future__ import annotations
@@ -20,13 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from recordbeam import filesystems
+from recordbeam.dataset import folder_lock
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
-from recordbeam.dataset.manifest import (
-    DamagedManifest,
-    check_label_maps_agree,
-    check_shard_names,
-    parse_manifest,
-)
+from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest, shape_problem
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
     FAILED_REJECTS,
@@ -41,6 +39,7 @@ from recordbeam.dataset.names import (
     is_shard_file,
     shard_name,
 )
+from recordbeam.dataset.tfds import files_for as tfds_files_for
 from recordbeam.dataset.tfds import is_tfds_file
 
 # The naming rules live in recordbeam.dataset.names (no Beam); they are named here too
@@ -54,7 +53,9 @@ __all__ = [
 
 
 def is_ours(relative_path: str) -> bool:
-    """True for files a recordbeam run writes (shards, indexes, metadata, temp files)."""
+    """True for names a recordbeam run gives its files (shards, indexes, metadata, temp
+    files): for advice about a file named to a command. Whether a file in an output folder
+    *is* ours is :func:`known_files`'s to say, from our records."""
     top = relative_path.split("/", 1)[0]
     if top.startswith(TEMP_PREFIX):
         return True
@@ -110,23 +111,55 @@ def check_creatable(output_dir: str) -> None:
     local = filesystems.local_path(output_dir)
     if local is None:
         return
-    import os  # the local launcher's own argument, not a data path
-    import tempfile
-
     existing = filesystems.nearest_existing_local(local)
-    problem = None
-    if os.path.islink(existing) and not os.path.exists(existing):
-        problem = f"{existing} is a broken symbolic link"
-    elif not os.path.isdir(existing):
-        problem = f"{existing} is a file, not a folder"
-    else:
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
-        except OSError as error:
-            problem = f"{error.strerror or error} in {existing}"
+    problem = _name_too_long(local, existing) or _unwritable(existing)
     if problem:
         raise OutputFolderError(f"cannot write the output folder {output_dir}: {problem}; "
                                 "choose a folder that can be created and written")
+
+
+def _unwritable(existing: str) -> str | None:
+    """Why no folder can be made in the existing local folder ``existing``, or None."""
+    import os  # the local launcher's own argument, not a data path
+    import tempfile
+
+    if os.path.islink(existing) and not os.path.exists(existing):
+        return f"{existing} is a broken symbolic link"
+    if not os.path.isdir(existing):
+        return f"{existing} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
+    except OSError as error:
+        return f"{error.strerror or error} in {existing}"
+    return None
+
+
+#: Bytes the paths below an output folder add to it at most: the temporary folder, a shard
+#: of the longest split name with its suffixes, and the suffix of a file being written.
+_NAMES_INSIDE = 256
+
+
+def _name_too_long(local: str, existing: str) -> str | None:
+    """What to say when a folder of ``local`` still to be created (below ``existing``) has
+    a name longer than the file system allows, or when the paths of the files written in
+    it would be, else None."""
+    import os  # the local launcher's own argument, not a data path
+
+    try:
+        longest, whole = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        longest, whole = 255, 4096
+    size = len(os.fsencode(os.path.abspath(local)))
+    if size + _NAMES_INSIDE > whole:
+        return (f"its path is {size} bytes long; with the temporary folder and shard names "
+                f"inside it, paths would pass the {whole} bytes this file system allows")
+    missing = os.path.relpath(os.path.abspath(local), os.path.abspath(existing))
+    for part in missing.split(os.sep):
+        size = len(os.fsencode(part))
+        if size > longest:
+            return (f"the folder name {part[:40]}... is {size} bytes long, more than the "
+                    f"{longest} this file system allows in one name")
+    return None
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -143,19 +176,16 @@ def read_manifest(output_dir: str) -> dict[str, Any] | None:
     if not filesystems.exists(path):
         return None
     manifest = _read_json(path)
-    return manifest if _is_ours(manifest, path) else None
+    return manifest if _is_ours(manifest) else None
 
 
-def _is_ours(manifest: dict[str, Any] | None, path: str) -> bool:
+def _is_ours(manifest: dict[str, Any] | None) -> bool:
     """Whether ``manifest`` is a recordbeam manifest whose shards lie in its folder (one
-    naming files elsewhere claims nothing there, and is no finished output)."""
-    if not manifest or manifest.get("format") != MANIFEST_FORMAT:
-        return False
-    try:
-        check_shard_names(manifest, path)
-    except DamagedManifest:
-        return False
-    return True
+    naming files elsewhere claims nothing there, and is no finished output). What the
+    readers add for a whole output (a shard at least, each with its counts) is theirs to
+    ask: a folder is ours to replace either way."""
+    return (bool(manifest) and manifest.get("format") == MANIFEST_FORMAT
+            and not shape_problem(manifest, complete=False))
 
 
 def finished_manifest(output_dir: str) -> dict[str, Any] | None:
@@ -171,24 +201,43 @@ def finished_manifest(output_dir: str) -> dict[str, Any] | None:
 
 def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[str, Any] | None:
     """``manifest.json``, or, when a commit was cut short after removing it, the manifest
-    that commit was replacing (kept in its temp folder)."""
+    that commit was replacing (kept in its temp folder, which the lock records)."""
     manifest = read_manifest(output_dir)
     if manifest is not None:
         return manifest
     files = existing_files(output_dir) if files is None else files
-    for p in files:
-        if p.startswith(TEMP_PREFIX) and p.endswith("/" + PREVIOUS_MANIFEST):
-            path = filesystems.join(output_dir, p)
-            previous = _read_json(path)
-            if _is_ours(previous, path):
-                return previous
+    for path in _in_recorded_temp_folders(output_dir, files, PREVIOUS_MANIFEST):
+        full = filesystems.join(output_dir, path)
+        previous = _read_json(full)
+        if _is_ours(previous):
+            return previous
     return None
+
+
+def _in_recorded_temp_folders(output_dir: str, files: list[str], name: str) -> list[str]:
+    """``<temp folder>/<name>`` for each temp folder the lock records that holds ``name``."""
+    temp_folders, _loose = folder_lock.owned_names(_lock_record(output_dir))
+    return sorted(p for p in files if p.split("/", 1)[0] in temp_folders
+                  and p.endswith("/" + name) and p.count("/") == 1)
+
+
+def _lock_record(output_dir: str) -> folder_lock.LockRecord | None:
+    """The lock's record; None for none, or for a file of its name we did not write
+    (:func:`folder_lock.read` refuses that one where it matters: taking the lock)."""
+    try:
+        return folder_lock.read(output_dir)
+    except OutputFolderError:
+        return None
 
 
 def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
     """The files of ``output_dir`` that our records say we wrote (see the module doc)."""
     files = existing_files(output_dir) if files is None else files
-    known = {p for p in files if p.startswith(TEMP_PREFIX) or p == FAILED_REJECTS}
+    record = _lock_record(output_dir)
+    temp_folders, loose = folder_lock.owned_names(record)
+    known = {p for p in files if p.split("/", 1)[0] in temp_folders or p in loose}
+    if record is not None:
+        known.add(folder_lock.LOCK)
     names: set[str] = set()
     manifest = recorded_manifest(output_dir, files)
     if manifest is not None:
@@ -196,11 +245,10 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
         for entry in manifest.get("splits", {}).values():
             for shard in entry.get("shards", []):
                 names |= {shard["file"], shard["file"] + ".idx"}
-        known |= {p for p in files if "/" not in p and is_tfds_file(p)}
-    for p in files:
-        if p.startswith(TEMP_PREFIX) and p.endswith("/" + COMMIT_PLAN):
-            plan = _read_json(filesystems.join(output_dir, p)) or {}
-            names |= set(plan.get("files", []))
+        names |= set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
+    for path in _in_recorded_temp_folders(output_dir, files, COMMIT_PLAN):
+        plan = _read_json(filesystems.join(output_dir, path)) or {}
+        names |= set(plan.get("files", []))
     return known | {p for p in files if p in names}
 
 

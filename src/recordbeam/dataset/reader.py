@@ -29,6 +29,7 @@ import numpy as np
 
 from recordbeam.dataset.manifest import parse_manifest
 from recordbeam.dataset.schema import FeatureShape, feature_shapes, image_features
+from recordbeam.dataset.wholeness import check_count, check_index, check_size
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import Compression, compression_for_path, read_records
 from recordbeam.tfrecord.index import read_index
@@ -152,6 +153,7 @@ class SplitReader:
         self.shard_files = [s["file"] for s in entry["shards"]]
         self.shard_paths = [_join(output_dir, name) for name in self.shard_files]
         self.shard_examples = [int(s["examples"]) for s in entry["shards"]]
+        self.shard_bytes = [int(s["bytes"]) for s in entry["shards"]]
         self._starts = np.cumsum([0, *self.shard_examples]).tolist()
         shapes = feature_shapes(self.manifest, split) if entry["examples"] else []
         known = {s.name for s in shapes}
@@ -204,12 +206,21 @@ class SplitReader:
         return out
 
     def iter_file(self, path: str) -> Iterator[dict[str, np.ndarray]]:
-        """The examples of one shard file, in file order."""
+        """The examples of one shard file, in file order. A shard of this split is checked
+        against the manifest: its size before the first example, its count after the
+        last (:class:`recordbeam.dataset.wholeness.ShardChanged`)."""
+        shard = self.shard_paths.index(path) if path in self.shard_paths else None
+        if shard is not None:
+            check_size(path, self.shard_bytes[shard])
+        records = 0
         with _open(path) as f:
             for number, data in enumerate(
                 read_records(f, path=path, compression=compression_for_path(path))
             ):
+                records += 1
                 yield self.decode(data, f"{path}: record {number}")
+        if shard is not None:
+            check_count(path, records, self.shard_examples[shard])
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         for path in self.shard_paths:
@@ -239,6 +250,7 @@ class SplitReader:
                 "recordbeam reshard IN_GLOB OUT --compression none"
             )
         idx_path = path + ".idx"
+        check_size(path, self.shard_bytes[shard])
         if _exists(idx_path):
             with _open(idx_path) as f:
                 entries = read_index(io.TextIOWrapper(f, encoding="ascii"), path=idx_path)
@@ -254,6 +266,7 @@ class SplitReader:
                 f"{self.shard_examples[shard]} examples in {self.shard_files[shard]}; the index "
                 f"is stale. Re-create it: recordbeam index {path}"
             )
+        check_index(idx_path, entries, self.shard_bytes[shard])
         self._indexes[shard] = entries
         return entries
 

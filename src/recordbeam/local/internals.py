@@ -39,8 +39,10 @@ RUNNER_INTERNALS = (
      "WorkerHandler.register_environment"),
     ("apache_beam.runners.portability.fn_api_runner.worker_handlers",
      "SubprocessSdkWorkerHandler.start_worker"),
-    ("apache_beam.runners.portability.local_job_service", "SubprocessSdkWorker.run"),
     ("apache_beam.runners.portability.local_job_service", "BeamFnLoggingServicer"),
+    # A worker that died: the waits on it are failed (recordbeam.local.worker_deaths).
+    ("apache_beam.runners.portability.fn_api_runner.worker_handlers", "ControlConnection.abort"),
+    ("apache_beam.runners.worker.data_plane", "_GrpcDataChannel.input_elements"),
     ("apache_beam.runners.worker.sdk_worker_main", "main"),
     # The shuffle that spills to disk.
     ("apache_beam.runners.portability.fn_api_runner.execution", "GroupingBuffer"),
@@ -107,7 +109,27 @@ def missing_internals() -> list[str]:
         # would be ignored and the run would quietly use Beam's workers.
         if "_default_environment" not in names_used(FnApiRunner.run_pipeline):
             missing.append("FnApiRunner.run_pipeline reading _default_environment")
+        if not _data_channels_report_errors():
+            missing.append("_GrpcDataChannel.input_elements raising _exception")
     return missing
+
+
+def _data_channels_report_errors() -> bool:
+    """Whether a gRPC data channel's reader raises the error kept in its ``_exception``
+    while it waits for outputs (:func:`fail_data_channel` relies on it)."""
+    from apache_beam.runners.worker import data_plane
+
+    return "_exception" in names_used(data_plane._GrpcDataChannel.input_elements)
+
+
+def fail_data_channel(channel: Any, error: BaseException) -> None:
+    """Make the runner's wait for outputs on ``channel`` (a worker's gRPC data channel)
+    raise ``error`` within a second: Beam's reader polls the error its own receiving
+    thread keeps when a stream breaks, ``_exception``. Other channels are left alone."""
+    from apache_beam.runners.worker import data_plane
+
+    if isinstance(channel, data_plane._GrpcDataChannel) and channel._exception is None:
+        channel._exception = error
 
 
 @functools.cache

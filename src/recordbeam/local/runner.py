@@ -44,6 +44,7 @@ from recordbeam.local.feed import feeding_in_pieces
 from recordbeam.local.named_runner import load_named_runner
 from recordbeam.local.shuffle import spilling_shuffles
 from recordbeam.local.standby import LOCAL_RUNNER
+from recordbeam.local.worker_deaths import WorkerDied, fail_waits_on, watch_of, watching
 
 try:
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
@@ -77,8 +78,9 @@ class LocalRunner(FnApiRunner):
     In ``multi_processing`` mode its worker processes are ``recordbeam.local.worker``,
     Beam's worker that skips the interpreter's slow shutdown once its work is done
     (about 0.6 s per worker, stopped one after the other), forked by the standby of
-    :mod:`recordbeam.local.standby` when the ``recordbeam`` command started one. Other modes
-    run Beam's workers.
+    :mod:`recordbeam.local.standby` when the ``recordbeam`` command started one. A
+    worker that dies before the run is done fails the run with :class:`WorkerDied`
+    (:mod:`recordbeam.local.worker_deaths`). Other modes run Beam's workers.
 
     All of this reaches into Beam's runner internals; on a Beam without them, or one CI
     does not test (:func:`recordbeam.local.internals.why_unusable`), it is Beam's plain
@@ -99,13 +101,21 @@ class LocalRunner(FnApiRunner):
         _register_local_worker_handler()
         direct = options.view_as(DirectOptions)
         default = self._default_environment
-        self._default_environment = _LocalWorkerEnvironment.from_command_string(
-            f"{_quoted(sys.executable)} -m recordbeam.local.worker")
         # The FnApiRunner picks Beam's worker command for this mode; with no mode named it
-        # keeps the environment set above and still runs direct_num_workers processes.
+        # keeps the environment set below and still runs direct_num_workers processes.
         direct.direct_running_mode = None
         try:
-            return super().run_pipeline(pipeline, options)
+            with watching() as watch:
+                self._default_environment = _LocalWorkerEnvironment(
+                    f"{_quoted(sys.executable)} -m recordbeam.local.worker", watch.token)
+                try:
+                    return super().run_pipeline(pipeline, options)
+                except Exception as error:
+                    # Beam's own error says a channel closed, or a sibling's wait failed.
+                    death = watch.first_death()
+                    if death is not None:
+                        raise death from error
+                    raise
         finally:
             direct.direct_running_mode = "multi_processing"
             self._default_environment = default
@@ -133,27 +143,73 @@ def runs_on_local_runner(options: PipelineOptions) -> bool:
 
 @Environment.register_urn(LOCAL_WORKER_URN, bytes)
 class _LocalWorkerEnvironment(SubprocessSDKEnvironment):
+    """Beam's subprocess environment, which also names the run its workers belong to
+    (the :class:`recordbeam.local.worker_deaths.RunWatch` told of their deaths). The
+    payload, ours alone, is ``<run token> <command line>``."""
+
+    def __init__(self, command_string: str, run_token: str = "", *args: Any) -> None:
+        super().__init__(command_string, *args)
+        self.run_token = run_token
+
     def to_runner_api_parameter(self, context):
-        return LOCAL_WORKER_URN, self.command_string.encode("utf-8")
+        payload = f"{self.run_token or '-'} {self.command_string}"
+        return LOCAL_WORKER_URN, payload.encode("utf-8")
 
     @staticmethod
     def from_runner_api_parameter(payload, capabilities, artifacts, resource_hints, context):
-        return _LocalWorkerEnvironment(payload.decode("utf-8"), capabilities, artifacts,
-                                       resource_hints)
+        token, command = _read_payload(payload)
+        return _LocalWorkerEnvironment(command, token, capabilities, artifacts, resource_hints)
+
+
+def _read_payload(payload: bytes) -> tuple[str, str]:
+    """(run token, command line) of a :class:`_LocalWorkerEnvironment`'s payload."""
+    token, _space, command = payload.decode("utf-8").partition(" ")
+    return ("" if token == "-" else token), command
 
 
 class _LocalWorkerHandler(_BeamSubprocessWorkerHandler or object):
-    """Beam's handler of subprocess workers, whose workers may be standbys."""
+    """Beam's handler of subprocess workers, whose workers may be standbys, and whose
+    worker's death before the runner closes it fails the run (see
+    :mod:`recordbeam.local.worker_deaths`)."""
 
-    def __init__(self, command_line: bytes, state, provision_info, grpc_server) -> None:
-        super().__init__(command_line, state, provision_info, grpc_server)
+    def __init__(self, payload: bytes, state, provision_info, grpc_server) -> None:
+        token, command_line = _read_payload(payload)
+        super().__init__(command_line.encode("utf-8"), state, provision_info, grpc_server)
         self._command_line = command_line
+        self._watch = watch_of(token)
+        self._closing = threading.Event()
+        self.death: WorkerDied | None = None
 
     def start_worker(self) -> None:
         self.worker = _LocalWorker(self._command_line, self.control_address,
                                    self.provision_info, self.worker_id)
-        self.worker_thread = threading.Thread(name="run_worker", target=self.worker.run)
+        self.worker_thread = threading.Thread(name="run_worker", target=self._run_worker)
         self.worker_thread.start()
+
+    def _run_worker(self) -> None:
+        try:
+            death = WorkerDied.ended(*self.worker.run())
+        except Exception as error:  # noqa: BLE001 - e.g. no more processes: the run must hear of it
+            death = WorkerDied(f"a worker process could not be started: {error}")
+        if self._closing.is_set():
+            return  # the runner is done with it: any end is fine
+        self.death = death
+        _LOG.error("%s", self.death)
+        if self._watch is not None:
+            self._watch.worker_died(self.death)
+        # Until the runner closes this handler, fail whatever it sends the dead worker.
+        while not self._closing.is_set():
+            fail_waits_on(self, self.death)
+            self._closing.wait(0.2)
+
+    def close(self) -> None:
+        self._closing.set()
+        if self.death is None:
+            super().close()
+            return
+        # Its streams are gone, or never opened: nothing to flush to it, nor to wait for.
+        self.control_conn.close()
+        self.stop_worker()
 
 
 @functools.cache
@@ -166,36 +222,30 @@ def _register_local_worker_handler() -> None:
 
 class _LocalWorker:
     """One worker process for the life of a run: forked by the command's standby when it
-    has one (:func:`recordbeam.local.standby.take`), else started by Beam's
-    ``SubprocessSdkWorker``. Either way :meth:`run` returns when the process has exited
-    and raises ``RuntimeError`` when its exit code is not 0."""
+    has one (:func:`recordbeam.local.standby.take`), else started as Beam's
+    ``SubprocessSdkWorker`` starts it. Either way :meth:`run` returns when the process
+    has ended: its pid and exit code (negative: the signal that ended it)."""
 
-    def __init__(self, command_line: bytes, control_address: str, provision_info,
+    def __init__(self, command_line: str, control_address: str, provision_info,
                  worker_id: str | None) -> None:
         self._command_line = command_line
         self._control_address = control_address
         self._provision_info = provision_info
         self._worker_id = worker_id
 
-    def run(self) -> None:
-        ready = standby.take()
-        if ready is not None:
-            log_server, log_address = _start_log_server()
-            try:
-                worker = ready.hand_off(self._environment(log_address))
-                if worker is not None:
-                    return _wait_for_worker(worker)
-            finally:
-                log_server.stop(0)
-        # No standby, or it could not fork a worker: a new process, as Beam starts them.
-        self._start_anew()
-
-    def _start_anew(self) -> None:
-        from apache_beam.runners.portability import local_job_service
-
-        local_job_service.SubprocessSdkWorker(
-            self._command_line, self._control_address, self._provision_info,
-            self._worker_id).run()
+    def run(self) -> tuple[int, int | None]:
+        log_server, log_address = _start_log_server()
+        try:
+            environment = self._environment(log_address)
+            ready = standby.take()
+            worker = ready.hand_off(environment) if ready is not None else None
+            if worker is None:
+                # No standby, or it could not fork a worker: a new process, as Beam starts
+                # them, but without a shell between, so that its pid is the worker's.
+                worker = subprocess.Popen(_command_words(self._command_line), env=environment)
+            return worker.pid, _wait_for_worker(worker)
+        finally:
+            log_server.stop(0)
 
     def _environment(self, log_address: str) -> Mapping[str, str]:
         """What Beam's ``SubprocessSdkWorker`` adds to the environment of the process."""
@@ -230,13 +280,18 @@ def _start_log_server() -> tuple[grpc.Server, str]:
     return server, f"localhost:{port}"
 
 
-def _wait_for_worker(process: subprocess.Popen | standby.Worker) -> None:
+def _wait_for_worker(process: subprocess.Popen | standby.Worker) -> int | None:
+    """Its exit code once it has ended (None: not known); killed if the wait is cut short."""
     try:
-        if process.wait():
-            raise RuntimeError(f"Worker subprocess exited with return code {process.returncode}")
+        return process.wait()
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def _command_words(command_line: str) -> list[str] | str:
+    """The words of a command line :func:`_quoted` built, for ``subprocess.Popen``."""
+    return shlex.split(command_line) if os.name == "posix" else command_line
 
 
 def _quoted(path: str) -> str:

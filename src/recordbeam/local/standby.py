@@ -336,30 +336,84 @@ def take() -> Standby | None:
 
 class Worker:
     """A worker forked by the standby: a child of the standby, not of this process, so its
-    exit code comes from the standby. The parts of ``subprocess.Popen`` the runner uses."""
+    exit code comes from the standby. The parts of ``subprocess.Popen`` the runner uses.
+
+    A process descriptor (``pidfd``) taken at hand-off follows the worker itself: should
+    the standby die first, :meth:`wait` still returns only once the worker has ended
+    (its exit code is then unknown: ``returncode`` None, ``status_lost`` True), and
+    :meth:`kill` can never reach another process that reused its pid."""
 
     def __init__(self, pid: int, channel: socket.socket) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.status_lost = False
         self._channel = channel
+        self._pidfd = _open_pidfd(pid)
+        self._standby_gone = False
+        self._ended = False
+        self._lock = threading.Lock()
 
-    def wait(self) -> int:
-        if self.returncode is None:
-            line = _read_line(self._channel)
-            self._channel.close()
-            # No exit code: the standby died first, and the worker's end is unknown.
-            self.returncode = int(line[len(_EXITED):]) if line.startswith(_EXITED) else 1
-        return self.returncode
+    def wait(self) -> int | None:
+        while True:
+            with self._lock:
+                if self._settled():
+                    return self.returncode
+                watched = self._pidfd if self._standby_gone else self._channel
+            with contextlib.suppress(OSError, ValueError):  # closed by a poll meanwhile
+                select.select([watched], [], [])
 
     def poll(self) -> int | None:
-        if self.returncode is None and select.select([self._channel], [], [], 0)[0]:
-            return self.wait()
-        return self.returncode
+        with self._lock:
+            self._settled()
+            return self.returncode
 
     def kill(self) -> None:
-        if self.poll() is None:  # not reaped by the standby yet: the pid is still the worker's
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+        with self._lock:
+            if self._settled():
+                return
+            with contextlib.suppress(ProcessLookupError, OSError):
+                if self._pidfd is not None:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                else:  # not reaped by the standby yet: the pid is still the worker's
+                    os.kill(self.pid, signal.SIGKILL)
+
+    def _settled(self) -> bool:
+        """Whether the worker has ended, learning it without waiting: its exit code from
+        the standby, or, once the standby is gone, its end from its pidfd."""
+        if self._ended:
+            return True
+        if not self._standby_gone:
+            if not _readable(self._channel):
+                return False
+            line = _read_line(self._channel)
+            self._channel.close()
+            if line.startswith(_EXITED):
+                self.returncode = int(line[len(_EXITED):])
+                return self._end()
+            self._standby_gone = True  # no exit code: the worker may still run
+        if self._pidfd is None or _readable(self._pidfd):
+            self.status_lost = True
+            return self._end()
+        return False
+
+    def _end(self) -> bool:
+        self._ended = True
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        return True
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A descriptor of process ``pid`` (Linux 5.3 and later), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _readable(channel: socket.socket | int) -> bool:
+    return bool(select.select([channel], [], [], 0)[0])
 
 
 def _read_line(channel: socket.socket) -> bytes:

@@ -8,6 +8,10 @@ folder, then touch the output: remove the manifest (the folder stops looking fin
 delete the stale outputs of ours, rename the shards and files into place, write the TFDS
 files and finally rename the manifest into place. Only files our records name are ever
 deleted (:mod:`recordbeam.dataset.layout`); each deletion and rename is logged.
+
+The commit changes the folder only while the folder's lock names its run (or when the
+folder has no lock: a pipeline built without :func:`recordbeam.pipeline.run`), and gives
+the lock up once it is done (:mod:`recordbeam.dataset.folder_lock`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import Any
 import apache_beam as beam
 
 from recordbeam import __version__, filesystems
-from recordbeam.dataset import layout, manifest, names, tfds
+from recordbeam.dataset import folder_lock, layout, manifest, names, tfds
+from recordbeam.dataset.class_names import label_file_text
 from recordbeam.errors import DataError
 from recordbeam.records import LOST_WITH_IMAGE, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec
@@ -67,6 +72,7 @@ class _Finalize(beam.DoFn):
         self._declared = declared_splits
 
     def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written):
+        self._check_lock()  # a run that lost the folder stops before reading its state
         default_split = self._declared[0]
         owned = sorted(set(totals) | set(self._declared))
         results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
@@ -104,6 +110,13 @@ class _Finalize(beam.DoFn):
             if warning:
                 _LOG.warning("%s: %s", self._output_dir, warning)
         yield final
+
+    def _check_lock(self) -> folder_lock.LockRecord | None:
+        try:
+            return folder_lock.check_held(self._output_dir, folder_lock.run_id_of(self._temp_dir))
+        except folder_lock.FolderLocked:
+            filesystems.remove_tree(self._temp_dir)  # ours alone: the lock no longer names it
+            raise
 
     def _split_entry(self, split, results, rejects, upstream_counts, meta) -> dict[str, Any]:
         mine = [r for r in results if r.split == split]
@@ -148,10 +161,13 @@ class _Finalize(beam.DoFn):
         staged_files = []
         labels = final.get("label_names")
         if labels:
-            staged_files.append((names.LABELS, "".join(f"{name}\n" for name in labels).encode("utf-8")))
+            staged_files.append((names.LABELS, label_file_text(labels, names.LABELS)))
         all_rejects = sorted(kept_rejects + rejects,
                              key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
         staged_files.append((names.REJECTS, "".join(r.to_json() + "\n" for r in all_rejects).encode("utf-8")))
+        # TFDS's dataset_info.json and the rest: staged too, so that a full disk stops the
+        # run before the folder changes, not half-way through the commit.
+        staged_files += sorted(tfds.files_for(final).items())
         for name, data in staged_files:
             filesystems.write_bytes(filesystems.join(self._temp_dir, name), data)
         filesystems.write_bytes(filesystems.join(self._temp_dir, names.MANIFEST),
@@ -163,6 +179,8 @@ class _Finalize(beam.DoFn):
         """Change the output folder: remove the manifest, delete our stale files, rename
         the new ones into place, the manifest last."""
         out = self._output_dir
+        lock = self._check_lock()
+        _temp_folders, recorded_files = folder_lock.owned_names(lock)
         manifest_path = filesystems.join(out, names.MANIFEST)
         new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
         # What a later run needs if this commit is cut short: the manifest it replaces (so
@@ -183,7 +201,7 @@ class _Finalize(beam.DoFn):
         stale = [
             p for p in sorted(known)
             if "/" not in p and p not in new_names and (
-                p == names.FAILED_REJECTS
+                p in recorded_files  # failed-run-rejects.jsonl of a failed run
                 or (names.is_shard_file(p) and manifest.split_of_shard_file(p) in owned)
             )
         ]
@@ -198,11 +216,11 @@ class _Finalize(beam.DoFn):
         for name in staged:
             sources.append(filesystems.join(self._temp_dir, name))
             targets.append(filesystems.join(out, name))
+        _remove_stale_tfds_files(out, final, known)
         _rename_logged(out, sources, targets, f"{len(sources)} new files (shards, indexes, metadata)")
-        _write_tfds_files(out, final)  # TFDS's dataset_info.json etc., before the manifest
         _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path],
                        f"{names.MANIFEST} (last: the folder is finished)")
-        _remove_temp_dirs(out)
+        _remove_temp_dirs(out, self._temp_dir, lock)
 
 
 def _delete_logged(output_dir: str, stale: list[str], why: str) -> None:
@@ -221,12 +239,17 @@ def _rename_logged(output_dir: str, sources: list[str], targets: list[str], what
     filesystems.rename(sources, targets)
 
 
-def _remove_temp_dirs(output_dir: str) -> None:
-    """Remove every temp folder of ours, including those left by killed earlier runs."""
-    tops = {p.split("/", 1)[0] for p in layout.existing_files(output_dir)}
-    for top in sorted(t for t in tops if t.startswith(names.TEMP_PREFIX)):
+def _remove_temp_dirs(output_dir: str, temp_dir: str,
+                      lock: folder_lock.LockRecord | None) -> None:
+    """Remove this run's temp folder and those the lock records (left by killed earlier
+    runs), then give the lock up: the folder is finished and holds nothing else of ours
+    outside its manifest. Other folders are never touched, whatever their names."""
+    temp_folders, _files = folder_lock.owned_names(lock)
+    for top in sorted(temp_folders | {temp_dir.rstrip("/").rsplit("/", 1)[-1]}):
         _LOG.info("%s: removing the temp folder %s", output_dir, top)
         filesystems.remove_tree(filesystems.join(output_dir, top))
+    if lock is not None:
+        folder_lock.give_up(output_dir, lock, (), ())
 
 
 def _complete_shards(shards: list[ShardResult], totals: Mapping[str, int],
@@ -324,15 +347,12 @@ def _example(rejects: Sequence[Reject], split: str, kind: str) -> str:
     return f"The most frequent, {common}, e.g. {said.rstrip('.')}. "
 
 
-def _write_tfds_files(output_dir: str, manifest: Mapping[str, Any]) -> list[str]:
-    """Write the TFDS files for ``manifest`` into ``output_dir`` and remove stale ones
-    (none for compressed shards, which TFDS cannot read); returns the names written."""
+def _remove_stale_tfds_files(output_dir: str, manifest: Mapping[str, Any],
+                             known: set[str]) -> None:
+    """Delete the TFDS files of ours (``known``: the previous manifest's) this manifest has
+    no use for (none for compressed shards, which TFDS cannot read); the new ones are
+    renamed into place with the shards."""
     files = tfds.files_for(manifest)
-    stale = [
-        name for name in layout.existing_files(output_dir)
-        if "/" not in name and tfds.is_tfds_file(name) and name not in files
-    ]
+    stale = [name for name in sorted(known)
+             if "/" not in name and tfds.is_tfds_file(name) and name not in files]
     _delete_logged(output_dir, stale, "stale TFDS files")
-    for name, data in sorted(files.items()):
-        filesystems.write_bytes(filesystems.join(output_dir, name), data)
-    return sorted(files)

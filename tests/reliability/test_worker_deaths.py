@@ -1,0 +1,149 @@
+"""A local worker process killed (kill -9, as the kernel's out-of-memory killer does) at any
+moment of a run: the command ends within seconds, naming the process and the signal.
+
+Each run is the ``recordbeam`` command with two worker processes, forked by its standby;
+the test finds the workers as the standby's children and kills one of them at a chosen
+moment. Which input format is read makes no difference to the runner: COCO stands for all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from reliability_data import convert_argv, snapshot
+
+from recordbeam.cli import main as cli
+from recordbeam.dataset.layout import MANIFEST
+from recordbeam.local import standby
+
+CASE = pytest.mark.case
+
+#: How long the command may take to end once its worker is killed.
+DEADLINE = 30.0
+
+pytestmark = pytest.mark.skipif(not standby.SUPPORTED, reason="forked workers need Linux")
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, process group, state) of every process."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
+    return found
+
+
+def _workers(launcher: int) -> list[int]:
+    """The worker processes of a command: its standby's children that have taken over
+    from the standby (their standard error is the run's log, no longer /dev/null)."""
+    table = _processes()
+    standbys = [pid for pid, (parent, _group, _state) in table.items() if parent == launcher]
+    workers = []
+    for pid, (parent, _group, state) in table.items():
+        if parent in standbys and state != "Z":
+            try:
+                if os.readlink(f"/proc/{pid}/fd/2").endswith(".log"):
+                    workers.append(pid)
+            except OSError:
+                continue
+    return sorted(workers)
+
+
+def _alive_in_group(group: int) -> list[int]:
+    return [pid for pid, (_parent, g, state) in _processes().items() if g == group and state != "Z"]
+
+
+def _connected(pid: int) -> bool:
+    """Whether a worker has opened its connections to the runner (sockets beyond the
+    standby's channel)."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return False
+    return sum(link.startswith("socket:") for link in links) >= 3
+
+
+def _kill_a_worker(argv, ready) -> tuple[int, int, str, float]:
+    """Start the command, SIGKILL the first worker for which ``ready(pid, out)`` holds;
+    returns (its pid, the command's exit code, its stderr, seconds from kill to end)."""
+    proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    victim = None
+    try:
+        while victim is None:
+            assert proc.poll() is None, "the run ended before a worker could be killed"
+            assert time.monotonic() - started < 120, "no worker reached the moment"
+            victim = next((pid for pid in _workers(proc.pid) if ready(pid)), None)
+            if victim is None:
+                time.sleep(0.001)
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        _out, err = proc.communicate(timeout=DEADLINE)
+        ended = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:  # the hang this test is about: leave nothing behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive_in_group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive_in_group(proc.pid), "processes outlived the failed run"
+    return victim, proc.returncode, err, ended
+
+
+def _writing_shards(out: str):
+    def ready(_pid: int) -> bool:
+        return os.path.isdir(out) and any(
+            ".tfrecord." in name for name in snapshot(out) if name.startswith(".recordbeam-tmp-"))
+    return ready
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param("taken over", marks=CASE(
+            "Local worker killed (SIGKILL, as the out-of-memory killer does) as soon as it "
+            "has taken over from the standby, before it connected to the runner",
+            "run fails within seconds (exit 3) naming the worker's pid and SIGKILL; no "
+            "process lingers; nothing looks finished; the rerun equals a clean run")),
+        pytest.param("connected", marks=CASE(
+            "Local worker killed (SIGKILL) once connected to the runner",
+            "the same: exit 3 within seconds, naming its pid and SIGKILL; the rerun equals "
+            "a clean run")),
+        pytest.param("writing shards", marks=CASE(
+            "Local worker killed (SIGKILL) while shards are written",
+            "the same: exit 3 within seconds, naming its pid and SIGKILL; the rerun equals "
+            "a clean run")),
+    ],
+)
+def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp_path, moment):
+    out = str(tmp_path / "out")
+    ready = {
+        "taken over": lambda pid: True,
+        "connected": _connected,
+        "writing shards": _writing_shards(out),
+    }[moment]
+    argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
+            larger_sample.annotations, "--output", out, "--quiet", "--shards", "2",
+            "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    victim, code, err, seconds = _kill_a_worker(argv, ready)
+    lines = err.splitlines()
+    assert code == 3, err
+    assert lines[0].startswith(f"recordbeam: worker process {victim} was killed by SIGKILL"), err
+    assert len(lines) == 2 and "full log of the run" in lines[1], err
+    os.unlink(lines[1].rsplit(" ", 1)[1])
+    assert seconds < 10, f"the run took {seconds:.1f} s to end after its worker died"
+    files = snapshot(out) if os.path.isdir(out) else {}
+    assert MANIFEST not in files
+    assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, out, "--shards", "2")) == 0
+    assert snapshot(out) == larger_clean
