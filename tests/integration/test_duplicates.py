@@ -12,11 +12,11 @@ import os
 import numpy as np
 import pytest
 from PIL import Image
+from read_back import folder_files
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.image_hashes import decode_hash_file
 from recordbeam.dataset.report import report_page
-from recordbeam.testing.outputs import folder_files
 from recordbeam.testing.photos import photo_like_jpeg, photo_like_pixels
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records

@@ -10,10 +10,10 @@ import os
 import apache_beam as beam
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from read_back import folder_files
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.manifest import LabelMapMismatch
-from recordbeam.testing.outputs import folder_files
 from recordbeam.testing.samples import make_image_folder_sample
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards

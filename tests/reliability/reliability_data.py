@@ -7,8 +7,7 @@ import json
 import os
 
 from PIL import Image
-
-from recordbeam.testing.outputs import folder_files
+from read_back import folder_files
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 

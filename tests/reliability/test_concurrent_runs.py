@@ -15,13 +15,13 @@ import sys
 import time
 
 import pytest
+from read_back import write_folder_files
 from reliability_data import convert_argv, snapshot
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset import folder_lock
 from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.layout import FAILED_REJECTS, MANIFEST, TEMP_PREFIX
-from recordbeam.testing.outputs import write_folder_files
 from recordbeam.testing.samples import make_coco_sample
 
 CASE = pytest.mark.case

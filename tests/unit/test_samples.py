@@ -13,9 +13,9 @@ from collections import Counter
 
 import ijson
 import pytest
+from read_back import folder_files
 
 from recordbeam.images.checks import ImageRejected, inspect_file
-from recordbeam.testing.outputs import folder_files
 from recordbeam.testing.samples import (
     ANNOTATION_REASONS,
     MIN_SAMPLE_IMAGES,
