@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/box_csv_to_tfrecord.py --input export --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/box-csv.md):
     python pipelines/box_csv_to_tfrecord.py --input gs://B/export --output gs://B/box-csv-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

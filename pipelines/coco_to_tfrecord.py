@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/coco_to_tfrecord.py --images train2017 --annotations annotations/instances_train2017.json --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/coco.md):
     python pipelines/coco_to_tfrecord.py --images gs://B/train2017 --annotations gs://B/annotations/instances_train2017.json --output gs://B/coco-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

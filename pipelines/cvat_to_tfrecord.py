@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/cvat_to_tfrecord.py --input cvat-export --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/cvat.md):
     python pipelines/cvat_to_tfrecord.py --input gs://B/cvat-export --output gs://B/cvat-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

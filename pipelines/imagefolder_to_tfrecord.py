@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/imagefolder_to_tfrecord.py --input imagenet/train --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/imagefolder.md):
     python pipelines/imagefolder_to_tfrecord.py --input gs://B/imagenet/train --output gs://B/imagefolder-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

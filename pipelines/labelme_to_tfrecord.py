@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/labelme_to_tfrecord.py --input labelme_folder --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/labelme.md):
     python pipelines/labelme_to_tfrecord.py --input gs://B/labelme_folder --output gs://B/labelme-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/manifest_to_tfrecord.py --input data.csv --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/manifest.md):
     python pipelines/manifest_to_tfrecord.py --input gs://B/data.csv --output gs://B/manifest-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

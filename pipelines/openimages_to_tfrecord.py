@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/openimages_to_tfrecord.py --input open-images --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/openimages.md):
     python pipelines/openimages_to_tfrecord.py --input gs://B/open-images --output gs://B/openimages-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/voc_to_tfrecord.py --input VOCdevkit/VOC2012 --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/voc.md):
     python pipelines/voc_to_tfrecord.py --input gs://B/VOCdevkit/VOC2012 --output gs://B/voc-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

@@ -6,7 +6,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python pipelines/yolo_to_tfrecord.py --input datasets/coco8 --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/yolo.md):
     python pipelines/yolo_to_tfrecord.py --input gs://B/datasets/coco8 --output gs://B/yolo-tfrecord \\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py

@@ -38,7 +38,7 @@ change that, not this file.
 Local (FnApiRunner, one worker per core):
     python {script} {local} --output OUT
 
-Dataflow:
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/{fmt.name}.md):
     python {script} {remote} --output gs://B/{fmt.name}-tfrecord \\\\
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\\\
         --setup_file ./setup.py

@@ -105,13 +105,20 @@ def _after_run(conversion: Conversion, result: Any, output: str) -> None:
 
 
 def shard_options(values: Mapping[str, Any]):
+    """The shards asked for; ``near_duplicates`` with ``duplicates="off"`` is refused, not
+    ignored."""
     from recordbeam.write.planning import ShardOptions, parse_size
+
+    if values["duplicates"] == "off" and values["near_duplicates"]:
+        raise UsageError("--near-duplicates would be ignored with --duplicates off; drop one "
+                         "of them")
 
     return ShardOptions(
         num_shards=values["shards"], shard_size=parse_size(str(values["shard_size"])),
         compression=values["compression"], index=values["index"],
         max_reject_fraction=values["max_reject_fraction"],
         max_annotation_reject_fraction=values.get("max_annotation_reject_fraction"),
+        duplicates=values["duplicates"], near_duplicates=values["near_duplicates"],
     )
 
 

@@ -288,7 +288,7 @@ def local_real_path(path: str, real_folders: dict[str, str] | None = None) -> st
 
     ``real_folders``, a dict the caller keeps, remembers the resolved folders: then a
     file that is not itself a link costs one ``lstat`` instead of one per component of
-    its path (33 µs down to 5 µs a file here).
+    its path (~5 µs a file instead of ~33).
     """
     local = local_path(path)
     if local is None:
@@ -417,6 +417,13 @@ def rename(sources: list[str], destinations: list[str]) -> None:
     if sources:
         _before_remote_access(sources[0])
         FileSystems.rename(sources, destinations)
+
+
+def make_folder(path: str) -> None:
+    """Create a folder (and its parents) unless it exists; filesystems without folders
+    (object stores) need none."""
+    if not FileSystems.exists(path):
+        FileSystems.mkdirs(path)
 
 
 def leaves_root(name: str, *, urls_allowed: bool = False) -> str | None:

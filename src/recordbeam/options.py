@@ -114,7 +114,7 @@ class Fraction(Kind):
     zero_allowed: bool
     one_allowed: bool
 
-    pattern = r"^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$"
+    pattern = r"^(0(\.[0-9]*)?|1(\.0*)?|\.[0-9]+)$"
     metavar = "F"
 
     def parse(self, text: str) -> float:
@@ -140,7 +140,7 @@ class Size(Kind):
     """A size in bytes above 0: a number, or text with a unit (``128MiB``); kept as given
     (the writer reads it with :func:`recordbeam.write.planning.parse_size`)."""
 
-    pattern = r"^[0-9.]+ ?([KMGT]i?B|B)?$"
+    pattern = r"^[0-9]+(\.[0-9]+)?\s*([KMGkmg]([Ii]?[Bb])?|[Bb])?$"
     metavar = "SIZE"
 
     def check(self, value: Any) -> str | int:
@@ -259,7 +259,7 @@ def output_options() -> tuple[Option, ...]:
     """Where a conversion writes and what it refuses: OUT, the split, the shards, the
     reject limit, the image limits, --quiet and --if-changed."""
     from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
-    from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
+    from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, DUPLICATE_MODES
 
     max_bytes = f"{DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB"
     return (
@@ -280,6 +280,14 @@ def output_options() -> tuple[Option, ...]:
                f"(default: {max_bytes})", Size(), default=max_bytes, metavar="SIZE"),
         Option("verify_decode", "fully decode every image, slower (default: header checks "
                "only)", Flag(), default=False),
+        Option("duplicates", "images with the same bytes, in a split or across the splits of "
+               "OUT: keep (write all, list them in OUT/duplicates.jsonl), drop (write one copy, "
+               "the others are 'duplicate' rejects), drop-across-splits (drop a later split's "
+               "copies of an earlier split's image), off (do not look) (default: keep)",
+               Choice(DUPLICATE_MODES), default="keep"),
+        Option("near_duplicates", "also look for near duplicates (re-encoded, resized, "
+               "slightly cropped copies; a small decode per image) and list them in "
+               "OUT/near-duplicates.jsonl (default: off)", Flag(), default=False),
         QUIET,
         Option("if_changed", "exit 0 at once when OUT already holds a finished output of the "
                "same inputs (names, sizes, modification times), options and recordbeam version "

@@ -423,3 +423,12 @@ def test_a_typo_of_another_name_of_input_is_named(tmp_path, capsys, argv, said):
         cli.main(["convert", *argv, str(tmp_path), "--output", str(tmp_path / "o")])
     assert stopped.value.code == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("kind", "other"), [("imagefolder", "--root"), ("manifest", "--manifest")])
+def test_input_under_both_its_names_is_refused(tmp_path, capsys, kind, other):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["convert", kind, other, str(tmp_path / "a"), "--input", str(tmp_path / "b"),
+                  "--output", str(tmp_path / "o")])
+    assert stopped.value.code == 2
+    assert f"{other} and --input name the same option; give it once" in capsys.readouterr().err

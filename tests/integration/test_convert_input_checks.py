@@ -8,7 +8,6 @@ import pytest
 
 from recordbeam import convert
 from recordbeam.cli import main as cli
-from recordbeam.cli import pipeline_commands
 
 NO_FILES = "no such folder, or it holds no files"
 
@@ -232,15 +231,10 @@ def _started(monkeypatch) -> list:
     """Stand in for the run: the splits each command would start a job for."""
     started = []
 
-    def record(args, beam_args, inputs, splits, *rest):
-        started.append(list(splits))
-        return 0
-
     def record_declared(fmt, conversion, values, beam_options):
         started.append(list(conversion.splits))
         return convert.UpToDate(values["output"], tuple(conversion.splits))
 
-    monkeypatch.setattr(pipeline_commands, "_convert", record)
     monkeypatch.setattr(convert, "execute", record_declared)
     return started
 

@@ -7,51 +7,18 @@ offline with ``--dry_run``. All servers listen on loopback ports and are stopped
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from beam_services import free_port, job_service, worker_pool
 
 from recordbeam.cli.main import main
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _server(args: list[str], port: int, log: Path):
-    """Start a Beam service on a loopback port; stop it (and its children) afterwards."""
-    env = dict(os.environ)
-    # The worker pool starts workers as plain `python`: make that our interpreter.
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{args[0]} did not start:\n{log.read_text()}")
-            time.sleep(0.2)
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
 
 
 def _convert(sample, output: Path, *beam_args: str) -> None:
@@ -75,39 +42,35 @@ def local_run(coco_sample, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def job_service(tmp_path_factory):
-    port = _free_port()
-    log = tmp_path_factory.mktemp("jobservice") / "job_service.log"
-    with _server(["apache_beam.runners.portability.local_job_service_main", "--port", str(port)],
-                 port, log):
+def job_endpoint(tmp_path_factory):
+    port = free_port()
+    with job_service(port, tmp_path_factory.mktemp("jobservice") / "job_service.log"):
         yield f"localhost:{port}"
 
 
-def test_portable_runner_loopback_equals_local_run(coco_sample, local_run, job_service, tmp_path):
+def test_portable_runner_loopback_equals_local_run(coco_sample, local_run, job_endpoint, tmp_path):
     out = tmp_path / "out"
-    _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+    _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
              "--environment_type=LOOPBACK")
     assert _shards(out) and _shards(out) == _shards(local_run)
 
 
 def test_portable_runner_external_worker_pool_equals_local_run(
-        coco_sample, local_run, job_service, tmp_path):
-    port = _free_port()
-    with _server(["apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
-                 port, tmp_path / "worker_pool.log"):
+        coco_sample, local_run, job_endpoint, tmp_path):
+    port = free_port()
+    with worker_pool(port, tmp_path / "worker_pool.log"):
         out = tmp_path / "out"
-        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
                  "--environment_type=EXTERNAL", f"--environment_config=localhost:{port}")
     assert _shards(out) and _shards(out) == _shards(local_run)
 
 
 def test_detach_submits_prints_the_job_and_the_job_commits(
-        coco_sample, local_run, job_service, tmp_path, capsys):
-    port = _free_port()
-    with _server(["apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
-                 port, tmp_path / "worker_pool.log"):
+        coco_sample, local_run, job_endpoint, tmp_path, capsys):
+    port = free_port()
+    with worker_pool(port, tmp_path / "worker_pool.log"):
         out = tmp_path / "out"
-        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
                  "--environment_type=EXTERNAL", f"--environment_config=localhost:{port}",
                  "--detach")
         printed = capsys.readouterr().out
@@ -122,23 +85,23 @@ def test_detach_submits_prints_the_job_and_the_job_commits(
     assert _shards(out) == _shards(local_run)
 
 
-def test_detach_with_loopback_workers_is_refused(coco_sample, job_service, tmp_path, capsys):
+def test_detach_with_loopback_workers_is_refused(coco_sample, job_endpoint, tmp_path, capsys):
     code = main(["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
                  coco_sample.annotations, "--output", str(tmp_path / "out"), "--detach",
-                 "--runner=PortableRunner", f"--job_endpoint={job_service}",
+                 "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
                  "--environment_type=LOOPBACK"])
     assert code == 2
     assert "--detach cannot work with --environment_type LOOPBACK" in capsys.readouterr().err
 
 
 def test_an_environment_the_job_service_cannot_start_is_one_line_and_a_log(
-        coco_sample, job_service, tmp_path):
+        coco_sample, job_endpoint, tmp_path):
     # The command in its own process: its log file gets what Beam logs (pytest's capture
     # would take it otherwise).
     done = subprocess.run(
         [sys.executable, "-m", "recordbeam", "convert", "coco", "--images", coco_sample.images_dir,
          "--annotations", coco_sample.annotations, "--output", str(tmp_path / "out"), "--quiet",
-         "--runner=PortableRunner", f"--job_endpoint={job_service}",
+         "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
          "--environment_type=PROCESS", '--environment_config={"command": "/bin/false"}'],
         capture_output=True, text=True, timeout=300)
     lines = done.stderr.splitlines()

@@ -39,10 +39,19 @@ from recordbeam.options import (
 from recordbeam.sources.format import formats
 
 
+def _accepting(pattern: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, carrying ``pattern``: a regular expression of the texts it may accept, for
+    forms filled in elsewhere (the Flex Template's parameters,
+    ``tools/flex_template_metadata.py``). ``parse`` keeps the last word."""
+    parse.pattern = pattern  # type: ignore[attr-defined]
+    return parse
+
+
+
 def _whole_number(minimum: int, meaning: str,
                   maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum`` (and at most ``maximum``);
-    ``meaning`` says which."""
+    """An argparse type: an integer of at least ``minimum`` (0 or more; and at most
+    ``maximum``); ``meaning`` says which."""
 
     def parse(text: str) -> int:
         try:
@@ -53,7 +62,7 @@ def _whole_number(minimum: int, meaning: str,
             raise argparse.ArgumentTypeError(f"must be {meaning}, got {value}")
         return value
 
-    return parse
+    return _accepting(r"^[0-9]+$", parse)
 
 
 def _folder(text: str) -> str:
@@ -94,11 +103,37 @@ _TO_BEAM = ("Options not listed here go to Beam as pipeline options (--runner, "
 
 class _Parser(argparse.ArgumentParser):
     """argparse, and when a required option is missing while a mistyped one was given
-    (``--inptu``), the message names the typo beside the missing option."""
+    (``--inptu``), the message names the typo beside the missing option.
+
+    Options may also be written as Beam writes its own, and as a Dataflow Flex Template
+    launcher passes every parameter: ``--if_changed=true`` for ``--if-changed``
+    (``=false`` leaves a switch off), ``--max_reject_fraction=0.1`` for
+    ``--max-reject-fraction=0.1``."""
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        return super().parse_known_args(self._as_own_flags(self._given), namespace)
+
+    def _as_own_flags(self, tokens: Sequence[str]) -> list[str]:
+        own = {flag for action in self._actions for flag in action.option_strings}
+        switches = {flag for action in self._actions if action.nargs == 0
+                    and isinstance(action.const, bool) for flag in action.option_strings}
+        written = []
+        for index, token in enumerate(tokens):
+            if token == "--":
+                return written + list(tokens[index:])
+            name, equals, value = token.partition("=")
+            if name.startswith("--") and name not in own:
+                dashed = "--" + name[2:].replace("_", "-")
+                name = dashed if dashed in own else name
+            if equals and name in switches:
+                if value.lower() not in ("true", "false"):
+                    self.error(f"argument {name}: takes no value, or true or false; got {value!r}")
+                if value.lower() == "true":
+                    written.append(name)
+                continue
+            written.append(name + equals + value)
+        return written
 
     def error(self, message: str):
         if message.startswith("the following arguments are required"):
@@ -185,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gallery", type=_NON_NEGATIVE, default=24, metavar="N",
                    help="draw N examples per split from the records (boxes, masks, keypoints, "
                    "captions) and up to N rejected images; 0 turns the gallery off (default: 24)")
+    p.add_argument("--near-duplicates", action="store_true",
+                   help="also find near duplicates among the records (a small decode per "
+                   "image); exact duplicates are always shown (default: off)")
     p.set_defaults(handler=cmd_report)
 
     p = command("check", help="check that a finished output folder fits a trainer or loader",
@@ -192,8 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
                 + "; ".join(f"{name}: {what}" for name, what in CONSUMER_CHOICES.items())
                 + ". Exit 1 when a rule fails.")
     p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
-    p.add_argument("--for", dest="consumer", required=True, choices=list(CONSUMER_CHOICES),
-                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES))
+    p.add_argument("--for", dest="consumer", default=None, choices=list(CONSUMER_CHOICES),
+                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES)
+                   + " (default: none; then --duplicates is required)")
+    p.add_argument("--duplicates", action="store_true",
+                   help="also fail when an image is written twice, in one split "
+                   "(duplicates) or in two (split-overlap), by the bytes of the records "
+                   "(default: off)")
+    p.add_argument("--near-duplicates", action="store_true",
+                   help="with --duplicates: also fail on near duplicates (re-encoded, resized, "
+                   "slightly cropped copies; a small decode per image) (default: off)")
     p.add_argument("--max-records", type=_POSITIVE, default=None, metavar="N",
                    help="read at most N records in all (default: every record)")
     p.add_argument("--max-problems", type=_POSITIVE, default=5, metavar="N",
@@ -285,6 +331,19 @@ def options_not_here(parser: argparse.ArgumentParser) -> dict[str, str]:
     return _NOT_HERE.get(command, {})
 
 
+class _OneSpelling(argparse.Action):
+    """A value option with two names (``--input`` and ``--root``): given under both, one
+    value would be dropped without a word, so the command refuses it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        spelled = vars(namespace).setdefault("_spelled", {})
+        first = spelled.setdefault(self.dest, option_string)
+        if first != option_string:
+            parser.error(f"{first} and {option_string} name the same option; give it once")
+        setattr(namespace, self.dest, values)
+
+
 def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
     """``option`` as the command takes it: a switch for a flag, else a value its kind
     reads (argparse's choices for a choice, so ``--help`` lists them)."""
@@ -295,6 +354,8 @@ def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
     extra: dict[str, Any] = {}
     if option.name == "split":
         extra["action"] = _GivenSplit
+    elif len(option.flags) > 1:
+        extra["action"] = _OneSpelling
     if isinstance(option.kind, Choice):
         extra["choices"] = option.kind.values
     else:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from recordbeam.cli.commands import cmd_inspect
 from recordbeam.cli.record_files import check_listed_exist, expand_paths, record_files
 from recordbeam.cli.summary import print_summary, submitted_text
 from recordbeam.cli.verify import check_first_records
-from recordbeam.errors import EXIT_OK, UsageError
+from recordbeam.errors import EXIT_OK
 
 if TYPE_CHECKING:
     from recordbeam.sources.format import Format
@@ -37,6 +37,7 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),
                           compression=args.compression, index=args.index)
     options = ReshardOptions(tuple(inputs), args.split)
+    _warn_if_the_local_runner_is_beams(args.beam_options)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
                  beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet,
                  break_lock=args.break_lock, command="reshard")
@@ -63,6 +64,7 @@ def _run_declared(fmt: Format, values: dict[str, Any], args: argparse.Namespace)
     from recordbeam import convert
 
     conversion = convert.prepare(fmt, values, args.split_given)
+    _warn_if_the_local_runner_is_beams(args.beam_options)
     result = convert.execute(fmt, conversion, values, args.beam_options)
     if isinstance(result, convert.UpToDate):
         print(f"{args.output} is up to date (same inputs, options and recordbeam version); "
@@ -71,50 +73,14 @@ def _run_declared(fmt: Format, values: dict[str, Any], args: argparse.Namespace)
     return _report_run(result, args, list(conversion.splits))
 
 
-def _shard_options(args: argparse.Namespace):
-    from recordbeam.write.planning import ShardOptions, parse_size
+def _warn_if_the_local_runner_is_beams(options: Any) -> None:
+    """Before a run: a local run on this Beam is Beam's plain FnApiRunner, which holds its
+    shuffles in memory. The runner logs it too, but a run's log is deleted on success."""
+    from recordbeam.local.runner import plain_runner_notice, runs_on_local_runner
 
-    return ShardOptions(
-        num_shards=args.shards, shard_size=parse_size(args.shard_size),
-        compression=args.compression, index=args.index,
-        max_reject_fraction=args.max_reject_fraction,
-        max_annotation_reject_fraction=getattr(args, "max_annotation_reject_fraction", None),
-    )
-
-
-def _checks(args: argparse.Namespace):
-    from recordbeam.write.image_encoder import ImageChecks
-    from recordbeam.write.planning import parse_size
-
-    return ImageChecks(
-        max_pixels=args.max_pixels or None, max_bytes=parse_size(args.max_image_bytes),
-        verify_decode=args.verify_decode,
-    )
-
-
-def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
-                    splits: Sequence[str] | None = None) -> int:
-    from recordbeam.pipeline import run
-
-    result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
-                 show_progress=not args.quiet, detach=getattr(args, "detach", False),
-                 break_lock=args.break_lock, command=args.command_parser.prog)
-    return _report_run(result, args, list(splits or [args.split]))
-
-
-def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,
-             splits: Sequence[str], patterns: list[str],
-             settings_of: Callable[..., dict[str, Any]], to_tfrecord: Callable[..., Any]) -> int:
-    """What every convert command does once its inputs are checked: nothing when
-    ``--if-changed`` finds OUT up to date, else the run. ``settings_of(inputs, shards,
-    checks, fixes)`` and ``to_tfrecord(p, output, inputs, shards, checks, fixes)`` are the
-    format's functions of :mod:`recordbeam.pipeline`."""
-    shards, checks, fixes = _shard_options(args), _checks(args), _fixes(args)
-    if _up_to_date(args, splits, patterns, settings_of(inputs, shards, checks, fixes)):
-        return EXIT_OK
-    return _run_conversion(
-        lambda p: to_tfrecord(p, args.output, inputs, shards, checks, fixes),
-        args, beam_args, splits)
+    notice = plain_runner_notice() if runs_on_local_runner(options) else None
+    if notice is not None:
+        print(f"warning: {notice}", file=sys.stderr)
 
 
 def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) -> int:
@@ -134,35 +100,6 @@ def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) ->
               "decoders ignore it, so they are written and read unrotated (pass --apply-exif "
               "to rotate their pixels).", file=sys.stderr)
     return EXIT_OK
-
-
-def _fixes(args: argparse.Namespace):
-    from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, ImageFixes
-
-    quality = getattr(args, "jpeg_quality", None)
-    fixes = ImageFixes(
-        transcode=getattr(args, "transcode", "keep"),
-        quality=DEFAULT_JPEG_QUALITY if quality is None else quality,
-        max_side=getattr(args, "max_side", None),
-        apply_exif=getattr(args, "apply_exif", False),
-    )
-    if quality is not None and (not fixes.active or fixes.transcode == "png"):
-        raise UsageError(
-            f"--jpeg-quality {quality} would be ignored: no image is re-encoded as JPEG. It "
-            "applies with --transcode jpeg, and to the JPEGs --max-side or --apply-exif "
-            "re-encode (not with --transcode png); drop it or add one of those")
-    return fixes
-
-
-def _up_to_date(args: argparse.Namespace, splits: Sequence[str], patterns: list[str],
-                settings: dict[str, Any]) -> bool:
-    from recordbeam.pipeline import is_up_to_date
-
-    if getattr(args, "if_changed", False) and all(
-            is_up_to_date(args.output, split, patterns, settings) for split in splits):
-        print(f"{args.output} is up to date (same inputs, options and recordbeam version); nothing to do")
-        return True
-    return False
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
