@@ -52,11 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from recordbeam.sources import coco
-    from recordbeam.sources.coco_records import AnnotationBatch, LocatedImage
+    from recordbeam.records import ImageRecord
+    from recordbeam.sources.coco.input_tasks import LIST_TASK, ReadInputs
+    from recordbeam.sources.coco.join import JoinAnnotations
+    from recordbeam.sources.coco.json_stream import stream_section
+    from recordbeam.sources.coco.options import CocoOptions
+    from recordbeam.sources.coco.records import AnnotationBatch, LocatedImage
 
     ds = ensure_dataset(args.data_dir, args.images)
-    read = coco._ReadInputs(coco.CocoOptions(ds.images_dir, ds.annotations))
+    read = ReadInputs(CocoOptions(ds.images_dir, ds.annotations))
     categories = [output.value for output in read.process("categories")]
     by_image: dict[str, list] = collections.defaultdict(list)
     for key, message in read.process("annotations"):
@@ -66,19 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     groups = [(key, [LocatedImage(batches[0].image_id, f"{key}.jpg",
                                   f"{ds.images_dir}/{key}.jpg", 1, 640, 480), *batches])
               for key, batches in by_image.items()]
-    join = coco._JoinAnnotations("train", False)
+    join = JoinAnnotations("train", False)
     records = [o for g in groups for o in join.process(g, categories, [])]
-    assert all(type(o) is coco.ImageRecord for o in records), "the join rejected annotations"
+    assert all(type(o) is ImageRecord for o in records), "the join rejected annotations"
 
     rows = [
         ("annotations pass", lambda: _drain(read.process("annotations"))),
-        ("  its parse alone (floor)", lambda: _drain(coco.stream_section(ds.annotations,
-                                                                         "annotations"))),
+        ("  its parse alone (floor)", lambda: _drain(stream_section(ds.annotations,
+                                                                    "annotations"))),
         ("images pass", lambda: _drain(read.process("images"))),
         ("categories pass", lambda: _drain(read.process("categories"))),
         ("  as a parse of the whole file (before)",
-         lambda: _drain(coco.stream_section(ds.annotations, "categories"))),
-        ("listing", lambda: _drain(read.process(coco.LIST_TASK))),
+         lambda: _drain(stream_section(ds.annotations, "categories"))),
+        ("listing", lambda: _drain(read.process(LIST_TASK))),
         ("join by image id", lambda: [o for g in groups for o in join.process(g, categories, [])]),
     ]
     print(f"COCO read stages, {args.images} images, CPU s (best of {args.repeat})")

@@ -56,7 +56,8 @@ def _count_in_file(path: str, token: bytes) -> int:
 
 def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of a COCO file's ``annotations`` section (checks included)."""
-    from recordbeam.sources.coco import CocoOptions, _ReadInputs
+    from recordbeam.sources.coco.input_tasks import ReadInputs
+    from recordbeam.sources.coco.reader import CocoOptions
     from recordbeam.testing.samples import make_coco_benchmark
 
     root = os.path.join(data_dir, f"coco_small_{images}") if data_dir else None
@@ -66,14 +67,14 @@ def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
     options = CocoOptions(images_dir=os.path.join(root, "images"),
                           annotations=os.path.join(root, "annotations", "instances.json"))
     annotations = _count_in_file(options.annotations, b'"image_id"')  # only annotations have it
-    reader = _ReadInputs(options)
+    reader = ReadInputs(options)
     return lambda: _drain(reader.process("annotations")), annotations
 
 
 def cvat_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's stream of one CVAT XML (every ``<image>`` with its boxes)."""
     from recordbeam import filesystems
-    from recordbeam.sources.cvat import stream_images
+    from recordbeam.sources.cvat.reader import stream_images
 
     path = os.path.join(folder, "annotations.xml")
     rng = random.Random(0)
@@ -101,7 +102,7 @@ def cvat_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[
 def boxcsv_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of one box CSV table (one row per box)."""
     from recordbeam import filesystems
-    from recordbeam.sources.boxcsv import COLUMNS, parse_table
+    from recordbeam.sources.box_csv.reader import COLUMNS, parse_table
 
     path = os.path.join(folder, "_annotations.csv")
     rng = random.Random(0)

@@ -1,11 +1,14 @@
-"""A box CSV export (<split>/_annotations.csv beside the images) -> sharded TFRecords.
+"""box CSV per split (Roboflow's TensorFlow Object Detection CSV): <split>/_annotations.csv beside the images -> sharded TFRecords, on any Beam runner.
+
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert box-csv``;
+change that, not this file.
 
 Local (FnApiRunner, one worker per core):
     python pipelines/box_csv_to_tfrecord.py --input export --output OUT
 
-Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
-    python pipelines/box_csv_to_tfrecord.py --input gs://B/export --output gs://B/box_csv-tfrecord \
-        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/box-csv.md):
+    python pipelines/box_csv_to_tfrecord.py --input gs://B/export --output gs://B/box-csv-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py
 
 Our options are those of ``recordbeam convert box-csv``; every other option goes to Beam,

@@ -1,16 +1,18 @@
-"""COCO instances + images -> sharded TFRecords, on any Beam runner.
+"""COCO instances (keypoints, LVIS, captions) JSON + image folder -> sharded TFRecords, on any Beam runner.
+
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert coco``;
+change that, not this file.
 
 Local (FnApiRunner, one worker per core):
-    python pipelines/coco_to_tfrecord.py --images DIR --annotations instances.json --output OUT
+    python pipelines/coco_to_tfrecord.py --images train2017 --annotations annotations/instances_train2017.json --output OUT
 
-Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
-    python pipelines/coco_to_tfrecord.py --images gs://B/train2017 \
-        --annotations gs://B/annotations/instances_train2017.json --output gs://B/coco-tfrecord \
-        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/coco.md):
+    python pipelines/coco_to_tfrecord.py --images gs://B/train2017 --annotations gs://B/annotations/instances_train2017.json --output gs://B/coco-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py
 
-Our options are those of ``recordbeam convert coco``; every other option goes to
-Beam, and one that Beam does not define either is refused (exit 2), never ignored.
+Our options are those of ``recordbeam convert coco``; every other option goes to Beam,
+and one that Beam does not define either is refused (exit 2), never ignored.
 """
 
 import sys

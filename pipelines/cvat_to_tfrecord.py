@@ -1,11 +1,14 @@
-"""CVAT for images 1.1 export -> sharded TFRecords, on any Beam runner.
+"""CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/ -> sharded TFRecords, on any Beam runner.
+
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert cvat``;
+change that, not this file.
 
 Local (FnApiRunner, one worker per core):
     python pipelines/cvat_to_tfrecord.py --input cvat-export --output OUT
 
-Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
-    python pipelines/cvat_to_tfrecord.py --input gs://B/cvat-export --output gs://B/cvat-tfrecord \
-        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/cvat.md):
+    python pipelines/cvat_to_tfrecord.py --input gs://B/cvat-export --output gs://B/cvat-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py
 
 Our options are those of ``recordbeam convert cvat``; every other option goes to Beam,

@@ -1,11 +1,14 @@
-"""KITTI folder -> sharded TFRecords, on any Beam runner.
+"""KITTI detection folder: <split>/image_2/, <split>/label_2/ -> sharded TFRecords, on any Beam runner.
+
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert kitti``;
+change that, not this file.
 
 Local (FnApiRunner, one worker per core):
     python pipelines/kitti_to_tfrecord.py --input kitti --output OUT
 
-Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
-    python pipelines/kitti_to_tfrecord.py --input gs://B/kitti --output gs://B/kitti-tfrecord \
-        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/kitti.md):
+    python pipelines/kitti_to_tfrecord.py --input gs://B/kitti --output gs://B/kitti-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py
 
 Our options are those of ``recordbeam convert kitti``; every other option goes to Beam,

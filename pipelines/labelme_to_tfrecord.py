@@ -1,11 +1,14 @@
-"""labelme folder -> sharded TFRecords, on any Beam runner.
+"""folder of labelme JSONs, one per image -> sharded TFRecords, on any Beam runner.
+
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert labelme``;
+change that, not this file.
 
 Local (FnApiRunner, one worker per core):
     python pipelines/labelme_to_tfrecord.py --input labelme_folder --output OUT
 
-Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
-    python pipelines/labelme_to_tfrecord.py --input gs://B/labelme --output gs://B/labelme-tfrecord \
-        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/labelme.md):
+    python pipelines/labelme_to_tfrecord.py --input gs://B/labelme_folder --output gs://B/labelme-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py
 
 Our options are those of ``recordbeam convert labelme``; every other option goes to Beam,

@@ -1,11 +1,18 @@
-"""A CSV or JSON Lines manifest (one row per example) -> sharded TFRecords, on any Beam runner.
+"""CSV or JSON Lines manifest: one row per example -> sharded TFRecords, on any Beam runner.
 
-Local:
-    python pipelines/manifest_to_tfrecord.py --manifest data.csv --output OUT \
-        [--split train=0.8,val=0.2] [--group-by video]
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert manifest``;
+change that, not this file.
 
-Our options are those of ``recordbeam convert manifest``; every other option goes to
-Beam, and one that Beam does not define either is refused (exit 2), never ignored.
+Local (FnApiRunner, one worker per core):
+    python pipelines/manifest_to_tfrecord.py --input data.csv --output OUT
+
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/manifest.md):
+    python pipelines/manifest_to_tfrecord.py --input gs://B/data.csv --output gs://B/manifest-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
+        --setup_file ./setup.py
+
+Our options are those of ``recordbeam convert manifest``; every other option goes to Beam,
+and one that Beam does not define either is refused (exit 2), never ignored.
 """
 
 import sys

@@ -1,11 +1,14 @@
-"""Pascal VOC folder -> sharded TFRecords, on any Beam runner.
+"""Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/ -> sharded TFRecords, on any Beam runner.
+
+Made by tools/generate_pipelines.py from the declaration of ``recordbeam convert voc``;
+change that, not this file.
 
 Local (FnApiRunner, one worker per core):
     python pipelines/voc_to_tfrecord.py --input VOCdevkit/VOC2012 --output OUT
 
-Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
-    python pipelines/voc_to_tfrecord.py --input gs://B/VOC2012 --output gs://B/voc-tfrecord \
-        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/voc.md):
+    python pipelines/voc_to_tfrecord.py --input gs://B/VOCdevkit/VOC2012 --output gs://B/voc-tfrecord \\
+        --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \\
         --setup_file ./setup.py
 
 Our options are those of ``recordbeam convert voc``; every other option goes to Beam,

@@ -80,8 +80,13 @@ def _regexes(action: argparse.Action) -> list[str]:
     return [pattern] if pattern else []
 
 
+def _flag(action: argparse.Action) -> str:
+    """The option's first long flag: its name (``--input`` of ``--input``/``--root``)."""
+    return next(flag for flag in action.option_strings if flag.startswith("--"))
+
+
 def _label(action: argparse.Action) -> str:
-    words = parameter_name(action.option_strings[-1]).split("_")
+    words = parameter_name(_flag(action)).split("_")
     return " ".join([words[0].capitalize(), *words[1:]])
 
 
@@ -94,7 +99,7 @@ def parameter(action: argparse.Action, flags: set[str]) -> dict[str, Any]:
     if is_switch(action):
         text += "; true or false"
     entry: dict[str, Any] = {
-        "name": parameter_name(action.option_strings[-1]),
+        "name": parameter_name(_flag(action)),
         "label": _label(action),
         "helpText": text,
         "isOptional": not action.required,

@@ -18,8 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import asdict, dataclass
-from functools import partial
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import apache_beam as beam
@@ -33,7 +32,7 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 
-from recordbeam import __version__, filesystems, gcs_credentials
+from recordbeam import filesystems, gcs_credentials
 from recordbeam.dataset import folder_lock, layout
 from recordbeam.errors import (
     OutOfSpace,
@@ -42,36 +41,13 @@ from recordbeam.errors import (
     UsageError,
     full_filesystem,
 )
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.job_server import check_job_server, no_job_server_error
-from recordbeam.local.internals import submitted_job_id
+from recordbeam.local.internals import submitted_job_id, why_unusable
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
-from recordbeam.sources.boxcsv import BoxCsvEncoder, BoxCsvOptions, ReadBoxCsv
-from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco, label_map, stream_section
-from recordbeam.sources.cvat import CvatEncoder, CvatOptions, ReadCvat
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
-from recordbeam.sources.imagefolder import (
-    ClassificationEncoder,
-    ImageFolderOptions,
-    ReadImageFolder,
-)
-from recordbeam.sources.kitti import KittiEncoder, KittiOptions, ReadKitti
-from recordbeam.sources.labelme import LabelmeEncoder, LabelmeOptions, ReadLabelme
-from recordbeam.sources.openimages import OpenImagesEncoder, OpenImagesOptions, ReadOpenImages
-from recordbeam.sources.tabular import (
-    DEFAULT_SAMPLE_ROWS,
-    ReadTable,
-    TableEncoder,
-    TableOptions,
-    manifest_dir,
-)
-from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
-from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
 from recordbeam.write.sink import WriteShards
 
@@ -105,13 +81,6 @@ class SubmittedRun:
     runner: str
     dry_run: bool
     template_location: str | None = None
-
-
-def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
-    inputs = metadata.pop("inputs")
-    metadata["inputs_fingerprint"] = fingerprint(int(inputs["terms"], 16), inputs["files"], settings)
-    metadata["input_files"] = inputs["files"]
-    return metadata
 
 
 def _listed_inputs(pattern: str, skip_below: str | None) -> Iterator[FileMetadata]:
@@ -155,283 +124,6 @@ def _shards_whole(output_dir: str, entry: Mapping[str, Any]) -> bool:
         for shard in entry.get("shards", []))
 
 
-def coco_input_patterns(coco: CocoOptions) -> list[str]:
-    files = [filesystems.literal(f) for f in (coco.annotations, coco.captions) if f]
-    return [filesystems.everything_below(coco.images_dir), *files]
-
-
-#: Options every format but COCO and manifests gained after its first release, with their
-#: defaults: recorded in the settings only when set, so outputs made without them keep
-#: their manifests and fingerprints (COCO and manifests record theirs always).
-_LATER_FORMAT_OPTIONS = {"allow_outside_root": False}
-
-
-def _settings(kind: str, inputs: Any, shards: ShardOptions, checks: ImageChecks,
-              fixes: ImageFixes | None = None) -> dict[str, Any]:
-    """Everything that shapes an output besides the input files (goes in the manifest,
-    and into the fingerprint ``--if-changed`` compares). Fixes appear only when some are
-    on, so outputs made without them keep their fingerprints."""
-    options = asdict(inputs)
-    if kind not in ("coco", "manifest"):
-        options = {key: value for key, value in options.items()
-                   if _LATER_FORMAT_OPTIONS.get(key, "always") != value}
-    settings = {
-        "command": f"convert {kind}",
-        "recordbeam_version": __version__,
-        kind: options,
-        "shards": shards.to_json(),
-        "checks": asdict(checks),
-    }
-    if fixes is not None and fixes.active:
-        settings["fixes"] = asdict(fixes)
-    return settings
-
-
-#: Options of ``convert coco`` added after its first release: recorded in the settings
-#: only when set, so outputs made without them keep their manifests and fingerprints.
-_LATER_COCO_OPTIONS = {"include_keypoints": False, "captions": None}
-
-
-def coco_settings(coco: CocoOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None) -> dict[str, Any]:
-    settings = _settings("coco", coco, shards, checks, fixes)
-    settings["coco"] = {key: value for key, value in settings["coco"].items()
-                        if _LATER_COCO_OPTIONS.get(key, "always") != value}
-    return settings
-
-
-def coco_label_metadata(coco: CocoOptions) -> dict[str, Any] | None:
-    """The ``label_map`` and ``category_ids`` a run will write, from the categories
-    section (read on the launcher, stopping where the section ends); None when the file
-    is broken there, which the run itself then reports with the item's position."""
-    if not coco.annotations:  # a captions file alone: no categories
-        return {"label_map": {}, "category_ids": {}}
-    try:
-        categories = [(item["id"], item["name"])
-                      for item in stream_section(coco.annotations, "categories", stop_early=True)]
-        labels = label_map(categories, coco.contiguous_labels)
-    except Exception:  # noqa: BLE001 - any broken file is the run's to report, not ours
-        return None
-    return {"label_map": {str(label): name for label, name in labels.values()},
-            "category_ids": {str(cid): label for cid, (label, _name) in labels.items()}}
-
-
-def coco_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, coco: CocoOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the COCO conversion to ``p``; returns the sink (its ``temp_dir`` shows progress).
-
-    Raises ``LabelMapMismatch`` before any work when ``output_dir`` holds other splits
-    whose label map disagrees with the annotation file's categories.
-    """
-    layout.check_labels_agree(output_dir, [coco.split], lambda: coco_label_metadata(coco))
-    encoder = CocoEncoder(checks, coco.split, fixes, coco.include_masks, coco.include_keypoints,
-                          captions=coco.captions is not None,
-                          write_objects=coco.annotations is not None)
-    return _write_read(p, "ReadCoco", ReadCoco(coco, skip_below=output_dir), output_dir, encoder, shards,
-                       coco_settings(coco, shards, checks, fixes), ())
-
-
-def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, output_dir: str,
-                encoder: Any, shards: ShardOptions, settings: dict[str, Any],
-                splits: Sequence[str]) -> WriteShards:
-    """The common tail of every input kind: fingerprint, then the sink, whose encoder reads
-    no file that links lead out of the read's ``input_roots``."""
-    encoder.input_roots = read_transform.input_roots
-    read = p | name >> read_transform
-    metadata = read["metadata"] | "Fingerprint" >> beam.Map(
-        lambda m: {**_with_fingerprint(m, settings), "settings": settings}
-    )
-    sink = WriteShards(
-        output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
-        metadata=metadata, splits=splits, sizes=read.get("sizes"),
-    )
-    _ = read["records"] | "WriteShards" >> sink
-    return sink
-
-
-def _classes_known(classes: Sequence[str] | None) -> Callable[[], dict[str, Any] | None]:
-    """The label metadata of classes known before the run; None when they are known only
-    once the annotations are read (the commit then checks them against other splits)."""
-    return lambda: label_metadata(classes) if classes is not None else None
-
-
-def _write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
-                  known_labels: Callable[[], dict[str, Any] | None], encoder: Any,
-                  shards: ShardOptions, settings: dict[str, Any]) -> WriteShards:
-    """Every split ``read`` finds, into the sink. Raises ``LabelMapMismatch`` before any
-    work when ``output_dir`` holds other splits whose label map disagrees with
-    ``known_labels()``."""
-    layout.check_labels_agree(output_dir, read.splits, known_labels)
-    return _write_read(p, name, read, output_dir, encoder, shards, settings, read.splits)
-
-
-def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
-    patterns = [filesystems.everything_below(folder.root)]
-    return patterns + ([filesystems.literal(folder.classes_file)] if folder.classes_file else [])
-
-
-imagefolder_settings = partial(_settings, "imagefolder")
-
-
-def imagefolder_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
-    read = ReadImageFolder(folder, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadImageFolder", read, read.label_metadata,
-                         ClassificationEncoder(checks, read.splits[0], fixes), shards,
-                         imagefolder_settings(folder, shards, checks, fixes))
-
-
-def table_input_patterns(table: TableOptions) -> list[str]:
-    # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
-    # on its own (the file may lie anywhere, e.g. beside images on another bucket).
-    return [filesystems.everything_below(manifest_dir(table.manifest)),
-            filesystems.literal(table.manifest)]
-
-
-#: Options of ``convert manifest`` added after its first release: recorded only when set,
-#: so outputs made without them keep their manifests and fingerprints. ``range_bytes``
-#: (how the reading is spread) never changes the output, so it is never recorded.
-_LATER_TABLE_OPTIONS = {"schema_sample_rows": DEFAULT_SAMPLE_ROWS, "splits": (),
-                        "csv_multiline": False}
-
-
-def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
-                   fixes: ImageFixes | None = None) -> dict[str, Any]:
-    settings = _settings("manifest", table, shards, checks, fixes)
-    settings["manifest"] = {
-        key: value for key, value in settings["manifest"].items()
-        if key != "range_bytes" and _LATER_TABLE_OPTIONS.get(key, "always") != value}
-    return settings
-
-
-def table_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, table: TableOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
-
-    Reads the manifest's first rows here, on the launcher, to learn the column types
-    (:func:`recordbeam.sources.tabular.infer_schema`); raises ``TableError`` on a
-    disagreement among them. The workers check the other rows.
-    """
-    read = ReadTable(table, skip_below=output_dir)
-    layout.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
-    encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
-    return _write_read(p, "ReadTable", read, output_dir, encoder, shards,
-                       table_settings(table, shards, checks, fixes), read.splits)
-
-
-voc_settings = partial(_settings, "voc")
-kitti_settings = partial(_settings, "kitti")
-cvat_settings = partial(_settings, "cvat")
-labelme_settings = partial(_settings, "labelme")
-openimages_settings = partial(_settings, "openimages")
-box_csv_settings = partial(_settings, "box-csv")
-
-
-def voc_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, voc: VocOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the Pascal VOC conversion to ``p`` (every split ``ImageSets/Main`` lists);
-    returns the sink. Without ``labelmap.txt`` the classes are known only once the
-    annotations are read."""
-    read = ReadVoc(voc, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadVoc", read, _classes_known(read.classes),
-                         VocEncoder(checks, read.splits[0], fixes), shards,
-                         voc_settings(voc, shards, checks, fixes))
-
-
-def kitti_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, kitti: KittiOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the KITTI conversion to ``p`` (every split folder holding ``image_2/`` or
-    ``label_2/``); returns the sink. The classes are the types found, known only once the
-    labels are read."""
-    read = ReadKitti(kitti, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadKitti", read, _classes_known(None),
-                         KittiEncoder(checks, read.splits[0], fixes), shards,
-                         kitti_settings(kitti, shards, checks, fixes))
-
-
-def cvat_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the CVAT for images (or video) 1.1 conversion to ``p`` (every subset its XMLs declare);
-    returns the sink. Reads the head (``<meta>``) of each XML here, on the launcher, for
-    the labels; raises ``CvatError`` for an unusable XML."""
-    read = ReadCvat(cvat, skip_below=output_dir)
-    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks,
-                          track_ids=read.tracks)
-    return _write_format(p, output_dir, "ReadCvat", read, _classes_known(read.classes),
-                         encoder, shards, cvat_settings(cvat, shards, checks, fixes))
-
-
-def labelme_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, labelme: LabelmeOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the labelme conversion to ``p`` (one split, ``labelme.split``); returns the sink.
-    Without ``--classes`` the classes are known only once the JSONs are read."""
-    read = ReadLabelme(labelme, skip_below=output_dir)
-    encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
-    return _write_format(p, output_dir, "ReadLabelme", read, _classes_known(read.classes),
-                         encoder, shards, labelme_settings(labelme, shards, checks, fixes))
-
-
-def openimages_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
-    the sink. The classes come from the class descriptions."""
-    read = ReadOpenImages(oid, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadOpenImages", read,
-                         _classes_known(read.display_names),
-                         OpenImagesEncoder(checks, read.splits[0], fixes), shards,
-                         openimages_settings(oid, shards, checks, fixes))
-
-
-def box_csv_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, boxes: BoxCsvOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None,
-) -> WriteShards:
-    """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
-    returns the sink. The classes are known only once the tables are read."""
-    read = ReadBoxCsv(boxes, skip_below=output_dir)
-    return _write_format(p, output_dir, "ReadBoxCsv", read, _classes_known(None),
-                         BoxCsvEncoder(checks, read.splits[0], fixes), shards,
-                         box_csv_settings(boxes, shards, checks, fixes))
-
-
-def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
-    settings = _settings("yolo", yolo, shards, checks, fixes)
-    if yolo.classes_file is None:  # only when given, so other runs keep their fingerprints
-        del settings["yolo"]["classes_file"]
-    if include_masks:  # only when on, so runs without masks keep their fingerprints
-        settings["include_masks"] = True
-    return settings
-
-
-def yolo_to_tfrecord(
-    p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
-    checks: ImageChecks, fixes: ImageFixes | None = None, include_masks: bool = False,
-) -> WriteShards:
-    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
-    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
-    when the folder's description cannot be used."""
-    read = ReadYolo(yolo, skip_below=output_dir)
-    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
-    return _write_format(p, output_dir, "ReadYolo", read, _classes_known(read.classes),
-                         encoder, shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
 
 
 def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None:
@@ -541,8 +233,11 @@ def run(
     failed_rejects = _failed_rejects_state(output_dir)
     try:
         if not dry_run:
+            # A job written for a later launch (--template_location) runs without this
+            # process too: its commit gives the lock up.
+            left = detach or bool(options.view_as(GoogleCloudOptions).template_location)
             lock = folder_lock.acquire(output_dir, folder_lock.run_id_of(sink.temp_dir),
-                                       command=command, detached=detach, break_lock=break_lock)
+                                       command=command, detached=left, break_lock=break_lock)
         if is_local(options):
             _run_locally(p, sink, output_dir, show_progress)
         else:
@@ -613,8 +308,10 @@ def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
                  show_progress: bool) -> None:
     limit_malloc_arenas()
     # The command's standby, if it left it for now: forked with the modules this process
-    # has imported, before the run starts any thread.
-    fork_standby_from_launcher()
+    # has imported, before the run starts any thread. None where the local runner is
+    # Beam's plain FnApiRunner, which starts Beam's own workers.
+    if why_unusable() is None:
+        fork_standby_from_launcher()
     # Beam's and its worker processes' logs go to a file; the terminal gets progress.
     with worker_output_to_log() as (console, log_path):
         try:

@@ -17,7 +17,8 @@ import pytest
 
 from recordbeam import pipeline
 from recordbeam.dataset.layout import MANIFEST, REJECTS
-from recordbeam.sources.coco import CocoOptions
+from recordbeam.sources.coco.reader import CocoOptions
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 from recordbeam.testing.samples import SampleDataset, make_coco_sample
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
@@ -155,7 +156,7 @@ def convert(coco_sample) -> ConvertFn:
             max_reject_fraction=max_reject_fraction,
         )
         result = pipeline.run(
-            lambda p: pipeline.coco_to_tfrecord(p, out, coco, shard_options, ImageChecks()),
+            lambda p: coco_to_tfrecord(p, out, coco, shard_options, ImageChecks()),
             out,
             beam_args=list(beam_args),
             overwrite=overwrite,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,12 @@ def test_unknown_option_is_a_usage_error_naming_it(coco_sample, tmp_path, capsys
      "--input, else the names in the XMLs): neither"),
     (["convert", "manifest", "--manifest", "M.csv", "--images", "X"],
      "recordbeam: unknown option --images (the manifest's rows name the images"),
+    (["convert", "manifest", "--input", "M.csv", "--root", "X"],
+     "recordbeam: unknown option --root (convert manifest takes the CSV or JSONL file as "
+     "--input): neither"),
+    (["convert", "imagefolder", "--input", "IN", "--images", "X"],
+     "recordbeam: unknown option --images (convert imagefolder takes the class folders' parent "
+     "as --input): neither"),
 ])
 def test_an_option_of_another_converter_says_what_this_one_takes(tmp_path, capsys, argv, said):
     # Not "did you mean --max-image-bytes?": --images is no typo there.
@@ -76,8 +83,9 @@ def test_an_option_of_another_converter_says_what_this_one_takes(tmp_path, capsy
 
 
 @pytest.mark.parametrize(("kind", "given", "said"), [
-    ("imagefolder", "--input", "--input: convert imagefolder takes the class folders' parent "
-                               "as --root"),
+    ("imagefolder", "--images", "--images: convert imagefolder takes the class folders' parent "
+                                "as --input"),
+    ("manifest", "--root", "--root: convert manifest takes the CSV or JSONL file as --input"),
     ("coco", "--input", "--input: convert coco takes --images FOLDER and --annotations FILE"),
 ])
 def test_a_missing_required_option_explains_the_option_given_instead(tmp_path, capsys, kind,
@@ -86,6 +94,29 @@ def test_a_missing_required_option_explains_the_option_given_instead(tmp_path, c
         cli.main(["convert", kind, given, str(tmp_path), "--output", str(tmp_path / "out")])
     assert exited.value.code == cli.EXIT_USAGE
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("kind", "other_name"), [("imagefolder", "--root"),
+                                                 ("manifest", "--manifest")])
+def test_another_name_of_input_is_input(kind, other_name):
+    args, _ = cli.build_parser().parse_known_args(
+        ["convert", kind, other_name, "IN", "--output", "OUT"])
+    assert args.input == "IN"
+
+
+def test_no_hint_sends_a_user_to_an_option_they_typed():
+    # A hint for --root where --root is another name of --input would send users in a
+    # circle; a hint for an option the command takes would never be said.
+    from recordbeam.options import conversion_options
+    from recordbeam.sources.format import formats
+
+    for fmt in formats().values():
+        options = (*fmt.options, *conversion_options())
+        flags = {flag for option in options for flag in option.flags}
+        other_names = {alias for option in options for alias in option.aliases}
+        for brought, hint in fmt.instead.items():
+            assert brought not in flags, (fmt.name, brought)
+            assert not set(re.findall(r"--[a-z][a-z-]*", hint)) & other_names, (fmt.name, hint)
 
 
 def test_stray_word_is_a_usage_error(coco_sample, tmp_path, capsys):
@@ -380,3 +411,24 @@ def test_missing_required_option_names_the_typo_given_instead(tmp_path, capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "required: --input" in err and "--inptu looks like a typo of --input" in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["imagefolder", "--roott"], "--roott looks like a typo of --root"),
+    (["imagefolder", "--inptu"], "--inptu looks like a typo of --input"),
+    (["manifest", "--manifets"], "--manifets looks like a typo of --manifest"),
+])
+def test_a_typo_of_another_name_of_input_is_named(tmp_path, capsys, argv, said):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["convert", *argv, str(tmp_path), "--output", str(tmp_path / "o")])
+    assert stopped.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("kind", "other"), [("imagefolder", "--root"), ("manifest", "--manifest")])
+def test_input_under_both_its_names_is_refused(tmp_path, capsys, kind, other):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["convert", kind, other, str(tmp_path / "a"), "--input", str(tmp_path / "b"),
+                  "--output", str(tmp_path / "o")])
+    assert stopped.value.code == 2
+    assert f"{other} and --input name the same option; give it once" in capsys.readouterr().err

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from recordbeam.dataset import manifest
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources import coco
-from recordbeam.sources.coco_records import ObjectLabel, pack_annotations
+from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.input_tasks import IdTally
+from recordbeam.sources.coco.records import ObjectLabel, pack_annotations
 from recordbeam.write.sink import _encode_guarded
 
 
 def test_repeated_ids_are_equal_in_value_and_type():
-    tally = coco._IdTally()
+    tally = IdTally()
     for value in (3, 1, 2**70, "a", 3, "1", 2**70, "a", 3, 5):
         tally.add(value)
     assert tally.repeated() == [3, 2**70, "a"]  # 1 and "1" differ; each repeat named once
-    assert coco._IdTally().repeated() == []
+    assert IdTally().repeated() == []
 
 
 def _record(objects: list[tuple]) -> ImageRecord:
@@ -25,7 +26,7 @@ def _record(objects: list[tuple]) -> ImageRecord:
                                "objects": packed})
 
 
-class _FailingEncoder(coco.CocoEncoder):
+class _FailingEncoder(CocoEncoder):
     def label_features(self, record, info):
         raise RuntimeError("boom")
 
@@ -45,7 +46,7 @@ def test_objects_of_an_image_that_fails_to_encode_are_listed():
 
 
 def test_objects_of_a_missing_file_are_image_missing():
-    rejects = coco.CocoEncoder().encode(_record([(11, 1, "a", (0, 0, 1, 1), 1.0, 0)])).rejects
+    rejects = CocoEncoder().encode(_record([(11, 1, "a", (0, 0, 1, 1), 1.0, 0)])).rejects
     assert [(r.kind, r.reason) for r in rejects] == [("image", "missing"),
                                                      ("annotation", "image_missing")]
 

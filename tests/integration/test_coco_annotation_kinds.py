@@ -13,7 +13,9 @@ import pytest
 from recordbeam import pipeline
 from recordbeam.cli.main import main as cli_main
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources.coco import DENSEPOSE_NOT_WRITTEN, KEYPOINTS_NOT_WRITTEN, CocoOptions
+from recordbeam.sources.coco.input_tasks import DENSEPOSE_NOT_WRITTEN, KEYPOINTS_NOT_WRITTEN
+from recordbeam.sources.coco.reader import CocoOptions
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 from recordbeam.testing.samples import (
     EXTRAS_KEYPOINT_NAMES,
     EXTRAS_SKELETON,
@@ -41,7 +43,7 @@ KINDS = {
 def _convert(output, coco, fixes=None):
     out = os.fspath(output)
     shards = ShardOptions(num_shards=1, max_reject_fraction=1.0)
-    pipeline.run(lambda p: pipeline.coco_to_tfrecord(p, out, coco, shards, ImageChecks(), fixes),
+    pipeline.run(lambda p: coco_to_tfrecord(p, out, coco, shards, ImageChecks(), fixes),
                  out, beam_args=IN_MEMORY, show_progress=False)
     path = os.path.join(out, "train-00000-of-00001.tfrecord")
     with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:

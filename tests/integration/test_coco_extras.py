@@ -13,7 +13,8 @@ from PIL import Image
 
 from recordbeam import pipeline
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources.coco import CocoOptions
+from recordbeam.sources.coco.reader import CocoOptions
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 from recordbeam.testing.samples import make_coco_sample
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
@@ -36,7 +37,7 @@ def _convert(output, coco, fixes=None, reject=0.5):
     out = os.fspath(output)
     shards = ShardOptions(num_shards=1, max_reject_fraction=reject)
     pipeline.run(
-        lambda p: pipeline.coco_to_tfrecord(p, out, coco, shards, ImageChecks(), fixes),
+        lambda p: coco_to_tfrecord(p, out, coco, shards, ImageChecks(), fixes),
         out,
         beam_args=IN_MEMORY,
         show_progress=False,

@@ -23,10 +23,13 @@ from PIL import Image
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
+from recordbeam.convert import convert as convert_api
 from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.folder_lock import read as read_lock
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
-from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
+from recordbeam.dataset.names import hash_file_name
+from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.reader import CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.tfrecord.index import read_index
 from recordbeam.write.image_encoder import ImageChecks
@@ -300,8 +303,15 @@ def test_manifest_describes_shards_and_features(converted):
 def test_a_finished_output_holds_only_our_files_and_no_temp_folder(converted):
     tfds_files = ["dataset_info.json", "features.json", "image.object.class.label.labels.txt"]
     assert converted.files() == sorted(
-        [MANIFEST, LABELS, REJECTS, "train-00000-of-00001.tfrecord", *tfds_files]
+        [MANIFEST, LABELS, REJECTS, "train-00000-of-00001.tfrecord", *tfds_files,
+         *_duplicate_lists("train-00000-of-00001.tfrecord")]
     )
+
+
+def _duplicate_lists(*shards: str) -> list[str]:
+    """What duplicate finding (on by default) adds when it finds no group: a hash file
+    per shard."""
+    return [hash_file_name(shard) for shard in shards]
 
 
 def test_contiguous_labels_are_one_to_k_and_split_names_files(convert, tmp_path, coco_json):
@@ -355,6 +365,25 @@ def test_runner_modes_write_byte_identical_shards(three_shards, convert, tmp_pat
         assert ours[name] == theirs[name], f"{name} differs between runner modes"
 
 
+def _files(folder) -> dict[str, bytes]:
+    return {name: open(os.path.join(folder, name), "rb").read()
+            for name in sorted(os.listdir(folder))}
+
+
+def test_the_command_and_the_python_api_write_what_the_library_writes(
+        converted, coco_sample, tmp_path):
+    # `convert coco` and recordbeam.convert("coco") are made from the format's one
+    # declaration: every file as the library call writes it (settings, fingerprint).
+    command, api = tmp_path / "command", tmp_path / "api"
+    assert cli.main(_cli_convert(coco_sample, command, "--max-reject-fraction", str(LENIENT))) == 0
+    convert_api("coco", images=coco_sample.images_dir, annotations=coco_sample.annotations,
+                output=str(api), max_reject_fraction=LENIENT, quiet=True,
+                beam_args=list(IN_MEMORY))
+    expected = _files(converted.output)
+    assert _files(command) == expected
+    assert _files(api) == expected
+
+
 def test_rerun_with_fewer_shards_leaves_no_stale_files(
     three_shards, tmp_path, coco_sample, output_at, capsys
 ):
@@ -387,6 +416,7 @@ def test_rerun_with_fewer_shards_leaves_no_stale_files(
             "image.object.class.label.labels.txt",
             "train-00000-of-00002.tfrecord",
             "train-00001-of-00002.tfrecord",
+            *_duplicate_lists("train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"),
         ]
     )
     assert (out / "notes.txt").read_text() == "mine"  # --overwrite never deletes foreign files
@@ -425,7 +455,8 @@ def test_compression(convert, tmp_path, converted, compression, suffix, decompre
     result = convert(tmp_path / "out", compression=compression, shards=2)
     shard_names = [f"train-0000{i}-of-00002{suffix}" for i in range(2)]
     assert [os.path.basename(p) for p in result.shard_paths()] == shard_names
-    assert set(result.files()) == {MANIFEST, LABELS, REJECTS, *shard_names}
+    assert set(result.files()) == {MANIFEST, LABELS, REJECTS, *shard_names,
+                                   *_duplicate_lists(*shard_names)}
     assert result.manifest["options"]["compression"] == compression
     records = result.records()
     assert records == converted.records()
@@ -468,6 +499,7 @@ def test_index_offsets_seek_straight_into_an_uncompressed_shard(convert, tmp_pat
         "image.object.class.label.labels.txt",
         *shard_names,
         *(n + ".idx" for n in shard_names),
+        *_duplicate_lists(*shard_names),
     }
     assert result.manifest["options"]["index"] is True
     seen = 0

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from recordbeam.sources import coco
+from recordbeam.sources.coco import input_tasks, json_stream
+from recordbeam.sources.coco.options import CocoOptions
+from recordbeam.sources.coco.records import Category
 
 IMAGES = [{"id": i, "file_name": f"{i:04d}.jpg", "width": 4, "height": 3} for i in range(50)]
 ANNOTATIONS = [{"id": i, "image_id": i % 50, "category_id": 1, "bbox": [0, 0, 1, 1]}
@@ -28,32 +30,32 @@ def test_images_pass_stops_where_the_list_ends(tmp_path):
     # Anything after the images list is left unread: here it is not even valid JSON,
     # which the pass over the whole file reports.
     path = _write(tmp_path / "a.json", _coco("images", "annotations") + ', "x": [1,, }')
-    assert list(coco.stream_section(path, "images", stop_early=True)) == IMAGES
-    with pytest.raises(coco.CocoFormatError, match="malformed JSON"):
-        list(coco.stream_section(path, "images"))
+    assert list(json_stream.stream_section(path, "images", stop_early=True)) == IMAGES
+    with pytest.raises(json_stream.CocoFormatError, match="malformed JSON"):
+        list(json_stream.stream_section(path, "images"))
 
 
 def test_images_after_other_sections_are_all_read(tmp_path, monkeypatch):
     body = _coco("annotations", "categories", "images") + "}"
     path = _write(tmp_path / "b.json", body)
-    assert list(coco.stream_section(path, "images", stop_early=True)) == IMAGES
+    assert list(json_stream.stream_section(path, "images", stop_early=True)) == IMAGES
     # Far from the start: the early pass gives up and the whole file is read, each
     # image once.
-    monkeypatch.setattr(coco, "SECTION_SEARCH_EVENTS", 100)
-    assert list(coco.stream_section(path, "images", stop_early=True)) == IMAGES
+    monkeypatch.setattr(json_stream, "SECTION_SEARCH_EVENTS", 100)
+    assert list(json_stream.stream_section(path, "images", stop_early=True)) == IMAGES
 
 
 def test_images_pass_falls_back_to_the_python_parser_without_repeats(tmp_path):
     odd = [*IMAGES[:10], {"id": 2**70, "file_name": "big.jpg"}, *IMAGES[10:]]
     body = json.dumps({"images": odd, "annotations": ANNOTATIONS})
     path = _write(tmp_path / "c.json", body)
-    assert list(coco.stream_section(path, "images", stop_early=True)) == odd
+    assert list(json_stream.stream_section(path, "images", stop_early=True)) == odd
 
 
 def test_malformed_images_list_names_the_file_and_section(tmp_path):
     path = _write(tmp_path / "d.json", '{"images": [{"id": 1, "file_name": "a.jpg"},, ]}')
-    with pytest.raises(coco.CocoFormatError, match=r"d\.json: malformed JSON while reading 'images'"):
-        list(coco.stream_section(path, "images", stop_early=True))
+    with pytest.raises(json_stream.CocoFormatError, match=r"d\.json: malformed JSON while reading 'images'"):
+        list(json_stream.stream_section(path, "images", stop_early=True))
 
 
 CATEGORIES = [{"id": 1, "name": "one"}, {"id": 2, "name": "two", "supercategory": "x"}]
@@ -69,13 +71,13 @@ def test_categories_at_the_end_are_read_without_parsing_the_annotations(tmp_path
     # annotations before it (which the annotations pass parses).
     path = _write(tmp_path / "e.json", _coco_with_categories("images", "annotations", "categories"))
     parsed: list[str] = []
-    monkeypatch.setattr(coco, "stream_section",
+    monkeypatch.setattr(input_tasks, "stream_section",
                         lambda p, section, stop_early=False: parsed.append(section) or iter(()))
-    monkeypatch.setattr(coco, "TAIL_BYTES", 200)
-    monkeypatch.setattr(coco, "READ_BYTES", 64)  # the key read over several reads
-    read = coco._ReadInputs(coco.CocoOptions(str(tmp_path), path))
+    monkeypatch.setattr(json_stream, "TAIL_BYTES", 200)
+    monkeypatch.setattr(json_stream, "READ_BYTES", 64)  # the key read over several reads
+    read = input_tasks.ReadInputs(CocoOptions(str(tmp_path), path))
     found = [output.value for output in read.process("categories")]
-    assert found == [coco.Category(1, "one"), coco.Category(2, "two")]
+    assert found == [Category(1, "one"), Category(2, "two")]
     assert parsed == []
 
 
@@ -91,26 +93,26 @@ def test_categories_at_the_end_are_read_without_parsing_the_annotations(tmp_path
 ])
 def test_categories_elsewhere_are_left_to_the_whole_file_pass(tmp_path, monkeypatch, body):
     path = _write(tmp_path / "f.json", body % json.dumps(CATEGORIES))
-    monkeypatch.setattr(coco, "TAIL_BYTES", 40)
-    monkeypatch.setattr(coco, "READ_BYTES", 8)
-    assert coco.section_at_end(path, "categories") is None
+    monkeypatch.setattr(json_stream, "TAIL_BYTES", 40)
+    monkeypatch.setattr(json_stream, "READ_BYTES", 8)
+    assert json_stream.section_at_end(path, "categories") is None
 
 
 def test_categories_at_the_end_match_the_whole_file_pass(tmp_path):
     odd = [{"id": 1, "name": "caf\u00e9 \"one\""}, {"id": 2, "name": "two", "x": [1.5, None]}]
     for order in (("images", "annotations", "categories"), ("categories", "images")):
         path = _write(tmp_path / "g.json", _coco_with_categories(*order, categories=odd))
-        assert coco.section_at_end(path, "categories") == odd
-        assert list(coco.stream_section(path, "categories")) == odd
+        assert json_stream.section_at_end(path, "categories") == odd
+        assert list(json_stream.stream_section(path, "categories")) == odd
     # A value the fast C parser refuses: left to the whole-file pass and its fallback.
     big = [{"id": 2**70, "name": "big"}]
     path = _write(tmp_path / "h.json", _coco_with_categories("images", "categories", categories=big))
-    assert coco.section_at_end(path, "categories") is None
-    assert list(coco.stream_section(path, "categories")) == big
+    assert json_stream.section_at_end(path, "categories") is None
+    assert list(json_stream.stream_section(path, "categories")) == big
 
 
 def test_malformed_file_before_the_categories_is_reported_by_the_annotations_pass(tmp_path):
     path = _write(tmp_path / "i.json", '{"annotations": [{"id": 1},, ], "categories": []}')
-    assert coco.section_at_end(path, "categories") == []
-    with pytest.raises(coco.CocoFormatError, match="malformed JSON while reading 'annotations'"):
-        list(coco.stream_section(path, "annotations"))
+    assert json_stream.section_at_end(path, "categories") == []
+    with pytest.raises(json_stream.CocoFormatError, match="malformed JSON while reading 'annotations'"):
+        list(json_stream.stream_section(path, "annotations"))

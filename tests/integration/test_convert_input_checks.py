@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from recordbeam import convert
 from recordbeam.cli import main as cli
-from recordbeam.cli import pipeline_commands
 
 NO_FILES = "no such folder, or it holds no files"
 
@@ -45,7 +45,8 @@ def test_a_missing_input_folder_says_what_input_takes(kind, folder, advice, tmp_
 
 #: Commands and the option that names their image folder (the annotations: a file that exists).
 IMAGE_FOLDER_OPTIONS = [
-    (["convert", "imagefolder", "--root"], "--root"),
+    (["convert", "imagefolder", "--input"], "--input"),
+    (["convert", "imagefolder", "--root"], "--input"),  # another name of --input
     (["convert", "coco", "--annotations", __file__, "--images"], "--images"),
 ]
 
@@ -230,11 +231,11 @@ def _started(monkeypatch) -> list:
     """Stand in for the run: the splits each command would start a job for."""
     started = []
 
-    def record(args, beam_args, inputs, splits, *rest):
-        started.append(list(splits))
-        return 0
+    def record_declared(fmt, conversion, values, beam_options):
+        started.append(list(conversion.splits))
+        return convert.UpToDate(values["output"], tuple(conversion.splits))
 
-    monkeypatch.setattr(pipeline_commands, "_convert", record)
+    monkeypatch.setattr(convert, "execute", record_declared)
     return started
 
 

@@ -9,6 +9,7 @@ checked; the line saying which credentials ``gs://`` uses is checked in fresh pr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -21,7 +22,8 @@ import pytest
 
 import recordbeam
 from recordbeam.cli.main import main
-from recordbeam.dataset.names import MANIFEST, REJECTS, TEMP_PREFIX
+from recordbeam.dataset.image_hashes import decode_hash_file
+from recordbeam.dataset.names import MANIFEST, REJECTS, TEMP_PREFIX, is_hash_file
 from recordbeam.dataset.reader import ReaderError
 
 pytestmark = pytest.mark.slow
@@ -82,11 +84,19 @@ def test_convert_from_gcs_to_gcs_writes_the_bytes_of_a_local_run(gcs, gcs_run, l
     local = _local_snapshot(local_run)
     assert sorted(written) == sorted(local)
     assert any(".tfrecord" in name for name in written)
-    assert {n: b for n, b in written.items() if n not in (MANIFEST, REJECTS)} == {
-        n: b for n, b in local.items() if n not in (MANIFEST, REJECTS)}
+    named = (MANIFEST, REJECTS)
+    assert {n: b for n, b in written.items() if n not in named and not is_hash_file(n)} == {
+        n: b for n, b in local.items() if n not in named and not is_hash_file(n)}
     # The rejects name their sources where they were (and are sorted by that name).
     moved = local[REJECTS].replace(coco_sample.images_dir.encode(), IMAGES.encode())
     assert sorted(written[REJECTS].splitlines()) == sorted(moved.splitlines())
+    # So do the image hashes; the rest of each entry is the same.
+    hashes = [n for n in local if is_hash_file(n)]
+    assert hashes
+    for name in hashes:
+        ours, theirs = decode_hash_file(written[name]), decode_hash_file(local[name])
+        assert [dataclasses.replace(e, source=e.source.replace(coco_sample.images_dir, IMAGES))
+                for e in theirs.entries] == list(ours.entries)
     # The manifest also says when, from where (its settings and the inputs' fingerprint
     # name the inputs); the rest of what it says of the split is the same.
     assert _split_facts(written[MANIFEST]) == _split_facts(local[MANIFEST])
@@ -170,24 +180,16 @@ def test_a_killed_run_leaves_no_finished_looking_folder_and_a_rerun_completes(
                                                        str(REPO / "src"),
                                                        os.environ.get("PYTHONPATH")]))}
     # The run kills itself (SIGKILL, as the OOM killer or a preempted machine would) once
-    # shard 1 has records in its temp object.
+    # shard 1 has 3 records in its temp object.
     driver = (
-        "import functools, os, signal, sys\n"
+        "import os, signal, sys\n"
         "import shard_faults\n"
-        "from recordbeam.write import sink\n"
-        "class Killing(shard_faults.FailingShardWriter):\n"
-        "    def _record_writer(self, file, index):\n"
-        "        writer = super()._record_writer(file, index)\n"
-        "        if self._current == 1:\n"
-        "            write = writer.write_chunks\n"
-        "            def write_then_die(chunks):\n"
-        "                write(chunks)\n"
-        "                if writer.records_written >= 3:\n"
-        "                    file.flush()\n"
-        "                    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "            writer.write_chunks = write_then_die\n"
-        "        return writer\n"
-        "sink._WriteShard = functools.partial(Killing, shard=1, after=10**9, marker='/nonexistent')\n"
+        "from apache_beam.io.gcp.gcsfilesystem import GCSFileSystem\n"
+        "def die(file):\n"
+        "    file.flush()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "GCSFileSystem.create = shard_faults.failing_creates(\n"
+        "    GCSFileSystem.create, shard=1, after=3, marker='/nonexistent', fault=die)\n"
         "from recordbeam.cli.main import main\n"
         "sys.exit(main(sys.argv[1:]))\n")
     killed = subprocess.run([sys.executable, "-c", driver, *_convert(IMAGES, ANNOTATIONS, out)],

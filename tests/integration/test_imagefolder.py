@@ -13,7 +13,13 @@ from PIL import Image
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources.imagefolder import ImageFolderError, ImageFolderOptions, val_share
+from recordbeam.sources.imagefolder.reader import (
+    ImageFolderError,
+    ImageFolderOptions,
+    ReadImageFolder,
+    to_tfrecord,
+    val_share,
+)
 from recordbeam.testing.samples import make_image_folder_sample
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
@@ -28,7 +34,7 @@ LENIENT = ShardOptions(num_shards=2, max_reject_fraction=0.5)
 def _convert(output, folder, fixes=None):
     out = os.fspath(output)
     return pipeline.run(
-        lambda p: pipeline.imagefolder_to_tfrecord(p, out, folder, LENIENT, ImageChecks(), fixes),
+        lambda p: to_tfrecord(p, out, folder, LENIENT, ImageChecks(), fixes),
         out,
         beam_args=IN_MEMORY,
         show_progress=False,
@@ -112,7 +118,7 @@ def test_split_folders_classes_file_and_label_offset(tmp_path):
 def test_val_fraction_with_split_folders_is_refused(tmp_path):
     sample = make_image_folder_sample(tmp_path / "in", split_folders=True, include_bad=False)
     with pytest.raises(ImageFolderError, match="split folders"):
-        pipeline.ReadImageFolder(ImageFolderOptions(sample.root, val_fraction=0.1))
+        ReadImageFolder(ImageFolderOptions(sample.root, val_fraction=0.1))
 
 
 def test_cli_converts_class_folders(flat, tmp_path, capsys):
@@ -121,7 +127,7 @@ def test_cli_converts_class_folders(flat, tmp_path, capsys):
         [
             "convert",
             "imagefolder",
-            "--root",
+            "--input",
             flat.root,
             "--output",
             str(out),
@@ -236,3 +242,36 @@ def test_images_nested_below_their_class_keep_distinct_file_names(tmp_path):
                        "train/cat/cam2/0001.jpg": "cam2/0001.jpg",
                        "train/dog/0001.jpg": "0001.jpg",  # one level: its name, as always
                        "val/dog/deep/er/0002.jpg": "deep/er/0002.jpg"}
+
+
+def test_python_api_writes_the_bytes_the_command_writes(flat, tmp_path, output_at):
+    from recordbeam.convert import convert
+
+    out = {"cli": tmp_path / "cli", "api": tmp_path / "api"}
+    assert cli.main(["convert", "imagefolder", "--root", flat.root, "--label-offset", "1",
+                     "--val-fraction", "0.3", "--max-reject-fraction", "0.5", "--quiet",
+                     "--output", str(out["cli"]), *IN_MEMORY]) == 0
+    result = convert("imagefolder", input=flat.root, output=str(out["api"]), label_offset=1,
+                     val_fraction=0.3, max_reject_fraction=0.5, quiet=True, beam_args=IN_MEMORY)
+    assert sorted(result.manifest["splits"]) == ["train", "val"]
+    written = output_at(out["cli"]).snapshot()
+    assert "manifest.json" in written and output_at(out["api"]).snapshot() == written
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"label_offset": -1}, "label_offset must be between 0 and 9223372036854775807 (labels "
+                           "are 64-bit integers), got -1"),
+    ({"label_offset": 2**63}, "label_offset must be at most 9223372036854775807"),
+    ({"label_offset": True}, "label_offset takes a whole number, got True"),
+    ({"val_fraction": 1}, "val_fraction must be a fraction in (0, 1), got 1"),
+    ({"root": "x"}, "convert imagefolder takes no option 'root'"),
+])
+def test_python_api_refuses_what_the_command_refuses(options, said, tmp_path):
+    from recordbeam.convert import convert
+    from recordbeam.errors import UsageError
+
+    given = {"input": str(tmp_path), **options}
+    with pytest.raises(UsageError) as refused:
+        convert("imagefolder", output=str(tmp_path / "out"), **given)
+    assert said in str(refused.value)
+    assert not (tmp_path / "out").exists()

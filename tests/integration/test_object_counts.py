@@ -20,7 +20,9 @@ from recordbeam.cli import main as cli
 from recordbeam.dataset.report import collect_stats
 from recordbeam.dataset.schema import schema_json
 from recordbeam.dataset.tfds import features_json
-from recordbeam.sources.coco import OBJECT_KINDS, CocoOptions
+from recordbeam.sources.coco.encoder import OBJECT_KINDS
+from recordbeam.sources.coco.reader import CocoOptions
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 from recordbeam.sources.reshard import ReshardOptions, reshard
 from recordbeam.testing.samples import make_boxes_sample
 from recordbeam.write.image_encoder import ImageChecks
@@ -45,7 +47,7 @@ def outputs(tmp_path_factory) -> dict[str, tuple[str, dict[str, int]]]:
         coco = CocoOptions(sample.images_dir, sample.annotations, "train")
         shards = ShardOptions(num_shards=2, index=True)
         pipeline.run(
-            lambda p, c=coco, s=shards, o=out: pipeline.coco_to_tfrecord(p, o, c, s, ImageChecks()),
+            lambda p, c=coco, s=shards, o=out: coco_to_tfrecord(p, o, c, s, ImageChecks()),
             out,
             beam_args=IN_MEMORY,
             show_progress=False,

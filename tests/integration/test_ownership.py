@@ -13,7 +13,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
-from recordbeam.sources.coco import CocoOptions
+from recordbeam.sources.coco.reader import CocoOptions
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write import commit
 from recordbeam.write.image_encoder import ImageChecks
@@ -27,7 +28,7 @@ LENIENT = ShardOptions(max_reject_fraction=0.5)
 def _convert(sample, out, split):
     coco = CocoOptions(sample.images_dir, sample.annotations, split)
     return pipeline.run(
-        lambda p: pipeline.coco_to_tfrecord(p, str(out), coco, LENIENT, ImageChecks()),
+        lambda p: coco_to_tfrecord(p, str(out), coco, LENIENT, ImageChecks()),
         str(out), beam_args=IN_MEMORY, show_progress=False,
     ).manifest
 

@@ -141,8 +141,8 @@ def _dataflow_job(images: str, annotations: str, output: str):
     import apache_beam as beam
 
     from recordbeam.local.runner import pipeline_options
-    from recordbeam.pipeline import coco_to_tfrecord
-    from recordbeam.sources.coco import CocoOptions
+    from recordbeam.sources.coco.reader import CocoOptions
+    from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
     from recordbeam.write.image_encoder import ImageChecks
     from recordbeam.write.sink import ShardOptions
 

@@ -10,8 +10,8 @@ import pytest
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.sources import tabular
-from recordbeam.sources.tabular import ReadTable, TableOptions, split_by_fraction
+from recordbeam.sources.manifest import reader
+from recordbeam.sources.manifest.reader import ReadTable, TableOptions, split_by_fraction
 from recordbeam.testing.samples import make_manifest_sample
 from recordbeam.tfrecord.example import decode_example, decode_sequence_example
 from recordbeam.tfrecord.framing import open_records
@@ -26,7 +26,7 @@ LENIENT = ShardOptions(num_shards=2, max_reject_fraction=0.5)
 def _convert(output, table, fixes=None):
     out = os.fspath(output)
     return pipeline.run(
-        lambda p: pipeline.table_to_tfrecord(p, out, table, LENIENT, ImageChecks(), fixes),
+        lambda p: reader.to_tfrecord(p, out, table, LENIENT, ImageChecks(), fixes),
         out,
         beam_args=IN_MEMORY,
         show_progress=False,
@@ -171,17 +171,51 @@ def test_byte_ranges_write_the_bytes_one_reader_writes(fmt, layout, tmp_path, mo
     planned = ReadTable(cut).ranges
     assert len(ReadTable(whole).ranges) == 1 and len(planned) > 5
     starts = []
-    real_range_lines = tabular.range_lines
+    real_range_lines = reader.range_lines
 
     def recording(raw, start, end):
         starts.append(start)
         return real_range_lines(raw, start, end)
 
-    monkeypatch.setattr(tabular, "range_lines", recording)  # in-memory: workers run here
+    monkeypatch.setattr(reader, "range_lines", recording)  # in-memory: workers run here
     _convert(tmp_path / "cut", cut)
     assert sorted(starts) == [r.start for r in planned]  # every range read, each once
     _convert(tmp_path / "whole", whole)
-    names = sorted(os.listdir(tmp_path / "whole"))
-    assert names == sorted(os.listdir(tmp_path / "cut")) and len(names) > 4
+    names = sorted(str(p.relative_to(tmp_path / "whole"))
+                   for p in (tmp_path / "whole").rglob("*") if p.is_file())
+    assert names == sorted(str(p.relative_to(tmp_path / "cut"))
+                           for p in (tmp_path / "cut").rglob("*") if p.is_file())
+    assert len(names) > 4
     for name in names:
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
+def test_python_api_takes_split_fractions_as_the_command_does(tmp_path, output_at):
+    from recordbeam.convert import convert
+
+    sample = make_manifest_sample(tmp_path / "in", include_bad=False, num_rows=12)
+    out = {"cli": tmp_path / "cli", "api": tmp_path / "api"}
+    assert cli.main(["convert", "manifest", "--manifest", sample.manifest, "--split",
+                     "train=0.5,val=0.5", "--schema-sample-rows", "0", "--quiet", "--output",
+                     str(out["cli"]), *IN_MEMORY]) == 0
+    result = convert("manifest", input=sample.manifest, split="train=0.5,val=0.5",
+                     schema_sample_rows=0, quiet=True, output=str(out["api"]),
+                     beam_args=IN_MEMORY)
+    assert sorted(result.manifest["splits"]) == ["train", "val"]
+    written = output_at(out["cli"]).snapshot()
+    assert "manifest.json" in written and output_at(out["api"]).snapshot() == written
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"schema_sample_rows": -1}, "schema_sample_rows must be 0 (every row) or a positive count"),
+    ({"schema_sample_rows": "10"}, "schema_sample_rows takes a whole number, got '10'"),
+    ({"manifest": "m.csv"}, "convert manifest takes no option 'manifest'"),
+])
+def test_python_api_refuses_what_the_command_refuses(options, said, tmp_path):
+    from recordbeam.convert import convert
+    from recordbeam.errors import UsageError
+
+    given = {"input": str(tmp_path / "m.csv"), **options}
+    with pytest.raises(UsageError) as refused:
+        convert("manifest", output=str(tmp_path / "out"), **given)
+    assert said in str(refused.value)

@@ -32,7 +32,8 @@ from PIL import Image  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.dataset.consumers import check_folder  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.tfrecord.framing import RecordWriter, open_records  # noqa: E402
 from recordbeam.tfrecord.protos import Example  # noqa: E402
@@ -52,7 +53,7 @@ def coco_out(tmp_path_factory):
     out = str(root / "out")
     coco = CocoOptions(sample.images_dir, sample.annotations, "train", include_masks=True)
     shards = ShardOptions(num_shards=2, index=True, max_reject_fraction=0.5)
-    pipeline.run(lambda p: pipeline.coco_to_tfrecord(p, out, coco, shards, ImageChecks()),
+    pipeline.run(lambda p: coco_to_tfrecord(p, out, coco, shards, ImageChecks()),
                  out, beam_args=IN_MEMORY, show_progress=False)
     return out
 

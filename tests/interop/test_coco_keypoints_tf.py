@@ -15,7 +15,8 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
 from recordbeam.testing.samples import make_coco_extras_sample  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
@@ -48,7 +49,7 @@ def test_tensorflow_reads_keypoints_and_captions_as_the_json_says(tmp_path):
     coco = CocoOptions(sample.images_dir, sample.keypoints, include_keypoints=True,
                        captions=sample.captions)
     shards = ShardOptions(num_shards=2, max_reject_fraction=1.0)
-    pipeline.run(lambda p: pipeline.coco_to_tfrecord(p, out, coco, shards, ImageChecks()),
+    pipeline.run(lambda p: coco_to_tfrecord(p, out, coco, shards, ImageChecks()),
                  out, beam_args=IN_MEMORY, show_progress=False)
     with open(sample.keypoints, encoding="utf-8") as f:
         document = json.load(f)

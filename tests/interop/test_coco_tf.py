@@ -17,7 +17,8 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.tfrecord.framing import open_records  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
@@ -59,7 +60,7 @@ def _convert(sample, output: str, compression: str) -> dict:
     coco = CocoOptions(sample.images_dir, sample.annotations)
     shards = ShardOptions(num_shards=2, compression=compression, max_reject_fraction=0.5)
     result = pipeline.run(
-        lambda p: pipeline.coco_to_tfrecord(p, output, coco, shards, ImageChecks()),
+        lambda p: coco_to_tfrecord(p, output, coco, shards, ImageChecks()),
         output,
         beam_args=IN_MEMORY,
         show_progress=False,

@@ -17,9 +17,10 @@ from PIL import Image  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.images.transcode import ImageFixes  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
-from recordbeam.sources.imagefolder import ImageFolderOptions  # noqa: E402
-from recordbeam.sources.tabular import TableOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
+from recordbeam.sources.imagefolder import reader as imagefolder  # noqa: E402
+from recordbeam.sources.manifest import reader as manifest  # noqa: E402
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
@@ -48,10 +49,10 @@ def test_class_folders_transcoded_to_jpeg_decode_with_three_channels(tmp_path):
     sample = make_image_folder_sample(tmp_path / "in")
     out = str(tmp_path / "out")
     _run(
-        lambda p: pipeline.imagefolder_to_tfrecord(
+        lambda p: imagefolder.to_tfrecord(
             p,
             out,
-            ImageFolderOptions(sample.root, label_offset=1),
+            imagefolder.ImageFolderOptions(sample.root, label_offset=1),
             SHARDS,
             ImageChecks(),
             ImageFixes("jpeg"),
@@ -77,8 +78,8 @@ def test_manifest_examples_and_sequence_examples_parse(tmp_path):
     sample = make_manifest_sample(tmp_path / "in", fmt="jsonl", include_bad=False, num_rows=9)
     out = str(tmp_path / "rows")
     _run(
-        lambda p: pipeline.table_to_tfrecord(
-            p, out, TableOptions(sample.manifest), SHARDS, ImageChecks(), ImageFixes("jpeg")
+        lambda p: manifest.to_tfrecord(
+            p, out, manifest.TableOptions(sample.manifest), SHARDS, ImageChecks(), ImageFixes("jpeg")
         ),
         out,
     )
@@ -96,8 +97,8 @@ def test_manifest_examples_and_sequence_examples_parse(tmp_path):
 
     grouped = str(tmp_path / "groups")
     _run(
-        lambda p: pipeline.table_to_tfrecord(
-            p, grouped, TableOptions(sample.manifest, group_by="video"), SHARDS, ImageChecks()
+        lambda p: manifest.to_tfrecord(
+            p, grouped, manifest.TableOptions(sample.manifest, group_by="video"), SHARDS, ImageChecks()
         ),
         grouped,
     )
@@ -145,7 +146,7 @@ def test_coco_masks_decode_to_0_1_arrays_matching_the_polygons(tmp_path):
     (tmp_path / "ann.json").write_text(json.dumps(doc))
     out = str(tmp_path / "out")
     _run(
-        lambda p: pipeline.coco_to_tfrecord(
+        lambda p: coco_to_tfrecord(
             p,
             out,
             CocoOptions(str(tmp_path / "images"), str(tmp_path / "ann.json"), include_masks=True),

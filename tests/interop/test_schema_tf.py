@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 import recordbeam  # noqa: E402
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.cli import main as cli  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
@@ -32,7 +33,7 @@ def out(tmp_path_factory):
     coco = CocoOptions(sample.images_dir, sample.annotations, "train")
     shards = ShardOptions(num_shards=2, max_reject_fraction=0.5)
     pipeline.run(
-        lambda p: pipeline.coco_to_tfrecord(p, target, coco, shards, ImageChecks()),
+        lambda p: coco_to_tfrecord(p, target, coco, shards, ImageChecks()),
         target,
         beam_args=IN_MEMORY,
         show_progress=False,

@@ -17,7 +17,8 @@ from PIL import Image  # noqa: E402
 
 import recordbeam  # noqa: E402
 from recordbeam import pipeline  # noqa: E402
-from recordbeam.sources.coco import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
+from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
 from recordbeam.testing.samples import make_coco_sample  # noqa: E402
 from recordbeam.tfrecord.example import encode_example  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
@@ -37,7 +38,7 @@ def coco_out(tmp_path_factory):
         coco = CocoOptions(sample.images_dir, sample.annotations, split)
         shards = ShardOptions(num_shards=3 if split == "train" else 2, max_reject_fraction=0.5)
         pipeline.run(
-            lambda p, c=coco, s=shards: pipeline.coco_to_tfrecord(p, out, c, s, ImageChecks()),
+            lambda p, c=coco, s=shards: coco_to_tfrecord(p, out, c, s, ImageChecks()),
             out,
             beam_args=IN_MEMORY,
             show_progress=False,
@@ -87,7 +88,7 @@ def test_compressed_output_has_no_tfds_files_and_old_ones_go(coco_out, tmp_path)
         coco = CocoOptions(sample.images_dir, sample.annotations, "train")
         shards = ShardOptions(num_shards=1, compression=compression, max_reject_fraction=1.0)
         pipeline.run(
-            lambda p, c=coco, s=shards: pipeline.coco_to_tfrecord(p, out, c, s, ImageChecks()),
+            lambda p, c=coco, s=shards: coco_to_tfrecord(p, out, c, s, ImageChecks()),
             out,
             beam_args=IN_MEMORY,
             show_progress=False,
@@ -150,7 +151,7 @@ def test_object_features_load_as_vectors_whatever_the_box_counts(tmp_path, boxes
     out = str(tmp_path / "out")
     coco = CocoOptions(sample.images_dir, sample.annotations, "train")
     pipeline.run(
-        lambda p: pipeline.coco_to_tfrecord(p, out, coco, ShardOptions(num_shards=1), ImageChecks()),
+        lambda p: coco_to_tfrecord(p, out, coco, ShardOptions(num_shards=1), ImageChecks()),
         out,
         beam_args=IN_MEMORY,
         show_progress=False,
@@ -185,7 +186,7 @@ def test_repeated_and_padded_class_names_load_in_tfds(tmp_path):
     out = str(tmp_path / "out")
     coco = CocoOptions(str(images), str(annotations), "train")
     pipeline.run(
-        lambda p: pipeline.coco_to_tfrecord(p, out, coco, ShardOptions(num_shards=1), ImageChecks()),
+        lambda p: coco_to_tfrecord(p, out, coco, ShardOptions(num_shards=1), ImageChecks()),
         out, beam_args=IN_MEMORY, show_progress=False)
     with open(os.path.join(out, "labels.txt"), encoding="utf-8") as f:
         assert f.read() == "dog\ndog\n cat \n"

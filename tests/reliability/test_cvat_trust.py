@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from recordbeam.cli import main as cli
-from recordbeam.sources.cvat import stream_images
+from recordbeam.sources.cvat.reader import stream_images
 
 CASE = pytest.mark.case
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

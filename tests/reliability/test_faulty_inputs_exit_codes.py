@@ -120,7 +120,7 @@ def test_a_label_offset_beyond_64_bits_is_refused(tmp_path, capsys):
         run(capsys, argv, tmp_path / "out", "--label-offset", str(2**63))
     assert usage.value.code == 2
     err = capsys.readouterr().err
-    assert "--label-offset: must be between 0 and 9223372036854775807" in err
+    assert "--label-offset: must be at most 9223372036854775807, got 9223372036854775808" in err
     outcome = run(capsys, argv, tmp_path / "out", "--label-offset", str(2**63 - 1))
     assert outcome.code == 1, outcome.err
     assert "labels above 9223372036854775807" in outcome.err

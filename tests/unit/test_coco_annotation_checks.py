@@ -10,21 +10,14 @@ import pickle
 import pytest
 
 from recordbeam.images.transcode import orient_box, orient_point
-from recordbeam.pipeline import coco_settings
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.coco import (
-    CAPTIONS_TASK,
-    CocoEncoder,
-    CocoFormatError,
-    CocoOptions,
-    _check_annotation,
-    _check_category,
-    _check_image,
-    _ReadInputs,
-    keypoints_metadata,
-    label_map,
-)
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco.checks import check_annotation, check_category, check_image
+from recordbeam.sources.coco.encoder import CocoEncoder
+from recordbeam.sources.coco.input_tasks import CAPTIONS_TASK, ReadInputs
+from recordbeam.sources.coco.json_stream import CocoFormatError
+from recordbeam.sources.coco.labels import keypoints_metadata, label_map
+from recordbeam.sources.coco.reader import CocoOptions, coco_settings
+from recordbeam.sources.coco.records import (
     Annotation,
     CaptionBatch,
     Category,
@@ -64,15 +57,15 @@ def test_orient_point_turns_clockwise_for_orientation_6():
 
 def test_keypoints_are_kept_only_when_asked():
     item = _annotation(keypoints=[1, 2, 2, 0, 0, 0], num_keypoints=1)
-    _, without = _check_annotation(item, "k.json", 0)
-    _, kept = _check_annotation(item, "k.json", 0, include_keypoints=True)
+    _, without = check_annotation(item, "k.json", 0)
+    _, kept = check_annotation(item, "k.json", 0, include_keypoints=True)
     assert without.keypoints is None
     assert kept.keypoints == Keypoints((1.0, 2.0, 2.0, 0.0, 0.0, 0.0), 1)
 
 
 def test_num_keypoints_defaults_to_the_labeled_points():
-    _, kept = _check_annotation(_annotation(keypoints=[1, 2, 1, 3, 4, 2, 0, 0, 0]),
-                                "k.json", 0, include_keypoints=True)
+    _, kept = check_annotation(_annotation(keypoints=[1, 2, 1, 3, 4, 2, 0, 0, 0]),
+                               "k.json", 0, include_keypoints=True)
     assert kept.keypoints.num == 2
 
 
@@ -86,7 +79,7 @@ def test_num_keypoints_defaults_to_the_labeled_points():
 ])
 def test_malformed_keypoints_reject_the_annotation_by_id(keypoints, num, problem):
     item = _annotation(keypoints=keypoints, num_keypoints=num)
-    reject = _check_annotation(item, "k.json", 4, include_keypoints=True)
+    reject = check_annotation(item, "k.json", 4, include_keypoints=True)
     assert isinstance(reject, Reject)
     assert (reject.kind, reject.source, reject.reason) == (
         "annotation", "annotation 7", "invalid_keypoints")
@@ -94,40 +87,40 @@ def test_malformed_keypoints_reject_the_annotation_by_id(keypoints, num, problem
 
 
 def test_categories_carry_keypoint_names_and_skeleton_when_asked():
-    assert _check_category(PERSON, "k.json: categories[0]") == Category(1, "person")
-    assert _check_category(PERSON, "k.json: categories[0]", True) == Category(
+    assert check_category(PERSON, "k.json: categories[0]") == Category(1, "person")
+    assert check_category(PERSON, "k.json: categories[0]", True) == Category(
         1, "person", ("nose", "eye"), ((1, 2),))
 
 
 def test_a_skeleton_naming_a_missing_keypoint_is_a_broken_file():
     with pytest.raises(CocoFormatError, match="from 1 to 2"):
-        _check_category({**PERSON, "skeleton": [[1, 3]]}, "k.json: categories[0]", True)
+        check_category({**PERSON, "skeleton": [[1, 3]]}, "k.json: categories[0]", True)
 
 
 def test_a_category_without_keypoint_names_has_no_skeleton_to_check():
     # Categories other than the skeleton's in a keypoints file: "keypoints": [] beside a
     # skeleton copied from the person's.
     bare = {"id": 2, "name": "dog", "keypoints": [], "skeleton": [[16, 14], [14, 12]]}
-    assert _check_category(bare, "k.json: categories[1]", True) == Category(2, "dog")
+    assert check_category(bare, "k.json: categories[1]", True) == Category(2, "dog")
 
 
 def test_an_annotation_without_bbox_is_a_label_of_the_whole_image():
-    image_id, annotation = _check_annotation(
+    image_id, annotation = check_annotation(
         {"id": 3, "image_id": 1, "category_id": 2}, "l.json", 0)
     assert (image_id, annotation.bbox, annotation.area) == (1, None, 0.0)
-    _image_id, empty = _check_annotation(
+    _image_id, empty = check_annotation(
         {"id": 4, "image_id": 1, "category_id": 2, "bbox": []}, "l.json", 1)
     assert empty.bbox is None
     # A region outlined without its box stays an object (its box then rejected).
-    outlined = _check_annotation({"id": 5, "image_id": 1, "category_id": 2,
-                                  "segmentation": [[1, 1, 5, 1, 5, 5]]}, "l.json", 2)
+    outlined = check_annotation({"id": 5, "image_id": 1, "category_id": 2,
+                                 "segmentation": [[1, 1, 5, 1, 5, 5]]}, "l.json", 2)
     assert isinstance(outlined, Reject) and outlined.reason == "missing_field"
     assert "lacks bbox" in outlined.detail
 
 
 def test_a_captions_file_given_as_annotations_is_named():
     with pytest.raises(CocoFormatError, match=r"this is a COCO captions file .*--captions"):
-        _check_annotation({"id": 3, "image_id": 1, "caption": "a dog"}, "c.json", 0)
+        check_annotation({"id": 3, "image_id": 1, "caption": "a dog"}, "c.json", 0)
 
 
 def test_image_labels_are_features_and_lost_with_their_image():
@@ -163,7 +156,7 @@ def test_new_join_messages_cross_the_coder(message):
 
 
 def _images_of(item):
-    return list(_check_image(item, "l.json: images[0]"))
+    return list(check_image(item, "l.json: images[0]"))
 
 
 def test_lvis_images_are_named_by_their_coco_url():
@@ -231,7 +224,7 @@ def _read_captions(tmp_path, document):
     path = tmp_path / "captions.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     options = CocoOptions(str(tmp_path), None, captions=str(path))
-    return list(_ReadInputs(options).process(CAPTIONS_TASK))
+    return list(ReadInputs(options).process(CAPTIONS_TASK))
 
 
 def test_captions_leave_batched_by_image_id(tmp_path):

@@ -8,8 +8,10 @@ import random
 
 import pytest
 
-from recordbeam.sources import coco
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco.checks import id_order
+from recordbeam.sources.coco.input_tasks import IdTally
+from recordbeam.sources.coco.join import annotations_in_id_order
+from recordbeam.sources.coco.records import (
     Annotation,
     AnnotationBatch,
     Keypoints,
@@ -24,7 +26,7 @@ from recordbeam.sources.coco_records import (
 
 def _general_order(batches: list[AnnotationBatch]) -> list:
     return sorted(((a, m.image_id) for m in batches for a in unpack_annotations(m.packed)),
-                  key=lambda pair: (coco._id_order(pair[0].id), coco._id_order(pair[1])))
+                  key=lambda pair: (id_order(pair[0].id), id_order(pair[1])))
 
 
 def _batch(image_id, ids) -> AnnotationBatch:
@@ -45,7 +47,7 @@ def test_join_order_matches_the_general_order(seed):
         [_batch(7, [*ids, 2**70])],  # an id beyond 64 bits is an int all the same
     ]
     for batches in cases:
-        assert coco._annotations_in_id_order(batches) == _general_order(batches)
+        assert annotations_in_id_order(batches) == _general_order(batches)
 
 
 POINTS = Keypoints((1.0, 2.0, 2.0), 1)
@@ -71,7 +73,7 @@ def test_packing_drops_the_trailing_unset_fields_and_unpacks_to_the_same(item):
 
 
 def test_annotation_id_tally_finds_repeats_of_every_kind():
-    tally = coco._IdTally()
+    tally = IdTally()
     for value in (1, 2, 2**70, 2**70, -(2**63), -(2**63), "a", "a", 3, 1):
         tally.add(value)
     assert tally.repeated() == [-(2**63), 1, 2**70, "a"]

@@ -9,7 +9,7 @@ import pytest
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam.records import Reject
-from recordbeam.sources.boxcsv import BoxCsvError, column_positions, parse_table
+from recordbeam.sources.box_csv.reader import BoxCsvError, column_positions, parse_table
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     ImageLabelRow,
@@ -19,7 +19,7 @@ from recordbeam.sources.csv_boxes import (
     RowMessageCoder,
     csv_fields,
 )
-from recordbeam.sources.openimages import (
+from recordbeam.sources.openimages.reader import (
     OpenImagesError,
     OpenImagesOptions,
     Table,
@@ -247,7 +247,7 @@ def test_box_csv_open_quote_names_the_lines_it_swallowed():
 
 
 def test_lines_that_are_not_utf8_are_rejected_not_garbled():
-    from recordbeam.sources.openimages import parse_table_line
+    from recordbeam.sources.openimages.reader import parse_table_line
 
     kept, rejects, _ = _split(parse_table_line(
         _table(), b"000a,xclick,/m/d\xe9g,1,0.1,0.5,0.2,0.6,1,0,1,-1,0", True))
@@ -261,7 +261,7 @@ def test_lines_that_are_not_utf8_are_rejected_not_garbled():
 
 def test_launcher_reads_only_the_header_line_of_a_bbox_table(tmp_path, monkeypatch):
     from recordbeam import filesystems
-    from recordbeam.sources.openimages import ReadOpenImages
+    from recordbeam.sources.openimages.reader import ReadOpenImages
 
     table = tmp_path / "train-annotations-bbox.csv"
     row = "000a,xclick,/m/a,1,0.1,0.5,0.2,0.6,1,0,1,-1,0\n"
@@ -306,7 +306,7 @@ def test_launcher_reads_only_the_header_line_of_a_bbox_table(tmp_path, monkeypat
 
 def test_box_csv_table_is_streamed_on_the_worker_not_read_whole(tmp_path, monkeypatch):
     from recordbeam import filesystems
-    from recordbeam.sources import boxcsv
+    from recordbeam.sources.box_csv import reader as boxcsv
 
     (tmp_path / "train").mkdir()
     rows = [f"{i:04d}.jpg,80,40,dog,1,2,11,22" for i in range(3000)]

@@ -10,7 +10,7 @@ import pytest
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam.images.masks import segmentation_to_mask
-from recordbeam.sources.cvat import (
+from recordbeam.sources.cvat.reader import (
     CvatError,
     CvatImage,
     CvatOptions,
@@ -240,7 +240,7 @@ def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
 
 
 def test_cvat_image_crosses_the_join_as_it_was():
-    from recordbeam.sources.cvat import CvatImageCoder
+    from recordbeam.sources.cvat.reader import CvatImageCoder
 
     images, _rejects, _counts = _stream(
         '<image name="a.jpg" width="6" height="4">'
@@ -305,7 +305,7 @@ def test_tracks_outside_frame_mode_are_counted_and_skipped():
     ("a.jpg", "a.jpg"), ("frame_x.png", "frame_x.png"),
 ])
 def test_frame_key_drops_the_extension_of_frame_names_only(name, key):
-    from recordbeam.sources.cvat import frame_key
+    from recordbeam.sources.cvat.reader import frame_key
 
     assert frame_key(name) == key
 

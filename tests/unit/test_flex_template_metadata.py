@@ -38,15 +38,19 @@ def test_committed_files_are_what_the_parser_makes_now():
     assert tool.main(["--check"]) == 0
 
 
+def _name(action) -> str:
+    """An option's name: its first long flag (``--input`` of ``--input``/``--root``)."""
+    return next(flag for flag in action.option_strings if flag.startswith("--"))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_parameters_are_exactly_the_commands_options(kind):
     help_line, parser = tool.convert_parsers()[kind]
     committed = json.loads((tool.METADATA / f"{tool.script_name(kind)}.json").read_text())
-    flags = [a.option_strings[-1] for a in parser._actions
-             if a.option_strings and a.dest != "help"]
+    flags = [_name(a) for a in parser._actions if a.option_strings and a.dest != "help"]
     assert [p["name"] for p in committed["parameters"]] == [
         f.removeprefix("--").replace("-", "_") for f in flags]
-    required = {a.option_strings[-1].removeprefix("--").replace("-", "_")
+    required = {_name(a).removeprefix("--").replace("-", "_")
                 for a in parser._actions if a.required}
     assert {p["name"] for p in committed["parameters"] if not p["isOptional"]} == required
     assert all(p["label"] and p["helpText"] for p in committed["parameters"])
@@ -56,7 +60,7 @@ def test_parameters_are_exactly_the_commands_options(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_default_satisfies_its_parameters_regex(kind):
     _, parser = tool.convert_parsers()[kind]
-    defaults = {a.option_strings[-1].removeprefix("--").replace("-", "_"): a.default
+    defaults = {_name(a).removeprefix("--").replace("-", "_"): a.default
                 for a in parser._actions if a.option_strings}
     committed = json.loads((tool.METADATA / f"{tool.script_name(kind)}.json").read_text())
     checked = 0

@@ -17,7 +17,7 @@ from recordbeam.sources.annotated_files import (
     _JoinAndParse,
 )
 from recordbeam.sources.detection import DetectionObject
-from recordbeam.sources.kitti import (
+from recordbeam.sources.kitti.reader import (
     KittiEncoder,
     KittiError,
     KittiFormat,

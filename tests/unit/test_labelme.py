@@ -26,7 +26,7 @@ from recordbeam.sources.annotated_files import (
     _ParseNamingImage,
     build_record,
 )
-from recordbeam.sources.labelme import (
+from recordbeam.sources.labelme.reader import (
     LabelmeEncoder,
     LabelmeError,
     LabelmeFormat,

@@ -24,7 +24,9 @@ BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord
              "images.boxes", "images.masks", "images.transcode", "records", "errors", "feature_keys",
              "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader",
              "dataset.wholeness", "write.encoder",
-             "write.planning", "testing.samples", "testing.outputs"]
+             "write.planning", "testing.samples", "images.perceptual_hash",
+             "dataset.image_hashes", "dataset.duplicate_groups", "dataset.near_groups",
+             "dataset.find_duplicates"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor
 #: uses the floors below it, never one above. ``local.internals`` is the one fence around
@@ -43,12 +45,17 @@ MAY_IMPORT = {
     "testing": {"errors", "tfrecord", "images"},
     "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
     "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},
+    # What a conversion can be told, declared once for the command, the API and the docs.
+    "options": {"errors", "records", "images", "write"},
     "sources": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
-                "local"},
+                "local", "options"},
     "pipeline": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
                  "sources", "local", "job_server", "gcs_credentials"},
+    # recordbeam.convert: a declared format's checks and run, from Python.
+    "convert": {"errors", "options", "sources", "local", "pipeline", "write", "images"},
     "cli": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
-            "sources", "local", "job_server", "pipeline", "testing", "gcs_credentials"},
+            "sources", "local", "job_server", "pipeline", "testing", "gcs_credentials",
+            "options", "convert"},
     # Re-exports of names users already type (see test_public_names.py).
     "runner": {"local"},
     "sink": {"write"},
@@ -147,8 +154,8 @@ def test_the_layer_scan_catches_an_upward_import():
 
 
 #: Floors whose behaviour comes from their arguments only. The local runner and the
-#: command read their configuration from the environment; the write loop once read a test
-#: hook there (tests now inject faults with a subclass, tests/reliability/shard_faults.py).
+#: command read their configuration from the environment; nothing on the data path does
+#: (tests inject faults from outside it: tests/reliability/shard_faults.py).
 NO_ENVIRONMENT = ("tfrecord", "images", "sources", "write", "dataset", "records", "errors")
 
 
@@ -229,8 +236,8 @@ ALLOWED_PRIVATE = {
     ("cli.parser", "parser._actions"),
     # A NamedTuple's _fields is its documented public API (the underscore only keeps it
     # apart from the field names).
-    ("sources.coco_records", "ObjectLabel._fields"),
-    ("sources.coco_records", "kind._fields"),
+    ("sources.coco.records", "ObjectLabel._fields"),
+    ("sources.coco.records", "kind._fields"),
 }
 
 

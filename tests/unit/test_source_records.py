@@ -11,8 +11,8 @@ import pytest
 from apache_beam.typehints import Tuple
 
 from recordbeam.records import ImageRecord
-from recordbeam.sources.coco import CocoOptions, ReadCoco
-from recordbeam.sources.coco_records import (
+from recordbeam.sources.coco.reader import CocoOptions, ReadCoco
+from recordbeam.sources.coco.records import (
     Annotation,
     AnnotationBatch,
     ImageEntry,
@@ -125,8 +125,8 @@ def test_coco_stages_carry_named_types_so_shuffles_use_the_compact_coders(tmp_pa
 
 
 def test_every_image_source_types_its_records(tmp_path):
-    from recordbeam.sources.imagefolder import ImageFolderOptions, ReadImageFolder
-    from recordbeam.sources.tabular import ReadTable, TableOptions
+    from recordbeam.sources.imagefolder.reader import ImageFolderOptions, ReadImageFolder
+    from recordbeam.sources.manifest.reader import ReadTable, TableOptions
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("image,label\na.jpg,1\n", encoding="utf-8")
@@ -139,7 +139,7 @@ def test_every_image_source_types_its_records(tmp_path):
 
 
 def test_built_rows_cross_the_group_shuffle_as_their_fields():
-    from recordbeam.sources.tabular import BuiltRow, BuiltRowCoder
+    from recordbeam.sources.manifest.reader import BuiltRow, BuiltRowCoder
 
     row = BuiltRow("val", 12, {"label": 3, "tags": ["a"], "score": None},
                    (("image", "/m/a.png", 10), ("depth", "/m/a_d.png", 7)))

@@ -12,7 +12,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.errors import UsageError
-from recordbeam.sources.tabular import (
+from recordbeam.sources.manifest.reader import (
     DEFAULT_RANGE_BYTES,
     MIN_RANGE_BYTES,
     MIN_RANGES,

@@ -23,7 +23,7 @@ from recordbeam.sources.annotated_files import (
     build_record,
 )
 from recordbeam.sources.detection import DetectionObject
-from recordbeam.sources.voc import (
+from recordbeam.sources.voc.reader import (
     VocEncoder,
     VocError,
     VocFormat,

@@ -19,7 +19,7 @@ from recordbeam.sources.annotated_files import (
     _List,
 )
 from recordbeam.sources.detection import DetectionObject, object_fields
-from recordbeam.sources.yolo import (
+from recordbeam.sources.yolo.reader import (
     YoloEncoder,
     YoloError,
     YoloFormat,

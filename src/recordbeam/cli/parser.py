@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,22 +20,23 @@ from recordbeam.cli.commands import (
     cmd_verify,
 )
 from recordbeam.cli.pipeline_commands import (
-    cmd_convert_box_csv,
-    cmd_convert_coco,
-    cmd_convert_cvat,
-    cmd_convert_imagefolder,
-    cmd_convert_kitti,
-    cmd_convert_labelme,
-    cmd_convert_manifest,
-    cmd_convert_openimages,
-    cmd_convert_voc,
-    cmd_convert_yolo,
+    cmd_convert,
     cmd_demo,
     cmd_reshard,
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
-from recordbeam.records import MAX_LABEL
+from recordbeam.options import (
+    QUIET,
+    Choice,
+    Flag,
+    Option,
+    ValueRefused,
+    conversion_options,
+    output_options,
+    shard_options,
+)
+from recordbeam.sources.format import formats
 
 
 def _accepting(pattern: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -45,6 +45,7 @@ def _accepting(pattern: str, parse: Callable[[str], Any]) -> Callable[[str], Any
     ``tools/flex_template_metadata.py``). ``parse`` keeps the last word."""
     parse.pattern = pattern  # type: ignore[attr-defined]
     return parse
+
 
 
 def _whole_number(minimum: int, meaning: str,
@@ -64,38 +65,6 @@ def _whole_number(minimum: int, meaning: str,
     return _accepting(r"^[0-9]+$", parse)
 
 
-def _fraction(*, zero_allowed: bool, one_allowed: bool) -> Callable[[str], float]:
-    """An argparse type: a number between 0 and 1, ends included as asked."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        low_ok = value > 0 or (zero_allowed and value == 0)
-        high_ok = value < 1 or (one_allowed and value == 1)
-        if not (low_ok and high_ok):
-            low, high = ("[0" if zero_allowed else "(0"), ("1]" if one_allowed else "1)")
-            raise argparse.ArgumentTypeError(f"must be a fraction in {low}, {high}, got {text}")
-        return value
-
-    return _accepting(r"^(0(\.[0-9]*)?|1(\.0*)?|\.[0-9]+)$", parse)
-
-
-@functools.partial(_accepting, r"^[0-9]+(\.[0-9]+)?\s*([KMGkmg]([Ii]?[Bb])?|[Bb])?$")
-def _size(text: str) -> str:
-    """An argparse type: a size such as 128MiB, above 0 (kept as text: the commands parse it)."""
-    from recordbeam.write.planning import parse_size
-
-    try:
-        value = parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0 bytes, got {text!r}")
-    return text
-
-
 def _folder(text: str) -> str:
     """An argparse type: a folder's path, never empty (``--output ""`` would be the
     filesystem's root, or the working folder, depending on who reads it)."""
@@ -108,24 +77,6 @@ _POSITIVE = _whole_number(1, "1 or more")
 _NON_NEGATIVE = _whole_number(0, "0 or more")
 
 
-def _add_fix_args(parser: argparse.ArgumentParser) -> None:
-    from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, TRANSCODE_CHOICES
-
-    parser.add_argument("--transcode", default="keep", choices=TRANSCODE_CHOICES,
-                        help="re-encode images that are not 8-bit RGB JPEG (jpeg) or PNG (png), "
-                        "and convert GIF, BMP, WebP and TIFF; default: keep (bytes written as "
-                        "they are, other formats rejected)")
-    parser.add_argument("--jpeg-quality", type=_whole_number(1, "between 1 and 100"),
-                        default=None, metavar="1-100",  # None: not given, DEFAULT_JPEG_QUALITY
-                        help=f"quality of re-encoded JPEGs (default: {DEFAULT_JPEG_QUALITY})")
-    parser.add_argument("--max-side", type=_POSITIVE, default=None, metavar="PIXELS",
-                        help="downsize images whose longer side exceeds this many pixels, "
-                        "keeping the aspect (default: no downsizing)")
-    parser.add_argument("--apply-exif", action="store_true",
-                        help="rotate pixels by the EXIF orientation, width and height swap "
-                        "(default: off; images are written unrotated and counted)")
-
-
 class _GivenSplit(argparse.Action):
     """``--split NAME`` that remembers it was typed (``split_given``): an input that names
     its own splits refuses a --split given, even ``--split train``, but not the default."""
@@ -134,104 +85,6 @@ class _GivenSplit(argparse.Action):
                  values: Any, option_string: str | None = None) -> None:
         setattr(namespace, self.dest, values)
         namespace.split_given = True
-
-
-def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool = True) -> None:
-    from recordbeam.images.checks import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_PIXELS
-    from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
-
-    parser.add_argument("--output", required=output_required, metavar="OUT", type=_folder,
-                        help="output folder, on any Beam filesystem (local, gs://, s3://)")
-    parser.add_argument("--split", default="train", action=_GivenSplit,
-                        help="split name used in shard names (default: train)")
-    parser.set_defaults(split_given=False)
-    _add_shard_args(parser, "the shards", "when --shards is not given, in bytes or with a "
-                    "unit: B, KiB, MiB, GiB, KB, MB, GB")
-    parser.add_argument("--max-reject-fraction", type=_fraction(zero_allowed=True, one_allowed=True),
-                        default=DEFAULT_MAX_REJECT_FRACTION, metavar="F",
-                        help="fail and commit nothing when more than this fraction (0 to 1) of "
-                        f"the images is rejected (default: {DEFAULT_MAX_REJECT_FRACTION})")
-    parser.add_argument("--max-pixels", type=_whole_number(0, "0 (no limit) or more pixels"),
-                        default=DEFAULT_MAX_PIXELS,
-                        metavar="PIXELS",
-                        help="reject images whose header claims more pixels, width x height "
-                        f"(decompression bombs); 0: no limit (default: {DEFAULT_MAX_PIXELS:,})")
-    parser.add_argument("--max-image-bytes", type=_size, metavar="SIZE",
-                        default=f"{DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB",
-                        help="reject larger image files unread, in bytes or with a unit "
-                        f"(default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
-    parser.add_argument("--verify-decode", action="store_true",
-                        help="fully decode every image, slower (default: header checks only)")
-    _add_quiet(parser)
-    parser.add_argument("--if-changed", action="store_true",
-                        help="exit 0 at once when OUT already holds a finished output of the same "
-                        "inputs (names, sizes, modification times), options and recordbeam "
-                        "version (default: always convert)")
-
-
-def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_when: str) -> None:
-    """How the shards are cut and where they may go (``shards`` names them in the help,
-    ``shard_size_when`` says when --shard-size counts and how it is written)."""
-    parser.add_argument("--shards", type=_POSITIVE, default=None, metavar="N",
-                        help="number of shards (default: total input bytes / --shard-size)")
-    parser.add_argument("--shard-size", type=_size, default="128MiB", metavar="SIZE",
-                        help=f"target shard size {shard_size_when} (default: 128MiB)")
-    parser.add_argument("--compression", default="none", choices=["none", "gzip", "zlib"],
-                        help=f"compression of {shards} (default: none)")
-    parser.add_argument("--index", action="store_true",
-                        help="also write <shard>.idx index files (default: off)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="write into a folder that holds files recordbeam did not write; "
-                        "they are kept (default: refuse such a folder)")
-    parser.add_argument("--break-lock", action="store_true",
-                        help="take OUT's lock even if another run holds it: only when that "
-                        "run is gone for good (default: refuse a folder another run writes)")
-
-
-def _add_quiet(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress line (default: a progress line on a terminal)")
-
-
-def _add_run_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--detach", action="store_true",
-                        help="remote runners only: submit the job, print its id and exit 0 "
-                        "without waiting; the job commits OUT itself (default: wait for the end)")
-
-
-def _add_conversion_args(parser: argparse.ArgumentParser, handler: Callable[..., int]) -> None:
-    """What every ``convert`` command ends with: image fixes, output and run options, and
-    the function that runs it."""
-    _add_fix_args(parser)
-    _add_output_args(parser)
-    _add_run_args(parser)
-    parser.set_defaults(pipeline_handler=handler)
-
-
-def _add_allow_outside_root(parser: argparse.ArgumentParser, folders: str,
-                            also: str = "") -> None:
-    """--allow-outside-root: ``folders`` names what the command is given, ``also`` what
-    else it would read outside them."""
-    parser.add_argument("--allow-outside-root", action="store_true",
-                        help=f"also read files that symbolic links lead outside {folders}{also} "
-                        "(default: refused, rejected outside_root without being opened)")
-
-
-def _add_include_masks(parser: argparse.ArgumentParser, masks_from: str) -> None:
-    parser.add_argument("--include-masks", action="store_true",
-                        help=f"write image/object/mask: one 0/1 PNG per object from {masks_from} "
-                        "(default: off)")
-
-
-def _add_annotation_reject_fraction(parser: argparse.ArgumentParser, things: str,
-                                    reasons: str) -> None:
-    """The limit on rejected ``things`` (objects, boxes...); ``reasons`` lists typical ones."""
-    parser.add_argument("--max-annotation-reject-fraction",
-                        type=_fraction(zero_allowed=True, one_allowed=True), default=None,
-                        metavar="F",
-                        help=f"fail when more than this fraction (0 to 1) of {things} is rejected "
-                        f"({reasons}...; {things} of rejected images count as image rejects) "
-                        "(default: --max-reject-fraction)")
 
 
 def _add_record_paths(parser: argparse.ArgumentParser) -> None:
@@ -296,8 +149,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _typo_hint(message: str, given: Sequence[str]) -> str:
     """`` (--inptu looks like a typo of --input)`` for given flags close to a missing one."""
-    missing = [word.rstrip(",") for word in message.split(":", 1)[1].split()
-               if word.startswith("--")]
+    # argparse names an option with other names by all of them: --input/--root.
+    missing = [flag for word in message.split(":", 1)[1].split()
+               for flag in word.rstrip(",").split("/") if flag.startswith("--")]
     hints = []
     for token in given:
         flag = token.split("=", 1)[0]
@@ -366,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gallery", type=_NON_NEGATIVE, default=24, metavar="N",
                    help="draw N examples per split from the records (boxes, masks, keypoints, "
                    "captions) and up to N rejected images; 0 turns the gallery off (default: 24)")
+    p.add_argument("--near-duplicates", action="store_true",
+                   help="also find near duplicates among the records (a small decode per "
+                   "image); exact duplicates are always shown (default: off)")
     p.set_defaults(handler=cmd_report)
 
     p = command("check", help="check that a finished output folder fits a trainer or loader",
@@ -373,8 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
                 + "; ".join(f"{name}: {what}" for name, what in CONSUMER_CHOICES.items())
                 + ". Exit 1 when a rule fails.")
     p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
-    p.add_argument("--for", dest="consumer", required=True, choices=list(CONSUMER_CHOICES),
-                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES))
+    p.add_argument("--for", dest="consumer", default=None, choices=list(CONSUMER_CHOICES),
+                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES)
+                   + " (default: none; then --duplicates is required)")
+    p.add_argument("--duplicates", action="store_true",
+                   help="also fail when an image is written twice, in one split "
+                   "(duplicates) or in two (split-overlap), by the bytes of the records "
+                   "(default: off)")
+    p.add_argument("--near-duplicates", action="store_true",
+                   help="with --duplicates: also fail on near duplicates (re-encoded, resized, "
+                   "slightly cropped copies; a small decode per image) (default: off)")
     p.add_argument("--max-records", type=_POSITIVE, default=None, metavar="N",
                    help="read at most N records in all (default: every record)")
     p.add_argument("--max-problems", type=_POSITIVE, default=5, metavar="N",
@@ -404,8 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=None,
                    help="put every input in this split (default: each input keeps the split "
                    "its shard name gives, else train; refused when the inputs hold several)")
-    _add_shard_args(p, "the new shards", "without --shards, in bytes or with a unit")
-    _add_quiet(p)
+    for option in (*shard_options("the new shards", "without --shards, in bytes or with a unit"),
+                   QUIET):
+        _add_option(p, option)
     p.set_defaults(pipeline_handler=cmd_reshard)
 
     convert = command("convert", help="convert a dataset to sharded TFRecords",
@@ -415,169 +281,20 @@ def build_parser() -> argparse.ArgumentParser:
     def kind_parser(name: str, help: str) -> argparse.ArgumentParser:
         return kinds.add_parser(name, help=help, allow_abbrev=False, epilog=_TO_BEAM)
 
-    def detection_format(name: str, help: str, handler: Callable[..., int], *, input_help: str,
-                         rejected: tuple[str, str], images_help: str | None = None,
-                         classes_help: str | None = None, masks_from: str | None = None,
-                         also_outside: str = "") -> None:
-        """``convert <name>`` for a folder of annotated images: --input, then the options
-        the format has (help texts given), the annotation reject limit and the rest."""
-        p = kind_parser(name, help)
-        p.add_argument("--input", required=True, metavar="ROOT", help=input_help)
-        if images_help:
-            p.add_argument("--images", default=None, metavar="DIR", help=images_help)
-        if classes_help:
-            p.add_argument("--classes", default=None, metavar="FILE", help=classes_help)
-        if masks_from:
-            _add_include_masks(p, masks_from)
-        _add_allow_outside_root(p, "ROOT and --images" if images_help else "ROOT", also_outside)
-        _add_annotation_reject_fraction(p, *rejected)
-        _add_conversion_args(p, handler)
 
-    p = kind_parser("coco", "COCO instances (keypoints, LVIS, captions) JSON + image folder")
-    p.add_argument("--images", required=True, metavar="DIR",
-                   help="folder of images named by file_name")
-    p.add_argument("--annotations", default=None, metavar="FILE",
-                   help="COCO instances JSON file (person keypoints and LVIS files too) "
-                   "(default: none; then --captions is required)")
-    p.add_argument("--contiguous-labels", action="store_true",
-                   help="write labels 1..K in category-id order (default: COCO's category ids)")
-    p.add_argument("--allow-outside-root", action="store_true",
-                   help="also read files outside --images: file_names with '..' or absolute "
-                   "paths, and symbolic links leading out (default: refused)")
-    _add_include_masks(p, "the segmentations")
-    p.add_argument("--include-keypoints", action="store_true",
-                   help="write image/object/keypoint/{x,y,visibility,num,text} from a person "
-                   "keypoints file (default: off; the summary counts keypoints not written)")
-    p.add_argument("--captions", default=None, metavar="FILE",
-                   help="COCO captions JSON (captions_*.json): write image/caption, joined by "
-                   "image id; alone (no --annotations) its own images are converted (default: none)")
-    _add_annotation_reject_fraction(
-        p, "annotations", "unknown image or category, invalid box or mask, duplicate id")
-    _add_conversion_args(p, cmd_convert_coco)
-
-    p = kind_parser("imagefolder", "ImageNet-style class folders: ROOT/<class>/<image>")
-    p.add_argument("--root", required=True, metavar="DIR",
-                   help="folder of class folders (or of train/ and val/ split folders)")
-    p.add_argument("--classes", default=None, metavar="FILE",
-                   help="file with one class name per line, in label order "
-                   "(default: folder names sorted)")
-    p.add_argument("--label-offset", type=_whole_number(
-                       0, f"between 0 and {MAX_LABEL} (labels are 64-bit integers)", MAX_LABEL),
-                   default=0, metavar="N",
-                   help="label of the first class; 1 keeps 0 for background, as slim does "
-                   "(default: 0)")
-    p.add_argument("--val-fraction", type=_fraction(zero_allowed=False, one_allowed=False),
-                   default=None, metavar="F",
-                   help="write this share (0 to 1) of a flat layout's images to val, by a hash "
-                   "of their path (default: no val split)")
-    _add_allow_outside_root(p, "--root")
-    _add_conversion_args(p, cmd_convert_imagefolder)
-
-    p = kind_parser("manifest", "CSV or JSON Lines manifest: one row per example")
-    p.add_argument("--manifest", required=True, metavar="FILE",
-                   help="FILE.csv or FILE.jsonl; --split also takes fractions by hash of the "
-                   "image path, e.g. --split train=0.8,val=0.1,test=0.1")
-    p.add_argument("--schema", default=None, metavar="FILE",
-                   help='JSON {"column": "int64|float|bytes|image|int64_list|float_list|bytes_list"} '
-                   "(default: inferred from the first --schema-sample-rows rows)")
-    p.add_argument("--schema-sample-rows", type=int, default=10_000, metavar="N",
-                   help="rows the launcher reads to infer the types and the split names; later "
-                   "rows that disagree are rejected (default: 10000; 0: every row)")
-    p.add_argument("--splits", default=None, metavar="NAMES",
-                   help="comma-separated values the --split-column may hold (default: those "
-                   "in the first --schema-sample-rows rows)")
-    p.add_argument("--csv-multiline", action="store_true",
-                   help="quoted CSV fields hold line breaks: one worker reads the manifest "
-                   "(default: cut into byte ranges read in parallel, unless the first rows "
-                   "show such fields)")
-    p.add_argument("--image-columns", default=None, metavar="COLUMNS",
-                   help="comma-separated columns holding image paths (default: from the schema)")
-    p.add_argument("--split-column", default=None, metavar="COLUMN",
-                   help="column holding each row's split name (default: none, --split names it)")
-    p.add_argument("--allow-outside-root", action="store_true",
-                   help="also read image paths with '..' or absolute local paths "
-                   "(default: refused)")
-    p.add_argument("--group-by", default=None, metavar="COLUMN",
-                   help="write one SequenceExample per value of this column, rows become "
-                   "steps (default: one Example per row)")
-    _add_fix_args(p)
-    _add_output_args(p)
-    _add_run_args(p)
-    p.set_defaults(pipeline_handler=cmd_convert_manifest)
-
-    detection_format(
-        "voc", "Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
-        cmd_convert_voc,
-        input_help="the VOC folder as exported: Annotations/, JPEGImages/, optional "
-        "ImageSets/Main/<split>.txt and labelmap.txt; or a flat export, each <id>.xml beside "
-        "its image (in train/, valid/, test/ folders as Roboflow writes them)",
-        images_help="folder of the images (default: ROOT/JPEGImages)",
-        rejected=("objects", "unknown class, invalid or degenerate box"))
-
-    detection_format(
-        "kitti", "KITTI detection folder: <split>/image_2/, <split>/label_2/", cmd_convert_kitti,
-        input_help="the KITTI folder: each <split>/ holding image_2/ and label_2/ "
-        "(training/, testing/ ...) is a split named as its folder; or image_2/ "
-        "and label_2/ themselves, one split named by --split",
-        images_help="folder holding <split>/image_2/ (default: ROOT)",
-        rejected=("objects", "malformed line, degenerate box"))
-
-    detection_format(
-        "cvat", "CVAT for images or video 1.1 XML: annotations.xml (or <subset>.xml), images/",
-        cmd_convert_cvat,
-        input_help="the CVAT export folder: annotations.xml or <subset>.xml files, and "
-        "images/ (or images/<subset>/)",
-        images_help="folder of the images (default: ROOT/images)",
-        masks_from="its polygon or CVAT mask, or its box when it has neither",
-        rejected=("objects", "unknown label, invalid box, malformed points or rle"))
-
-    detection_format(
-        "labelme", "folder of labelme JSONs, one per image", cmd_convert_labelme,
-        input_help="the folder of labelme JSONs (any depth); each JSON's imagePath, "
-        "relative to it, names its image",
-        images_help="folder of the images, laid out as the JSONs below ROOT (default: "
-        "where each imagePath points)",
-        classes_help="file with one class name per line, in label order, labels 1..K; "
-        "labelme's __ignore__ and _background_ lines are skipped (default: the "
-        "labels found, sorted)",
-        masks_from="its polygons and circles (a rectangle's mask is its box)",
-        rejected=("objects", "unknown class, invalid or degenerate shape"))
-
-    detection_format(
-        "openimages", "Open Images CSVs: *-annotations-bbox.csv, class-descriptions*.csv, "
-        "images/<split>/", cmd_convert_openimages,
-        input_help="the Open Images folder: <split>-annotations-bbox.csv, "
-        "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
-        "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg",
-        images_help="folder holding the <split>/ folders of images (default: ROOT/images)",
-        rejected=("boxes", "unknown LabelName, malformed row, degenerate box"))
-
-    detection_format(
-        "box-csv", "box CSV per split (Roboflow's TensorFlow Object Detection CSV): "
-        "<split>/_annotations.csv beside the images", cmd_convert_box_csv,
-        input_help="the exported folder: <split>/_annotations.csv (filename,width,height,"
-        "class,xmin,ymin,xmax,ymax; one row per box) beside the images",
-        images_help="folder holding the <split>/ folders of images (default: ROOT)",
-        rejected=("boxes", "malformed row, degenerate box"))
-
-    detection_format(
-        "yolo", "YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
-        "(data.yaml, images/, labels/)", cmd_convert_yolo,
-        input_help="the YOLO folder as exported: obj.data + obj.names + lists of images "
-        "(darknet), or data.yaml + images/<split>/ + labels/<split>/ (Ultralytics); without "
-        "either, images/ + labels/ (or labels beside images) and a classes.txt",
-        classes_help="class names, one per line, class 0 first, for a folder without "
-        "obj.data or data.yaml (default: its classes.txt, obj.names or _darknet.labels)",
-        masks_from="the segment lines (the box for box lines)",
-        rejected=("objects", "unknown class id, malformed line, empty box"),
-        also_outside=", and the folders or lists data.yaml names outside ROOT")
+    for fmt in formats().values():
+        p = kind_parser(fmt.name, fmt.summary)
+        for option in (*fmt.options, *conversion_options()):
+            _add_option(p, option)
+        p.set_defaults(pipeline_handler=cmd_convert, split_given=False)
 
     p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
     p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",
                    help="good images in the sample; a few broken ones are added "
                    "(default: 24)")
-    _add_output_args(p)
-    p.set_defaults(pipeline_handler=cmd_demo, contiguous_labels=False, max_reject_fraction=0.5)
+    for option in output_options():
+        _add_option(p, option)
+    p.set_defaults(pipeline_handler=cmd_demo, max_reject_fraction=0.5, split_given=False)
     _remember_parsers(parser)
     return parser
 
@@ -599,25 +316,65 @@ def own_flags(parser: argparse.ArgumentParser) -> list[str]:
 #: Options a user brings from another converter, and what this one takes instead: said in
 #: place of a typo suggestion (``--images`` is no typo of ``--max-image-bytes``).
 _NOT_HERE: dict[str, dict[str, str]] = {
-    "convert yolo": {
-        "--images": "YOLO finds each image's labels from the image's path, so the images "
-                    "are where obj.data or data.yaml say; give their folder as --input",
-    },
     "convert voc": dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
-    "convert coco": dict.fromkeys(
-        ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
-    "convert imagefolder": dict.fromkeys(
-        ("--input", "--images"), "convert imagefolder takes the class folders' parent as --root"),
-    "convert manifest": {
-        "--input": "convert manifest takes the CSV or JSONL file as --manifest",
-        "--images": "the manifest's rows name the images, relative to the manifest's folder",
-    },
 }
 
 
 def options_not_here(parser: argparse.ArgumentParser) -> dict[str, str]:
     """What the command of ``parser`` takes instead of options other commands have."""
-    return _NOT_HERE.get(parser.prog.removeprefix(f"{parser.prog.split()[0]} "), {})
+    command = parser.prog.removeprefix(f"{parser.prog.split()[0]} ")
+    declared = formats().get(command.removeprefix("convert "))
+    if command.startswith("convert ") and declared is not None:
+        return dict(declared.instead)
+    return _NOT_HERE.get(command, {})
+
+
+class _OneSpelling(argparse.Action):
+    """A value option with two names (``--input`` and ``--root``): given under both, one
+    value would be dropped without a word, so the command refuses it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        spelled = vars(namespace).setdefault("_spelled", {})
+        first = spelled.setdefault(self.dest, option_string)
+        if first != option_string:
+            parser.error(f"{first} and {option_string} name the same option; give it once")
+        setattr(namespace, self.dest, values)
+
+
+def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
+    """``option`` as the command takes it: a switch for a flag, else a value its kind
+    reads (argparse's choices for a choice, so ``--help`` lists them)."""
+    if isinstance(option.kind, Flag):
+        parser.add_argument(*option.flags, dest=option.name, action="store_true",
+                            help=option.help)
+        return
+    extra: dict[str, Any] = {}
+    if option.name == "split":
+        extra["action"] = _GivenSplit
+    elif len(option.flags) > 1:
+        extra["action"] = _OneSpelling
+    if isinstance(option.kind, Choice):
+        extra["choices"] = option.kind.values
+    else:
+        extra["type"] = _argparse_type(option)
+    parser.add_argument(*option.flags, dest=option.name, default=option.default,
+                        required=option.required, metavar=option.metavar or option.kind.metavar,
+                        help=option.help, **extra)
+
+
+def _argparse_type(option: Option) -> Callable[[str], Any]:
+    """The kind's reading of text, its refusals said as argparse says a bad value."""
+
+    def parse(text: str) -> Any:
+        try:
+            return option.parse(text)
+        except ValueRefused as refused:
+            raise argparse.ArgumentTypeError(str(refused)) from None
+
+    parse.__name__ = option.name  # argparse names the type in some messages
+    parse.pattern = option.kind.pattern  # type: ignore[attr-defined]
+    return parse
 

@@ -27,15 +27,19 @@ from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest, shape_problem
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
+    DUPLICATES,
     FAILED_REJECTS,
     LABELS,
     MANIFEST,
     METADATA_FILES,
+    NEAR_DUPLICATES,
     PREVIOUS_MANIFEST,
     REJECTS,
     TEMP_PREFIX,
     OutputFolderError,
     check_split_name,
+    hash_file_name,
+    is_hash_file,
     is_shard_file,
     shard_name,
 )
@@ -59,7 +63,7 @@ def is_ours(relative_path: str) -> bool:
     top = relative_path.split("/", 1)[0]
     if top.startswith(TEMP_PREFIX):
         return True
-    return "/" not in relative_path and (
+    return is_hash_file(relative_path) or "/" not in relative_path and (
         relative_path in METADATA_FILES or is_shard_file(relative_path)
         or is_tfds_file(relative_path)  # dataset_info.json, features.json, *.labels.txt
     )
@@ -241,10 +245,12 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
     names: set[str] = set()
     manifest = recorded_manifest(output_dir, files)
     if manifest is not None:
-        names |= {MANIFEST, LABELS, REJECTS}
+        names |= {MANIFEST, LABELS, REJECTS, DUPLICATES, NEAR_DUPLICATES}
         for entry in manifest.get("splits", {}).values():
             for shard in entry.get("shards", []):
                 names |= {shard["file"], shard["file"] + ".idx"}
+                if entry.get("image_hashes"):
+                    names.add(hash_file_name(shard["file"]))
         names |= set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
     for path in _in_recorded_temp_folders(output_dir, files, COMMIT_PLAN):
         plan = _read_json(filesystems.join(output_dir, path)) or {}

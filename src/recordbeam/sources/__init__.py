@@ -1,7 +1,7 @@
 """One module per input kind: ``coco`` (COCO instances, keypoints, captions, LVIS), ``voc``
 (Pascal VOC), ``yolo`` (darknet and Ultralytics), ``labelme``, ``cvat`` (CVAT XML), ``kitti``,
 ``openimages`` and ``boxcsv`` (box tables, joined with their images by ``csv_boxes``),
-``imagefolder`` (class folders), ``tabular`` (CSV / JSON Lines manifests); ``reshard``
+``imagefolder`` (class folders), ``manifest`` (CSV / JSON Lines manifests); ``reshard``
 reads finished TFRecord files. Detection sources share ``detection`` (the object record
 and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one
 annotation file per image (VOC, YOLO, labelme, KITTI) share ``annotated_files``: they
@@ -34,7 +34,7 @@ Every image source follows one small interface, which ``recordbeam.pipeline`` re
   so a run can be checked against an existing output folder.
 
 Records handed between a source's own stages are named types with a compact coder too
-(:mod:`.coco_records`, ``tabular.BuiltRow``), never positional tuples. Splits decided by
+(:mod:`.coco.records`, ``manifest.reader.BuiltRow``), never positional tuples. Splits decided by
 fractions share one salted hash (:mod:`.splits`).
 
 A new input format is one new module here (its options, ``Read<Kind>``, its encoder),

@@ -41,10 +41,10 @@ from recordbeam.dataset.class_names import (
     twins_message,
 )
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.coco import is_text, printable
 from recordbeam.sources.detection import DetectionObject, object_fields
 from recordbeam.sources.fingerprint import FileTermsFn
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.text import is_text, printable
 
 #: File name endings taken as images (compared in lower case).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
+from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, DUPLICATE_MODES
 from recordbeam.tfrecord.framing import Compression, parse_compression
 
 #: Salt mixed into every key; changing it reshuffles every dataset, so it is fixed.
@@ -86,6 +86,13 @@ class ShardOptions:
             annotations seen was rejected on their own account (unknown image or
             category, invalid box or mask, duplicate id...; annotations lost with their
             image count against ``max_reject_fraction``). None: ``max_reject_fraction``.
+        duplicates: what to do with images written more than once (the same bytes), in
+            one split or across the folder's splits: ``keep`` (list them in
+            ``duplicates.jsonl``), ``drop`` (write one copy), ``drop-across-splits``
+            (drop a later split's copies of an earlier split's image) or ``off`` (do not
+            look). See :mod:`recordbeam.dataset.duplicate_groups`.
+        near_duplicates: also look for near duplicates (re-encoded, resized, slightly
+            cropped copies) and list them in ``near-duplicates.jsonl``.
     """
 
     num_shards: int | None = None
@@ -95,9 +102,17 @@ class ShardOptions:
     salt: str = DEFAULT_SALT
     max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
     max_annotation_reject_fraction: float | None = None
+    duplicates: str = "keep"
+    near_duplicates: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compression", parse_compression(self.compression))
+        if self.duplicates not in DUPLICATE_MODES:
+            raise ValueError(f"duplicates must be one of {', '.join(DUPLICATE_MODES)}, "
+                             f"got {self.duplicates!r}")
+        if self.near_duplicates and self.duplicates == "off":
+            raise ValueError("--near-duplicates cannot be combined with --duplicates off: "
+                             "drop one of them")
         for name in ("max_reject_fraction", "max_annotation_reject_fraction"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
@@ -122,6 +137,10 @@ class ShardOptions:
             "salt": self.salt,
             "max_reject_fraction": self.max_reject_fraction,
             "max_annotation_reject_fraction": self.annotation_limit,
+            # Recorded only when not the defaults, so that the settings (and the inputs
+            # fingerprint --if-changed compares) of outputs made without them stay the same.
+            **({"duplicates": self.duplicates} if self.duplicates != "keep" else {}),
+            **({"near_duplicates": True} if self.near_duplicates else {}),
         }
 
     @property

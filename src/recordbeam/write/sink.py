@@ -32,7 +32,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any, BinaryIO, TextIO
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -40,12 +40,21 @@ from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.dataset import names
-from recordbeam.records import COUNTER_NAMESPACE, Reject
+from recordbeam.records import COUNTER_NAMESPACE, DROP_MODES, Reject
 from recordbeam.tfrecord.example import Example, FeatureError, make_sequence_example
 from recordbeam.tfrecord.feature_spec import FeatureSpec
 from recordbeam.tfrecord.framing import RecordWriter
 from recordbeam.tfrecord.wire import encode_example_observed
 from recordbeam.write.commit import ShardResult, _Finalize
+from recordbeam.write.duplicates import (
+    NEAR_UNHASHABLE,
+    DropDuplicates,
+    EarlierSplits,
+    FindDuplicates,
+    ReadKeptHashes,
+    ShardHashes,
+    earlier_splits,
+)
 from recordbeam.write.encoder import Encoded, ExampleEncoder
 from recordbeam.write.planning import ShardOptions, order_key, shard_count, shard_of
 
@@ -121,11 +130,12 @@ class _WriteShard(beam.DoFn):
     """Writes one shard: sort by key, encode one element at a time, stream to a temp file."""
 
     def __init__(self, encoder: ExampleEncoder, options: ShardOptions, temp_dir: str,
-                 coder: beam.coders.Coder) -> None:
+                 coder: beam.coders.Coder, hashes: bool = False) -> None:
         self._encoder = encoder
         self._options = options
         self._temp_dir = temp_dir
         self._coder = coder
+        self._hashes = hashes  # write the shard's image hashes, pass them on tagged "hashes"
         self._examples = Metrics.counter(COUNTER_NAMESPACE, "examples_written")
         self._bytes = Metrics.counter(COUNTER_NAMESPACE, "bytes_written")
         self._shards = Metrics.counter(COUNTER_NAMESPACE, "shards_written")
@@ -133,11 +143,6 @@ class _WriteShard(beam.DoFn):
 
     def setup(self) -> None:
         self._encoder.setup()
-
-    def _record_writer(self, file: BinaryIO, index: TextIO | None) -> RecordWriter:
-        """The writer that frames one shard's records into its temp ``file``. Subclasses
-        may wrap it (the reliability tests fail a shard mid-way through it)."""
-        return RecordWriter(file, self._options.compression, index=index)
 
     def process(self, group):
         (split, index, count), packed = group  # ((split, shard index, shard count), [packed])
@@ -150,10 +155,11 @@ class _WriteShard(beam.DoFn):
         spec = FeatureSpec(lists=enc.list_features)
         list_spec = FeatureSpec(lists=enc.list_features)
         counts: Counter[str] = Counter()
+        hashes = ShardHashes(self._options.near_duplicates) if self._hashes else None
         raw = filesystems.create(temp_path)
         sink = _CountingWriter(raw)
         try:
-            writer = self._record_writer(sink, index_buffer)
+            writer = RecordWriter(sink, self._options.compression, index=index_buffer)
             for _key, element in ordered:
                 encoded = _encode_guarded(enc, element)
                 counts.update(encoded.counts)
@@ -175,6 +181,9 @@ class _WriteShard(beam.DoFn):
                                            dataclasses.replace(each, split=split))
                     continue
                 if chunks is not None:
+                    if hashes is not None and encoded.image_digest is not None:
+                        source = getattr(element, "path", None) or enc.identity(element)
+                        hashes.add(encoded, writer.records_written, source)
                     writer.write_chunks(chunks)
             writer.close()
         finally:
@@ -185,11 +194,19 @@ class _WriteShard(beam.DoFn):
         if index_buffer is not None:
             temp_index = temp_path + ".idx"
             filesystems.write_bytes(temp_index, index_buffer.getvalue().encode("ascii"))
+        temp_hashes = None
+        if hashes is not None:
+            temp_hashes = temp_path + ".hashes"
+            data = hashes.encode(split, name)
+            filesystems.write_bytes(temp_hashes, data)
+            yield TaggedOutput("hashes", data)
+            if hashes.unhashable:
+                counts[NEAR_UNHASHABLE] += hashes.unhashable
         self._bytes.inc(sink.written)
         self._shards.inc()
         yield ShardResult(
             split, index, count, temp_path, temp_index, writer.records_written, sink.written,
-            spec, dict(counts), list_spec if list_spec.examples else None,
+            spec, dict(counts), list_spec if list_spec.examples else None, temp_hashes,
         )
 
 
@@ -335,12 +352,28 @@ class WriteShards(beam.PTransform):
 
     def expand(self, elements):
         p = elements.pipeline
+        coder = beam.coders.registry.get_coder(elements.element_type)
+        finding = self._options.duplicates != "off" and self._encoder.has_images
+        earlier, duplicate_inputs, dropped_rejects = EarlierSplits(), [], []
+        sizes = self._sizes
+        kept = {}
+        if finding:
+            earlier = earlier_splits(self._output_dir, (self._encoder.default_split, *self._splits))
+            if earlier.files:  # hash files of the splits the folder keeps
+                kept = p | "ReadKeptHashes" >> ReadKeptHashes(earlier)
+                duplicate_inputs.append(kept["hashes"])
+            if self._options.duplicates in DROP_MODES:
+                dropped = elements | "DropDuplicates" >> DropDuplicates(
+                    self._encoder, self._options, coder, kept.get("hashes"))
+                elements = dropped["records"]  # element, one copy of each image kept
+                duplicate_inputs.append(dropped["dropped"])
+                dropped_rejects.append(dropped["rejects"])
+                sizes = None  # the reader's sizes count the copies dropped too
         keyed = (
             elements  # element, as the encoder reads it
             | "KeyByIdentity" >> beam.ParDo(
-                _KeyElements(self._encoder, self._options.salt, sized=self._sizes is None))
+                _KeyElements(self._encoder, self._options.salt, sized=sizes is None))
         )  # (split, order_key, planned_bytes, element)
-        sizes = self._sizes
         if sizes is None:
             sizes = keyed | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))  # (split, bytes)
         else:
@@ -353,7 +386,6 @@ class WriteShards(beam.PTransform):
             | "PlanTrigger" >> beam.Create([None])
             | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))  # None
         )
-        coder = beam.coders.registry.get_coder(elements.element_type)
         written = (
             keyed
             | "AssignShard" >> beam.ParDo(_AssignShard(self._options, coder), totals=AsDict(totals))
@@ -361,10 +393,23 @@ class WriteShards(beam.PTransform):
             | "GroupByShard" >> beam.GroupByKey()
             # ((split, shard_index, shard_count), [packed element])
             | "WriteShard" >> beam.ParDo(
-                _WriteShard(self._encoder, self._options, self.temp_dir, coder)
-            ).with_outputs("rejects", main="shards")
-        )  # shards: ShardResult (one per written temp file); rejects: Reject
-        upstream = [written.rejects]
+                _WriteShard(self._encoder, self._options, self.temp_dir, coder, hashes=finding)
+            ).with_outputs("rejects", "hashes", main="shards")
+        )  # shards: ShardResult (one per written temp file); rejects: Reject;
+        # hashes: the shard's hash file bytes (with duplicates looked for)
+        duplicates = {}
+        if finding:
+            found = (
+                (written.hashes, *duplicate_inputs)
+                | "AllImageHashes" >> beam.Flatten()  # hash file bytes
+                | "FindDuplicates" >> FindDuplicates(self.temp_dir, self._options, earlier, totals)
+            )
+            duplicates = {"duplicate_parts": AsList(found["parts"])}
+            if kept:
+                duplicates["unreadable_hashes"] = AsList(kept["unreadable"])
+            if "near" in found:
+                duplicates["near_found"] = AsList(found["near"])
+        upstream = [written.rejects, *dropped_rejects]
         if self._rejects is not None:
             upstream.append(self._rejects)
         all_rejects = tuple(upstream) | "AllRejects" >> beam.Flatten()  # Reject
@@ -376,12 +421,13 @@ class WriteShards(beam.PTransform):
             | "FinalizeTrigger" >> beam.Create([None])
             | "Finalize" >> beam.ParDo(
                 _Finalize(self._output_dir, self.temp_dir, self._options,
-                          (self._encoder.default_split, *self._splits)),
+                          (self._encoder.default_split, *self._splits), finding, earlier),
                 shards=AsList(written.shards),
                 rejects=AsList(all_rejects),
                 counts=AsDict(summed),
                 metadata=AsIter(metadata),  # dicts merged into the manifest
                 totals=AsDict(totals),
                 plan_written=AsList(plan_written),  # finalize only after the plan file exists
+                **duplicates,  # the parts of duplicates.jsonl, near groups, unread hash files
             )
         )  # the manifest dict, once the output is committed

@@ -55,14 +55,21 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset import layout
 from recordbeam.errors import DataError, UsageError
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.conversion import settings_of, write_read
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import refuse_split, require_file
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.splits import split_share
 from recordbeam.write.encoder import Encoded
-from recordbeam.write.image_encoder import IMAGE_KINDS, ImageExampleEncoder
+from recordbeam.write.image_encoder import IMAGE_KINDS, ImageChecks, ImageExampleEncoder
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 TYPES = ("int64", "float", "bytes", "image", "int64_list", "float_list", "bytes_list")
 _ALIASES = {
@@ -1199,14 +1206,22 @@ class TableEncoder(ImageExampleEncoder):
 
     def _image(self, column: str, path: str, size: int):
         name = path.rsplit("/", 1)[-1]
-        loaded = self.read_image(path, size, name)
+        loaded = self.load_image(path, size, name)
         if isinstance(loaded, Reject):
             return loaded
-        fields, _info, counts = loaded
         prefix = self._prefix(column)
-        features = {prefix + k: v for k, v in fields.items()}
+        features = {prefix + k: v for k, v in loaded.fields.items()}
         features[prefix + "filename"] = name
-        return features, counts
+        return features, loaded.counts, loaded.digest
+
+    def image_digest(self, record: ImageRecord) -> bytes | None:
+        """A row's one image's SHA-256; rows with several images, and groups, are not
+        compared (None)."""
+        images = record.labels.get("images", ())
+        if "steps" in record.labels or len(images) != 1:
+            return None
+        _column, path, size = images[0]
+        return self._digest_of(path, size)
 
     def _image_kinds(self) -> dict[str, str]:
         return image_features(self._schema.image_columns)
@@ -1216,6 +1231,7 @@ class TableEncoder(ImageExampleEncoder):
             return self._encode_group(record)
         features: dict[str, Any] = {}
         counts: dict[str, int] = {}
+        digests = []
         for column, path, size in record.labels["images"]:
             loaded = self._image(column, path, size)
             if isinstance(loaded, Reject):
@@ -1223,11 +1239,13 @@ class TableEncoder(ImageExampleEncoder):
             features.update(loaded[0])
             for k, v in loaded[1].items():
                 counts[k] = counts.get(k, 0) + v
+            digests.append(loaded[2])
         for column, value in record.labels["row"].items():
             features[column] = _value(value)
         counts["images_written"] = 1
         return Encoded(
-            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts
+            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts,
+            image_digest=digests[0] if len(digests) == 1 else None,
         )
 
     def _encode_group(self, record: ImageRecord) -> Encoded:
@@ -1263,3 +1281,74 @@ class TableEncoder(ImageExampleEncoder):
             counts=counts,
             rejects=rejects,
         )
+
+
+def table_input_patterns(table: TableOptions) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
+    # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
+    # on its own (the file may lie anywhere, e.g. beside images on another bucket).
+    return [filesystems.everything_below(manifest_dir(table.manifest)),
+            filesystems.literal(table.manifest)]
+
+
+#: Options of ``convert manifest`` added after its first release: recorded only when set,
+#: so outputs made without them keep their manifests and fingerprints. ``range_bytes``
+#: (how the reading is spread) never changes the output, so it is never recorded.
+_LATER_TABLE_OPTIONS = {"schema_sample_rows": DEFAULT_SAMPLE_ROWS, "splits": (),
+                        "csv_multiline": False}
+
+
+def table_settings(table: TableOptions, shards: ShardOptions, checks: ImageChecks,
+                   fixes: ImageFixes | None = None) -> dict[str, Any]:
+    settings = settings_of("manifest", table, shards, checks, fixes)
+    settings["manifest"] = {
+        key: value for key, value in settings["manifest"].items()
+        if key != "range_bytes" and _LATER_TABLE_OPTIONS.get(key, "always") != value}
+    return settings
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, table: TableOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the CSV/JSONL manifest conversion to ``p``; returns the sink.
+
+    Reads the manifest's first rows here, on the launcher, to learn the column types
+    (:func:`infer_schema`); raises ``TableError`` on a disagreement among them. The
+    workers check the other rows.
+    """
+    read = ReadTable(table, skip_below=output_dir)
+    layout.check_labels_agree(output_dir, read.splits, dict)  # tables have no label map
+    encoder = TableEncoder(read.schema, checks, read.splits[0], fixes)
+    return write_read(p, "ReadTable", read, output_dir, encoder, shards,
+                      table_settings(table, shards, checks, fixes), read.splits)
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """A comma-separated option's names, blanks left out."""
+    return tuple(name.strip() for name in (text or "").split(",") if name.strip())
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert manifest``: checks the manifest and the schema file, reads the first rows
+    for the column types and the splits (a ``TableError`` names the line of a row that
+    disagrees), and refuses a typed --split beside --split-column."""
+    require_file(request.input, "--input", "file", "a .csv or .jsonl file with one row per "
+                 "example")
+    if request.schema:
+        require_file(request.schema, "--schema", "file", 'a JSON file such as {"label": "int64"}')
+    # --split is a split name, or fractions such as train=0.8,val=0.2 (split by hash).
+    fractions = parse_split_fractions(request.split) if "=" in request.split else ()
+    table = TableOptions(
+        request.input, fractions[0][0] if fractions else request.split, request.schema,
+        _names(request.image_columns), request.split_column, fractions, request.group_by,
+        request.allow_outside_root, schema_sample_rows=request.schema_sample_rows,
+        splits=_names(request.splits), csv_multiline=request.csv_multiline,
+    )
+    read = ReadTable(table)  # reads the first rows to learn the column types
+    if request.split_column and not fractions:
+        refuse_split(request, read.splits, f"the column {request.split_column!r} "
+                     "(--split-column) names each row's split", accepted=False)
+    return Conversion(
+        splits=read.splits, input_patterns=table_input_patterns(table),
+        settings=lambda shards, checks, fixes: table_settings(table, shards, checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, table, shards,
+                                                            checks, fixes))

@@ -24,16 +24,23 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
-from recordbeam.dataset.class_names import check_class_list, class_file_lines
+from recordbeam.dataset.class_names import check_class_list
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import MAX_LABEL, ImageRecord, Reject
+from recordbeam.sources.classes_file import read_classes_file
+from recordbeam.sources.conversion import settings_of, write_format
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import refuse_split, require_classes_file, require_folder
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.splits import split_share
 from recordbeam.tfrecord.example import encode_example
-from recordbeam.write.image_encoder import ImageExampleEncoder
+from recordbeam.write.image_encoder import ImageChecks, ImageExampleEncoder
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 #: Top-level folder names recognized as splits.
 SPLIT_FOLDERS = ("train", "val", "test")
@@ -110,24 +117,6 @@ def split_folders(root: str) -> tuple[str, ...]:
 def val_share(relative_path: str) -> float:
     """Where a file falls in [0, 1) for ``val_fraction`` (a salted hash of its path)."""
     return split_share(relative_path)
-
-
-def read_classes_file(path: str) -> list[str]:
-    """Class names from a file, one per line in label order; blank lines are skipped."""
-    with filesystems.open_read(path) as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ImageFolderError(f"{path} is not UTF-8 text; --classes takes a text file with "
-                               "one class name per line, saved as UTF-8") from None
-    lines = [(number, line.strip()) for number, line in enumerate(class_file_lines(text), 1)]
-    listed = [(number, name) for number, name in lines if name]
-    if not listed:
-        raise ImageFolderError(f"{path} lists no classes; write one class name per line")
-    names = [name for _number, name in listed]
-    check_class_list(names, [f"line {number}" for number, _name in listed], path)
-    return names
 
 
 class ClassifiedFile(NamedTuple):
@@ -388,3 +377,39 @@ class ClassificationEncoder(ImageExampleEncoder):
             "image/class/text": record.labels["text"],
         }
         return features, CLASS_KINDS, [], {}
+
+
+def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:
+    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
+    patterns = [filesystems.everything_below(folder.root)]
+    return patterns + ([filesystems.literal(folder.classes_file)] if folder.classes_file else [])
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, folder: ImageFolderOptions,
+                shards: ShardOptions, checks: ImageChecks,
+                fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the class-folders conversion to ``p`` (every split it finds); returns the sink."""
+    read = ReadImageFolder(folder, skip_below=output_dir)
+    return write_format(p, output_dir, "ReadImageFolder", read, read.label_metadata,
+                        ClassificationEncoder(checks, read.splits[0], fixes), shards,
+                        settings_of("imagefolder", folder, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert imagefolder``: checks the folder and the classes file before any job, and
+    refuses a typed --split when split folders name the splits."""
+    require_folder(request.input, " (check --input)")
+    require_classes_file(request.classes)
+    folder = ImageFolderOptions(request.input, request.split, request.classes,
+                                request.label_offset, request.val_fraction,
+                                request.allow_outside_root)
+    read = ReadImageFolder(folder)  # looks for split folders
+    if read.split_folders:
+        refuse_split(request, read.split_folders,
+                     f"the split folders of {folder.root} name the splits")
+    return Conversion(
+        splits=read.splits, input_patterns=imagefolder_input_patterns(folder),
+        settings=lambda shards, checks, fixes: settings_of("imagefolder", folder, shards,
+                                                           checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, folder, shards,
+                                                            checks, fixes))

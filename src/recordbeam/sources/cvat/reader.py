@@ -37,8 +37,10 @@ import math
 import pickle
 import posixpath
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, NamedTuple
 from xml.etree.ElementTree import Element, ParseError
 
@@ -49,9 +51,11 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from recordbeam import filesystems
+from recordbeam.dataset import layout
 from recordbeam.dataset.class_names import check_class_list
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
 from recordbeam.images.masks import too_many_vertices
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     FoundClassNames,
@@ -64,8 +68,14 @@ from recordbeam.sources.annotated_files import (
     listed_images,
     text_metadata,
 )
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 #: The per-object feature CVAT adds beside the boxes: its ``occluded`` flag.
 CVAT_OBJECT_KINDS = {"image/object/occluded": "int64"}
@@ -997,3 +1007,53 @@ class CvatEncoder(DetectionEncoder):
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object, counted as they are written."""
         return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the CVAT for images (or video) 1.1 conversion to ``p`` (every subset its XMLs
+    declare); returns the sink. Reads the head (``<meta>``) of each XML here, on the
+    launcher, for the labels; raises ``CvatError`` for an unusable XML."""
+    read = ReadCvat(cvat, skip_below=output_dir)
+    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks,
+                          track_ids=read.tracks)
+    return write_format(p, output_dir, "ReadCvat", read, classes_known(read.classes),
+                        encoder, shards, settings_of("cvat", cvat, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert cvat``: checks for the XMLs and the images folder and reads each XML's
+    ``<meta>`` before any job; a typed --split must name a subset where it places images
+    (an ``annotations.xml`` declaring several subsets), else agree with the subsets."""
+    cvat = CvatOptions(request.input, request.images, request.split, request.include_masks,
+                       request.allow_outside_root)
+    if not xml_files(cvat):
+        raise UsageError(f"{cvat.xml_files_shown} matches no file; --input takes the CVAT export "
+                         "folder holding annotations.xml (or <subset>.xml files) and images/")
+    require_folder(cvat.image_folder, PASS_IMAGES)
+    planned = plan(cvat)  # reads each XML's <meta>, up to its first <image>
+    splits = planned.splits
+    # An annotations.xml declaring several subsets puts its <image>s without a subset
+    # attribute in --split: there it must name one of them. Elsewhere the subsets decide.
+    places_images = len(splits) > 1 and any(subset is None for _path, subset in planned.files)
+    refuse_split(request, splits, "the XMLs name the subsets",
+                 accepted=request.split in splits if places_images else None)
+    split_placing = places_images and request.split_given
+    return Conversion(
+        splits=splits, input_patterns=cvat_input_patterns(cvat),
+        settings=lambda shards, checks, fixes: settings_of("cvat", cvat, shards, checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, cvat, shards,
+                                                            checks, fixes),
+        after_run=partial(_warn_if_split_placed_nothing, split=request.split)
+        if split_placing else None)
+
+
+def _warn_if_split_placed_nothing(output: str, split: str) -> None:
+    """Known only once the XML was read: every <image> had its own subset, so the typed
+    --split placed none of them. Said, not silently ignored."""
+    manifest = layout.read_manifest(output) or {}
+    placed = sum(entry.get("counts", {}).get(PLACED_BY_SPLIT_OPTION, 0)
+                 for entry in manifest.get("splits", {}).values())
+    if manifest and not placed:
+        print(f"warning: --split {split} placed no image: every <image> of the XMLs "
+              "carries its own subset, which decides its split; drop --split", file=sys.stderr)

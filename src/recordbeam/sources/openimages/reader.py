@@ -53,12 +53,14 @@ from recordbeam.dataset.class_names import (
     repeated_name_warnings,
 )
 from recordbeam.errors import DataError, UsageError
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     detection_metadata,
     listed_images,
     text_metadata,
 )
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     ImageLabelRow,
@@ -71,6 +73,11 @@ from recordbeam.sources.csv_boxes import (
 )
 from recordbeam.sources.detection import DetectionEncoder, DetectionObject, object_fields
 from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 #: The per-object features the OD API's Open Images converter writes beside the boxes,
 #: and the column each comes from.
@@ -584,3 +591,34 @@ class OpenImagesEncoder(DetectionEncoder):
 
     def object_counts(self, columns) -> dict[str, int]:
         return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+
+
+# --- the conversion ---------------------------------------------------------------------
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
+    the sink. The classes come from the class descriptions."""
+    read = ReadOpenImages(oid, skip_below=output_dir)
+    return write_format(p, output_dir, "ReadOpenImages", read, classes_known(read.display_names),
+                        OpenImagesEncoder(checks, read.splits[0], fixes), shards,
+                        settings_of("openimages", oid, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert openimages``: checks the inputs before any job (the folders are there;
+    the tables are found, their headers and the classes read; a typed --split names the
+    tables' one split)."""
+    oid = OpenImagesOptions(request.input, request.images, request.allow_outside_root)
+    require_folder(request.input, "; --input takes an Open Images folder holding the "
+                   "*-annotations-bbox.csv tables (or annotations/ with them) and images/")
+    require_images_option(request)
+    read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
+    refuse_split(request, read.splits, "the splits come from the tables' names")
+    return Conversion(
+        splits=read.splits, input_patterns=openimages_input_patterns(oid, read.tables),
+        settings=lambda shards, checks, fixes: settings_of("openimages", oid, shards, checks,
+                                                           fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, oid, shards,
+                                                            checks, fixes))

@@ -132,10 +132,25 @@ def _unpickle(blob: bytes) -> tuple[tuple, ...]:
     return pickle.loads(blob)  # noqa: S301 - written by pack_annotations in this pipeline
 
 
+#: The labels of an ``ImageRecord`` that hold LVIS's image-level category lists, named
+#: as the image entries name them (the written labels of the categories).
+LVIS_LISTS = ("neg_category_ids", "not_exhaustive_category_ids")
+#: The label of an ``ImageRecord`` that holds its image-level labels (annotations with a
+#: ``category_id`` and no ``bbox``): ``(annotation id, label, name)`` in annotation-id order.
+IMAGE_LABELS = "image_labels"
+
+
+def join_key(image_id: Any) -> str:
+    """The key images and annotations meet under: the id as ``image/source_id`` writes it.
+    Ids that read the same as text (``1`` and ``"1"``) meet, so the join can tell a
+    duplicate id or an ``image_id`` of the wrong type from an unknown image."""
+    return str(image_id)
+
+
 @dataclass(frozen=True, slots=True)
 class JoinKey:
     """Key of the join by file name: a file name, or (``by_image_id``) the
-    :func:`~recordbeam.sources.coco.join_key` of a message for the join by image id."""
+    :func:`join_key` of a message for the join by image id."""
 
     text: str
     by_image_id: bool = False

@@ -26,6 +26,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError, UsageError
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     FoundClassNames,
@@ -34,6 +35,7 @@ from recordbeam.sources.annotated_files import (
     listed_images,
     text_metadata,
 )
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     JoinRowsWithImages,
@@ -43,6 +45,11 @@ from recordbeam.sources.csv_boxes import (
 )
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 #: The table of each split, in its folder.
 TABLE_NAME = "_annotations.csv"
@@ -318,3 +325,33 @@ class BoxCsvEncoder(DetectionEncoder):
 
     def object_counts(self, columns) -> dict[str, int]:
         return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+
+
+# --- the conversion ---------------------------------------------------------------------
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, boxes: BoxCsvOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
+    returns the sink. The classes are known only once the tables are read."""
+    read = ReadBoxCsv(boxes, skip_below=output_dir)
+    return write_format(p, output_dir, "ReadBoxCsv", read, classes_known(None),
+                        BoxCsvEncoder(checks, read.splits[0], fixes), shards,
+                        settings_of("box-csv", boxes, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert box-csv``: checks the inputs before any job (the folders are there, a
+    table at least, whose header reads; a typed --split names the export's one split)."""
+    boxes = BoxCsvOptions(request.input, request.images, request.allow_outside_root)
+    require_folder(request.input, "; --input takes the folder a box CSV export holds: "
+                   "<split>/_annotations.csv beside the images")
+    require_images_option(request)
+    splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
+    refuse_split(request, splits, "the splits come from the folders holding _annotations.csv")
+    return Conversion(
+        splits=splits, input_patterns=box_csv_input_patterns(boxes, splits),
+        settings=lambda shards, checks, fixes: settings_of("box-csv", boxes, shards, checks,
+                                                           fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, boxes, shards,
+                                                            checks, fixes))

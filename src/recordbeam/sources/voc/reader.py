@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from math import isfinite
 from xml.etree.ElementTree import Element, ParseError
 
+import apache_beam as beam
 import defusedxml.ElementTree as safe_xml
 from defusedxml import DefusedXmlException
 
 from recordbeam import filesystems
 from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,  # noqa: F401 - re-exported: the suffixes VOC takes as images
@@ -46,9 +48,21 @@ from recordbeam.sources.annotated_files import (
     ParsedAnnotation,
     ReadFormat,
     SplitList,
-    label_metadata,  # noqa: F401 - re-exported for pipeline.py
 )
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import (
+    NO_OBJECTS,
+    PASS_IMAGES,
+    UNLABELED,
+    refuse_split,
+    require_folder,
+    require_images_option,
+)
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 #: The per-object features the OD API's Pascal converter writes beside the boxes.
 VOC_OBJECT_KINDS = {
@@ -418,3 +432,38 @@ class VocEncoder(DetectionEncoder):
         """Images written with no object (no XML, no ``<object>``, or every object
         rejected), counted as they are written."""
         return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, voc: VocOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the Pascal VOC conversion to ``p`` (every split ``ImageSets/Main`` lists, or the
+    split folders of a flat export); returns the sink. Without ``labelmap.txt`` the classes
+    are known only once the annotations are read."""
+    read = ReadVoc(voc, skip_below=output_dir)
+    return write_format(p, output_dir, "ReadVoc", read, classes_known(read.classes),
+                        VocEncoder(checks, read.splits[0], fixes), shards,
+                        settings_of("voc", voc, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert voc``: checks the folder before any job (a layout it can read, split lists
+    or split folders that agree with a typed --split, an annotation file at least)."""
+    voc = VocOptions(request.input, request.images, request.split, request.allow_outside_root)
+    require_folder(voc.root, "; --input takes a Pascal VOC folder holding Annotations/ and "
+                   "JPEGImages/, or a flat export with each <name>.xml beside its image")
+    require_images_option(request)
+    # Finds Annotations/ or the XMLs of a flat export, lists ImageSets/Main, reads labelmap.txt.
+    read = ReadVoc(voc, skip_below=request.output)
+    if not read.layout.flat:
+        require_folder(read.annotation_format().image_folder, PASS_IMAGES)
+    refuse_split(request, read.splits,
+                 f"the split folders of {voc.root} name the splits" if read.layout.flat
+                 else f"{voc.split_lists_dir} lists the splits")
+    if not read.finds_annotation_file():
+        raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{NO_OBJECTS}--input "
+                         f"takes a Pascal VOC folder holding Annotations/<id>.xml{UNLABELED}")
+    return Conversion(
+        splits=read.splits, input_patterns=voc_input_patterns(voc, read.layout),
+        settings=lambda shards, checks, fixes: settings_of("voc", voc, shards, checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, voc, shards,
+                                                            checks, fixes))

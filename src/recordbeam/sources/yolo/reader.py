@@ -44,6 +44,7 @@ from functools import partial
 from math import isfinite
 from typing import Any
 
+import apache_beam as beam
 import yaml
 
 from recordbeam import filesystems
@@ -51,6 +52,7 @@ from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
 from recordbeam.images.masks import too_many_vertices
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,
@@ -61,8 +63,21 @@ from recordbeam.sources.annotated_files import (
     ReadFormat,
     SplitLineError,
     SplitList,
+    annotation_folders,
 )
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.detection import DetectionEncoder, Geometry
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import (
+    NO_OBJECTS,
+    UNLABELED,
+    refuse_split,
+    require_file,
+    require_folder,
+)
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 DARKNET_DATA = "obj.data"
 DARKNET_NAMES = "obj.names"
@@ -830,3 +845,59 @@ class YoloEncoder(DetectionEncoder):
         """Images written with no object (no label file, an empty one, or every object
         rejected), counted as they are written."""
         return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+
+
+# --- the conversion ---------------------------------------------------------------------
+
+
+def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
+                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
+    """The settings of a YOLO run. ``--include-masks`` is no :class:`YoloOptions` field:
+    it is recorded only when on, and the classes file only when given, so other runs keep
+    their fingerprints."""
+    settings = settings_of("yolo", yolo, shards, checks, fixes)
+    if yolo.classes_file is None:
+        del settings["yolo"]["classes_file"]
+    if include_masks:
+        settings["include_masks"] = True
+    return settings
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None,
+                include_masks: bool = False) -> WriteShards:
+    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
+    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
+    when the folder's description cannot be used."""
+    read = ReadYolo(yolo, skip_below=output_dir)
+    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
+    return write_format(p, output_dir, "ReadYolo", read, classes_known(read.classes), encoder,
+                        shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert yolo``: checks the folder before any job (its description reads, a typed
+    --split agrees with the splits it names, a label file at least)."""
+    yolo = YoloOptions(request.input, request.split, request.classes, request.allow_outside_root)
+    require_folder(yolo.folder, "; --input takes a YOLO folder holding obj.data (darknet), "
+                   "data.yaml (Ultralytics), or images and labels with a classes.txt")
+    if request.classes:
+        require_file(request.classes, "--classes", "classes file",
+                     "a text file with one class name per line, class 0 first")
+    # Reads obj.data + obj.names, data.yaml, or looks for split folders and a names file.
+    read = ReadYolo(yolo, skip_below=request.output)
+    refuse_split(request, read.splits, f"the split folders of {yolo.folder} name the splits"
+                 if read.layout.kind == "folders" else
+                 f"{read.layout.description} names the splits")
+    if not read.finds_annotation_file():
+        folders = ", ".join(annotation_folders(read.annotation_format()))
+        raise UsageError(f"{folders}: no label file (.txt){NO_OBJECTS}an image's labels are "
+                         "its path with images/ as labels/ and .txt as extension "
+                         f"(labels/<split>/<id>.txt), or beside it{UNLABELED}")
+    masks = request.include_masks
+    return Conversion(
+        splits=read.splits, input_patterns=yolo_input_patterns(yolo, read.layout),
+        settings=lambda shards, checks, fixes: yolo_settings(yolo, shards, checks, fixes,
+                                                             include_masks=masks),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, yolo, shards,
+                                                            checks, fixes, include_masks=masks))

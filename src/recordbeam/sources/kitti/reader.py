@@ -32,10 +32,13 @@ import re
 from dataclasses import dataclass
 from math import isfinite
 
+import apache_beam as beam
+
 from recordbeam import filesystems
 from recordbeam.dataset.class_names import class_file_lines
 from recordbeam.dataset.names import OutputFolderError, check_split_name
-from recordbeam.errors import DataError
+from recordbeam.errors import DataError, UsageError
+from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
     AnnotationFileError,
@@ -45,7 +48,18 @@ from recordbeam.sources.annotated_files import (
     ParsedAnnotation,
     ReadFormat,
 )
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.input_checks import (
+    NO_OBJECTS,
+    UNLABELED,
+    refuse_split,
+    require_images_option,
+)
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
 
 IMAGE_FOLDER = "image_2"
 LABEL_FOLDER = "label_2"
@@ -366,3 +380,39 @@ class KittiEncoder(DetectionEncoder):
         or every object rejected), counted as they are written."""
         return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
 
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, kitti: KittiOptions, shards: ShardOptions,
+                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the KITTI conversion to ``p`` (every split folder holding ``image_2/`` or
+    ``label_2/``); returns the sink. The classes are the types found, known only once the
+    labels are read."""
+    read = ReadKitti(kitti, skip_below=output_dir)
+    return write_format(p, output_dir, "ReadKitti", read, classes_known(None),
+                        KittiEncoder(checks, read.splits[0], fixes), shards,
+                        settings_of("kitti", kitti, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert kitti``: finds the split folders before any job (one with ``label_2/`` at
+    least) and refuses a typed --split that the split folders' names would override."""
+    kitti = KittiOptions(request.input, request.images, request.split,
+                         request.allow_outside_root)
+    require_images_option(request)
+    splits = ReadKitti(kitti).split_folders  # lists the split folders
+    if not splits:
+        raise UsageError(f"{kitti.images_root}: no <split>/image_2/ or <split>/label_2/ folder "
+                         "with files; --input takes a KITTI folder such as the one holding "
+                         "training/image_2/ and training/label_2/ (--images if the images "
+                         "are elsewhere)")
+    if all(split.labels is None for split in splits):
+        raise UsageError(f"{kitti.labels_root}: no label_2/ folder beside "
+                         f"{', '.join(split.images for split in splits)}{NO_OBJECTS}--input "
+                         f"takes the KITTI folder holding <split>/label_2/{UNLABELED}")
+    names = [split.name for split in splits]
+    # One split folder may take the name --split gives; several name themselves.
+    refuse_split(request, names, "the split folders name the splits")
+    return Conversion(
+        splits=names, input_patterns=kitti_input_patterns(splits),
+        settings=lambda shards, checks, fixes: settings_of("kitti", kitti, shards, checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, kitti, shards,
+                                                            checks, fixes))

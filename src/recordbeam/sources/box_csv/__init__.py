@@ -1,0 +1,34 @@
+"""Box CSV (Roboflow's TensorFlow Object Detection CSV): one ``_annotations.csv`` per split,
+beside its images. The reader is :mod:`recordbeam.sources.box_csv.reader`; the join of
+table rows with images it shares with Open Images is :mod:`recordbeam.sources.csv_boxes`."""
+
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    images_option,
+    input_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.box_csv.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="box-csv",
+    summary="box CSV per split (Roboflow's TensorFlow Object Detection CSV): "
+            "<split>/_annotations.csv beside the images",
+    options=(
+        input_option("the exported folder: <split>/_annotations.csv (filename,width,height,"
+                     "class,xmin,ymin,xmax,ymax; one row per box) beside the images"),
+        images_option("folder holding the <split>/ folders of images (default: ROOT)"),
+        allow_outside_root_option("ROOT and --images"),
+        annotation_rejects_option("boxes", "malformed row, degenerate box"),
+    ),
+    prepare=_prepare,
+    example=("--input", "export"),
+)

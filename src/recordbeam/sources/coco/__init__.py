@@ -1,0 +1,49 @@
+"""COCO: an instances (detection), person keypoints or LVIS JSON, and/or a captions JSON,
++ a folder of images. The reader is :mod:`recordbeam.sources.coco.reader`; the modules
+beside it hold its roles: ``json_stream`` (reading the JSON), ``checks`` (each item),
+``input_tasks`` (the first stage), ``join`` (by file name, then by image id), ``labels``
+(categories as written), ``encoder`` and ``records`` (what the stages hand each other)."""
+
+from recordbeam.options import Flag, Option, Path
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    annotation_rejects_option,
+    include_masks_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.coco.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="coco",
+    summary="COCO instances (keypoints, LVIS, captions) JSON + image folder",
+    options=(
+        Option("images", "folder of images named by file_name", Path(), required=True,
+               metavar="DIR"),
+        Option("annotations", "COCO instances JSON file (person keypoints and LVIS files too) "
+               "(default: none; then --captions is required)", Path(), metavar="FILE"),
+        Option("contiguous_labels", "write labels 1..K in category-id order (default: COCO's "
+               "category ids)", Flag(), default=False),
+        Option("allow_outside_root", "also read files outside --images: file_names with '..' "
+               "or absolute paths, and symbolic links leading out (default: refused)", Flag(),
+               default=False),
+        include_masks_option("the segmentations"),
+        Option("include_keypoints", "write image/object/keypoint/{x,y,visibility,num,text} "
+               "from a person keypoints file (default: off; the summary counts keypoints not "
+               "written)", Flag(), default=False),
+        Option("captions", "COCO captions JSON (captions_*.json): write image/caption, joined "
+               "by image id; alone (no --annotations) its own images are converted (default: "
+               "none)", Path(), metavar="FILE"),
+        annotation_rejects_option(
+            "annotations", "unknown image or category, invalid box or mask, duplicate id"),
+    ),
+    prepare=_prepare,
+    example=("--images", "train2017", "--annotations", "annotations/instances_train2017.json"),
+    instead=dict.fromkeys(
+        ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
+)

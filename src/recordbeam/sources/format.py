@@ -1,0 +1,169 @@
+"""What an input format is: one declaration per format, from which everything that offers
+it is made.
+
+Each format is a package of :mod:`recordbeam.sources` whose ``__init__`` declares a
+:class:`Format` named ``FORMAT``: its name, a one-line summary, its own options
+(:class:`recordbeam.options.Option`) and ``prepare``, which checks the inputs before any
+job and says how to build the conversion (:class:`Conversion`). The ``convert``
+subcommands, the Python API (:func:`recordbeam.convert`), the scripts in ``pipelines/``
+and the option tables of the docs are all made from these declarations, so adding a
+format is adding its package.
+
+A declaration imports no Beam (the command's parser is made from it, and commands such as
+``inspect`` must start fast): ``prepare`` imports the format's reader when it is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from recordbeam.options import Option
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+
+    from recordbeam.images.transcode import ImageFixes
+    from recordbeam.write.image_encoder import ImageChecks
+    from recordbeam.write.planning import ShardOptions
+    from recordbeam.write.sink import WriteShards
+
+
+@dataclass(frozen=True)
+class Request:
+    """A conversion as asked: the output folder, the split (``split_given``: typed, not
+    the default, which an input naming its own splits refuses), and the format's own
+    option values, checked and with their defaults."""
+
+    output: str
+    split: str
+    values: Mapping[str, Any]
+    split_given: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What a format makes of a request once its inputs are checked.
+
+    Attributes:
+        splits: the splits the run writes.
+        input_patterns: what ``--if-changed`` lists to fingerprint the inputs.
+        settings: ``settings(shards, checks, fixes)``: everything besides the input files
+            that shapes the output (recorded in the manifest and the fingerprint).
+        build: ``build(p, shards, checks, fixes)`` adds the conversion to pipeline ``p``
+            and returns the sink.
+        after_run: said once the run is committed (``after_run(output)``), or None.
+    """
+
+    splits: Sequence[str]
+    input_patterns: Sequence[str]
+    settings: Callable[[ShardOptions, ImageChecks, ImageFixes | None], dict[str, Any]]
+    build: Callable[[beam.Pipeline, ShardOptions, ImageChecks, ImageFixes | None], WriteShards]
+    after_run: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class Format:
+    """One input format.
+
+    Attributes:
+        name: the subcommand (``convert voc``), the Python API's ``format``, the script
+            ``pipelines/<name>_to_tfrecord.py`` and the docs page.
+        summary: one line, for ``--help`` and the docs.
+        options: the format's own options, before the options every conversion has.
+        prepare: checks a :class:`Request`'s inputs before any job (raising
+            ``UsageError`` or ``DataError`` naming what is wrong) and returns its
+            :class:`Conversion`.
+        description: said under the summary in ``--help`` (the layout it reads).
+        example: the options naming an example dataset, its paths relative (the docs and
+            the ``pipelines/`` script show them locally and under ``gs://B/``).
+    """
+
+    name: str
+    summary: str
+    options: tuple[Option, ...]
+    prepare: Callable[[Request], Conversion]
+    description: str = ""
+    example: tuple[str, ...] = ()
+    #: Options of other commands a user may bring here, and what this one takes instead
+    #: (``--images`` given to ``convert yolo``): said in place of a typo suggestion.
+    instead: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def script(self) -> str:
+        return f"pipelines/{self.name.replace('-', '_')}_to_tfrecord.py"
+
+
+@cache
+def formats() -> dict[str, Format]:
+    """Every format, by name: each package of :mod:`recordbeam.sources` that declares a
+    ``FORMAT``, in name order."""
+    import recordbeam.sources as sources
+
+    found = {}
+    for module in pkgutil.iter_modules(sources.__path__, f"{sources.__name__}."):
+        if module.ispkg:
+            declared = getattr(importlib.import_module(module.name), "FORMAT", None)
+            if isinstance(declared, Format):
+                found[declared.name] = declared
+    return dict(sorted(found.items()))
+
+
+# --- options several formats declare, each with its own words --------------------------
+
+
+def input_option(help: str, *, metavar: str = "ROOT", aliases: tuple[str, ...] = ()) -> Option:
+    """--input: the folder (or file) the format reads."""
+    from recordbeam.options import Path
+
+    return Option("input", help, Path(), required=True, metavar=metavar, aliases=aliases)
+
+
+def images_option(help: str) -> Option:
+    """--images: where the images are, when not where the format's layout puts them."""
+    from recordbeam.options import Path
+
+    return Option("images", help, Path(), metavar="DIR")
+
+
+def classes_option(help: str) -> Option:
+    from recordbeam.options import Path
+
+    return Option("classes", help, Path(), metavar="FILE")
+
+
+def include_masks_option(masks_from: str) -> Option:
+    from recordbeam.options import Flag
+
+    return Option("include_masks", f"write image/object/mask: one 0/1 PNG per object from "
+                  f"{masks_from} (default: off)", Flag(), default=False)
+
+
+def allow_outside_root_option(folders: str, also: str = "") -> Option:
+    """--allow-outside-root: ``folders`` names what the command is given, ``also`` what
+    else it would read outside them."""
+    from recordbeam.options import Flag
+
+    return Option("allow_outside_root", f"also read files that symbolic links lead outside "
+                  f"{folders}{also} (default: refused, rejected outside_root without being "
+                  "opened)", Flag(), default=False)
+
+
+def annotation_rejects_option(things: str, reasons: str) -> Option:
+    """The limit on rejected ``things`` (objects, boxes...); ``reasons`` lists typical ones."""
+    from recordbeam.options import ANY_FRACTION
+
+    return Option("max_annotation_reject_fraction",
+                  f"fail when more than this fraction (0 to 1) of {things} is rejected "
+                  f"({reasons}...; {things} of rejected images count as image rejects) "
+                  "(default: --max-reject-fraction)", ANY_FRACTION, metavar="F")

@@ -1,0 +1,33 @@
+"""KITTI object detection: ``<split>/image_2/`` + ``<split>/label_2/``. The reader is
+:mod:`recordbeam.sources.kitti.reader`."""
+
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    images_option,
+    input_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.kitti.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="kitti",
+    summary="KITTI detection folder: <split>/image_2/, <split>/label_2/",
+    options=(
+        input_option("the KITTI folder: each <split>/ holding image_2/ and label_2/ "
+                     "(training/, testing/ ...) is a split named as its folder; or image_2/ "
+                     "and label_2/ themselves, one split named by --split"),
+        images_option("folder holding <split>/image_2/ (default: ROOT)"),
+        allow_outside_root_option("ROOT and --images"),
+        annotation_rejects_option("objects", "malformed line, degenerate box"),
+    ),
+    prepare=_prepare,
+    example=("--input", "kitti"),
+)

@@ -1,0 +1,39 @@
+"""labelme: a folder of labelme JSONs, one per image, each naming its image by
+``imagePath``. The reader is :mod:`recordbeam.sources.labelme.reader`."""
+
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    classes_option,
+    images_option,
+    include_masks_option,
+    input_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.labelme.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="labelme",
+    summary="folder of labelme JSONs, one per image",
+    options=(
+        input_option("the folder of labelme JSONs (any depth); each JSON's imagePath, "
+                     "relative to it, names its image"),
+        images_option("folder of the images, laid out as the JSONs below ROOT (default: "
+                      "where each imagePath points)"),
+        classes_option("file with one class name per line, in label order, labels 1..K; "
+                       "labelme's __ignore__ and _background_ lines are skipped (default: the "
+                       "labels found, sorted)"),
+        include_masks_option("its polygons and circles (a rectangle's mask is its box)"),
+        allow_outside_root_option("ROOT and --images"),
+        annotation_rejects_option("objects", "unknown class, invalid or degenerate shape"),
+    ),
+    prepare=_prepare,
+    example=("--input", "labelme_folder"),
+)

@@ -1,0 +1,34 @@
+"""Open Images: box tables, class descriptions and image-level labels as CSVs, the images
+in one folder per split. The reader is :mod:`recordbeam.sources.openimages.reader`; the
+join of table rows with images it shares with box CSV is :mod:`recordbeam.sources.csv_boxes`."""
+
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    images_option,
+    input_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.openimages.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="openimages",
+    summary="Open Images CSVs: *-annotations-bbox.csv, class-descriptions*.csv, images/<split>/",
+    options=(
+        input_option("the Open Images folder: <split>-annotations-bbox.csv, "
+                     "class-descriptions*.csv and optional <split>-annotations-human-imagelabels"
+                     "*.csv (in ROOT or ROOT/annotations), images/<split>/<ImageID>.jpg"),
+        images_option("folder holding the <split>/ folders of images (default: ROOT/images)"),
+        allow_outside_root_option("ROOT and --images"),
+        annotation_rejects_option("boxes", "unknown LabelName, malformed row, degenerate box"),
+    ),
+    prepare=_prepare,
+    example=("--input", "open-images"),
+)

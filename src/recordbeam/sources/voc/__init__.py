@@ -1,0 +1,37 @@
+"""Pascal VOC: ``Annotations/*.xml`` + ``JPEGImages/`` (+ split lists, label map), or a flat
+export with each XML beside its image. The reader is :mod:`recordbeam.sources.voc.reader`."""
+
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    images_option,
+    input_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.voc.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="voc",
+    summary="Pascal VOC folder: Annotations/*.xml, JPEGImages/, ImageSets/Main/",
+    options=(
+        input_option("the VOC folder as exported: Annotations/, JPEGImages/, optional "
+                     "ImageSets/Main/<split>.txt and labelmap.txt; or a flat export, each "
+                     "<id>.xml beside its image (in train/, valid/, test/ folders as Roboflow "
+                     "writes them)"),
+        images_option("folder of the images (default: ROOT/JPEGImages)"),
+        allow_outside_root_option("ROOT and --images"),
+        annotation_rejects_option("objects", "unknown class, invalid or degenerate box"),
+    ),
+    prepare=_prepare,
+    example=("--input", "VOCdevkit/VOC2012"),
+    instead=dict.fromkeys(
+        ("--label-map", "--labels", "--classes"),
+        "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),
+)

@@ -1,0 +1,45 @@
+"""YOLO: darknet (``obj.data``, ``obj.names``) and Ultralytics (``data.yaml``) folders, and
+folders of images and labels with a class names file. The reader is
+:mod:`recordbeam.sources.yolo.reader`."""
+
+from recordbeam.sources.format import (
+    Format,
+    Request,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    classes_option,
+    include_masks_option,
+    input_option,
+)
+
+
+def _prepare(request: Request):
+    from recordbeam.sources.yolo.reader import prepare
+
+    return prepare(request)
+
+
+FORMAT = Format(
+    name="yolo",
+    summary="YOLO folder: darknet (obj.data, obj.names) or Ultralytics "
+            "(data.yaml, images/, labels/)",
+    options=(
+        input_option("the YOLO folder as exported: obj.data + obj.names + lists of images "
+                     "(darknet), or data.yaml + images/<split>/ + labels/<split>/ "
+                     "(Ultralytics); without either, images/ + labels/ (or labels beside "
+                     "images) and a classes.txt"),
+        classes_option("class names, one per line, class 0 first, for a folder without "
+                       "obj.data or data.yaml (default: its classes.txt, obj.names or "
+                       "_darknet.labels)"),
+        include_masks_option("the segment lines (the box for box lines)"),
+        allow_outside_root_option("ROOT", ", and the folders or lists data.yaml names "
+                                  "outside ROOT"),
+        annotation_rejects_option("objects", "unknown class id, malformed line, empty box"),
+    ),
+    prepare=_prepare,
+    example=("--input", "datasets/coco8"),
+    instead={
+        "--images": "YOLO finds each image's labels from the image's path, so the images "
+                    "are where obj.data or data.yaml say; give their folder as --input",
+    },
+)
