@@ -6,10 +6,15 @@ Detection API, which Model Garden's ``TfExampleDecoder`` and TFDS's detection bu
 read: ``image/...`` for the picture and its labels, ``image/object/...`` for one value per
 object (the lists of an Example line up by object).
 
-This module imports nothing: any floor of the package may use it.
+This module imports nothing: any floor of the package may use it. A format adds to a
+copy of a kind table, never to the table.
 """
 
 from __future__ import annotations
+
+#: The image's own features start so (a manifest with several image columns writes
+#: ``<column>/encoded``... instead).
+IMAGE_PREFIX = "image/"
 
 # The image.
 ENCODED = "image/encoded"
@@ -97,4 +102,4 @@ IMAGE_LABEL_KINDS = {CLASS_LABEL: "int64", CLASS_TEXT: "bytes"}
 
 def image_key(field: str) -> str:
     """The feature key of one of the image's own fields (``encoded``, ``key/sha256``...)."""
-    return "image/" + field
+    return IMAGE_PREFIX + field

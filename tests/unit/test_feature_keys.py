@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import recordbeam
@@ -23,8 +24,8 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def _spelled_keys(path: Path) -> list[str]:
-    """``line: text`` of each plain string in ``path`` that names a feature (``image/...``);
-    docstrings and the text parts of f-strings (messages) are prose, not keys."""
+    """``line: text`` of each plain string in ``path`` that names a feature
+    (``image/...``); docstrings, messages and the text parts of f-strings are prose."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     prose = _docstrings(tree)
     for node in ast.walk(tree):
@@ -32,7 +33,7 @@ def _spelled_keys(path: Path) -> list[str]:
             prose |= {id(part) for part in node.values}
     return [f"{node.lineno}: {node.value}" for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and node.value.startswith("image/") and id(node) not in prose]
+            and re.fullmatch(r"image/[a-z0-9_/]*", node.value) and id(node) not in prose]
 
 
 def test_no_module_spells_a_feature_key_of_its_own():
@@ -46,7 +47,8 @@ def test_the_scan_finds_a_key_where_one_is_spelled(tmp_path):
     module = tmp_path / "m.py"
     module.write_text('"""image/encoded in prose."""\n'
                       'KEY = "image/encoded"\n'
-                      'MESSAGE = f"image/height is {1}"\n', encoding="utf-8")
+                      'MESSAGE = f"image/height is {1}"\n'
+                      'SAID = "image/source_id is missing"\n', encoding="utf-8")
     assert _spelled_keys(module) == ["2: image/encoded"]
 
 

@@ -42,6 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from recordbeam import feature_keys
 from recordbeam.dataset import tfds
 from recordbeam.dataset.example_rules import (
     MASK,
@@ -140,14 +141,14 @@ class _Shard:
 # ---------------------------------------------------------------- consumers
 
 _DETECTION_KINDS = {
-    "image/height": "int64", "image/width": "int64",
-    "image/object/bbox/xmin": "float", "image/object/bbox/xmax": "float",
-    "image/object/bbox/ymin": "float", "image/object/bbox/ymax": "float",
-    "image/object/class/label": "int64", "image/object/area": "float",
-    "image/object/is_crowd": "int64", MASK: "bytes",
+    feature_keys.HEIGHT: "int64", feature_keys.WIDTH: "int64",
+    feature_keys.XMIN: "float", feature_keys.XMAX: "float",
+    feature_keys.YMIN: "float", feature_keys.YMAX: "float",
+    feature_keys.OBJECT_LABEL: "int64", feature_keys.AREA: "float",
+    feature_keys.IS_CROWD: "int64", MASK: "bytes",
 }
-_SCALARS = ("image/encoded", "image/source_id", "image/height", "image/width", "image/format",
-            "image/filename", "image/key/sha256")
+_SCALARS = (feature_keys.ENCODED, feature_keys.SOURCE_ID, feature_keys.HEIGHT, feature_keys.WIDTH, feature_keys.FORMAT,
+            feature_keys.FILENAME, feature_keys.SHA256)
 
 CONSUMERS: dict[str, str] = {
     "model-garden": "TensorFlow Model Garden's TfExampleDecoder (detection, instance segmentation)",
@@ -165,15 +166,15 @@ def _has_masks(manifest: Mapping[str, Any]) -> bool:
 
 def _detection_rules(consumer: str, manifest: Mapping[str, Any]) -> list[tuple[str, str, RecordCheck]]:
     """(rule name, what it means, check) for the three detection trainers."""
-    required = {"image/encoded": "bytes"}
+    required = {feature_keys.ENCODED: "bytes"}
     optional = dict(_DETECTION_KINDS)
     if consumer == "model-garden":
-        required["image/source_id"] = "bytes"
+        required[feature_keys.SOURCE_ID] = "bytes"
     else:
-        optional["image/source_id"] = "bytes"
+        optional[feature_keys.SOURCE_ID] = "bytes"
     if consumer == "od-api":
-        optional.update({"image/format": "bytes", "image/filename": "bytes",
-                         "image/key/sha256": "bytes", "image/object/class/text": "bytes"})
+        optional.update({feature_keys.FORMAT: "bytes", feature_keys.FILENAME: "bytes",
+                         feature_keys.SHA256: "bytes", feature_keys.OBJECT_TEXT: "bytes"})
     rules: list[tuple[str, str, RecordCheck]] = [
         ("keys", "the decoder's keys are present with its dtypes",
          keys_rule(required, optional, _SCALARS)),
@@ -474,9 +475,9 @@ def _find_duplicates(finder: DuplicateFinder, shard: _Shard, record: Record) -> 
     """Give the finder the record's image, when it holds exactly one."""
     from recordbeam.dataset.find_duplicates import RecordPlace
 
-    images = record.values("image/encoded")
+    images = record.values(feature_keys.ENCODED)
     if len(images) == 1:
-        stored = record.values("image/key/sha256")
+        stored = record.values(feature_keys.SHA256)
         finder.add(RecordPlace(shard.split, shard.name, record.number), images[0],
                    stored[0] if len(stored) == 1 else None)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from recordbeam import feature_keys
 from recordbeam.dataset.duplicate_gallery import (
     DUPLICATE_ROWS,
     DuplicateRow,
@@ -49,10 +50,10 @@ from recordbeam.images.perceptual_hash import NEAR_THRESHOLD
 __all__ = ["SplitStats", "collect_stats", "render_report", "report_page", "write_report"]
 
 _BOX = (
-    "image/object/bbox/xmin",
-    "image/object/bbox/ymin",
-    "image/object/bbox/xmax",
-    "image/object/bbox/ymax",
+    feature_keys.XMIN,
+    feature_keys.YMIN,
+    feature_keys.XMAX,
+    feature_keys.YMAX,
 )
 
 
@@ -95,19 +96,19 @@ def collect_stats(
     for example in reader:
         if max_examples is not None and stats.examples_read >= max_examples:
             break
-        if finder is not None and "image/encoded" in example:
+        if finder is not None and feature_keys.ENCODED in example:
             _offer_image(finder, reader, stats.examples_read, example)
         sample.offer(example, stats.examples_read)
         stats.examples_read += 1
         for name in labels:
             stats.classes.update(int(v) for v in np.atleast_1d(example[name]))
-        width = int(example["image/width"]) if "image/width" in example else None
-        height = int(example["image/height"]) if "image/height" in example else None
+        width = int(example[feature_keys.WIDTH]) if feature_keys.WIDTH in example else None
+        height = int(example[feature_keys.HEIGHT]) if feature_keys.HEIGHT in example else None
         if width is not None and height is not None:
             stats.image_widths.append(width)
             stats.image_heights.append(height)
-        if "image/format" in example:
-            stats.formats[_text(example["image/format"])] += 1
+        if feature_keys.FORMAT in example:
+            stats.formats[_text(example[feature_keys.FORMAT])] += 1
         if has_boxes:
             # 1-D already for our folders; a box feature observed with one value everywhere
             # in files resharded from elsewhere may still arrive as a 0-d array.
@@ -122,11 +123,11 @@ def collect_stats(
 
 def _offer_image(finder: DuplicateFinder, reader: SplitReader, index: int,
                  example: Mapping[str, Any]) -> None:
-    image = example["image/encoded"]
+    image = example[feature_keys.ENCODED]
     if not (isinstance(image, np.ndarray) and image.ndim == 0):
         return  # several images per record (a list column): not compared
     shard, number = reader.locate(index)
-    stored = example.get("image/key/sha256")
+    stored = example.get(feature_keys.SHA256)
     finder.add(RecordPlace(reader.split, reader.shard_files[shard], number), image.item(),
                stored.item() if isinstance(stored, np.ndarray) and stored.ndim == 0 else None)
 
@@ -321,8 +322,8 @@ def _duplicate_rows_html(rows: Sequence[DuplicateRow], examples: Mapping[RecordP
             if example is None:
                 figures.append(f"<figure><figcaption>{html.escape(where)}</figcaption></figure>")
                 continue
-            source = _text(example.get("image/source_id", b"")) or _text(
-                example.get("image/filename", b""))
+            source = _text(example.get(feature_keys.SOURCE_ID, b"")) or _text(
+                example.get(feature_keys.FILENAME, b""))
             figures.append(_figure(draw_example(example, names, keypoints), [source, where]))
         more = f" ({row.more:,} more not drawn)" if row.more else ""
         parts.append(f"<h3>{html.escape(row.caption + more)}</h3>"

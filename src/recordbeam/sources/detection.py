@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from recordbeam import feature_keys
 from recordbeam.images.boxes import InvalidBox, normalize_box
 from recordbeam.images.checks import ImageInfo
 from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
@@ -22,14 +23,7 @@ from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageExampleEncoder, warn_size_mismatch
 
 #: The features every detection source writes, one value per object.
-BOX_KINDS = {
-    "image/object/bbox/xmin": "float",
-    "image/object/bbox/xmax": "float",
-    "image/object/bbox/ymin": "float",
-    "image/object/bbox/ymax": "float",
-    "image/object/class/label": "int64",
-    "image/object/class/text": "bytes",
-}
+BOX_KINDS = feature_keys.DETECTION_KINDS
 
 
 class DetectionObject(NamedTuple):
@@ -112,7 +106,7 @@ class DetectionEncoder(ImageExampleEncoder):
         self.extra_kinds = dict(extra_kinds or {})
         self.include_masks = include_masks
         if include_masks:
-            self.extra_kinds["image/object/mask"] = "bytes"
+            self.extra_kinds[feature_keys.MASK] = "bytes"
         self.flat_kinds = dict(flat_kinds or {})
         self.object_kinds = {**BOX_KINDS, **self.extra_kinds, **self.flat_kinds}
         self.list_features = frozenset(self.object_kinds)
@@ -131,7 +125,7 @@ class DetectionEncoder(ImageExampleEncoder):
         """The per-object features counted by :meth:`label_size` (those whose size does not
         depend on the pixels: not masks)."""
         return {key: kind for key, kind in self.object_kinds.items()
-                if key != "image/object/mask"}
+                if key != feature_keys.MASK}
 
     def label_size(self, record: ImageRecord | None) -> int:
         """The object features' keys, and per object what four corners, a label, a
@@ -281,7 +275,7 @@ class DetectionEncoder(ImageExampleEncoder):
         counts = {OBJECTS_WRITTEN: len(labels), "boxes_clipped": clipped,
                   **self.object_counts(columns)}
         if self.include_masks and type(self).extra_values is DetectionEncoder.extra_values:
-            counts["masks_written"] = len(columns["image/object/mask"])
+            counts["masks_written"] = len(columns[feature_keys.MASK])
             counts["masks_from_boxes"] = masks_from_boxes
         return columns, dict(self.object_kinds), rejects, counts
 

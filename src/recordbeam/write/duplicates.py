@@ -37,7 +37,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset import layout, names
 from recordbeam.dataset.duplicate_groups import Copy, DropPlan, Member, exact_groups
 from recordbeam.dataset.image_hashes import (
@@ -94,7 +94,7 @@ class ShardHashes:
     def add(self, encoded: Encoded, record: int, source: str) -> None:
         near = None
         if self.near:
-            image = (encoded.features or {}).get("image/encoded")
+            image = (encoded.features or {}).get(feature_keys.ENCODED)
             try:
                 near = perceptual_hash(bytes(image)).to_bytes() if image is not None else None
             except UnhashableImage:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.images.checks import (
     DEFAULT_MAX_IMAGE_BYTES,
     DEFAULT_MAX_PIXELS,
@@ -25,15 +25,7 @@ from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.encoder import Encoded, ExampleEncoder
 from recordbeam.write.planning import RECORD_FRAMING
 
-IMAGE_KINDS = {
-    "image/encoded": "bytes",
-    "image/format": "bytes",
-    "image/height": "int64",
-    "image/width": "int64",
-    "image/filename": "bytes",
-    "image/source_id": "bytes",
-    "image/key/sha256": "bytes",
-}
+IMAGE_KINDS = feature_keys.IMAGE_KINDS
 
 
 class LoadedImage(NamedTuple):
@@ -112,9 +104,9 @@ class ImageExampleEncoder(ExampleEncoder):
         and width, the hex SHA-256, and 3 bytes for the image's length prefix)."""
         measured = getattr(self, "_fixed_bytes", None)
         if measured is None:
-            template = {"image/encoded": b"", "image/format": "jpeg", "image/height": 4096,
-                        "image/width": 4096, "image/filename": "", "image/source_id": "",
-                        "image/key/sha256": "0" * 64}
+            template = {feature_keys.ENCODED: b"", feature_keys.FORMAT: "jpeg", feature_keys.HEIGHT: 4096,
+                        feature_keys.WIDTH: 4096, feature_keys.FILENAME: "", feature_keys.SOURCE_ID: "",
+                        feature_keys.SHA256: "0" * 64}
             measured = self._fixed_bytes = len(encode_example(template, IMAGE_KINDS)) + 3
         return measured
 
@@ -280,9 +272,9 @@ class ImageExampleEncoder(ExampleEncoder):
         if isinstance(loaded, Reject):
             return Encoded(rejects=(loaded, *self.lost_with(record, loaded)))
         fields, info, image_counts, digest = loaded
-        features = {f"image/{key}": value for key, value in fields.items()}
-        features["image/filename"] = name
-        features["image/source_id"] = str(record.labels.get("source_id", record.identity))
+        features = {feature_keys.image_key(key): value for key, value in fields.items()}
+        features[feature_keys.FILENAME] = name
+        features[feature_keys.SOURCE_ID] = str(record.labels.get("source_id", record.identity))
         extra, kinds, rejects, counts = self.label_features(record, info)
         features.update(extra)
         counts = dict(counts)

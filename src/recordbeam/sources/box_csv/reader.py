@@ -24,7 +24,7 @@ from typing import BinaryIO
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
@@ -324,7 +324,7 @@ class BoxCsvEncoder(DetectionEncoder):
     counted as they are written."""
 
     def object_counts(self, columns) -> dict[str, int]:
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 # --- the conversion ---------------------------------------------------------------------

@@ -4,6 +4,7 @@ labels when the run writes them (:class:`CocoEncoder`)."""
 
 from __future__ import annotations
 
+from recordbeam import feature_keys
 from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.checks import ImageInfo
 from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
@@ -20,36 +21,31 @@ from recordbeam.sources.detection import DetectionEncoder, Geometry
 from recordbeam.write.image_encoder import warn_size_mismatch
 
 OBJECT_KINDS = {
-    "image/object/bbox/xmin": "float",
-    "image/object/bbox/xmax": "float",
-    "image/object/bbox/ymin": "float",
-    "image/object/bbox/ymax": "float",
-    "image/object/class/label": "int64",
-    "image/object/class/text": "bytes",
-    "image/object/is_crowd": "int64",
-    "image/object/area": "float",
+    **feature_keys.DETECTION_KINDS,
+    feature_keys.IS_CROWD: "int64",
+    feature_keys.AREA: "float",
 }
 #: Per-object keypoint features as the Object Detection API's create_coco_tf_record.py
 #: writes them: ``num`` one per object; the others flat, one value per keypoint name of
 #: the object's category (the manifest's ``keypoints`` names split them again).
-KEYPOINT_NUM_KIND = {"image/object/keypoint/num": "int64"}
+KEYPOINT_NUM_KIND = {feature_keys.KEYPOINT_NUM: "int64"}
 KEYPOINT_FLAT_KINDS = {
-    "image/object/keypoint/x": "float",
-    "image/object/keypoint/y": "float",
-    "image/object/keypoint/visibility": "int64",
-    "image/object/keypoint/text": "bytes",
+    feature_keys.KEYPOINT_X: "float",
+    feature_keys.KEYPOINT_Y: "float",
+    feature_keys.KEYPOINT_VISIBILITY: "int64",
+    feature_keys.KEYPOINT_TEXT: "bytes",
 }
-CAPTION_FEATURE = "image/caption"
+CAPTION_FEATURE = feature_keys.CAPTION
 #: LVIS's image-level category lists, named as TensorFlow Datasets' ``lvis`` builder names
 #: them (under ``image/``, as they describe the image): the written labels of the
 #: categories.
-LVIS_LIST_FEATURES = {key: f"image/{key}" for key in LVIS_LISTS}
+LVIS_LIST_FEATURES = {key: feature_keys.image_key(key) for key in LVIS_LISTS}
 #: Image-level labels: annotations with a ``category_id`` and no ``bbox`` (COCO's "labels"
 #: files, as Datumaro writes them), written as Open Images' are.
-IMAGE_LABEL_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+IMAGE_LABEL_KINDS = feature_keys.IMAGE_LABEL_KINDS
 #: The per-object features: one value per object, so lists even when an image holds one
 #: (and the image-level lists, which may hold one value or none).
-OBJECT_FEATURES = frozenset({*OBJECT_KINDS, "image/object/mask", *KEYPOINT_NUM_KIND,
+OBJECT_FEATURES = frozenset({*OBJECT_KINDS, feature_keys.MASK, *KEYPOINT_NUM_KIND,
                              *KEYPOINT_FLAT_KINDS, CAPTION_FEATURE,
                              *LVIS_LIST_FEATURES.values(), *IMAGE_LABEL_KINDS})
 #: Objects written with label 0 (a category id 0, without --contiguous-labels).
@@ -99,9 +95,9 @@ class CocoEncoder(DetectionEncoder):
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  include_masks: bool = False, include_keypoints: bool = False,
                  captions: bool = False, write_objects: bool = True) -> None:
-        extra = {"image/object/is_crowd": "int64", "image/object/area": "float"}
+        extra = {feature_keys.IS_CROWD: "int64", feature_keys.AREA: "float"}
         if include_masks:
-            extra["image/object/mask"] = "bytes"
+            extra[feature_keys.MASK] = "bytes"
         if include_keypoints:
             extra.update(KEYPOINT_NUM_KIND)
         super().__init__(checks, split, fixes, extra_kinds=extra,
@@ -119,7 +115,7 @@ class CocoEncoder(DetectionEncoder):
                 counts["masks_from_boxes"] = _box_masks_written(self.objects(record), rejects)
             # Category id 0 (Label Studio numbers its categories from 0) is written as
             # label 0, which detection trainers read as background: counted, and said.
-            counts[LABEL_0_OBJECTS] = columns["image/object/class/label"].count(0)
+            counts[LABEL_0_OBJECTS] = columns[feature_keys.OBJECT_LABEL].count(0)
         else:
             warning = warn_size_mismatch(record, info, record.labels)
             columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
@@ -132,8 +128,8 @@ class CocoEncoder(DetectionEncoder):
                 columns[feature], kinds[feature] = list(record.labels[key]), "int64"
         image_labels = record.labels.get(IMAGE_LABELS)
         if image_labels:
-            columns["image/class/label"] = [label for _id, label, _text in image_labels]
-            columns["image/class/text"] = [text for _id, _label, text in image_labels]
+            columns[feature_keys.CLASS_LABEL] = [label for _id, label, _text in image_labels]
+            columns[feature_keys.CLASS_TEXT] = [text for _id, _label, text in image_labels]
             kinds.update(IMAGE_LABEL_KINDS)
             counts["image_labels_written"] = len(image_labels)
         return columns, kinds, rejects, counts
@@ -211,4 +207,4 @@ class CocoEncoder(DetectionEncoder):
         return super().object_mask(box, geometry)
 
     def object_counts(self, columns: dict[str, list]) -> dict[str, int]:
-        return {"masks_written": len(columns["image/object/mask"])} if self.include_masks else {}
+        return {"masks_written": len(columns[feature_keys.MASK])} if self.include_masks else {}

@@ -50,7 +50,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset import layout
 from recordbeam.dataset.class_names import check_class_list
 from recordbeam.errors import DataError, UsageError
@@ -78,9 +78,9 @@ from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
 #: The per-object feature CVAT adds beside the boxes: its ``occluded`` flag.
-CVAT_OBJECT_KINDS = {"image/object/occluded": "int64"}
+CVAT_OBJECT_KINDS = {feature_keys.OCCLUDED: "int64"}
 #: The per-object feature a "CVAT for video" export adds: the id of the object's track.
-TRACK_KINDS = {"image/object/track_id": "int64"}
+TRACK_KINDS = {feature_keys.TRACK_ID: "int64"}
 
 #: Shapes that are objects; the other children of ``<image>`` are counted and skipped.
 OBJECT_SHAPES = ("box", "polygon", "mask")
@@ -1006,7 +1006,7 @@ class CvatEncoder(DetectionEncoder):
 
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object, counted as they are written."""
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 def to_tfrecord(p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,

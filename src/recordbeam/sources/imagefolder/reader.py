@@ -23,7 +23,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import check_class_list
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
@@ -45,7 +45,7 @@ from recordbeam.write.sink import WriteShards
 #: Top-level folder names recognized as splits.
 SPLIT_FOLDERS = ("train", "val", "test")
 
-CLASS_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+CLASS_KINDS = feature_keys.IMAGE_LABEL_KINDS
 
 #: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
 #: XMLs, exports add CSV/JSON sidecars): skipped and counted like hidden files, because
@@ -366,15 +366,15 @@ class ClassificationEncoder(ImageExampleEncoder):
     def label_size(self, record: ImageRecord | None) -> int:
         measured = getattr(self, "_class_bytes", None)
         if measured is None:
-            template = {"image/class/label": 1000, "image/class/text": ""}
+            template = {feature_keys.CLASS_LABEL: 1000, feature_keys.CLASS_TEXT: ""}
             measured = self._class_bytes = len(encode_example(template, CLASS_KINDS))
         text = record.labels["text"] if record is not None else "n" * self.TYPICAL_NAME_BYTES
         return measured + len(text.encode("utf-8"))
 
     def label_features(self, record: ImageRecord, info: ImageInfo):
         features = {
-            "image/class/label": record.labels["label"],
-            "image/class/text": record.labels["text"],
+            feature_keys.CLASS_LABEL: record.labels["label"],
+            feature_keys.CLASS_TEXT: record.labels["text"],
         }
         return features, CLASS_KINDS, [], {}
 

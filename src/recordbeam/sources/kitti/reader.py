@@ -34,7 +34,7 @@ from math import isfinite
 
 import apache_beam as beam
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import class_file_lines
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError, UsageError
@@ -70,16 +70,16 @@ DONT_CARE = "dontcare"
 #: The per-object features beside the boxes, as the OD API's KITTI converter names them
 #: (``occluded`` is KITTI's 0..3 occlusion state, which that converter does not write).
 KITTI_OBJECT_KINDS = {
-    "image/object/truncated": "float",
-    "image/object/occluded": "int64",
-    "image/object/alpha": "float",
-    "image/object/3d_bbox/height": "float",
-    "image/object/3d_bbox/width": "float",
-    "image/object/3d_bbox/length": "float",
-    "image/object/3d_bbox/x": "float",
-    "image/object/3d_bbox/y": "float",
-    "image/object/3d_bbox/z": "float",
-    "image/object/3d_bbox/rot_y": "float",
+    feature_keys.TRUNCATED: "float",
+    feature_keys.OCCLUDED: "int64",
+    feature_keys.ALPHA: "float",
+    feature_keys.BOX_3D_HEIGHT: "float",
+    feature_keys.BOX_3D_WIDTH: "float",
+    feature_keys.BOX_3D_LENGTH: "float",
+    feature_keys.BOX_3D_X: "float",
+    feature_keys.BOX_3D_Y: "float",
+    feature_keys.BOX_3D_Z: "float",
+    feature_keys.BOX_3D_ROT_Y: "float",
 }
 
 #: Numbers after the type on a label line: truncated, occluded, alpha, 4 box corners,
@@ -378,7 +378,7 @@ class KittiEncoder(DetectionEncoder):
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object (no label file, an empty one, only ``DontCare``,
         or every object rejected), counted as they are written."""
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 def to_tfrecord(p: beam.Pipeline, output_dir: str, kitti: KittiOptions, shards: ShardOptions,

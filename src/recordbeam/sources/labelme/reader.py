@@ -41,7 +41,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import DEFAULT_MAX_PIXELS
 from recordbeam.images.masks import (
@@ -551,7 +551,7 @@ class LabelmeEncoder(DetectionEncoder):
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object (no JSON, no shapes, or every shape skipped or
         rejected), counted as they are written."""
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 # --- the conversion ---------------------------------------------------------------------

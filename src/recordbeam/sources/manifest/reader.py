@@ -54,7 +54,7 @@ from typing import Any, BinaryIO, NamedTuple
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset import layout
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
@@ -481,9 +481,9 @@ def image_features(image_columns: Sequence[str]) -> dict[str, str]:
     one image column, ``<column>/encoded``... for each of several."""
     features = {}
     for column in image_columns:
-        prefix = "image/" if len(image_columns) == 1 else f"{column}/"
-        features.update({prefix + key[len("image/"):]: kind for key, kind in IMAGE_KINDS.items()
-                         if key != "image/source_id"})
+        prefix = feature_keys.IMAGE_PREFIX if len(image_columns) == 1 else f"{column}/"
+        features.update({prefix + key.removeprefix(feature_keys.IMAGE_PREFIX): kind for key, kind in IMAGE_KINDS.items()
+                         if key != feature_keys.SOURCE_ID})
     return features
 
 
@@ -1202,7 +1202,7 @@ class TableEncoder(ImageExampleEncoder):
         self.list_features = frozenset(c for c, t in schema.types.items() if t.endswith("_list"))
 
     def _prefix(self, column: str) -> str:
-        return "image/" if len(self._schema.image_columns) == 1 else f"{column}/"
+        return feature_keys.IMAGE_PREFIX if len(self._schema.image_columns) == 1 else f"{column}/"
 
     def _image(self, column: str, path: str, size: int):
         name = path.rsplit("/", 1)[-1]

@@ -46,7 +46,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import (
     DUPLICATE_CLASS_NAME,
     check_class_list,
@@ -82,14 +82,14 @@ from recordbeam.write.sink import WriteShards
 #: The per-object features the OD API's Open Images converter writes beside the boxes,
 #: and the column each comes from.
 OID_OBJECT_COLUMNS = {
-    "image/object/group_of": "IsGroupOf",
-    "image/object/occluded": "IsOccluded",
-    "image/object/truncated": "IsTruncated",
-    "image/object/depiction": "IsDepiction",
+    feature_keys.GROUP_OF: "IsGroupOf",
+    feature_keys.OCCLUDED: "IsOccluded",
+    feature_keys.TRUNCATED: "IsTruncated",
+    feature_keys.DEPICTION: "IsDepiction",
 }
 OID_OBJECT_KINDS = {key: "int64" for key in OID_OBJECT_COLUMNS}
 #: The image-level label features.
-IMAGE_LABEL_KINDS = {"image/class/label": "int64", "image/class/text": "bytes"}
+IMAGE_LABEL_KINDS = {feature_keys.CLASS_LABEL: "int64", feature_keys.CLASS_TEXT: "bytes"}
 
 BOX_COLUMNS = ("ImageID", "LabelName", "XMin", "XMax", "YMin", "YMax")
 IMAGE_LABEL_COLUMNS = ("ImageID", "LabelName", "Confidence")
@@ -585,12 +585,12 @@ class OpenImagesEncoder(DetectionEncoder):
     def label_features(self, record: ImageRecord, info):
         columns, kinds, rejects, counts = super().label_features(record, info)
         image_labels = record.labels.get("image_labels", ())
-        columns["image/class/label"] = [label for label, _text in image_labels]
-        columns["image/class/text"] = [text for _label, text in image_labels]
+        columns[feature_keys.CLASS_LABEL] = [label for label, _text in image_labels]
+        columns[feature_keys.CLASS_TEXT] = [text for _label, text in image_labels]
         return columns, {**kinds, **IMAGE_LABEL_KINDS}, rejects, counts
 
     def object_counts(self, columns) -> dict[str, int]:
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 # --- the conversion ---------------------------------------------------------------------

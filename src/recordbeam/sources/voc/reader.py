@@ -34,7 +34,7 @@ import apache_beam as beam
 import defusedxml.ElementTree as safe_xml
 from defusedxml import DefusedXmlException
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
@@ -66,9 +66,9 @@ from recordbeam.write.sink import WriteShards
 
 #: The per-object features the OD API's Pascal converter writes beside the boxes.
 VOC_OBJECT_KINDS = {
-    "image/object/difficult": "int64",
-    "image/object/truncated": "int64",
-    "image/object/view": "bytes",
+    feature_keys.DIFFICULT: "int64",
+    feature_keys.TRUNCATED: "int64",
+    feature_keys.VIEW: "bytes",
 }
 
 #: The class name VOC label maps (Datumaro's, CVAT's) list first for label 0; not a class
@@ -431,7 +431,7 @@ class VocEncoder(DetectionEncoder):
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object (no XML, no ``<object>``, or every object
         rejected), counted as they are written."""
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 def to_tfrecord(p: beam.Pipeline, output_dir: str, voc: VocOptions, shards: ShardOptions,

@@ -47,7 +47,7 @@ from typing import Any
 import apache_beam as beam
 import yaml
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
@@ -844,7 +844,7 @@ class YoloEncoder(DetectionEncoder):
     def object_counts(self, columns) -> dict[str, int]:
         """Images written with no object (no label file, an empty one, or every object
         rejected), counted as they are written."""
-        return {} if columns["image/object/class/label"] else {"images_without_objects": 1}
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
 # --- the conversion ---------------------------------------------------------------------
