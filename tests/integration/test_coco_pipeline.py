@@ -23,7 +23,7 @@ from PIL import Image
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
-from recordbeam.convert import convert as convert_api
+from recordbeam.converter import convert as convert_api
 from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.folder_lock import read as read_lock
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX

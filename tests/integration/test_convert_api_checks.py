@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from recordbeam import convert
+from recordbeam import converter as convert
 from recordbeam.cli import main as cli
 from recordbeam.errors import UsageError
 from recordbeam.options import find

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from recordbeam import convert
+from recordbeam import converter as convert
 from recordbeam.cli import main as cli
 
 NO_FILES = "no such folder, or it holds no files"

@@ -245,7 +245,7 @@ def test_images_nested_below_their_class_keep_distinct_file_names(tmp_path):
 
 
 def test_python_api_writes_the_bytes_the_command_writes(flat, tmp_path, output_at):
-    from recordbeam.convert import convert
+    from recordbeam.converter import convert
 
     out = {"cli": tmp_path / "cli", "api": tmp_path / "api"}
     assert cli.main(["convert", "imagefolder", "--root", flat.root, "--label-offset", "1",
@@ -267,7 +267,7 @@ def test_python_api_writes_the_bytes_the_command_writes(flat, tmp_path, output_a
     ({"root": "x"}, "convert imagefolder takes no option 'root'"),
 ])
 def test_python_api_refuses_what_the_command_refuses(options, said, tmp_path):
-    from recordbeam.convert import convert
+    from recordbeam.converter import convert
     from recordbeam.errors import UsageError
 
     given = {"input": str(tmp_path), **options}

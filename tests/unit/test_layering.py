@@ -52,15 +52,15 @@ MAY_IMPORT = {
     "pipeline": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
                  "sources", "local", "job_server", "gcs_credentials"},
     # recordbeam.convert: a declared format's checks and run, from Python.
-    "convert": {"errors", "options", "sources", "local", "pipeline", "write", "images"},
+    "converter": {"errors", "options", "sources", "local", "pipeline", "write", "images"},
     "cli": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "write",
             "sources", "local", "job_server", "pipeline", "testing", "gcs_credentials",
-            "options", "convert"},
+            "options", "converter"},
     # Re-exports of names users already type (see test_public_names.py).
     "runner": {"local"},
     "sink": {"write"},
     "__main__": {"cli"},
-    "__init__": {"dataset"},
+    "__init__": {"dataset", "converter"},
 }
 
 #: Rooms every floor may import: they import nothing of ours.

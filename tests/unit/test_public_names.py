@@ -33,3 +33,14 @@ def test_runner_option_with_the_old_path_runs_a_pipeline(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
     written = sorted(int(line) for f in tmp_path.glob("out*") for line in f.read_text().split())
     assert written == [2, 4, 6]
+
+
+def test_convert_is_the_function_even_after_the_cli_imported_its_module():
+    # The CLI imports recordbeam.converter; recordbeam.convert stays the function.
+    code = ("import recordbeam, sys\n"
+            "import recordbeam.cli.pipeline_commands\n"
+            "from recordbeam.converter import convert\n"
+            "assert recordbeam.convert is convert and callable(recordbeam.convert)\n"
+            "assert 'apache_beam' not in sys.modules\n"
+            "assert set(recordbeam.__all__) == {'__version__', 'convert', 'read'}\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)

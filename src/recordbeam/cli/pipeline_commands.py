@@ -50,7 +50,7 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 def cmd_convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """``convert <format>`` of a format declared in its own package (see
     :mod:`recordbeam.sources.format`)."""
-    from recordbeam import convert
+    from recordbeam import converter as convert
     from recordbeam.options import conversion_options
 
     fmt = convert.find_format(args.kind)
@@ -60,8 +60,8 @@ def cmd_convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
 
 def _run_declared(fmt: Format, values: dict[str, Any], args: argparse.Namespace) -> int:
-    """A declared format's checks and run (:mod:`recordbeam.convert`), and what it did."""
-    from recordbeam import convert
+    """A declared format's checks and run (:mod:`recordbeam.converter`), and what it did."""
+    from recordbeam import converter as convert
 
     conversion = convert.prepare(fmt, values, args.split_given)
     _warn_if_the_local_runner_is_beams(args.beam_options)
@@ -105,7 +105,7 @@ def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) ->
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """``convert coco`` of a generated sample: the options ``demo`` has are the user's,
     the others their defaults."""
-    from recordbeam import convert
+    from recordbeam import converter as convert
     from recordbeam.options import conversion_options
     from recordbeam.testing.samples import make_coco_sample
 

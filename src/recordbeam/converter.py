@@ -1,4 +1,5 @@
-"""``recordbeam.convert``: a dataset to sharded TFRecords, from Python.
+"""``recordbeam.convert``: a dataset to sharded TFRecords, from Python (the function is
+:func:`convert` here, which ``recordbeam`` exposes under its own name).
 
 The same checks and the same run as ``recordbeam convert <format>``: the keywords are the
 command's options with underscores (``max_side=640`` for ``--max-side 640``), checked as
