@@ -1,6 +1,7 @@
-"""One module per input kind: ``coco`` (COCO instances, keypoints, captions, LVIS), ``voc``
-(Pascal VOC), ``yolo`` (darknet and Ultralytics), ``labelme``, ``cvat`` (CVAT XML), ``kitti``,
-``openimages`` and ``boxcsv`` (box tables, joined with their images by ``csv_boxes``),
+"""One package per input format, each declaring itself in its ``__init__``
+(:mod:`.format`): ``coco`` (COCO instances, keypoints, captions, LVIS), ``voc`` (Pascal
+VOC), ``yolo`` (darknet and Ultralytics), ``labelme``, ``cvat`` (CVAT XML), ``kitti``,
+``openimages`` and ``box_csv`` (box tables, joined with their images by ``csv_boxes``),
 ``imagefolder`` (class folders), ``manifest`` (CSV / JSON Lines manifests); ``reshard``
 reads finished TFRecord files. Detection sources share ``detection`` (the object record
 and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one
@@ -8,7 +9,7 @@ annotation file per image (VOC, YOLO, labelme, KITTI) share ``annotated_files``:
 describe their folders and parse one file, and ``ReadAnnotatedImages`` lists, joins, parses
 on workers and turns class names into labels.
 
-Every image source follows one small interface, which ``recordbeam.pipeline`` relies on:
+Every format's reader follows one small interface, which :mod:`.conversion` relies on:
 
 * ``Read<Kind>(options, skip_below=None)``: a ``beam.PTransform`` applied to the pipeline
   (``p | ReadCoco(...)``). ``skip_below`` is the output folder, left out of the listing
@@ -37,6 +38,8 @@ Records handed between a source's own stages are named types with a compact code
 (:mod:`.coco.records`, ``manifest.reader.BuiltRow``), never positional tuples. Splits decided by
 fractions share one salted hash (:mod:`.splits`).
 
-A new input format is one new module here (its options, ``Read<Kind>``, its encoder),
-plus the few lines in ``recordbeam.pipeline`` and the CLI that offer it.
+A new input format is one new package here: its declaration, and a ``reader`` with its
+options, ``Read<Kind>``, its encoder and ``prepare`` (ARCHITECTURE.md, "Adding an input
+format"). The command, the Python API, the ``pipelines/`` script and the docs' options
+table are made from the declaration.
 """

@@ -119,6 +119,16 @@ def formats() -> dict[str, Format]:
     return dict(sorted(found.items()))
 
 
+def prepared_in(module: str) -> Callable[[Request], Conversion]:
+    """A ``prepare`` that calls ``module``'s own (the format's reader), importing it only
+    when a conversion is prepared: a declaration imports no Beam."""
+
+    def prepare(request: Request) -> Conversion:
+        return importlib.import_module(module).prepare(request)
+
+    return prepare
+
+
 # --- options several formats declare, each with its own words --------------------------
 
 

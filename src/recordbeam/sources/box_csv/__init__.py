@@ -4,19 +4,12 @@ table rows with images it shares with Open Images is :mod:`recordbeam.sources.cs
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     images_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.box_csv.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="box-csv",
@@ -29,6 +22,6 @@ FORMAT = Format(
         allow_outside_root_option("ROOT and --images"),
         annotation_rejects_option("boxes", "malformed row, degenerate box"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "export"),
 )

@@ -7,17 +7,10 @@ beside it hold its roles: ``json_stream`` (reading the JSON), ``checks`` (each i
 from recordbeam.options import Flag, Option, Path
 from recordbeam.sources.format import (
     Format,
-    Request,
     annotation_rejects_option,
     include_masks_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.coco.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="coco",
@@ -42,7 +35,7 @@ FORMAT = Format(
         annotation_rejects_option(
             "annotations", "unknown image or category, invalid box or mask, duplicate id"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--images", "train2017", "--annotations", "annotations/instances_train2017.json"),
     instead=dict.fromkeys(
         ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),

@@ -3,20 +3,13 @@
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     images_option,
     include_masks_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.cvat.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="cvat",
@@ -30,6 +23,6 @@ FORMAT = Format(
         annotation_rejects_option("objects", "unknown label, invalid box, malformed points "
                                   "or rle"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "cvat-export"),
 )

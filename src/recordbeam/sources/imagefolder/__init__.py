@@ -5,18 +5,11 @@ from recordbeam.options import Fraction, Option, WholeNumber
 from recordbeam.records import MAX_LABEL
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     classes_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.imagefolder.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="imagefolder",
@@ -36,7 +29,7 @@ FORMAT = Format(
                Fraction(zero_allowed=False, one_allowed=False)),
         allow_outside_root_option("--input"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "imagenet/train"),
     instead={"--images": "convert imagefolder takes the class folders' parent as --input"},
 )

@@ -3,19 +3,12 @@
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     images_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.kitti.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="kitti",
@@ -28,6 +21,6 @@ FORMAT = Format(
         allow_outside_root_option("ROOT and --images"),
         annotation_rejects_option("objects", "malformed line, degenerate box"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "kitti"),
 )

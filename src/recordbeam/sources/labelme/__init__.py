@@ -3,21 +3,14 @@
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     classes_option,
     images_option,
     include_masks_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.labelme.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="labelme",
@@ -34,6 +27,6 @@ FORMAT = Format(
         allow_outside_root_option("ROOT and --images"),
         annotation_rejects_option("objects", "unknown class, invalid or degenerate shape"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "labelme_folder"),
 )

@@ -2,14 +2,7 @@
 reader is :mod:`recordbeam.sources.manifest.reader`."""
 
 from recordbeam.options import Flag, Option, Path, Text, WholeNumber
-from recordbeam.sources.format import Format, Request, input_option
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.manifest.reader import prepare
-
-    return prepare(request)
-
+from recordbeam.sources.format import Format, input_option, prepared_in
 
 FORMAT = Format(
     name="manifest",
@@ -38,7 +31,7 @@ FORMAT = Format(
         Option("group_by", "write one SequenceExample per value of this column, rows become "
                "steps (default: one Example per row)", Text(), metavar="COLUMN"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "data.csv"),
     instead={
         "--root": "convert manifest takes the CSV or JSONL file as --input",

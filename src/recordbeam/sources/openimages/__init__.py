@@ -4,19 +4,12 @@ join of table rows with images it shares with box CSV is :mod:`recordbeam.source
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     images_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.openimages.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="openimages",
@@ -29,6 +22,6 @@ FORMAT = Format(
         allow_outside_root_option("ROOT and --images"),
         annotation_rejects_option("boxes", "unknown LabelName, malformed row, degenerate box"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "open-images"),
 )

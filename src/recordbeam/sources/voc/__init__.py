@@ -3,19 +3,12 @@ export with each XML beside its image. The reader is :mod:`recordbeam.sources.vo
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     images_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.voc.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="voc",
@@ -29,7 +22,7 @@ FORMAT = Format(
         allow_outside_root_option("ROOT and --images"),
         annotation_rejects_option("objects", "unknown class, invalid or degenerate box"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "VOCdevkit/VOC2012"),
     instead=dict.fromkeys(
         ("--label-map", "--labels", "--classes"),

@@ -4,20 +4,13 @@ folders of images and labels with a class names file. The reader is
 
 from recordbeam.sources.format import (
     Format,
-    Request,
     allow_outside_root_option,
     annotation_rejects_option,
     classes_option,
     include_masks_option,
     input_option,
+    prepared_in,
 )
-
-
-def _prepare(request: Request):
-    from recordbeam.sources.yolo.reader import prepare
-
-    return prepare(request)
-
 
 FORMAT = Format(
     name="yolo",
@@ -36,7 +29,7 @@ FORMAT = Format(
                                   "outside ROOT"),
         annotation_rejects_option("objects", "unknown class id, malformed line, empty box"),
     ),
-    prepare=_prepare,
+    prepare=prepared_in(f"{__name__}.reader"),
     example=("--input", "datasets/coco8"),
     instead={
         "--images": "YOLO finds each image's labels from the image's path, so the images "
