@@ -8,7 +8,7 @@ PIP_FLAGS ?= --disable-pip-version-check --quiet
 # .venv holds it, whatever newer one the index has. pyproject.toml admits newer ones.
 NEWEST_BEAM ?= 2.77.0
 
-.PHONY: demo test test-cluster test-oldest test-newest-beam docs lint bench bench-coco clean
+.PHONY: demo test test-fast test-cluster test-oldest test-newest-beam docs lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ demo: $(VENV)/.runtime
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks tools deploy docs
 	$(PY) -m pytest tests --ignore=tests/cluster
+
+# The edit loop: the unit tests and one small conversion per format (tests/integration/
+# test_each_format.py), about a minute on 2 cores; CI runs the whole suite.
+test-fast: $(VENV)/.test
+	$(PY) -m pytest -q tests/unit tests/integration/test_each_format.py
 
 # The docs site into site/. --strict: a broken link or anchor, a page missing from the nav,
 # an unreadable docstring or an options table of a command that does not exist fails it.
