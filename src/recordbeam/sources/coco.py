@@ -413,7 +413,8 @@ class _ReadInputs(beam.DoFn):
         for meta in filesystems.list_files(opts.images_dir):
             if is_skipped(meta.path, skipped):
                 continue
-            name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
+            name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes,
+                                   float(meta.last_updated_in_seconds or 0.0))
             yield JoinKey(name), file
             yield TaggedOutput("inputs", _text_metadata(meta))
         for path in (opts.annotations, opts.captions):
@@ -841,14 +842,15 @@ def label_map(categories: list[tuple[Any, str]], contiguous: bool) -> dict[Any, 
     }
 
 
-def _file_key(images_dir: str, path: str, size: int) -> tuple[str, ListedFile]:
+def _file_key(images_dir: str, path: str, size: int,
+              modified: float = 0.0) -> tuple[str, ListedFile]:
     name = filesystems.relative_name(images_dir, path)
     if not is_text(name):
         # A name that is not UTF-8 on disk: Beam cannot encode it as a key, and no JSON
         # entry can name it (lone surrogates are rejected there). The NUL, which no real
         # file name holds, keeps the escaped form from meeting a genuine name.
-        return "\0" + printable(name), ListedFile(printable(path), size)
-    return name, ListedFile(path, size)
+        return "\0" + printable(name), ListedFile(printable(path), size, modified)
+    return name, ListedFile(path, size, modified)
 
 
 def _text_metadata(meta: FileMetadata) -> FileMetadata:
@@ -901,7 +903,7 @@ class _JoinFiles(beam.DoFn):
         # (ImageExampleEncoder.refuse_outside), as for every format.
         path, size = files[0].path, files[0].size
         yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
-                                               entry.height)
+                                               entry.height, files[0].modified)
 
     def _missing(self, image_id: Any, name: str):
         detail = (f"image id {image_id} names {name!r}, which is not in the images folder "
@@ -939,16 +941,17 @@ class _LocateOutside(beam.DoFn):
     def process(self, entry: ImageEntry):
         image_id, name = entry.image_id, entry.file_name
         path = name if _is_absolute(name) else filesystems.join(self._images_dir, name)
-        size = filesystems.size_of(path)
-        if size is None:
+        found = filesystems.file_metadata(path)
+        if found is None:
             yield TaggedOutput("rejects", Reject(
                 "image", path, "missing",
                 f"image id {image_id} names {name!r}, which does not exist",
             ))
             yield join_key(image_id), ImageNotLocated("missing")
             return
-        yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
-                                               entry.height)
+        yield join_key(image_id), LocatedImage(
+            image_id, name, path, found.size_in_bytes, entry.width, entry.height,
+            float(found.last_updated_in_seconds or 0.0))
 
 
 def _annotations_in_id_order(batches: list[AnnotationBatch]) -> list[tuple[Annotation, Any]]:
@@ -1075,7 +1078,7 @@ class _JoinAnnotations(beam.DoFn):
         if lists:
             labels.update((yield from self._category_lists(lists[0], image.image_id)))
         yield ImageRecord(identity=key, path=image.path, size=image.size, split=self._split,
-                          labels=labels)
+                          labels=labels, modified=(image.modified,))
 
     def _named_keypoints(self, annotation: Annotation) -> NamedKeypoints | None | Reject:
         """The annotation's keypoints with its category's names (None: the category has
@@ -1388,6 +1391,12 @@ class CocoEncoder(DetectionEncoder):
 
     def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:
         return unpack_objects(record.labels["objects"])
+
+    def input_labels(self, record: ImageRecord) -> Any:
+        labels = dict(record.labels)
+        if "objects" in labels:  # pickled: compared by what they hold, not by their bytes
+            labels["objects"] = self.objects(record)
+        return labels
 
     def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
         """The objects and captions of an image rejected while writing, as annotation
