@@ -70,6 +70,7 @@ from recordbeam.sources.tabular import (
 from recordbeam.sources.voc import ReadVoc, VocEncoder, VocOptions, label_metadata
 from recordbeam.sources.yolo import ReadYolo, YoloEncoder, YoloOptions
 from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.incremental import Incremental
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.progress import ProgressReporter
 from recordbeam.write.sink import WriteShards
@@ -240,9 +241,11 @@ def _write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, ou
     metadata = read["metadata"] | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
     )
+    incremental = (Incremental(settings, shards.input_key, shards.compact_below)
+                   if shards.incremental else None)
     sink = WriteShards(
         output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
-        metadata=metadata, splits=splits, sizes=read.get("sizes"),
+        metadata=metadata, splits=splits, sizes=read.get("sizes"), incremental=incremental,
     )
     _ = read["records"] | "WriteShards" >> sink
     return sink

@@ -154,6 +154,18 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
                         help="exit 0 at once when OUT already holds a finished output of the same "
                         "inputs (names, sizes, modification times), options and recordbeam "
                         "version (default: always convert)")
+    parser.add_argument("--incremental", action="store_true",
+                        help="keep the shards of OUT whose examples did not change and encode "
+                        "only new and changed inputs (an image's name, size and modification "
+                        "time, and its own annotations); other options or another recordbeam "
+                        "version rebuild the split (default: rebuild the split)")
+    parser.add_argument("--verify-unchanged", action="store_true",
+                        help="with --incremental: compare images by the hash of their bytes "
+                        "(every image is read) instead of their size and modification time")
+    parser.add_argument("--compact-below", type=_fraction(zero_allowed=False, one_allowed=True),
+                        default=None, metavar="F",
+                        help="with --incremental: fold shards smaller than F (0 to 1) times "
+                        "--shard-size into shards near --shard-size (default: never)")
 
 
 def _add_shard_args(parser: argparse.ArgumentParser, shards: str, shard_size_when: str) -> None:

@@ -48,11 +48,25 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 def _shard_options(args: argparse.Namespace):
     from recordbeam.write.planning import ShardOptions, parse_size
 
+    incremental = getattr(args, "incremental", False)
+    if getattr(args, "verify_unchanged", False) and not incremental:
+        raise UsageError("--verify-unchanged applies to incremental runs only: add "
+                         "--incremental, or drop --verify-unchanged")
+    if getattr(args, "compact_below", None) is not None and not incremental:
+        raise UsageError("--compact-below applies to incremental runs only: add --incremental, "
+                         "or drop --compact-below")
+    if incremental and args.shards is not None:
+        raise UsageError("--shards cannot be combined with --incremental: an incremental run "
+                         "keeps the shards that did not change and cuts its new ones by "
+                         "--shard-size; drop --shards")
     return ShardOptions(
         num_shards=args.shards, shard_size=parse_size(args.shard_size),
         compression=args.compression, index=args.index,
         max_reject_fraction=args.max_reject_fraction,
         max_annotation_reject_fraction=getattr(args, "max_annotation_reject_fraction", None),
+        incremental=incremental,
+        input_key="content" if getattr(args, "verify_unchanged", False) else "stat",
+        compact_below=getattr(args, "compact_below", None) or 0.0,
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 _DTYPES = {"bytes_list": "string", "float_list": "float32", "int64_list": "int64"}
@@ -164,6 +165,20 @@ class FeatureSpec:
                 "present_in": seen.examples,
             }
         return out
+
+
+def observe_sequence(message: Any, spec: FeatureSpec, list_spec: FeatureSpec | None) -> None:
+    """Record one ``SequenceExample`` message: ``spec`` learns its context, ``list_spec``
+    each step of its feature lists (a list's ``fixed_length`` is then its values per step,
+    ``present_in`` counts steps)."""
+    spec.observe(SimpleNamespace(features=message.context))
+    if list_spec is None:
+        return
+    feature_lists = message.feature_lists.feature_list
+    steps = max((len(fl.feature) for fl in feature_lists.values()), default=0)
+    for i in range(steps):
+        step = {name: fl.feature[i] for name, fl in feature_lists.items() if i < len(fl.feature)}
+        list_spec.observe(SimpleNamespace(features=SimpleNamespace(feature=step)))
 
 
 def merge_spec_json(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],

@@ -52,6 +52,7 @@ class ShardResult:
     spec: FeatureSpec
     counts: Mapping[str, int]
     list_spec: FeatureSpec | None = None  # feature lists of SequenceExamples, per step
+    temp_keys_path: str | None = None  # its key file, in an incremental run
 
     @property
     def name(self) -> str:
@@ -72,9 +73,15 @@ class _Finalize(beam.DoFn):
 
     def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written):
         self._check_lock()  # a run that lost the folder stops before reading its state
-        default_split = self._declared[0]
         owned = sorted(set(totals) | set(self._declared))
         results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
+        yield self._finish(results, rejects, counts, metadata, owned)
+
+    def _finish(self, results: list[Any], rejects: Iterable[Reject], counts: Mapping[Any, int],
+                metadata: Iterable[Mapping[str, Any]], owned: list[str]) -> dict[str, Any]:
+        """Check, then commit the splits ``owned`` made of ``results`` (each with a name,
+        a split, examples, bytes, specs and counts); returns the manifest committed."""
+        default_split = self._declared[0]
         rejects = sorted(
             (r if r.split else dataclasses.replace(r, split=default_split) for r in rejects),
             key=lambda r: (r.split, r.kind, r.source, r.reason, r.detail),
@@ -103,12 +110,24 @@ class _Finalize(beam.DoFn):
         for split, entry in previous.get("splits", {}).items():
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
+        final = self._versioned(final, previous, owned)
         self._commit(results, rejects, owned, final)
         for split in owned:
             warning = manifest.empty_shards_warning(split, final["splits"][split])
             if warning:
                 _LOG.warning("%s: %s", self._output_dir, warning)
-        yield final
+        return final
+
+    def _versioned(self, final: dict[str, Any], previous: Mapping[str, Any],
+                   owned: list[str]) -> dict[str, Any]:
+        """``final`` with the next version number and this run in its history, in a folder
+        whose manifest counts versions (one an incremental run wrote); else as it is."""
+        if "version" not in previous:
+            return final
+        run = {"full_rebuild": True, "splits": {
+            split: {"examples": final["splits"][split]["examples"],
+                    "shards_written": len(final["splits"][split]["shards"])} for split in owned}}
+        return manifest.with_version(final, previous, run)
 
     def _check_lock(self) -> folder_lock.LockRecord | None:
         try:

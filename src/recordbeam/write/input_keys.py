@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from recordbeam import filesystems
 from recordbeam.dataset.shard_keys import INPUT_KEY_BYTES
 
 #: How a file's state enters the key: its listed modification time, or its bytes' hash.
@@ -109,20 +110,48 @@ def content_hash(path: str, read: Callable[[str], Any]) -> str:
     return digest.hexdigest()
 
 
-#: Settings that never change an example's bytes, left out of :func:`settings_key`: how
-#: shards are cut and how many rejects a run may have.
-_KEPT_ACROSS = {"shards": ("num_shards", "shard_size", "max_reject_fraction",
-                           "max_annotation_reject_fraction"),
-                "incremental": ("compact_below",)}
+def element_input_key(encoder: Any, element: Any, kind: str) -> bytes:
+    """The input key of ``element`` as ``encoder`` (an
+    :class:`~recordbeam.write.encoder.ExampleEncoder`) describes it, with each file's state
+    of ``kind``: ``stat`` (the listed modification times the element carries; looked up for
+    an element that carries none, as a record built by hand may) or ``content``."""
+    files = tuple(encoder.input_files(element))
+    if kind == CONTENT:
+        states = tuple(_content_state(encoder, path) for path in files)
+    else:
+        states = tuple(encoder.modified_times(element))
+        if len(states) != len(files):
+            states = tuple(_listed_time(path) for path in files)
+    return input_key(encoder.input_description(element), states)
+
+
+def _content_state(encoder: Any, path: str) -> str:
+    """A file's content hash; a file the encoder refuses to open (links out of the input
+    folders) is not opened here either."""
+    refuse = getattr(encoder, "refuse_outside", None)
+    if refuse is not None and refuse(path) is not None:
+        return "outside_root"
+    return content_hash(path, filesystems.open_read)
+
+
+def _listed_time(path: str) -> float:
+    found = filesystems.file_metadata(path)
+    return float(found.last_updated_in_seconds or 0.0) if found is not None else -1.0
+
+
+#: Shard settings that never change an example's bytes, left out of
+#: :func:`settings_key`: how shards are cut, how many rejects a run may have, and how an
+#: incremental run compares and compacts (its key kind is compared on its own).
+_NOT_IN_EXAMPLES = ("num_shards", "shard_size", "max_reject_fraction",
+                    "max_annotation_reject_fraction", "incremental")
 
 
 def example_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` less what never changes an example's bytes (shard sizes, reject
     limits, compaction): what an incremental run compares with the previous version's."""
     kept = dict(settings)
-    for section, keys in _KEPT_ACROSS.items():
-        if isinstance(kept.get(section), Mapping):
-            kept[section] = {k: v for k, v in kept[section].items() if k not in keys}
+    if isinstance(kept.get("shards"), Mapping):
+        kept["shards"] = {k: v for k, v in kept["shards"].items() if k not in _NOT_IN_EXAMPLES}
     return kept
 
 
