@@ -1161,6 +1161,11 @@ class TableEncoder(ImageExampleEncoder):
     def example_settings(self) -> dict[str, Any]:
         return {"schema": self._schema.to_json()}
 
+    def input_labels(self, record: ImageRecord) -> Any:
+        # Where a row sits in the manifest is not written: a row added above it leaves
+        # its example as it is.
+        return {k: v for k, v in record.labels.items() if k not in ("line", "lines")}
+
     def input_files(self, record: ImageRecord) -> tuple[str, ...]:
         images = record.labels["images"]
         steps = images if "steps" in record.labels else (images,)

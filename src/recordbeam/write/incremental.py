@@ -121,7 +121,7 @@ class PreviousVersion:
 @dataclass(frozen=True)
 class OldShard:
     """A shard of the previous version that may be kept. ``group``: the compaction group
-    it is folded into (its own name when it stays on its own)."""
+    it is folded into (its own name when it stays on its own; else a name no shard has)."""
 
     split: str
     name: str
@@ -223,7 +223,9 @@ def compaction_groups(split: str, shards: Sequence[Mapping[str, Any]], below: fl
             groups[-1].append(shard)
         else:
             groups.append([shard])
-    group_of = {s["file"]: g[0]["file"] for g in groups if len(g) > 1 for s in g}
+    # A group is named apart from any shard: a shard whose group is its own name is alone.
+    group_of = {s["file"]: f"folded into one with {g[0]['file']}" for g in groups if len(g) > 1
+                for s in g}
     return [OldShard(split, s["file"], s["examples"], s["bytes"], group_of.get(s["file"], s["file"]))
             for s in shards]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import struct
 from collections.abc import Callable, Mapping, Sequence
@@ -164,7 +165,9 @@ def settings_key(settings: Mapping[str, Any]) -> str:
 def settings_change(previous: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
     """In words, why the example settings ``current`` differ from ``previous`` (the
     recordbeam version, or which options), or None when they do not."""
-    old, new = example_settings(previous), example_settings(current)
+    # As the manifest holds them: JSON (tuples read back as lists).
+    old, new = (json.loads(json.dumps(example_settings(s), default=str))
+                for s in (previous, current))
     if old == new:
         return None
     if old.get("recordbeam_version") != new.get("recordbeam_version"):
