@@ -235,3 +235,29 @@ def rejects(folder: Path) -> list[str]:
 def last_run(folder: Path, split: str = "train") -> dict:
     manifest = json.loads((folder / "manifest.json").read_text())
     return manifest["history"][-1]["splits"][split]
+
+
+def sync(root: Path, uploaded: dict[str, str], put, delete) -> dict[str, str]:
+    """Bring an object store's copy of ``root`` up to date as a sync tool would: ``put``
+    (relative name, local path) every file that is new or whose bytes changed, ``delete``
+    (relative name) every file gone; unchanged files keep their objects (and times).
+    ``uploaded`` maps relative names to content digests of the last sync; returns the new
+    map."""
+    now = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        name = path.relative_to(root).as_posix()
+        now[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        if uploaded.get(name) != now[name]:
+            put(name, str(path))
+    for name in sorted(set(uploaded) - set(now)):
+        delete(name)
+    return now
+
+
+def store_argv(kind: str, store_root: str, output: str, *extra: str) -> list[str]:
+    """``convert`` of a corpus synced below ``store_root`` (``s3://...``, ``gs://...``)."""
+    inputs = {"coco": ["--images", f"{store_root}/images",
+                       "--annotations", f"{store_root}/instances.json"],
+              "imagefolder": ["--root", store_root]}[kind]
+    return ["convert", kind, *inputs, "--output", output, "--quiet", "--max-reject-fraction",
+            "1", *extra, *IN_MEMORY]
