@@ -44,6 +44,23 @@ def test_canonical_bytes_depend_on_content_not_on_order_or_identity():
     assert canonical_bytes(_Note("a")) != canonical_bytes(_Note("b"))
 
 
+def test_subclasses_of_plain_types_give_the_plain_values_bytes():
+    import collections
+    import enum
+
+    class _Level(enum.IntEnum):
+        HIGH = 3
+
+    class _Name(str):
+        pass
+
+    pairs = [(np.float64(2.5), 2.5), (np.int64(7), 7), (np.bool_(True), True),
+             (_Level.HIGH, 3), (_Name("car"), "car"), (bytearray(b"ab"), b"ab"),
+             (collections.OrderedDict(b=1, a=2), {"a": 2, "b": 1})]
+    for subclassed, plain in pairs:
+        assert canonical_bytes(subclassed) == canonical_bytes(plain), subclassed
+
+
 @pytest.mark.parametrize(("one", "other"), [
     (1, 1.0), (1, True), (1, "1"), ("1", b"1"), (None, 0), (0.0, -0.0), ((), {}),
     ([1, 2], [2, 1]), ({"a": 1}, {"a": 2}), ("ab", ("a", "b")), ([[1], 2], [1, [2]]),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -50,42 +49,80 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def _write(value: Any, out: bytearray) -> None:
-    if value is None:
-        out += b"N"
+    write = _BY_TYPE.get(type(value))
+    if write is not None:
+        write(value, out)
+    elif isinstance(value, tuple | list):  # named tuples too: their fields, in order
+        _write_sequence(value, out)
     elif isinstance(value, bool | np.bool_):
         out += b"T" if value else b"F"
     elif isinstance(value, int | np.integer):
-        text = str(int(value)).encode()
-        out += b"i" + _LENGTH.pack(len(text)) + text
+        _write_int(int(value), out)
     elif isinstance(value, float | np.floating):
-        number = float(value)
-        out += b"f" + (_FLOAT.pack(number) if not math.isnan(number) else b"nan\0\0\0\0\0")
+        _write_float(float(value), out)
     elif isinstance(value, str):
-        data = value.encode("utf-8", "surrogatepass")
-        out += b"s" + _LENGTH.pack(len(data)) + data
+        _write_str(value, out)
     elif isinstance(value, bytes | bytearray | memoryview):
-        data = bytes(value)
-        out += b"b" + _LENGTH.pack(len(data)) + data
+        _write_bytes(bytes(value), out)
     elif isinstance(value, np.ndarray):
         out += b"a" + canonical_bytes((str(value.dtype), value.shape))
-        _write(np.ascontiguousarray(value).tobytes(), out)
+        _write_bytes(np.ascontiguousarray(value).tobytes(), out)
     elif isinstance(value, Mapping):
-        items = sorted((canonical_bytes(k), canonical_bytes(v)) for k, v in value.items())
-        out += b"m" + _LENGTH.pack(len(items))
-        for key, item in items:
-            out += key + item
+        _write_mapping(value, out)
     elif isinstance(value, set | frozenset):
         members = sorted(canonical_bytes(member) for member in value)
         out += b"S" + _LENGTH.pack(len(members)) + b"".join(members)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         _write((type(value).__name__, dataclasses.astuple(value)), out)
-    elif isinstance(value, tuple | list):  # named tuples too: their fields, in order
-        out += b"l" + _LENGTH.pack(len(value))
-        for item in value:
-            _write(item, out)
     else:
         raise TypeError(f"cannot make an input key of a {type(value).__name__} value; "
                         "sources give labels as plain values")
+
+
+def _write_int(value: int, out: bytearray) -> None:
+    text = str(value).encode()
+    out += b"i" + _LENGTH.pack(len(text)) + text
+
+
+def _write_float(value: float, out: bytearray) -> None:
+    out += b"f" + (_FLOAT.pack(value) if value == value else b"nan\0\0\0\0\0")
+
+
+def _write_str(value: str, out: bytearray) -> None:
+    data = value.encode("utf-8", "surrogatepass")
+    out += b"s" + _LENGTH.pack(len(data)) + data
+
+
+def _write_bytes(value: bytes, out: bytearray) -> None:
+    out += b"b" + _LENGTH.pack(len(value)) + value
+
+
+def _write_sequence(value: tuple | list, out: bytearray) -> None:
+    out += b"l" + _LENGTH.pack(len(value))
+    for item in value:
+        _write(item, out)
+
+
+def _write_mapping(value: Mapping, out: bytearray) -> None:
+    items = sorted((canonical_bytes(k), canonical_bytes(v)) for k, v in value.items())
+    out += b"m" + _LENGTH.pack(len(items))
+    for key, item in items:
+        out += key + item
+
+
+#: Writers by exact type: labels are mostly these, and a dict lookup is cheaper than the
+#: chain of ``isinstance`` checks the other types go through.
+_BY_TYPE = {
+    type(None): lambda _value, out: out.extend(b"N"),
+    bool: lambda value, out: out.extend(b"T" if value else b"F"),
+    int: _write_int,
+    float: _write_float,
+    str: _write_str,
+    bytes: _write_bytes,
+    tuple: _write_sequence,
+    list: _write_sequence,
+    dict: _write_mapping,
+}
 
 
 def input_key(description: Any, file_states: Sequence[Any]) -> bytes:
