@@ -209,7 +209,7 @@ def test_every_reader_sees_the_live_examples(tmp_path, capsys):
         assert (out / f"train-{number:05d}.tfrecord").exists() == (length != "0")
     capsys.readouterr()
     for command in (["verify", str(out)], ["check", str(out), "--for", "tfds"],
-                    ["inspect", str(out), "-n", "1"], ["report", str(out)],
+                    ["inspect", str(out), "-n", "1"], ["report", str(out), "--html", str(tmp_path / "report.html")],
                     ["index", str(out)], ["verify", str(out)]):
         assert main(command) == 0, command
     assert f"total: {len(source_ids)} clean records" in capsys.readouterr().out
