@@ -243,3 +243,25 @@ def test_if_changed_skips_an_unchanged_corpus_and_runs_incrementally_otherwise(t
     corpus.write()
     _incremental(corpus, out, "--if-changed")
     assert last_run(out)["changed"] == 1 and last_run(out)["unchanged"] == 7
+
+
+def test_a_second_writer_is_refused_and_the_version_stays(tmp_path, capsys):
+    from recordbeam.dataset import folder_lock
+
+    rng = random.Random(3)
+    corpus = Corpus.make("coco", tmp_path / "in", 6)
+    out = _incremental(corpus, tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    corpus.mutate("add", rng)
+    corpus.write()
+    held = folder_lock.acquire(str(out), "feedfacecafe", command="convert coco --incremental")
+    try:
+        capsys.readouterr()
+        assert main(corpus.argv(out, "--incremental", *SMALL_SHARDS)) == 2
+        assert "is being written by another run feedfacecafe" in capsys.readouterr().err
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != folder_lock.LOCK} == before
+    finally:
+        held.release()
+    _incremental(corpus, out)
+    assert last_run(out)["added"] == 1
+    _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
