@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
 
-.PHONY: demo test test-cluster test-oldest lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest docs lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -25,21 +25,46 @@ $(VENV)/.test: $(VENV)/.runtime
 	$(PY) -m pip install $(PIP_FLAGS) scipy opencv-python-headless pyyaml immutabledict
 	touch $@
 
+$(VENV)/.docs: $(VENV)/.runtime
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[docs]'
+	touch $@
+
 demo: $(VENV)/.runtime
 	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
 
 # tests/cluster is left out: it builds launchers in fresh venvs, minutes each (test-cluster).
 test: $(VENV)/.test
-	$(PY) -m ruff check src tests pipelines benchmarks
+	$(PY) -m ruff check src tests pipelines benchmarks tools deploy docs
 	$(PY) -m pytest tests --ignore=tests/cluster
 
-# The cluster path, from environments made as users and workers make them: the README's
+# The docs site into site/. --strict: a broken link or anchor, a page missing from the nav,
+# an unreadable docstring or an options table of a command that does not exist fails it.
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+# The cluster path, from environments made as users and workers make them: the docs'
 # Dataflow command as a dry run from fresh `python3 -m venv`s (only what venv and pip give
 # them), gs:// on a GCS emulator; and what a job stages, installed in fresh venvs as Beam's
 # SDK container installs it, run on Beam's job service and worker pool. Each kind of venv
-# is built once per run (tests/cluster/conftest.py lists them); ~18 min on 2 cores.
-test-cluster: $(VENV)/.test
-	$(PY) -m pytest tests/cluster
+# is built once per run (tests/cluster/conftest.py lists them). Also the deploy images'
+# install steps (deploy/), and the example DAGs
+# (deploy/airflow/dags) run by real Airflow, which lives in an environment of its own,
+# built once: its dependencies never touch .venv, and the DAGs run recordbeam from .venv,
+# as a deployment runs it from recordbeam's own environment. Airflow's constraints file
+# is on GitHub, out of CI's reach: deploy/airflow/constraints-py3.11.txt pins what the
+# tests passed with (~3 min to install on 2 cores). All of it: ~18 min on 2 cores.
+AIRFLOW_VENV ?= .venv-airflow
+AIRFLOW_PACKAGES := apache-airflow==3.3.2 apache-airflow-providers-apache-beam==6.3.1 \
+	apache-airflow-providers-google==22.8.0
+$(AIRFLOW_VENV)/.airflow: deploy/airflow/constraints-py3.11.txt
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install $(PIP_FLAGS) \
+		-c deploy/airflow/constraints-py3.11.txt $(AIRFLOW_PACKAGES)
+	touch $@
+
+test-cluster: $(VENV)/.test $(AIRFLOW_VENV)/.airflow
+	RECORDBEAM_AIRFLOW_VENV=$(AIRFLOW_VENV) $(PY) -m pytest tests/cluster
 
 # The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
 # numpy that Beam accepts (4.25 and 2.1 for 2.60) and a TensorFlow that installs beside
@@ -82,4 +107,5 @@ bench-coco: $(BENCH_VENV)/.bench
 	$(BENCH_VENV)/bin/python benchmarks/coco_bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) demo-output build src/*.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) $(AIRFLOW_VENV) demo-output site build dist \
+		src/*.egg-info

@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/box_csv_to_tfrecord.py --input export --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/box_csv_to_tfrecord.py --input gs://B/export --output gs://B/box_csv-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/coco_to_tfrecord.py --images DIR --annotations instances.json --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/coco_to_tfrecord.py --images gs://B/train2017 \
         --annotations gs://B/annotations/instances_train2017.json --output gs://B/coco-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \

@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/cvat_to_tfrecord.py --input cvat-export --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/cvat_to_tfrecord.py --input gs://B/cvat-export --output gs://B/cvat-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

@@ -4,7 +4,7 @@ Local:
     python pipelines/imagefolder_to_tfrecord.py --root DIR --output OUT [--label-offset 1]
 
 Dataflow: add --runner DataflowRunner --project P --region R --temp_location gs://B/tmp
---setup_file ./setup.py (see the README).
+--setup_file ./setup.py (see docs/deploy/dataflow.md).
 
 Our options are those of ``recordbeam convert imagefolder``; every other option goes to
 Beam, and one that Beam does not define either is refused (exit 2), never ignored.

@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/kitti_to_tfrecord.py --input kitti --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/kitti_to_tfrecord.py --input gs://B/kitti --output gs://B/kitti-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/labelme_to_tfrecord.py --input labelme_folder --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/labelme_to_tfrecord.py --input gs://B/labelme --output gs://B/labelme-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

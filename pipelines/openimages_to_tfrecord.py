@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/openimages_to_tfrecord.py --input open-images --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/openimages_to_tfrecord.py --input gs://B/open-images --output gs://B/openimages-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

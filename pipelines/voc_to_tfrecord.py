@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/voc_to_tfrecord.py --input VOCdevkit/VOC2012 --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/voc_to_tfrecord.py --input gs://B/VOC2012 --output gs://B/voc-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

@@ -3,7 +3,7 @@
 Local (FnApiRunner, one worker per core):
     python pipelines/yolo_to_tfrecord.py --input datasets/coco8 --output OUT
 
-Dataflow (see the README for every option):
+Dataflow (docs/deploy/dataflow.md; every option: docs/formats/):
     python pipelines/yolo_to_tfrecord.py --input gs://B/coco8 --output gs://B/yolo-tfrecord \
         --runner DataflowRunner --project P --region R --temp_location gs://B/tmp \
         --setup_file ./setup.py

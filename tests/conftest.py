@@ -1,7 +1,7 @@
 """Reliability cases, wherever their tests live.
 
 ``@pytest.mark.case("Truncated JPEG", "reject `truncated`, run succeeds")`` on a test (or
-on a ``pytest.param``) names a row of the README's reliability table. Every test in
+on a ``pytest.param``) names a row of the reliability table (docs/reliability.md). Every test in
 ``tests/reliability`` declares one (its conftest checks); tests elsewhere that prove a
 data-loss or misconfiguration case declare one too. When the environment variable
 ``RECORDBEAM_RELIABILITY_JSON`` names a file, every declared case's result is written there
@@ -23,7 +23,7 @@ _results: dict[str, dict] = {}
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "case(name, outcome): a reliability case this test proves, for the README table"
+        "markers", "case(name, outcome): a reliability case this test proves, for docs/reliability.md"
     )
 
 

@@ -1,17 +1,18 @@
-"""The README's reliability table, produced from the tests that declare cases.
+"""The reliability table of the docs (``docs/reliability.md``), produced from the tests
+that declare cases.
 
 Each test in ``tests/reliability`` (and each test elsewhere that proves a data-loss or
 misconfiguration case) declares what it proves with
 ``@pytest.mark.case("<case>", "<what happens>")``. This script runs those tests, reads the
 per-test results ``tests/conftest.py`` writes (``RECORDBEAM_RELIABILITY_JSON``) and writes the
 table between ``<!-- reliability-table:start -->`` and ``<!-- reliability-table:end -->``
-in README.md.
+in docs/reliability.md.
 
     python tools/reliability_table.py            # run the suite, rewrite the table
-    python tools/reliability_table.py --check    # exit 1 if the README's rows drifted
+    python tools/reliability_table.py --check    # exit 1 if the page's rows drifted
 
 The declared cases are read from the test sources (no test run needed), so
-``tests/reliability/test_reliability_table.py`` can check the README on every test run.
+``tests/reliability/test_reliability_table.py`` can check the page on every test run.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 #: Where declared cases live: the reliability suite first, then cases proved elsewhere.
 CASE_FOLDERS = ("reliability", "integration", "interop", "unit")
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "reliability.md"
 START = "<!-- reliability-table:start -->"
 END = "<!-- reliability-table:end -->"
 RESULTS_ENV = "RECORDBEAM_RELIABILITY_JSON"
@@ -120,9 +121,9 @@ def render(cases: list[Case], results: dict[str, dict] | None = None) -> str:
     return "\n".join(lines)
 
 
-def readme_rows(readme: Path = README) -> list[tuple[str, str, str]]:
-    """(case, what happens, test) of each row between the README's markers."""
-    text = readme.read_text(encoding="utf-8")
+def page_rows(page: Path = PAGE) -> list[tuple[str, str, str]]:
+    """(case, what happens, test) of each row between the page's markers."""
+    text = page.read_text(encoding="utf-8")
     if START not in text or END not in text:
         return []
     block = text.split(START, 1)[1].split(END, 1)[0]
@@ -133,11 +134,11 @@ def readme_rows(readme: Path = README) -> list[tuple[str, str, str]]:
     return rows
 
 
-def write_table(table: str, readme: Path = README) -> None:
-    text = readme.read_text(encoding="utf-8")
+def write_table(table: str, page: Path = PAGE) -> None:
+    text = page.read_text(encoding="utf-8")
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]
-    readme.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+    page.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,21 +146,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="only compare the README's rows with the declared cases",
+        help="only compare the page's rows with the declared cases",
     )
     args = parser.parse_args(argv)
     cases = declared_cases()
     if args.check:
         expected = [(c.name, c.outcome, c.test) for c in cases]
-        if readme_rows() != expected:
-            print("README reliability table is out of date: run python tools/reliability_table.py")
+        if page_rows() != expected:
+            print(f"the reliability table of {PAGE.relative_to(ROOT)} is out of date: "
+                  "run python tools/reliability_table.py")
             return 1
-        print(f"README reliability table lists all {len(cases)} cases")
+        print(f"the reliability table of {PAGE.relative_to(ROOT)} lists all {len(cases)} cases")
         return 0
     results = run_suite()
     write_table(render(cases, results))
     failed = [r for r in results.values() if r["outcome"] != "passed"]
-    print(f"wrote {len(cases)} cases to {README}; {len(failed)} test(s) not passing")
+    print(f"wrote {len(cases)} cases to {PAGE}; {len(failed)} test(s) not passing")
     return 1 if failed else 0
 
 

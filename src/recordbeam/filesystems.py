@@ -288,7 +288,7 @@ def local_real_path(path: str, real_folders: dict[str, str] | None = None) -> st
 
     ``real_folders``, a dict the caller keeps, remembers the resolved folders: then a
     file that is not itself a link costs one ``lstat`` instead of one per component of
-    its path (33 µs down to 5 µs a file here).
+    its path (~5 µs a file instead of ~33).
     """
     local = local_path(path)
     if local is None:

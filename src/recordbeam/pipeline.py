@@ -12,14 +12,15 @@ the annotations are read, the commit checks them.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import nullcontext, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TextIO
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
@@ -97,12 +98,14 @@ class RunResult:
 @dataclass(frozen=True)
 class SubmittedRun:
     """A run this process did not wait for: a job handed to a remote runner (``detach``),
-    whose own finalize step commits the output; or, with Dataflow's ``--dry_run``, a job
-    graph built and checked but never submitted."""
+    whose own finalize step commits the output; with Dataflow's ``--dry_run``, a job graph
+    built and checked but never submitted; with Dataflow's ``--template_location``, a job
+    written there for a later launch (what a Flex Template launcher asks for)."""
 
     job_id: str | None
     runner: str
     dry_run: bool
+    template_location: str | None = None
 
 
 def _with_fingerprint(metadata: dict, settings: Mapping[str, Any]) -> dict:
@@ -438,9 +441,9 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     """Raise ``UsageError`` for run options that would be ignored: ``detach`` on a local
     runner (its run ends with this process), or with workers inside this process
     (``LOOPBACK``); ``--dry_run`` on a runner that does not honour it (all but Dataflow's
-    would run the job for real); nothing listening at ``--job_endpoint``
-    (:func:`recordbeam.job_server.check_job_server`); a ``--setup_file`` Beam could not
-    build; a Dataflow submission without Google credentials
+    would run the job for real); a ``--setup_file`` Beam could not build; nothing
+    listening at ``--job_endpoint`` (:func:`recordbeam.job_server.check_job_server`; checked
+    after what this machine alone can tell); a Dataflow submission without Google credentials
     (:mod:`recordbeam.gcs_credentials`)."""
     runner = _runner_name(options)
     if detach and is_local(options):
@@ -454,9 +457,12 @@ def check_run_options(options: PipelineOptions, *, detach: bool = False) -> None
     if options.view_as(TestOptions).dry_run and not _is_dataflow(options):
         raise UsageError(f"--dry_run is honoured by DataflowRunner only; the {runner} would "
                          "run the job for real")
+    if options.view_as(GoogleCloudOptions).template_location and not _is_dataflow(options):
+        raise UsageError(f"--template_location is honoured by DataflowRunner only; the "
+                         f"{runner} would run the job for real")
+    _check_setup_file(options)
     if not is_local(options):
         check_job_server(options)
-    _check_setup_file(options)
     if _submits_to_dataflow(options):
         credentials = gcs_credentials.settle()
         if credentials.emulator:
@@ -514,7 +520,9 @@ def run(
     return the manifest.
 
     With ``detach`` (remote runners only), return as soon as the job is submitted; with
-    Dataflow's ``--dry_run``, once its graph is built. Both give a :class:`SubmittedRun`.
+    Dataflow's ``--dry_run``, once its graph is built; with Dataflow's
+    ``--template_location``, once the job is written there. All give a
+    :class:`SubmittedRun`.
 
     Raises ``OutputFolderError`` before any work when the folder holds foreign files and
     ``overwrite`` is False; ``FolderLocked`` when another run holds the folder (see
@@ -636,9 +644,11 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
                   detach: bool) -> SubmittedRun | None:
     """Submit the job; unless detached (or a dry run), wait for its end. Returns the
     :class:`SubmittedRun` when not waiting, None once the job has finished. Beam's log of
-    the submission and of the job's messages goes to a file, kept when the run fails."""
+    the submission and of the job's messages goes to a file, kept when the run fails; the
+    Dataflow runner's goes to the console too (:func:`_dataflow_log_shown_on`)."""
     runner = _runner_name(options)
-    with worker_output_to_log(prefix="recordbeam-job-") as (_console, log_path):
+    with worker_output_to_log(prefix="recordbeam-job-") as (console, log_path), \
+            _dataflow_log_shown_on(console):
         try:
             return _submit_and_wait(p, options, detach, runner, log_path)
         except RecordbeamError:
@@ -650,11 +660,39 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
             raise RunFailed(error, log_path, runner) from error
 
 
+#: Where Beam's Dataflow runner logs the job's submission (staging, ``Created job with id:
+#: [...]``, the job's console link) and, while it waits, the job's states and messages.
+_DATAFLOW_LOGGER = "apache_beam.runners.dataflow"
+
+
+@contextmanager
+def _dataflow_log_shown_on(console: TextIO) -> Iterator[None]:
+    """The Dataflow runner's log from INFO on ``console`` too, while a job is submitted
+    and watched: that is how Dataflow reports, and where schedulers read the job's id
+    (Airflow's Beam and Dataflow operators look for ``Created job with id: [...]``).
+    Other runners' logs stay in the run's log file: their lines are the runner's
+    machinery (ports, state changes), and a failure is said in one line."""
+    logger = logging.getLogger(_DATAFLOW_LOGGER)
+    handler = logging.StreamHandler(console)
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, runner: str,
                      log_path: str) -> SubmittedRun | None:
     result = p.run()
     if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
         return SubmittedRun(None, runner, dry_run=True)
+    template = options.view_as(GoogleCloudOptions).template_location
+    if template:  # Beam wrote the job there and submitted nothing: no job to wait for
+        return SubmittedRun(None, runner, dry_run=False, template_location=template)
     if detach:
         return SubmittedRun(submitted_job_id(result), runner, dry_run=False)
     try:

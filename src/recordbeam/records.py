@@ -47,6 +47,10 @@ COUNTER_NAMESPACE = "recordbeam"
 DEFAULT_MAX_REJECT_FRACTION = 0.01
 
 
+#: The largest label an Example holds: ``int64_list`` values are 64-bit signed integers.
+MAX_LABEL = 2**63 - 1
+
+
 #: Annotation reject reasons that mean "its image was not written": those losses count
 #: against ``max_reject_fraction`` (images), not against the annotation limit.
 LOST_WITH_IMAGE = ("image_missing", "image_rejected")

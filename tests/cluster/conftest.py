@@ -58,7 +58,7 @@ def coco_sample(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def emulator(coco_sample):
-    """The GCS emulator, holding the COCO sample where the README's command reads it."""
+    """The GCS emulator, holding the COCO sample where the documented Dataflow command reads it."""
     with gcs_emulator.running("data") as running:
         running.upload_folder(coco_sample.images_dir, IMAGES)
         running.upload_file(coco_sample.annotations, ANNOTATIONS)

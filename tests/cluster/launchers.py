@@ -62,7 +62,7 @@ class Venv:
 def run(argv: list[str], *, timeout: float = RUN_TIMEOUT, check: bool = True,
         **kwargs) -> subprocess.CompletedProcess:
     """A subprocess with output captured; ``check`` fails the test with its output."""
-    env = kwargs.pop("env", None) or _clean_environment()
+    env = kwargs.pop("env", None) or venv_environment()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
                           **kwargs)
     if check and done.returncode != 0:
@@ -70,7 +70,7 @@ def run(argv: list[str], *, timeout: float = RUN_TIMEOUT, check: bool = True,
     return done
 
 
-def _clean_environment(**extra: str) -> dict[str, str]:
+def venv_environment(**extra: str) -> dict[str, str]:
     """This environment without what points at the test environment's packages (a venv
     must find only its own)."""
     env = {k: v for k, v in os.environ.items()
@@ -79,7 +79,7 @@ def _clean_environment(**extra: str) -> dict[str, str]:
 
 
 def launcher_environment(emulator_url: str) -> dict[str, str]:
-    return _clean_environment(**{gcs_emulator.VARIABLE: emulator_url})
+    return venv_environment(**{gcs_emulator.VARIABLE: emulator_url})
 
 
 def base_python() -> str:
@@ -99,7 +99,7 @@ def newer_python() -> str | None:
     for candidate in filter(None, candidates):
         probe = subprocess.run(
             [candidate, "-c", "import sys, venv, ensurepip; print(sys.version_info >= (3, 12))"],
-            capture_output=True, text=True, timeout=60, env=_clean_environment())
+            capture_output=True, text=True, timeout=60, env=venv_environment())
         if probe.returncode == 0 and probe.stdout.strip() == "True":
             return candidate
     return None
@@ -131,6 +131,10 @@ class Wheelhouses:
         house = self._for(venv)
         run([venv.python, "-m", "pip", "install", *PIP, "--no-compile", "--no-index",
              "--find-links", str(house), requirement], cwd=self.checkout, timeout=INSTALL_TIMEOUT)
+
+    def folder(self, venv: Venv) -> Path:
+        """The wheelhouse of ``venv``'s Python version, built on first use."""
+        return self._for(venv)
 
     def _for(self, venv: Venv) -> Path:
         version = ".".join(venv.python_version.split(".")[:2])

@@ -1,4 +1,5 @@
-"""The README's Dataflow command from launchers a user makes with ``python -m venv`` and pip
+"""The documented Dataflow command (docs/deploy/dataflow.md, and its copy in the README)
+from launchers a user makes with ``python -m venv`` and pip
 (see ``launchers.py``), as a dry run whose ``gs://`` paths reach the GCS emulator.
 
 A dry run builds the job as a submission does: Beam's stager builds ``--setup_file``
@@ -32,34 +33,47 @@ DRY_RUN_SAYS = ("dry run: the DataflowRunner job graph was built and checked; no
                 f"submitted and nothing was written to {OUTPUT}")
 
 
-def readme_command() -> list[str]:
-    """The command of the README's Dataflow section, its bucket and project filled in."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Dataflow\n"):]
+#: Where users copy the Dataflow command from: the docs page, and the README's example.
+DOCS_PAGE, DOCS_SECTION = "docs/deploy/dataflow.md", "## Submit a job\n"
+README, README_SECTION = "README.md", "### Dataflow\n"
+
+
+def documented_command(path: str, heading: str) -> list[str]:
+    """The launch command under ``heading`` in ``path``, as it is written there."""
+    text = (REPO / path).read_text(encoding="utf-8")
+    section = text[text.index(heading):]
     start = section.index("python pipelines/coco_to_tfrecord.py")
     lines = []
     for line in section[start:].splitlines():
         lines.append(line.rstrip().removesuffix("\\"))
         if not line.rstrip().endswith("\\"):
             break
-    command = shlex.split(" ".join(lines).replace("gs://BUCKET/", "gs://data/")
-                          .replace("PROJECT", "example-project"))
+    return shlex.split(" ".join(lines))
+
+
+def dataflow_command() -> list[str]:
+    """The documented Dataflow command, its bucket and project filled in."""
+    command = [word.replace("gs://BUCKET/", "gs://data/").replace("PROJECT", "example-project")
+               for word in documented_command(DOCS_PAGE, DOCS_SECTION)]
     assert command[command.index("--images") + 1] == IMAGES
     assert command[command.index("--annotations") + 1] == ANNOTATIONS
     assert command[command.index("--output") + 1] == OUTPUT
     return command
 
 
-def test_the_readme_command_is_the_one_tested():
-    command = readme_command()
+def test_the_documented_command_is_the_one_tested():
+    command = dataflow_command()
     assert command[:2] == ["python", "pipelines/coco_to_tfrecord.py"]
     assert command[-2:] == ["--setup_file", "./setup.py"]
+    # The README's copy is the same command, so what is tested is what either shows.
+    assert documented_command(README, README_SECTION) == documented_command(DOCS_PAGE,
+                                                                            DOCS_SECTION)
 
 
 def launch(venv, *, extra_package: str | None = None) -> list[str]:
-    """The README's command in ``venv`` as a dry run; with ``extra_package``, the wheel
+    """The documented command in ``venv`` as a dry run; with ``extra_package``, the wheel
     instead of the setup file."""
-    command = [venv.python, *readme_command()[1:], "--dry_run=True"]
+    command = [venv.python, *dataflow_command()[1:], "--dry_run=True"]
     if extra_package:
         at = command.index("--setup_file")
         command[at:at + 2] = ["--extra_package", extra_package]

@@ -182,7 +182,7 @@ def test_the_setup_file_route_needs_an_index_on_workers(worker_venv, setup_file_
 def wheel(project, cluster_tmp) -> Path:
     started = time.monotonic()
     dist = cluster_tmp / "dist"
-    # As the README says: pip wheel --no-deps . -w dist
+    # As docs/deploy/dataflow.md says: pip wheel --no-deps . -w dist
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", ".", "-w", str(dist)],
         cwd=project, timeout=600)
     _timed("pip wheel --no-deps .", started)

@@ -15,16 +15,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import apache_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.stager import Stager
+from beam_services import free_port, serving  # noqa: F401 - free_port: the tests' import
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -143,35 +142,11 @@ def install_staged_files(venv: Path, staged: Path, env: dict[str, str]) -> list[
     return [" ".join(c) for c in commands]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def beam_service(python: Path, module_args: Sequence[str], port: int, log: Path,
                  env: dict[str, str]) -> Iterator[str]:
     """Run ``python -m MODULE ARGS`` (a Beam job service or worker pool) until the block
     ends; yields ``localhost:port`` once it listens. Stops it and its children after."""
-    with log.open("w") as out:
-        process = subprocess.Popen([str(python), "-m", *module_args], stdout=out,
-                                   stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{module_args[0]} did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+    with serving(["-m", *module_args], port, log, python=str(python), env=env,
+                 start_seconds=120):
         yield f"localhost:{port}"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, 15)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            process.wait(timeout=30)

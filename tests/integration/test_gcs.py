@@ -223,7 +223,7 @@ def test_the_credentials_line_names_the_emulator_and_beam_does_not_search(gcs, g
 
 
 def _dataflow(output: str, *extra: str) -> list[str]:
-    """The README's Dataflow command, inputs and output on gs://."""
+    """The documented Dataflow command (docs/deploy/dataflow.md), inputs and output on gs://."""
     return [sys.executable, str(REPO / "pipelines" / "coco_to_tfrecord.py"),
             "--images", IMAGES, "--annotations", ANNOTATIONS, "--output", output,
             "--split", "train", "--runner", "DataflowRunner", "--project", "example-project",

@@ -184,7 +184,7 @@ def test_note_files_beside_images_are_skipped_and_counted_not_rejected(tmp_path)
 
 @pytest.mark.parametrize("content,said", [
     (b"\xff\xd8\xff\xe0\x00\x10JFIF", "is not UTF-8 text; --classes takes a text file"),
-    (b"cat\ndog\ncat\n", "class 'cat' on line 3 already appears on line 1"),
+    (b"cat\ndog\ncat\n", "class 'cat' (line 3) already appears (line 1)"),
 ])
 def test_a_classes_file_that_cannot_be_read_stops_the_command_before_the_job(
         tmp_path, capsys, monkeypatch, content, said):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from beam_services import JOB_SERVICE, free_port, service
+from beam_services import free_port, job_service
 from growing_corpus import (
     IN_MEMORY,
     KINDS,
@@ -66,7 +66,7 @@ def test_random_sequences_of_runs_give_what_full_rebuilds_give(kind, seed, tmp_p
 
 def test_a_sequence_on_the_portable_runner_gives_what_full_rebuilds_give(tmp_path):
     port = free_port()
-    with service([JOB_SERVICE, "--port", str(port)], port, tmp_path / "job_service.log"):
+    with job_service(port, tmp_path / "job_service.log"):
         rng = random.Random("portable")
         corpus = Corpus.make("coco", tmp_path / "in", 10, 3)
         _run_sequence(corpus, tmp_path, rng, ("--runner=PortableRunner",

@@ -23,7 +23,7 @@ MULTI_PROCESS = ["--direct_running_mode=multi_processing", "--direct_num_workers
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
-#: Beam caps its send queues from 2.77 on; before, the feed stays Beam's (README, Local).
+#: Beam caps its send queues from 2.77 on; before, the feed stays Beam's (docs/deploy/local.md).
 FEED_EXPECTED = minor_version(beam.__version__) >= (2, 77)
 
 

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from beam_services import free_port as _free_port
-from beam_services import service as _server
+from beam_services import free_port, job_service, worker_pool
 
 from recordbeam.cli.main import main
 
@@ -43,39 +42,35 @@ def local_run(coco_sample, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def job_service(tmp_path_factory):
-    port = _free_port()
-    log = tmp_path_factory.mktemp("jobservice") / "job_service.log"
-    with _server(["apache_beam.runners.portability.local_job_service_main", "--port", str(port)],
-                 port, log):
+def job_endpoint(tmp_path_factory):
+    port = free_port()
+    with job_service(port, tmp_path_factory.mktemp("jobservice") / "job_service.log"):
         yield f"localhost:{port}"
 
 
-def test_portable_runner_loopback_equals_local_run(coco_sample, local_run, job_service, tmp_path):
+def test_portable_runner_loopback_equals_local_run(coco_sample, local_run, job_endpoint, tmp_path):
     out = tmp_path / "out"
-    _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+    _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
              "--environment_type=LOOPBACK")
     assert _shards(out) and _shards(out) == _shards(local_run)
 
 
 def test_portable_runner_external_worker_pool_equals_local_run(
-        coco_sample, local_run, job_service, tmp_path):
-    port = _free_port()
-    with _server(["apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
-                 port, tmp_path / "worker_pool.log"):
+        coco_sample, local_run, job_endpoint, tmp_path):
+    port = free_port()
+    with worker_pool(port, tmp_path / "worker_pool.log"):
         out = tmp_path / "out"
-        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
                  "--environment_type=EXTERNAL", f"--environment_config=localhost:{port}")
     assert _shards(out) and _shards(out) == _shards(local_run)
 
 
 def test_detach_submits_prints_the_job_and_the_job_commits(
-        coco_sample, local_run, job_service, tmp_path, capsys):
-    port = _free_port()
-    with _server(["apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
-                 port, tmp_path / "worker_pool.log"):
+        coco_sample, local_run, job_endpoint, tmp_path, capsys):
+    port = free_port()
+    with worker_pool(port, tmp_path / "worker_pool.log"):
         out = tmp_path / "out"
-        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_service}",
+        _convert(coco_sample, out, "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
                  "--environment_type=EXTERNAL", f"--environment_config=localhost:{port}",
                  "--detach")
         printed = capsys.readouterr().out
@@ -90,23 +85,23 @@ def test_detach_submits_prints_the_job_and_the_job_commits(
     assert _shards(out) == _shards(local_run)
 
 
-def test_detach_with_loopback_workers_is_refused(coco_sample, job_service, tmp_path, capsys):
+def test_detach_with_loopback_workers_is_refused(coco_sample, job_endpoint, tmp_path, capsys):
     code = main(["convert", "coco", "--images", coco_sample.images_dir, "--annotations",
                  coco_sample.annotations, "--output", str(tmp_path / "out"), "--detach",
-                 "--runner=PortableRunner", f"--job_endpoint={job_service}",
+                 "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
                  "--environment_type=LOOPBACK"])
     assert code == 2
     assert "--detach cannot work with --environment_type LOOPBACK" in capsys.readouterr().err
 
 
 def test_an_environment_the_job_service_cannot_start_is_one_line_and_a_log(
-        coco_sample, job_service, tmp_path):
+        coco_sample, job_endpoint, tmp_path):
     # The command in its own process: its log file gets what Beam logs (pytest's capture
     # would take it otherwise).
     done = subprocess.run(
         [sys.executable, "-m", "recordbeam", "convert", "coco", "--images", coco_sample.images_dir,
          "--annotations", coco_sample.annotations, "--output", str(tmp_path / "out"), "--quiet",
-         "--runner=PortableRunner", f"--job_endpoint={job_service}",
+         "--runner=PortableRunner", f"--job_endpoint={job_endpoint}",
          "--environment_type=PROCESS", '--environment_config={"command": "/bin/false"}'],
         capture_output=True, text=True, timeout=300)
     lines = done.stderr.splitlines()

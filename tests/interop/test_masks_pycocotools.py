@@ -72,3 +72,16 @@ polygon = st.lists(st.tuples(coordinate, coordinate), min_size=3, max_size=9).ma
 def test_random_polygons_equal_pycocotools(polygons, width, height):
     assert np.array_equal(segmentation_to_mask(polygons, width, height),
                           reference(polygons, width, height))
+
+
+def test_an_outline_traced_in_several_batches_equals_pycocotools():
+    """A star of 400 spikes (4,000 vertices) on a 2000x1500 image: more fine steps than
+    one batch of the trace holds, so the crossings come from several batches."""
+    angles = np.linspace(0, 2 * np.pi, 4000, endpoint=False)
+    radius = np.where(np.arange(4000) % 10 < 5, 320.0, 690.0) + np.arange(4000) % 3 * 0.37
+    xs, ys = 1000 + radius * np.cos(angles), 750 + radius * np.sin(angles)
+    polygon = [float(v) for pair in zip(xs, ys, strict=True) for v in pair]
+    steps = np.abs(np.diff(np.asarray(polygon).reshape(-1, 2) * 5, axis=0)).max(axis=1).sum()
+    assert steps > 1 << 20
+    assert np.array_equal(segmentation_to_mask([polygon], 2000, 1500),
+                          reference([polygon], 2000, 1500))

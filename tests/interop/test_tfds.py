@@ -166,3 +166,32 @@ def test_object_features_load_as_vectors_whatever_the_box_counts(tmp_path, boxes
         for key in ("image/object/bbox/xmin", "image/object/class/label", "image/object/area"):
             assert example[key].shape == (want,), key
         assert np.asarray(example["image/height"]).shape == ()
+
+
+@pytest.mark.case("COCO categories sharing a name, or named with spaces at the ends",
+                  "TFDS's ClassLabel names each label once (`str2int` is unambiguous): a "
+                  "repeated name becomes `<name>_<label>`, names stripped as TFDS reads them")
+def test_repeated_and_padded_class_names_load_in_tfds(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.new("RGB", (32, 24)).save(images / "a.jpg", "JPEG")
+    names = {1: "dog", 3: "dog", 4: " cat "}
+    annotations = tmp_path / "instances.json"
+    annotations.write_text(json.dumps({
+        "images": [{"id": 1, "file_name": "a.jpg", "width": 32, "height": 24}],
+        "annotations": [{"id": i, "image_id": 1, "category_id": i, "bbox": [2, 2, 8, 8],
+                         "area": 64, "iscrowd": 0} for i in names],
+        "categories": [{"id": i, "name": name} for i, name in names.items()]}))
+    out = str(tmp_path / "out")
+    coco = CocoOptions(str(images), str(annotations), "train")
+    pipeline.run(
+        lambda p: pipeline.coco_to_tfrecord(p, out, coco, ShardOptions(num_shards=1), ImageChecks()),
+        out, beam_args=IN_MEMORY, show_progress=False)
+    with open(os.path.join(out, "labels.txt"), encoding="utf-8") as f:
+        assert f.read() == "dog\ndog\n cat \n"
+    builder = tfds.builder_from_directory(out)
+    label = builder.info.features["image/object/class/label"].feature
+    assert label.names == ["unused_0", "dog", "unused_2", "dog_3", "cat"]
+    assert [label.str2int(name) for name in label.names] == [0, 1, 2, 3, 4]
+    example = next(iter(tfds.as_numpy(builder.as_dataset(split="train"))))
+    assert sorted(example["image/object/class/label"].tolist()) == [1, 3, 4]

@@ -1,4 +1,5 @@
-"""The README's reliability table cannot drift from the cases these tests declare."""
+"""The reliability table of the docs (docs/reliability.md) cannot drift from the cases these
+tests declare."""
 
 from __future__ import annotations
 
@@ -20,15 +21,15 @@ def _tool():
 
 
 @pytest.mark.case(
-    "README reliability table", "lists exactly the declared cases; this test fails when it drifts"
+    "Reliability table of the docs", "lists exactly the declared cases; this test fails when it drifts"
 )
-def test_readme_table_matches_declared_cases():
+def test_docs_table_matches_declared_cases():
     tool = _tool()
     cases = tool.declared_cases()
     assert len(cases) >= 20
-    rows = tool.readme_rows()
+    rows = tool.page_rows()
     assert rows == [(c.name, c.outcome, c.test) for c in cases], (
-        "README reliability table is out of date: run python tools/reliability_table.py"
+        "docs/reliability.md is out of date: run python tools/reliability_table.py"
     )
 
 

@@ -138,10 +138,11 @@ def test_open_images_image_labels_positive_kept_negative_counted():
 def test_class_descriptions_with_and_without_header(tmp_path):
     v5 = tmp_path / "class-descriptions-boxable.csv"
     v5.write_bytes(b'/m/a,Apple\r\n/m/t,"Traffic light, red"\r\n')
-    assert read_class_descriptions(str(v5)) == (["/m/a", "/m/t"], ["Apple", "Traffic light, red"])
+    assert read_class_descriptions(str(v5)) == (
+        ["/m/a", "/m/t"], ["Apple", "Traffic light, red"], [])
     v7 = tmp_path / "oidv7-class-descriptions.csv"
     v7.write_bytes(b"\xef\xbb\xbfLabelName,DisplayName\n/m/a,Apple\n")
-    assert read_class_descriptions(str(v7)) == (["/m/a"], ["Apple"])
+    assert read_class_descriptions(str(v7)) == (["/m/a"], ["Apple"], [])
     twice = tmp_path / "twice.csv"
     twice.write_text("/m/a,Apple\n/m/a,Pear\n")
     with pytest.raises(OpenImagesError, match=r"twice.csv:2: /m/a already appears on line 1"):

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from apache_beam.pvalue import TaggedOutput
 
-from recordbeam.images.masks import rle_to_mask
+from recordbeam.images.masks import segmentation_to_mask
 from recordbeam.sources.cvat import (
     CvatError,
     CvatImage,
     CvatOptions,
-    decode_cvat_rle,
-    mask_to_coco_rle,
+    cvat_mask,
     parse_points,
+    pixel_box,
     plan,
     read_meta,
     stream_images,
@@ -179,17 +179,30 @@ def test_rotated_box_is_enclosed():
 def test_cvat_rle_decodes_to_the_hand_built_mask():
     # A 3x2 box at (2, 1) of a 6x4 image, rows "0 1 1" and "1 1 0": runs 1, 4, 1 as
     # CVAT writes them, starting with 0s.
-    mask = decode_cvat_rle("1, 4, 1", 2, 1, 3, 2, 6, 4)
+    mask = cvat_mask("1, 4, 1", 2, 1, 3, 2, 6, 4)
     expected = np.zeros((4, 6), dtype=np.uint8)
     expected[1, 3:5] = 1
     expected[2, 2:4] = 1
-    assert mask.tolist() == expected.tolist()
-    rle = mask_to_coco_rle(mask)
-    assert rle["size"] == [4, 6]
-    assert rle_to_mask(rle).tolist() == expected.tolist()  # COCO's column-major runs
+    assert segmentation_to_mask(mask, 6, 4).tolist() == expected.tolist()
+    assert pixel_box(mask) == (2, 1, 3, 2)
 
 
-def test_mask_element_gives_its_pixel_box_and_coco_rle():
+@pytest.mark.parametrize("runs, box", [
+    ("6, 2, 7", (1, 1, 2, 1)),  # one run inside row 1 of a 5-wide box
+    ("3, 4, 8", (0, 0, 5, 2)),  # a run over row 0's end into row 1
+    ("15", None),
+])
+def test_pixel_box_comes_from_the_runs(runs, box):
+    mask = cvat_mask(runs, 0, 0, 5, 3, 5, 3)
+    assert pixel_box(mask) == box
+    pixels = segmentation_to_mask(mask, 5, 3)
+    rows, columns = np.flatnonzero(pixels.any(axis=1)), np.flatnonzero(pixels.any(axis=0))
+    drawn = (columns[0], rows[0], columns[-1] + 1 - columns[0], rows[-1] + 1 - rows[0]) \
+        if rows.size else None
+    assert drawn == box
+
+
+def test_mask_element_gives_its_pixel_box_and_mask():
     images, rejects, _counts = _stream(
         '<image name="a.jpg" width="6" height="4">'
         '<mask label="dog" rle="1, 4, 1" left="2" top="1" width="3" height="2" occluded="1"/>'
@@ -197,14 +210,15 @@ def test_mask_element_gives_its_pixel_box_and_coco_rle():
     assert rejects == []
     [obj] = images[0][1].objects
     assert obj.bbox == (2, 1, 3, 2) and obj.extra == (1,)
-    assert rle_to_mask(obj.segmentation)[1:3, 2:5].tolist() == [[0, 1, 1], [1, 1, 0]]
+    pixels = segmentation_to_mask(obj.segmentation, 6, 4)
+    assert pixels[1:3, 2:5].tolist() == [[0, 1, 1], [1, 1, 0]]
 
 
 def test_cvat_rle_outside_the_image_or_not_numbers_is_refused():
     with pytest.raises(ValueError, match="outside the 6x4 image"):
-        decode_cvat_rle("0, 6", 4, 0, 3, 2, 6, 4)
+        cvat_mask("0, 6", 4, 0, 3, 2, 6, 4)
     with pytest.raises(ValueError, match="not a number"):
-        decode_cvat_rle("1, a", 0, 0, 1, 1, 6, 4)
+        cvat_mask("1, a", 0, 0, 1, 1, 6, 4)
 
 
 def test_points_parse():
@@ -221,7 +235,7 @@ def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
     assert rejects == []
     [obj] = images[0][1].objects
     assert obj.bbox == (0, 0, 5, 4)  # around both outlines
-    pixels = rle_to_mask(obj.segmentation)
+    pixels = segmentation_to_mask(obj.segmentation, 6, 4)
     assert pixels[0, 0] == 1 and pixels[3, 4] == 1 and pixels[0, 4] == 0
 
 

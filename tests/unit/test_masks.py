@@ -128,3 +128,37 @@ def test_png_holds_zeros_and_ones_moved_and_resized_like_the_image():
     assert rotated.shape == (6, 4) and rotated[0:2, 3].tolist() == [1, 1]  # now top-right
     resized = np.asarray(Image.open(io.BytesIO(mask_png(mask, size=(3, 2)))))
     assert resized.shape == (2, 3) and set(np.unique(resized)) <= {0, 1}
+
+
+def test_a_mask_declared_larger_than_its_image_is_refused_before_decoding():
+    # Runs that do not cover the size: decoding first would say so (invalid_mask).
+    huge = {"size": [40000, 40000], "counts": [0, 5]}
+    with pytest.raises(InvalidMask) as error:
+        segmentation_to_mask(huge, 32, 24)
+    assert error.value.reason == "mask_size_mismatch"
+    assert "40000x40000 but the image is 32x24" in error.value.detail
+
+
+def test_a_box_rle_and_a_union_are_drawn_in_their_image():
+    box = {"size": [4, 6], "box": [2, 1, 3, 2], "runs": [1, 4, 1]}
+    pixels = segmentation_to_mask(box, 6, 4)
+    assert pixels[1:3, 2:5].tolist() == [[0, 1, 1], [1, 1, 0]] and pixels.sum() == 4
+    union = {"size": [4, 6], "union": [[[0, 0, 1, 0, 1, 1, 0, 1]], box]}
+    assert segmentation_to_mask(union, 6, 4).sum() == 5
+    outside = {"size": [4, 6], "box": [5, 0, 3, 1], "runs": [3]}
+    with pytest.raises(InvalidMask, match="outside the 6x4 image"):
+        segmentation_to_mask(outside, 6, 4)
+
+
+def test_too_many_vertices_or_too_long_an_outline_is_refused():
+    many = [[float(i % 7) for i in range(2 * 100_001)]]
+    with pytest.raises(InvalidMask, match="100,001 vertices"):
+        segmentation_to_mask(many, 32, 24)
+    zigzag = [v for i in range(8_000) for v in ((0.0, 0.0) if i % 2 else (31.0, 23.0))]
+    with pytest.raises(InvalidMask, match=r"outline \(8000 vertices\) is \d+ pixels long"):
+        segmentation_to_mask([zigzag], 32, 24)
+
+
+def test_a_compressed_rle_with_a_foreign_character_is_invalid():
+    with pytest.raises(InvalidMask, match="holds 'é', which is not RLE"):
+        decode_rle_string("0\u00e9")

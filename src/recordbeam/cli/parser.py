@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,21 +36,32 @@ from recordbeam.cli.pipeline_commands import (
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
+from recordbeam.records import MAX_LABEL
 
 
-def _whole_number(minimum: int, meaning: str) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``; ``meaning`` says which."""
+def _accepting(pattern: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, carrying ``pattern``: a regular expression of the texts it may accept, for
+    forms filled in elsewhere (the Flex Template's parameters,
+    ``tools/flex_template_metadata.py``). ``parse`` keeps the last word."""
+    parse.pattern = pattern  # type: ignore[attr-defined]
+    return parse
+
+
+def _whole_number(minimum: int, meaning: str,
+                  maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (0 or more; and at most
+    ``maximum``); ``meaning`` says which."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
+        if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"must be {meaning}, got {value}")
         return value
 
-    return parse
+    return _accepting(r"^[0-9]+$", parse)
 
 
 def _fraction(*, zero_allowed: bool, one_allowed: bool) -> Callable[[str], float]:
@@ -67,9 +79,10 @@ def _fraction(*, zero_allowed: bool, one_allowed: bool) -> Callable[[str], float
             raise argparse.ArgumentTypeError(f"must be a fraction in {low}, {high}, got {text}")
         return value
 
-    return parse
+    return _accepting(r"^(0(\.[0-9]*)?|1(\.0*)?|\.[0-9]+)$", parse)
 
 
+@functools.partial(_accepting, r"^[0-9]+(\.[0-9]+)?\s*([KMGkmg]([Ii]?[Bb])?|[Bb])?$")
 def _size(text: str) -> str:
     """An argparse type: a size such as 128MiB, above 0 (kept as text: the commands parse it)."""
     from recordbeam.write.planning import parse_size
@@ -249,11 +262,37 @@ _TO_BEAM = ("Options not listed here go to Beam as pipeline options (--runner, "
 
 class _Parser(argparse.ArgumentParser):
     """argparse, and when a required option is missing while a mistyped one was given
-    (``--inptu``), the message names the typo beside the missing option."""
+    (``--inptu``), the message names the typo beside the missing option.
+
+    Options may also be written as Beam writes its own, and as a Dataflow Flex Template
+    launcher passes every parameter: ``--if_changed=true`` for ``--if-changed``
+    (``=false`` leaves a switch off), ``--max_reject_fraction=0.1`` for
+    ``--max-reject-fraction=0.1``."""
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        return super().parse_known_args(self._as_own_flags(self._given), namespace)
+
+    def _as_own_flags(self, tokens: Sequence[str]) -> list[str]:
+        own = {flag for action in self._actions for flag in action.option_strings}
+        switches = {flag for action in self._actions if action.nargs == 0
+                    and isinstance(action.const, bool) for flag in action.option_strings}
+        written = []
+        for index, token in enumerate(tokens):
+            if token == "--":
+                return written + list(tokens[index:])
+            name, equals, value = token.partition("=")
+            if name.startswith("--") and name not in own:
+                dashed = "--" + name[2:].replace("_", "-")
+                name = dashed if dashed in own else name
+            if equals and name in switches:
+                if value.lower() not in ("true", "false"):
+                    self.error(f"argument {name}: takes no value, or true or false; got {value!r}")
+                if value.lower() == "true":
+                    written.append(name)
+                continue
+            written.append(name + equals + value)
+        return written
 
     def error(self, message: str):
         if message.startswith("the following arguments are required"):
@@ -434,7 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", default=None, metavar="FILE",
                    help="file with one class name per line, in label order "
                    "(default: folder names sorted)")
-    p.add_argument("--label-offset", type=_NON_NEGATIVE, default=0, metavar="N",
+    p.add_argument("--label-offset", type=_whole_number(
+                       0, f"between 0 and {MAX_LABEL} (labels are 64-bit integers)", MAX_LABEL),
+                   default=0, metavar="N",
                    help="label of the first class; 1 keeps 0 for background, as slim does "
                    "(default: 0)")
     p.add_argument("--val-fraction", type=_fraction(zero_allowed=False, one_allowed=False),

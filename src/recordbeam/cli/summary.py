@@ -118,8 +118,13 @@ def submitted_text(result: Any, output: str) -> str:
     if result.dry_run:
         return (f"dry run: the {result.runner} job graph was built and checked; nothing was "
                 f"submitted and nothing was written to {output}")
-    job = f"job {result.job_id}" if result.job_id else "the job (the runner gave no id)"
     manifest = filesystems.join(output, "manifest.json")
+    if result.template_location:
+        return (f"wrote the {result.runner} job to {result.template_location}; nothing runs "
+                "until a launch from there (a Flex Template launcher launches it by itself), "
+                f"and then the job commits its output itself: {manifest} appears, last, when "
+                "it has finished")
+    job = f"job {result.job_id}" if result.job_id else "the job (the runner gave no id)"
     return (f"submitted {job} to the {result.runner}; not waiting for it (--detach). "
             f"The job commits its output itself: {manifest} appears, last, when it has "
             "finished; follow the job on the runner's own console")

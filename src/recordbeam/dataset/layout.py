@@ -24,12 +24,7 @@ from typing import Any
 from recordbeam import filesystems
 from recordbeam.dataset import folder_lock
 from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
-from recordbeam.dataset.manifest import (
-    DamagedManifest,
-    check_label_maps_agree,
-    check_shard_names,
-    parse_manifest,
-)
+from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest, shape_problem
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
     FAILED_REJECTS,
@@ -117,23 +112,55 @@ def check_creatable(output_dir: str) -> None:
     local = filesystems.local_path(output_dir)
     if local is None:
         return
-    import os  # the local launcher's own argument, not a data path
-    import tempfile
-
     existing = filesystems.nearest_existing_local(local)
-    problem = None
-    if os.path.islink(existing) and not os.path.exists(existing):
-        problem = f"{existing} is a broken symbolic link"
-    elif not os.path.isdir(existing):
-        problem = f"{existing} is a file, not a folder"
-    else:
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
-        except OSError as error:
-            problem = f"{error.strerror or error} in {existing}"
+    problem = _name_too_long(local, existing) or _unwritable(existing)
     if problem:
         raise OutputFolderError(f"cannot write the output folder {output_dir}: {problem}; "
                                 "choose a folder that can be created and written")
+
+
+def _unwritable(existing: str) -> str | None:
+    """Why no folder can be made in the existing local folder ``existing``, or None."""
+    import os  # the local launcher's own argument, not a data path
+    import tempfile
+
+    if os.path.islink(existing) and not os.path.exists(existing):
+        return f"{existing} is a broken symbolic link"
+    if not os.path.isdir(existing):
+        return f"{existing} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".recordbeam-probe-", dir=existing))
+    except OSError as error:
+        return f"{error.strerror or error} in {existing}"
+    return None
+
+
+#: Bytes the paths below an output folder add to it at most: the temporary folder, a shard
+#: of the longest split name with its suffixes, and the suffix of a file being written.
+_NAMES_INSIDE = 256
+
+
+def _name_too_long(local: str, existing: str) -> str | None:
+    """What to say when a folder of ``local`` still to be created (below ``existing``) has
+    a name longer than the file system allows, or when the paths of the files written in
+    it would be, else None."""
+    import os  # the local launcher's own argument, not a data path
+
+    try:
+        longest, whole = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        longest, whole = 255, 4096
+    size = len(os.fsencode(os.path.abspath(local)))
+    if size + _NAMES_INSIDE > whole:
+        return (f"its path is {size} bytes long; with the temporary folder and shard names "
+                f"inside it, paths would pass the {whole} bytes this file system allows")
+    missing = os.path.relpath(os.path.abspath(local), os.path.abspath(existing))
+    for part in missing.split(os.sep):
+        size = len(os.fsencode(part))
+        if size > longest:
+            return (f"the folder name {part[:40]}... is {size} bytes long, more than the "
+                    f"{longest} this file system allows in one name")
+    return None
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -150,19 +177,16 @@ def read_manifest(output_dir: str) -> dict[str, Any] | None:
     if not filesystems.exists(path):
         return None
     manifest = _read_json(path)
-    return manifest if _is_ours(manifest, path) else None
+    return manifest if _is_ours(manifest) else None
 
 
-def _is_ours(manifest: dict[str, Any] | None, path: str) -> bool:
+def _is_ours(manifest: dict[str, Any] | None) -> bool:
     """Whether ``manifest`` is a recordbeam manifest whose shards lie in its folder (one
-    naming files elsewhere claims nothing there, and is no finished output)."""
-    if not manifest or manifest.get("format") != MANIFEST_FORMAT:
-        return False
-    try:
-        check_shard_names(manifest, path)
-    except DamagedManifest:
-        return False
-    return True
+    naming files elsewhere claims nothing there, and is no finished output). What the
+    readers add for a whole output (a shard at least, each with its counts) is theirs to
+    ask: a folder is ours to replace either way."""
+    return (bool(manifest) and manifest.get("format") == MANIFEST_FORMAT
+            and not shape_problem(manifest, complete=False))
 
 
 def finished_manifest(output_dir: str) -> dict[str, Any] | None:
@@ -186,7 +210,7 @@ def recorded_manifest(output_dir: str, files: list[str] | None = None) -> dict[s
     for path in _in_recorded_temp_folders(output_dir, files, PREVIOUS_MANIFEST):
         full = filesystems.join(output_dir, path)
         previous = _read_json(full)
-        if _is_ours(previous, full):
+        if _is_ours(previous):
             return previous
     return None
 

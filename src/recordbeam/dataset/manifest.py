@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from recordbeam.dataset.names import is_shard_file
 from recordbeam.errors import DataError, counted
 from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec, merge_spec_json
@@ -37,7 +38,7 @@ def parse_manifest(data: bytes, path: str, *, check_format: bool = True) -> dict
     Raises:
         DamagedManifest: ``data`` is not valid JSON, not a JSON object, (``check_format``)
             not a recordbeam manifest (its ``format``), or it lists a shard that is not a
-            file of its folder (:func:`check_shard_names`). The writer asks instead whether
+            file of its folder (:func:`shape_problem`). The writer asks instead whether
             a folder is finished (:func:`recordbeam.dataset.layout.read_manifest`: None for
             all of these).
     """
@@ -57,63 +58,89 @@ def parse_manifest(data: bytes, path: str, *, check_format: bool = True) -> dict
         found = f"its format is {value['format']!r}" if "format" in value else "it names no format"
         raise DamagedManifest(f"{path} is not a recordbeam manifest ({found}; expected "
                               f"{FORMAT!r}); point at a folder recordbeam wrote, or {redo}")
-    if check_format:
-        problem = _splits_problem(value.get("splits"))
-        if problem:
-            raise DamagedManifest(f"{path}: {problem}; the manifest is damaged: {redo}")
-    check_shard_names(value, path)
+    problem = shape_problem(value, complete=check_format)
+    if problem:
+        raise DamagedManifest(f"{path} cannot be read: {problem} (was it edited by hand?); the "
+                              f"manifest is damaged: {redo}")
     return value
 
 
-def is_plain_file_name(name: Any) -> bool:
-    """Whether ``name`` names a file in a folder itself: no folder part, no ``..``, no
-    absolute path or URL."""
-    return (isinstance(name, str) and name not in ("", ".", "..")
-            and not any(c in name for c in "/\\\0"))
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
 
 
-def check_shard_names(manifest: Mapping[str, Any], path: str) -> None:
-    """Raise :class:`DamagedManifest` naming ``path`` and the entry when ``manifest`` lists
-    a shard by anything but a plain file name in its own folder: a hand-edited manifest
-    must not make a reader open another dataset's shards or any file
-    (``../../other/out/train-...``, ``/etc/passwd``)."""
+def _mapping_problem(value: Any, where: str, values: tuple[type, ...]) -> str | None:
+    if not isinstance(value, dict):
+        return f"{where} is {_kind(value)}, not an object"
+    for key, item in value.items():
+        if not isinstance(item, values) or isinstance(item, bool):
+            return f"{where}[{key!r}] is {_kind(item)}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"a JSON {type(value).__name__}"
+
+
+def _split_problem(name: str, entry: Any, complete: bool) -> str | None:
+    where = f"splits[{name!r}]"
+    if not isinstance(entry, dict):
+        return f"{where} is {_kind(entry)}, not an object"
+    if "examples" in entry and not _is_count(entry["examples"]):
+        return f"{where}['examples'] is {entry['examples']!r}, not a count"
+    shards = entry.get("shards", [])
+    if not isinstance(shards, list):
+        return f"{where}['shards'] is {_kind(shards)}, not a list"
+    for index, shard in enumerate(shards):
+        at = f"{where}['shards'][{index}]"
+        if not isinstance(shard, dict):
+            return f"{at} is {_kind(shard)}, not an object"
+        file = shard.get("file")
+        if not isinstance(file, str) or not is_shard_file(file):
+            return f"{at} has no 'file' naming a shard of the folder (got {str(file)[:400]!r})"
+        for key in ("examples", "bytes"):
+            if complete and key not in shard:
+                return f"{at} has no {key!r}"
+            if key in shard and not _is_count(shard[key]):
+                return f"{at}[{key!r}] is {shard[key]!r}, not a count"
+    for key in ("features", "counts", "rejects", "warnings"):
+        if key in entry and not isinstance(entry[key], dict):
+            return f"{where}[{key!r}] is {_kind(entry[key])}, not an object"
+    return None
+
+
+def shape_problem(manifest: Mapping[str, Any], complete: bool = True) -> str | None:
+    """What in a manifest's structure the commands and readers cannot use (a key of the
+    wrong type, a shard without its file name or naming a file outside the folder), or
+    None. Keys are checked when present: older manifests may lack some. ``complete``: a
+    manifest a commit wrote, which lists at least one split and one shard, each shard with
+    its examples and bytes."""
     splits = manifest.get("splits", {})
     if not isinstance(splits, dict):
-        raise DamagedManifest(f"{path}: 'splits' is a JSON {type(splits).__name__}, not the "
-                              "object a manifest holds; the manifest is damaged: re-run the "
-                              "conversion that wrote the folder")
-    for split, entry in splits.items():
-        shards = entry.get("shards", []) if isinstance(entry, dict) else None
-        if not isinstance(shards, list):
-            raise DamagedManifest(f"{path}: split {split!r} has no list of shards; the "
-                                  "manifest is damaged: re-run the conversion that wrote the "
-                                  "folder")
-        for shard in shards:
-            name = shard.get("file") if isinstance(shard, dict) else shard
-            if not is_plain_file_name(name):
-                raise DamagedManifest(
-                    f"{path}: split {split!r} lists the shard {name!r}, which is not a file "
-                    "name in the manifest's own folder (a manifest names its shards without "
-                    "folders, '..' or absolute paths); no shard was read. Re-run the "
-                    "conversion that wrote the folder, or restore its manifest.json")
-
-
-
-def _splits_problem(splits: Any) -> str | None:
-    """What is wrong with a manifest's ``splits``, or None: a commit always writes at least
-    one split, each listing its shards with their file, examples and bytes."""
-    if not isinstance(splits, dict) or not splits:
-        return ("it lists no splits" if splits in ({}, [], None)
-                else "its splits are not an object of splits")
+        return f"'splits' is {_kind(splits)}, not an object"
+    if complete and not splits:
+        return "it lists no splits"
     for name, entry in splits.items():
-        shards = entry.get("shards") if isinstance(entry, dict) else None
-        if not isinstance(shards, list) or not shards:
-            return f"split {name!r} lists no shards"
-        for shard in shards:
-            if not (isinstance(shard, dict) and isinstance(shard.get("file"), str)
-                    and all(isinstance(shard.get(k), int) and shard[k] >= 0
-                            for k in ("examples", "bytes"))):
-                return f"split {name!r} lists a shard without its file, examples and bytes"
+        problem = _split_problem(name, entry, complete)
+        if problem:
+            return problem
+    if complete and not any(entry.get("shards") for entry in splits.values()):
+        return "it lists no shards"  # a split may have none (all rejected), not every one
+    checks = (("features", (dict,)), ("label_map", (str,)), ("category_ids", (int,)))
+    for key, values in checks:
+        if key in manifest:
+            problem = _mapping_problem(manifest[key], f"'{key}'", values)
+            if problem:
+                return problem
+    label_map = manifest.get("label_map", {})
+    if not all(key.lstrip("-").isdigit() for key in label_map):
+        return "'label_map' has a key that is not a label value (a whole number)"
+    names = manifest.get("label_names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return "'label_names' is not a list of names"
+    for key in ("totals", "rejects", "options", "keypoints"):
+        if key in manifest and not isinstance(manifest[key], dict):
+            return f"'{key}' is {_kind(manifest[key])}, not an object"
     return None
 
 

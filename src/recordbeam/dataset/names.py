@@ -62,10 +62,20 @@ def keys_file_name(shard: str) -> str:
     return shard + KEYS_SUFFIX
 
 
+#: The longest split name: shard files are named ``<split>-00000-of-00001.tfrecord.gz.idx``
+#: (and a temporary suffix while written), in the 255 bytes file systems allow a name.
+MAX_SPLIT_NAME = 128
+
+
 def check_split_name(split: str) -> str:
     if not _SPLIT_NAME.match(split):
         raise OutputFolderError(
             f"split name {split!r} must be letters, digits and underscores (it becomes part of file names)"
+        )
+    if len(split) > MAX_SPLIT_NAME:
+        raise OutputFolderError(
+            f"split name {split[:20]}... is {len(split)} characters long; at most "
+            f"{MAX_SPLIT_NAME} (it becomes part of file names)"
         )
     return split
 

@@ -38,6 +38,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from recordbeam.dataset.class_names import name_problem
 from recordbeam.dataset.names import indexed_shard_number
 from recordbeam.dataset.schema import FeatureShape, feature_shapes, image_features, label_features
 
@@ -57,6 +58,9 @@ FEATURES = "features.json"
 FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"
 INDEXED_TEMPLATE = "{SPLIT}-{SHARD_INDEX}.{FILEFORMAT}"
 VERSION = "1.0.0"
+#: The most label values a ``ClassLabel`` names (one line each, ``unused_<value>`` for gaps):
+#: past it the labels are written as plain integers (ids far apart, as COCO's may be).
+MAX_CLASS_LABELS = 1 << 20
 _LABELS_FILE = re.compile(r"^[A-Za-z0-9_.\-]+\.labels\.txt$")
 _TEXT_NAMES = {"text", "filename", "format", "source_id"}
 
@@ -83,25 +87,41 @@ def class_names(manifest: Mapping[str, Any]) -> list[str] | None:
 
     ``label_map`` (label value -> name) wins; label values without a name (COCO ids have
     gaps; 0 is unused with 1-based labels) get ``unused_<value>`` so that index ``i``
-    always names label ``i``. Without a map, ``label_names`` is taken as 0-based.
+    always names label ``i`` (None when a value reaches :data:`MAX_CLASS_LABELS`). Without a map, ``label_names`` is taken as 0-based. Each
+    name is as TFDS can read it back (see :func:`_distinct_lines`).
     """
     label_map = manifest.get("label_map")
     if label_map:
         by_value = {int(k): str(v) for k, v in label_map.items()}
         if min(by_value) < 0:
             return None  # ClassLabel cannot hold negative labels
-        taken = set(by_value.values())
-        names = []
-        for value in range(max(by_value) + 1):
-            name = by_value.get(value)
-            if name is None:
-                name = f"unused_{value}"
-                while name in taken:
-                    name = "_" + name
-            names.append(name)
-        return names
-    names = manifest.get("label_names")
-    return [str(n) for n in names] if names else None
+        if max(by_value) >= MAX_CLASS_LABELS:
+            return None  # ids far apart (COCO's may reach 2^63): a name per value is no list
+        names = [by_value.get(value) for value in range(max(by_value) + 1)]
+    else:
+        names = [str(n) for n in manifest.get("label_names") or ()]
+    return _distinct_lines(names) if names else None
+
+
+def _distinct_lines(names: list[str | None]) -> list[str]:
+    """The names as TFDS reads them back from its labels file, each line stripped: blank
+    lines are dropped and a name given twice is refused, so a missing or unusable name
+    becomes ``unused_<value>`` and a repeated one ``<name>_<value>`` (underscores first
+    until unique)."""
+    stripped = [name.strip() if name is not None and name_problem(name) is None else None
+                for name in names]
+    taken = {name for name in stripped if name is not None}
+    seen: set[str] = set()
+    result = []
+    for value, name in enumerate(stripped):
+        if name is None or name in seen:
+            name = f"unused_{value}" if name is None else f"{name}_{value}"
+            while name in taken:
+                name = "_" + name
+            taken.add(name)
+        seen.add(name)
+        result.append(name)
+    return result
 
 
 def _shape(shape: FeatureShape) -> dict[str, Any]:

@@ -65,8 +65,8 @@ _LOG = logging.getLogger(__name__)
 #: deals them: at 32 MiB a 100k-row manifest's launcher peaked at 410-480 MiB, at 8 MiB
 #: at ~300 MiB (the same bytes written; ``benchmarks/scale.py``). Spilling costs the
 #: launcher some CPU: ~1% of a 20k COCO run's CPU on a quiet machine (0.1 of 8.5 s, three
-#: alternating runs against a budget nothing reached), ~4% before what the workers sent
-#: was kept encoded until it spilled.
+#: alternating runs against a budget nothing reached), since what the workers sent is kept
+#: encoded until it spills.
 #: ``RECORDBEAM_SHUFFLE_MEMORY`` sets it in bytes (read once, when this module is imported).
 def _budget_from_environment(default: int = 8 << 20) -> int:
     text = os.environ.get("RECORDBEAM_SHUFFLE_MEMORY")

@@ -3,7 +3,7 @@
 ``python -m recordbeam.local.worker`` runs Beam's ``sdk_worker_main`` unchanged. When
 its harness returns, every bundle has finished, every ``DoFn.teardown`` has run and its
 log handler has flushed; the interpreter's own shutdown after that (gRPC's threads, a
-large heap) took about 0.6 s per worker here, and the local runner stops its workers one
+large heap) takes about 0.6 s per worker, and the local runner stops its workers one
 after the other. Exiting without it saves that wait on every local run.
 
 ``python -m recordbeam.local.worker --standby [module...]`` is started ahead of the run

@@ -32,6 +32,14 @@ from apache_beam.io.filesystem import FileMetadata
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import (
+    INVALID_CLASS_NAME,
+    ClassNameError,
+    name_problem,
+    normalisation_twins,
+    shown,
+    twins_message,
+)
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco import is_text, printable
 from recordbeam.sources.detection import DetectionObject, object_fields
@@ -689,23 +697,53 @@ class _ParseNamingImage(beam.DoFn):
 
 
 class SortedNames(beam.CombineFn):
-    """The sorted class names found in the annotations (when no class list is given)."""
+    """The sorted class names found in the annotations (when no class list is given),
+    from ``(name, where)`` pairs: names that cannot be class names are left out (their
+    objects are rejected ``invalid_class_name``), and two that differ only in Unicode
+    normalisation fail the run (:class:`~recordbeam.dataset.class_names.ClassNameError`),
+    naming where each was found first."""
 
-    def create_accumulator(self) -> set[str]:
-        return set()
+    def create_accumulator(self) -> dict[str, str]:
+        return {}
 
-    def add_input(self, accumulator: set[str], names: Iterable[str]) -> set[str]:
-        accumulator.update(names)
+    def add_input(self, accumulator: dict[str, str],
+                  found: Iterable[tuple[str, str]]) -> dict[str, str]:
+        for name, where in found:
+            known = accumulator.get(name)
+            if known is None:
+                if name_problem(name) is None:
+                    accumulator[name] = where
+            elif where < known:
+                accumulator[name] = where
         return accumulator
 
-    def merge_accumulators(self, accumulators: Iterable[set[str]]) -> set[str]:
-        merged: set[str] = set()
+    def merge_accumulators(self, accumulators: Iterable[dict[str, str]]) -> dict[str, str]:
+        merged: dict[str, str] = {}
         for accumulator in accumulators:
-            merged |= accumulator
+            self.add_input(merged, accumulator.items())
         return merged
 
-    def extract_output(self, accumulator: set[str]) -> list[str]:
-        return sorted(accumulator)
+    def extract_output(self, accumulator: dict[str, str]) -> list[str]:
+        names = sorted(accumulator)
+        twins = normalisation_twins(names)
+        if twins:
+            first, other = twins[0]
+            raise ClassNameError(twins_message(first, other, accumulator[first],
+                                               accumulator[other]))
+        return names
+
+
+class FoundClassNames(beam.PTransform):
+    """``ParsedImage``s -> one list: the sorted class names of their objects
+    (see :class:`SortedNames`)."""
+
+    def expand(self, parsed):
+        return (
+            parsed
+            | "ClassNames" >> beam.Map(lambda image: [(obj.name, obj.source)
+                                                      for obj in image.objects])
+            | "Sorted" >> beam.CombineGlobally(SortedNames())
+        )
 
 
 def build_record(parsed: ParsedImage, classes: Sequence[str],
@@ -716,6 +754,13 @@ def build_record(parsed: ParsedImage, classes: Sequence[str],
     objects = []
     for obj in parsed.objects:
         label = labels.get(obj.name)
+        if label is None and name_problem(obj.name):
+            yield TaggedOutput("rejects", Reject(
+                "annotation", obj.source, INVALID_CLASS_NAME,
+                f"{obj.source}: the class name {shown(obj.name)} {name_problem(obj.name)}; a "
+                "class name is written as one line of labels.txt. Fix the name. The image was "
+                "written without this object", parsed.split))
+            continue
         if label is None:
             yield TaggedOutput("rejects", Reject(
                 "annotation", obj.source, "unknown_category",
@@ -799,11 +844,7 @@ class ReadAnnotatedImages(beam.PTransform):
         if fmt.classes is not None:
             classes = pbegin | "ClassList" >> beam.Create([fmt.classes])
         else:
-            classes = (
-                parsed.parsed
-                | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-                | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-            )
+            classes = parsed.parsed | "SortedClasses" >> FoundClassNames()
         built = parsed.parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), fmt.class_list,
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")

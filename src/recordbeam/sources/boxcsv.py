@@ -28,7 +28,7 @@ from recordbeam import filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    SortedNames,
+    FoundClassNames,
     build_record,
     detection_metadata,
     listed_images,
@@ -113,7 +113,11 @@ def read_header(path: str) -> dict[str, int]:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BoxCsvError(f"{path}: not UTF-8 text; save it as UTF-8") from None
-    return column_positions(next(csv.reader([line]), []), path)
+    try:
+        header = next(csv.reader([line]), [])
+    except csv.Error as error:
+        raise BoxCsvError(f"{path}:1: the header is not a CSV row ({error})") from None
+    return column_positions(header, path)
 
 
 def parse_table(data: bytes | BinaryIO, path: str, split: str):
@@ -127,9 +131,11 @@ def parse_table(data: bytes | BinaryIO, path: str, split: str):
     reader = csv.reader(text)
     try:
         positions = column_positions(next(reader, []), path)
-    except BoxCsvError as bad:
+    except (BoxCsvError, csv.Error) as bad:
+        detail = str(bad) if isinstance(bad, BoxCsvError) else (
+            f"{path}:1: the header is not a CSV row ({bad})")
         yield TaggedOutput("rejects", Reject("annotation", f"{path}:1", "malformed_row",
-                                             str(bad), split))
+                                             detail, split))
         return
     start = reader.line_num
     while True:
@@ -282,11 +288,7 @@ class ReadBoxCsv(beam.PTransform):
             .with_outputs("rejects", "counts", main="joined")
         )
         parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
-        classes = (
-            parsed
-            | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-            | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-        )
+        classes = parsed | "SortedClasses" >> FoundClassNames()
         built = parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), "the classes found",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")

@@ -30,10 +30,22 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsList, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import (
+    DUPLICATE_CLASS_NAME,
+    check_class_list,
+    name_problem,
+    repeated_name_warnings,
+    shown,
+)
 from recordbeam.errors import DataError
 from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.checks import ImageInfo
-from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
+from recordbeam.images.masks import (
+    InvalidMask,
+    mask_png,
+    segmentation_to_mask,
+    too_many_vertices,
+)
 from recordbeam.images.transcode import orient_point
 from recordbeam.records import (
     COUNTER_NAMESPACE,
@@ -63,6 +75,7 @@ from recordbeam.sources.coco_records import (
 )
 from recordbeam.sources.detection import DetectionEncoder, Geometry
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.json_depth import DepthLimitedReader, JsonTooDeep
 from recordbeam.sources.listing import is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.write.image_encoder import warn_size_mismatch
@@ -200,13 +213,14 @@ def stream_section(path: str, section: str, stop_early: bool = False) -> Iterato
 _BOM = b"\xef\xbb\xbf"
 
 
-def _open_json(path: str) -> Any:
+def _open_json(path: str) -> DepthLimitedReader:
     """The file, open for ijson after the UTF-8 byte order mark some Windows tools write
-    (JSON readers may ignore it, RFC 8259; ijson's C parser refuses it)."""
+    (JSON readers may ignore it, RFC 8259; ijson's C parser refuses it), its nesting
+    bounded (see :mod:`recordbeam.sources.json_depth`)."""
     f = filesystems.open_read(path)
     if f.read(len(_BOM)) != _BOM:
         f.seek(0)
-    return f
+    return DepthLimitedReader(f)
 
 
 def _section_items(path: str, section: str, backend: Any, fallback: bool,
@@ -222,6 +236,9 @@ def _section_items(path: str, section: str, backend: Any, fallback: bool,
                 f.close()
                 f = _open_json(path)
         yield from backend.items(f, f"{section}.item", use_float=True)
+    except JsonTooDeep as error:
+        raise CocoFormatError(f"{path}: {error}, while reading '{section}'; a COCO file nests "
+                              "5 levels deep. Fix or re-export the annotation file.") from None
     except (ijson.JSONError, UnicodeDecodeError) as error:
         if fallback and (
             isinstance(error, UnicodeDecodeError) or "integer overflow" in str(error)
@@ -310,8 +327,8 @@ def section_at_end(path: str, section: str) -> list[Any] | None:
     if mentions != 1 or start < 1 or tail[start - 1:start] == b"\\":
         return None
     try:
-        return list(ijson.items(io.BytesIO(b"{" + tail[start:]), f"{section}.item",
-                                use_float=True))
+        return list(ijson.items(DepthLimitedReader(io.BytesIO(b"{" + tail[start:])),
+                                f"{section}.item", use_float=True))
     except (ijson.JSONError, ValueError):  # not a whole object, or an odd value: parse all
         return None
 
@@ -749,6 +766,13 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
             return Reject("annotation", f"annotation {ann_id}", "invalid_keypoints",
                           f"{where} (annotation {ann_id}): {keypoints}; fix the annotation "
                           "file (the image was written without this object)")
+    segmentation = item.get("segmentation") if include_masks else None
+    if type(segmentation) is list:
+        too_many = too_many_vertices(sum(len(p) // 2 for p in segmentation if type(p) is list))
+        if too_many:
+            return Reject("annotation", f"annotation {ann_id}", "invalid_mask",
+                          f"{_where(path, 'annotations', position)} (annotation {ann_id}): "
+                          f"{too_many}; the image was written without this object")
     area = item.get("area")
     if type(area) is not float:
         area = _as_float(area)
@@ -757,7 +781,7 @@ def _check_annotation(item: dict, path: str, position: int, include_masks: bool 
     return image_id, new_record(Annotation, (
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
         area, 1 if item.get("iscrowd", 0) else 0,
-        item.get("segmentation") if include_masks else None, keypoints,
+        segmentation, keypoints,
     ))
 
 
@@ -779,8 +803,9 @@ def _check_keypoints(item: dict) -> Keypoints | str:
         return "a keypoint visibility (every third value) is not 0, 1 or 2"
     labeled = sum(1 for v in numbers[2::3] if v > 0)
     num = item.get("num_keypoints", labeled)
-    if isinstance(num, bool) or not isinstance(num, int) or num < 0:
-        return f"'num_keypoints' is {num!r}, not a count"
+    if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= len(numbers) // 3:
+        return (f"'num_keypoints' is {str(num)[:30]}, not a count of its "
+                f"{len(numbers) // 3} keypoints")
     return Keypoints(tuple(numbers), num)
 
 
@@ -795,6 +820,11 @@ def _check_category(item: dict, where: str, include_keypoints: bool = False) -> 
     name = item.get("name")
     if not _is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
+    problem = name_problem(name)
+    if problem:
+        raise CocoFormatError(f"{where} (category {item['id']!r}): the name {shown(name)} "
+                              f"{problem}; a class name is written as one line of labels.txt. "
+                              "Fix the annotation file")
     if not include_keypoints:
         return Category(item["id"], item["name"])
     names, skeleton = item.get("keypoints", []), item.get("skeleton", [])
@@ -812,6 +842,18 @@ def _check_category(item: dict, where: str, include_keypoints: bool = False) -> 
             f"{where}: 'skeleton' must be a list of [a, b] pairs of keypoint numbers from 1 "
             f"to {len(names)} (the category's keypoint names); fix the annotation file")
     return Category(item["id"], name, tuple(names), tuple(tuple(p) for p in skeleton))
+
+
+def category_name_warnings(categories: list[Category], path: str) -> list[Reject]:
+    """``duplicate_class_name`` warnings for categories sharing a name (or names that
+    differ only in Unicode normalisation): legal COCO, their ids keep them apart, but a
+    class text then stands for two labels."""
+    ordered = sorted(categories, key=lambda c: _id_order(c.id))
+    names = [c.name for c in ordered]
+    places = [f"category {c.id!r}" for c in ordered]
+    repeats = check_class_list(names, places, path, repeats_allowed=True)
+    return [Reject("warning", f"{path}: categories", DUPLICATE_CLASS_NAME, detail)
+            for detail in repeated_name_warnings(names, places, repeats)]
 
 
 class CategoryLabel(NamedTuple):
@@ -1300,6 +1342,11 @@ class ReadCoco(beam.PTransform):
             lambda _, cats, t: _metadata(list(cats), contiguous, t, keypoints, task),
             AsList(categories), beam.pvalue.AsSingleton(terms),
         )
+        if opts.annotations:
+            rejects.append(pbegin | "ClassNames" >> beam.Create([opts.annotations])
+                           | "RepeatedNames" >> beam.FlatMap(
+                               lambda path, cats: category_name_warnings(list(cats), path),
+                               AsList(categories)))
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(_planned_size, opts.split)
         counts = (joined.counts, inputs.counts) | "CocoCounts" >> beam.Flatten()

@@ -49,15 +49,16 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list
 from recordbeam.errors import DataError
-from recordbeam.images.masks import mask_to_coco_rle
+from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
+    FoundClassNames,
     ImageFile,
     JoinMessage,
     NamedObject,
     ParsedImage,
-    SortedNames,
     build_record,
     detection_metadata,
     listed_images,
@@ -242,6 +243,8 @@ def plan(options: CvatOptions) -> CvatPlan:
         if meta.labels:
             if classes is None:
                 classes, first = list(meta.labels), path
+                check_class_list(classes, [f"<meta> label {i + 1}"
+                                           for i in range(len(classes))], path)
             elif list(meta.labels) != classes:
                 raise CvatError(f"{path} declares the labels {list(meta.labels)}, but {first} "
                                 f"declares {classes}; export every subset with the same labels")
@@ -348,16 +351,16 @@ def parse_points(text: str | None) -> list[float] | None:
     return flat
 
 
-def decode_cvat_rle(rle: str, left: int, top: int, width: int, height: int,
-                    image_width: int, image_height: int) -> np.ndarray:
-    """CVAT's mask RLE -> the ``(image_height, image_width)`` 0/1 mask.
-
-    The runs alternate 0s and 1s (starting with 0s) over the ``width`` x ``height`` box
-    at ``left, top``, row by row. Raises ``ValueError`` (its text says what is wrong).
-    """
+def cvat_mask(rle: str, left: int, top: int, width: int, height: int,
+              image_width: int, image_height: int) -> dict[str, Any]:
+    """CVAT's mask RLE as a box RLE (see :mod:`recordbeam.images.masks`): its runs
+    alternate 0s and 1s (starting with 0s) over the ``width`` x ``height`` box at
+    ``left, top``, row by row. Checked, never drawn: the pixels are made only when the
+    mask is written, once the image's own size is known. Raises ``ValueError`` (its text
+    says what is wrong)."""
     try:
         runs = [int(float(v)) for v in rle.replace(" ", "").split(",") if v != ""]
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError("rle holds something that is not a number") from None
     if not runs or any(r < 0 for r in runs):
         raise ValueError("rle must be comma-separated non-negative run lengths")
@@ -367,12 +370,27 @@ def decode_cvat_rle(rle: str, left: int, top: int, width: int, height: int,
     if left < 0 or top < 0 or left + width > image_width or top + height > image_height:
         raise ValueError(f"the mask box ({left}, {top}) {width}x{height} lies outside the "
                          f"{image_width}x{image_height} image")
-    values = np.zeros(len(runs), dtype=np.uint8)
-    values[1::2] = 1
-    box = np.repeat(values, runs).reshape(height, width)
-    mask = np.zeros((image_height, image_width), dtype=np.uint8)
-    mask[top:top + height, left:left + width] = box
-    return mask
+    return {"size": [image_height, image_width], "box": [left, top, width, height],
+            "runs": runs}
+
+
+def pixel_box(mask: dict[str, Any]) -> tuple[float, float, float, float] | None:
+    """``(x, y, width, height)`` around the set pixels of a :func:`cvat_mask`, from its
+    runs alone; None when no pixel is set."""
+    runs = np.asarray(mask["runs"], dtype=np.int64)
+    left, top, width, _height = mask["box"]
+    ends = np.cumsum(runs)
+    ones = (np.arange(len(runs)) % 2 == 1) & (runs > 0)
+    first, last = (ends - runs)[ones], ends[ones] - 1  # each run of 1s, both ends included
+    if not first.size:
+        return None
+    rows = (int(first.min() // width), int(last.max() // width))
+    if ((first // width) != (last // width)).any():
+        columns = (0, width - 1)  # a run over a row's end sets its last and the next's first
+    else:
+        columns = (int((first % width).min()), int((last % width).max()))
+    return (float(left + columns[0]), float(top + rows[0]),
+            float(columns[1] + 1 - columns[0]), float(rows[1] + 1 - rows[0]))
 
 
 class _Shape(NamedTuple):
@@ -416,7 +434,12 @@ def _shape(element: Element, where: str, width: int | None, height: int | None,
         return _Shape(where, label, box, None, _occluded(element), group,
                       "rotated_box" if angle % 360 else "box")
     if element.tag == "polygon":
-        points = parse_points(element.get("points"))
+        text = element.get("points") or ""
+        too_many = too_many_vertices(text.count(";") + 1)
+        if too_many:
+            return Reject("annotation", where, "malformed_points", (
+                f"{where} ({label!r}): {too_many}; the image was written without this object"))
+        points = parse_points(text)
         if points is None or len(points) < 6:
             return Reject("annotation", where, "malformed_points", (
                 f"{where} ({label!r}): points must be at least 3 'x,y' pairs separated by "
@@ -433,19 +456,17 @@ def _shape(element: Element, where: str, width: int | None, height: int | None,
             raise ValueError("its <image> has no width and height, which place the mask")
         if None in (left, top, mask_width, mask_height):
             raise ValueError("left, top, width and height must be numbers")
-        mask = decode_cvat_rle(element.get("rle") or "", int(left), int(top), mask_width,
-                               mask_height, width, height)
+        mask = cvat_mask(element.get("rle") or "", int(left), int(top), mask_width,
+                         mask_height, width, height)
     except ValueError as bad:
         return Reject("annotation", where, "malformed_rle", (
             f"{where} ({label!r}): {bad}; the image was written without this object"))
-    rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
-    if rows.size == 0:
+    box = pixel_box(mask)
+    if box is None:
         return Reject("annotation", where, "degenerate_bbox", (
             f"{where} ({label!r}): the mask has no pixel set; the image was written without "
             "this object"))
-    box = (float(columns[0]), float(rows[0]), float(columns[-1] + 1 - columns[0]),
-           float(rows[-1] + 1 - rows[0]))
-    return _Shape(where, label, box, mask_to_coco_rle(mask) if keep_masks else None,
+    return _Shape(where, label, box, mask if keep_masks else None,
                   _occluded(element), group, "mask")
 
 
@@ -486,16 +507,9 @@ def _merge(shapes: list[_Shape], where: str) -> NamedObject | Reject:
 
 
 def _union(polygons: list, masks: list[dict]) -> dict[str, Any]:
-    """Polygons and masks of one group as one RLE (the union of their pixels)."""
-    from recordbeam.images.masks import segmentation_to_mask
-
-    height, width = masks[0]["size"]
-    union = np.zeros((height, width), dtype=np.uint8)
-    for part in [polygons] if polygons else []:
-        union |= segmentation_to_mask(part, width, height)
-    for mask in masks:
-        union |= segmentation_to_mask(mask, width, height)
-    return mask_to_coco_rle(union)
+    """Polygons and masks of one group as one segmentation: the union of their pixels,
+    drawn when the mask is written (see :mod:`recordbeam.images.masks`)."""
+    return {"size": masks[0]["size"], "union": [*([polygons] if polygons else []), *masks]}
 
 
 def parse_image(element: Element, where: str, keep_masks: bool) -> ParsedShapes:
@@ -952,11 +966,7 @@ class ReadCvat(beam.PTransform):
         if self.classes is not None:
             classes = pbegin | "ClassList" >> beam.Create([self.classes])
         else:
-            classes = (
-                paired.parsed
-                | "ClassNames" >> beam.Map(lambda image: [obj.name for obj in image.objects])
-                | "SortedClasses" >> beam.CombineGlobally(SortedNames())
-            )
+            classes = paired.parsed | "SortedClasses" >> FoundClassNames()
         built = paired.parsed | "BuildRecords" >> beam.FlatMap(
             build_record, AsSingleton(classes), "the labels of <meta>",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")

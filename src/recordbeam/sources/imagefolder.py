@@ -16,6 +16,7 @@ ImageNet convention that keeps 0 for background). Files are listed on workers wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -23,9 +24,10 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
-from recordbeam.records import ImageRecord, Reject
+from recordbeam.records import MAX_LABEL, ImageRecord, Reject
 from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
@@ -84,8 +86,9 @@ class ImageFolderOptions:
             raise ImageFolderError(
                 f"--val-fraction must be between 0 and 1, got {self.val_fraction}"
             )
-        if self.label_offset < 0:
-            raise ImageFolderError(f"--label-offset must be 0 or more, got {self.label_offset}")
+        if not 0 <= self.label_offset <= MAX_LABEL:
+            raise ImageFolderOptionError(f"--label-offset must be between 0 and {MAX_LABEL} "
+                                         f"(labels are 64-bit integers), got {self.label_offset}")
         if self.val_fraction is not None and self.split == "val":
             raise UsageError(
                 "--split val with --val-fraction would write the held-out share and the rest "
@@ -118,17 +121,12 @@ def read_classes_file(path: str) -> list[str]:
     except UnicodeDecodeError:
         raise ImageFolderError(f"{path} is not UTF-8 text; --classes takes a text file with "
                                "one class name per line, saved as UTF-8") from None
-    names = [line.strip() for line in text.splitlines() if line.strip()]
-    seen: dict[str, int] = {}
-    for number, name in enumerate(names, 1):
-        if name in seen:
-            raise ImageFolderError(
-                f"{path}: class {name!r} on line {number} already appears on line {seen[name]}; "
-                "each class must be listed once"
-            )
-        seen[name] = number
-    if not names:
+    lines = [(number, line.strip()) for number, line in enumerate(class_file_lines(text), 1)]
+    listed = [(number, name) for number, name in lines if name]
+    if not listed:
         raise ImageFolderError(f"{path} lists no classes; write one class name per line")
+    names = [name for _number, name in listed]
+    check_class_list(names, [f"line {number}" for number, _name in listed], path)
     return names
 
 
@@ -239,6 +237,9 @@ class _Label(beam.DoFn):
 def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
     if not classes:
         raise ImageFolderError("no class folders with files were found under the root folder")
+    if offset + len(classes) - 1 > MAX_LABEL:
+        raise ImageFolderError(f"--label-offset {offset} with {len(classes)} classes would give "
+                               f"labels above {MAX_LABEL}, the largest 64-bit label; lower it")
     return {
         "task": "classification",
         "label_map": {str(i + offset): name for i, name in enumerate(classes)},
@@ -246,6 +247,15 @@ def _metadata(classes: list[str], offset: int, terms: tuple[int, int]) -> dict:
         "label_offset": offset,
         "inputs": inputs_entry(terms),
     }
+
+
+def checked_folder_classes(names: Iterable[str], root: str) -> list[str]:
+    """The class folders' names, sorted; raises
+    :class:`~recordbeam.dataset.class_names.ClassNameError` for a name that cannot be one
+    line of labels.txt, or two that differ only in Unicode normalisation."""
+    classes = sorted(names)
+    check_class_list(classes, ["a class folder"] * len(classes), root)
+    return classes
 
 
 def _listed_class_names(root: str, split_folders: tuple[str, ...],
@@ -307,7 +317,9 @@ class ReadImageFolder(beam.PTransform):
         if opts.classes_file:
             classes = read_classes_file(opts.classes_file)
         else:
-            classes = _listed_class_names(self._root, self.split_folders, self._skipped_prefix)
+            classes = checked_folder_classes(
+                _listed_class_names(self._root, self.split_folders, self._skipped_prefix),
+                self._root)
         return {"label_map": {str(i + opts.label_offset): name for i, name in enumerate(classes)}}
 
     def expand(self, pbegin):
@@ -331,7 +343,7 @@ class ReadImageFolder(beam.PTransform):
                 | "DistinctClasses" >> beam.Distinct()
                 | "SortClasses"
                 >> beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
-                | "Sorted" >> beam.Map(sorted)
+                | "Sorted" >> beam.Map(checked_folder_classes, self._root)
             )
         records = classified.files | "Label" >> beam.ParDo(
             _Label(opts.label_offset), AsSingleton(classes, default_value=[])

@@ -28,10 +28,12 @@ Datumaro exports is not written: it is a detector's confidence, not an annotatio
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import isfinite
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import class_file_lines
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError
 from recordbeam.records import Reject
@@ -196,7 +198,10 @@ def parse_kitti_labels(data: bytes, path: str) -> ParsedAnnotation:
     rejects: list[Reject] = []
     dont_care = 0
     lines = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at \n (or \r), fields are split at spaces and tabs: any other line break
+    # or white space stays in its field, so a type holding one is refused as a class name
+    # instead of quietly becoming another.
+    for number, line in enumerate(class_file_lines(text), 1):
         if not line.strip():
             continue
         lines += 1
@@ -231,9 +236,12 @@ def _split_type(tokens: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+_FIELD_SEPARATOR = re.compile(r"[ \t]+")
+
+
 def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
     """One label line: its object, a reject, or None for a ``DontCare`` region."""
-    tokens = line.split()
+    tokens = _FIELD_SEPARATOR.split(line.strip())
     split = _split_type(tokens)
     if split is None:
         return Reject("annotation", where, "malformed_line", (
@@ -252,7 +260,7 @@ def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
             f"{'is not a finite number' if len(bad) == 1 else 'are not finite numbers'}; "
             "the image was written without this object; fix the line"))
     occluded = values[1]
-    if occluded != int(occluded):
+    if occluded != int(occluded) or not -(2**63) <= occluded < 2**63:  # an int64 feature
         return Reject("annotation", where, "malformed_line", (
             f"{where} ({name!r}): occluded is {fields[1]!r}, not a whole number (0 fully "
             "visible, 1 partly occluded, 2 largely occluded, 3 unknown); the image was "

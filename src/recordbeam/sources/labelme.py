@@ -46,8 +46,8 @@ from recordbeam.images.checks import DEFAULT_MAX_PIXELS
 from recordbeam.images.masks import (
     InvalidMask,
     decode_mask_png,
-    mask_to_coco_rle,
-    segmentation_to_mask,
+    patch_to_box_rle,
+    too_many_vertices,
 )
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
@@ -164,6 +164,10 @@ def parse_labelme_json(data: bytes, path: str, relative_path: str,
     except ValueError as error:
         raise AnnotationFileError("malformed_json", (
             f"{path}: not valid JSON ({error}); fix or re-save the file in labelme")) from None
+    except RecursionError:
+        raise AnnotationFileError("malformed_json", (
+            f"{path}: its arrays or objects nest too deeply to be read (a labelme file nests "
+            "4 levels); fix or re-save the file in labelme")) from None
     if not isinstance(document, dict) or not isinstance(document.get("shapes"), list):
         raise AnnotationFileError("malformed_json", (
             f"{path}: not a labelme annotation (a JSON object with a \"shapes\" list); "
@@ -219,12 +223,12 @@ def _embedded_image_size(image_data: Any, path: str) -> tuple[int | None, tuple[
 
 class _Piece:
     """One usable shape: its label, corners and outline (None: a rectangle, its box), or
-    for a ``mask`` shape its pixels placed in the image (kept only for masks)."""
+    for a ``mask`` shape its pixels as a box RLE in the image (kept only for masks)."""
 
     __slots__ = ("index", "label", "corners", "outline", "mask")
 
     def __init__(self, index: int, label: str, corners: tuple[float, float, float, float],
-                 outline: list[float] | None, mask: np.ndarray | None = None) -> None:
+                 outline: list[float] | None, mask: dict[str, Any] | None = None) -> None:
         self.index, self.label, self.corners, self.outline = index, label, corners, outline
         self.mask = mask
 
@@ -289,7 +293,12 @@ def _piece(shape: Any, index: int, path: str,
     kind = shape.get("shape_type") or "polygon"  # labelme before 3.x wrote polygons only
     if kind in SKIPPED_SHAPES:
         return f"labelme_{kind}_shapes_skipped"
-    points = _points(shape.get("points"))
+    raw = shape.get("points")
+    too_many = too_many_vertices(len(raw)) if isinstance(raw, list) else None
+    if too_many:
+        return Reject("annotation", where, "invalid_shape", (
+            f"{where} ({label!r}): {too_many}; the image was written without this shape"))
+    points = _points(raw)
     needed = _POINTS_NEEDED.get(kind)
     if needed is None:
         return Reject("annotation", where, "unsupported_shape", (
@@ -349,10 +358,6 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
             data = base64.b64decode(encoded, validate=True)
         except (ValueError, binascii.Error):
             raise InvalidMask("invalid_mask", "its mask is not base64 text") from None
-        if keep and width * height > DEFAULT_MAX_PIXELS:
-            raise InvalidMask("invalid_mask", (
-                f"the JSON gives a {width}x{height} image, more than the {DEFAULT_MAX_PIXELS} "
-                "pixels a mask is made for"))
         patch = decode_mask_png(data, min(width * height, DEFAULT_MAX_PIXELS))
     except InvalidMask as bad:
         return Reject("annotation", where, bad.reason, f"{where} ({label!r}): {bad.detail}{lost}")
@@ -366,19 +371,10 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
             f"{where} ({label!r}): the mask has no pixel set{lost}"))
     box = (float(x0 + columns[0]), float(y0 + rows[0]), float(x0 + columns[-1] + 1),
            float(y0 + rows[-1] + 1))
-    return _Piece(index, label, box, None, _placed(patch, x0, y0, width, height) if keep else None)
-
-
-def _placed(patch: np.ndarray, left: int, top: int, width: int, height: int) -> np.ndarray:
-    """``patch`` with its top-left pixel at ``(left, top)`` in a ``width`` x ``height``
-    mask, the parts outside cut off (as labelme draws it)."""
-    mask = np.zeros((height, width), dtype=np.uint8)
-    x_start, x_stop = max(left, 0), min(left + patch.shape[1], width)
-    y_start, y_stop = max(top, 0), min(top + patch.shape[0], height)
-    if x_start < x_stop and y_start < y_stop:
-        mask[y_start:y_stop, x_start:x_stop] = patch[y_start - top:y_stop - top,
-                                                     x_start - left:x_stop - left]
-    return mask
+    # The pixels stay in their patch (cut to the image, as labelme draws it) until the
+    # mask is written: the JSON's image size is checked against the image's first.
+    return _Piece(index, label, box, None,
+                  patch_to_box_rle(patch, int(x0), int(y0), width, height) if keep else None)
 
 
 def _points(value: Any) -> list[tuple[float, float]] | None:
@@ -390,9 +386,15 @@ def _points(value: Any) -> list[tuple[float, float]] | None:
         if not isinstance(point, list) or len(point) != 2:
             return None
         x, y = point
-        if not (_is_number(x) and _is_number(y) and math.isfinite(x) and math.isfinite(y)):
+        if not (_is_number(x) and _is_number(y)):
             return None
-        points.append((float(x), float(y)))
+        try:
+            x, y = float(x), float(y)
+        except OverflowError:  # a JSON integer beyond any float
+            return None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        points.append((x, y))
     return points
 
 
@@ -405,7 +407,7 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     if len(pieces) == 1:  # most shapes are no group: the piece itself
         piece = pieces[0]
         xmin, ymin, xmax, ymax = piece.corners
-        segmentation = (mask_to_coco_rle(piece.mask) if piece.mask is not None
+        segmentation = (piece.mask if piece.mask is not None
                         else None if piece.outline is None else [piece.outline])
         return NamedObject(shape_source(path, [piece.index]), piece.label,
                            (xmin, ymin, xmax - xmin, ymax - ymin), segmentation=segmentation)
@@ -426,12 +428,9 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
                         for piece in pieces]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
     if masks:  # with mask shapes, the union of every piece's pixels
-        height, width = masks[0].shape
-        union = np.zeros((height, width), dtype=np.uint8)
-        for piece in pieces:
-            union |= (piece.mask if piece.mask is not None else segmentation_to_mask(
-                [piece.outline or _rectangle(piece)], width, height))
-        segmentation = mask_to_coco_rle(union)
+        outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
+        segmentation = {"size": masks[0]["size"],
+                        "union": [*([outlines] if outlines else []), *masks]}
     return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
                        segmentation=segmentation)
 

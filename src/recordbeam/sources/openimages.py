@@ -34,6 +34,7 @@ positive image-level labels (Confidence 1) to ``image/class/label`` and ``text``
 from __future__ import annotations
 
 import csv
+import io
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,11 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import (
+    DUPLICATE_CLASS_NAME,
+    check_class_list,
+    repeated_name_warnings,
+)
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
@@ -214,17 +220,31 @@ def header_columns(path: str, required: Sequence[str]) -> dict[str, int]:
     return columns
 
 
-def read_class_descriptions(path: str) -> tuple[list[str], list[str]]:
-    """(label ids, display names) in the file's order: ``LabelName,DisplayName`` rows, with
-    or without that header line."""
+def read_class_descriptions(path: str) -> tuple[list[str], list[str], list[str]]:
+    """(label ids, display names, warnings) in the file's order: ``LabelName,DisplayName``
+    rows, with or without that header line. A display name that cannot be a class name
+    is refused (:class:`~recordbeam.dataset.class_names.ClassNameError`); one given to two
+    label ids is legal (the ids tell them apart) and said in ``warnings``."""
     try:
         text = filesystems.read_bytes(path).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise OpenImagesError(f"{path}: not UTF-8 text; save it as UTF-8") from None
     ids: list[str] = []
     names: list[str] = []
+    lines: list[int] = []
     seen: dict[str, int] = {}
-    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+    # newline="": a quoted line break stays in its field, where the name check finds it.
+    rows = csv.reader(io.StringIO(text, newline=""))
+    number = 0
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise OpenImagesError(f"{path}:{rows.line_num}: not a CSV row ({error}); a row is "
+                                  "LabelName,DisplayName") from None
+        number = rows.line_num
         if not row or not any(cell.strip() for cell in row):
             continue
         if len(row) < 2 or not row[0].strip():
@@ -239,9 +259,12 @@ def read_class_descriptions(path: str) -> tuple[list[str], list[str]]:
         seen[label_id] = number
         ids.append(label_id)
         names.append(name or label_id)
+        lines.append(number)
     if not ids:
         raise OpenImagesError(f"{path} lists no classes")
-    return ids, names
+    places = [f"line {line}, {label_id}" for line, label_id in zip(lines, ids, strict=True)]
+    repeats = check_class_list(names, places, path, repeats_allowed=True)
+    return ids, names, repeated_name_warnings(names, places, repeats)
 
 
 # --- the workers: rows ---------------------------------------------------------------
@@ -465,7 +488,7 @@ class ReadOpenImages(beam.PTransform):
         self.input_roots = options.input_roots()
         self.tables = find_tables(options)
         self.splits = self.tables.splits
-        self.label_ids, self.display_names = read_class_descriptions(
+        self.label_ids, self.display_names, self._name_warnings = read_class_descriptions(
             self.tables.class_descriptions)
         self._skip_prefix = (filesystems.prefix_below(options.image_root, skip_below)
                              if skip_below else None)
@@ -488,6 +511,9 @@ class ReadOpenImages(beam.PTransform):
         )
         keyed, rejects = [listed.by_key], [listed.rejects, unsplit.warnings]
         counts = [listed.counts, unsplit.counts]
+        rejects.append(pbegin | "ClassNameWarnings" >> beam.Create([
+            Reject("warning", tables.class_descriptions, DUPLICATE_CLASS_NAME, detail)
+            for detail in self._name_warnings]))
         # Tables we do not read (rotation, masks, machine labels...) are said, not dropped.
         counts.append(pbegin | "TablesNotRead" >> beam.Create(
             [("openimages_tables_not_read", len(tables.not_read))] if tables.not_read else []))

@@ -24,6 +24,7 @@ import apache_beam as beam
 
 from recordbeam import filesystems
 from recordbeam.dataset import layout
+from recordbeam.dataset.class_names import check_class_list
 from recordbeam.dataset.manifest import split_of_shard_file
 from recordbeam.errors import DataError, UsageError
 from recordbeam.tfrecord.feature_spec import is_list_feature
@@ -194,9 +195,17 @@ def _source_manifest(paths: Sequence[str]) -> dict[str, Any]:
 
 def carried_metadata(paths: Sequence[str]) -> dict[str, Any]:
     """Label map, label names and task of the recordbeam folder the inputs come from
-    (empty when they come from several folders or from none)."""
+    (empty when they come from several folders or from none). Their class names are
+    checked as a conversion's are (a manifest may have been edited by hand):
+    :class:`~recordbeam.dataset.class_names.ClassNameError` names the manifest."""
     found = _source_manifest(paths)
-    return {k: found[k] for k in CARRIED_KEYS if k in found}
+    carried = {k: found[k] for k in CARRIED_KEYS if k in found}
+    names = carried.get("label_names") or []
+    if names:
+        source = filesystems.join(_parent(paths[0]), layout.MANIFEST)
+        check_class_list(names, [f"label_names[{i}]" for i in range(len(names))], source,
+                         repeats_allowed=True)
+    return carried
 
 
 def carried_list_features(paths: Sequence[str]) -> frozenset[str]:

@@ -94,7 +94,7 @@ DEFAULT_SAMPLE_ROWS = 10_000
 #: small enough that a 10 GB manifest spreads over 160 tasks.
 DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
 #: A smaller manifest is still cut into this many ranges, while each holds at least
-#: :data:`MIN_RANGE_BYTES`: a 3 MB manifest of 100k rows took seconds on one worker.
+#: :data:`MIN_RANGE_BYTES`: one worker takes seconds over a 3 MB manifest of 100k rows.
 MIN_RANGES = 16
 MIN_RANGE_BYTES = 256 * 1024
 _SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -283,7 +283,10 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
 
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
-    for line, content in enumerate(text, 1):
+    for line, content in enumerate(bounded_lines(text), 1):
+        if isinstance(content, int):
+            yield line, too_long(content, "characters")
+            continue
         row = NOT_UTF8 if _not_utf8(content) else _json_line(content)
         if row is not None:
             yield line, row
@@ -302,7 +305,7 @@ def value_type(value: Any, from_csv: bool) -> str | None:
         if value.lstrip().startswith("["):
             try:
                 return value_type(json.loads(value), False)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return "bytes"
         try:
             float(value)
@@ -316,6 +319,8 @@ def value_type(value: Any, from_csv: bool) -> str | None:
     if isinstance(value, str):
         return "image" if _IMAGE_NAME.fullmatch(value) else "bytes"
     if isinstance(value, list):
+        if any(isinstance(v, (list, dict)) for v in value):
+            return "invalid"  # no type holds lists of lists (and a deep one would recurse)
         inner = {value_type(v, False) for v in value}
         if not inner:
             return "list"
@@ -541,7 +546,12 @@ def load_schema_file(path: str) -> dict[str, str]:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        value = value[:41]  # a value may be a whole line of any length
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -561,7 +571,7 @@ def convert_value(value: Any, kind: str, from_csv: bool) -> Any:
         if from_csv and isinstance(value, str):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise ValueError(f"{_short(value)} is not a JSON list") from None
         if not isinstance(value, list):
             raise ValueError(f"{_short(value)} is not a list")
@@ -637,22 +647,57 @@ def plan_ranges(path: str, schema: Schema, range_bytes: int) -> list[ManifestRan
     return [ManifestRange(i, i * size // count, (i + 1) * size // count) for i in range(count)]
 
 
-def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
-    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``.
+#: The longest line of a manifest read as a row (64 MiB); a longer one is a reject, read
+#: past in pieces, never held: a manifest is a table of paths and values.
+MAX_ROW_BYTES = 64 << 20
+_SKIP_PIECE = 1 << 20
+
+
+def bounded_lines(stream: Any, limit: int = MAX_ROW_BYTES) -> Iterator[Any]:
+    """The lines of ``stream`` (bytes or text, with their line ends), each as it is, or,
+    for a line longer than ``limit``, its length (an ``int``): its content is read past
+    in pieces."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        newline = "\n" if isinstance(line, str) else b"\n"
+        if len(line) <= limit or line.endswith(newline):
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(newline):
+            line = stream.readline(_SKIP_PIECE)
+            if not line:
+                break
+            size += len(line)
+        yield size
+
+
+def too_long(size: int, unit: str = "bytes") -> str:
+    return (f"is {size:,} {unit} long, more than the {MAX_ROW_BYTES:,} a row may be (it was "
+            "not read)")
+
+
+def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes | int]:
+    """The lines (with their ``\\n``) that begin in ``[start, end)`` of ``raw``; the length
+    of a line longer than :data:`MAX_ROW_BYTES` instead (see :func:`bounded_lines`).
 
     A range that starts mid-line leaves that line to the range before it, which reads
     on past its own end to finish it: every line is read exactly once.
     """
     if start > 0:
         raw.seek(start - 1)
-        raw.readline()  # the line holding byte start-1 began in the range before
+        for _skipped in bounded_lines(raw):  # the line holding byte start-1 began before
+            break
     position = raw.tell()
+    lines = bounded_lines(raw)
     while position < end:
-        line = raw.readline()
-        if not line:
+        line = next(lines, None)
+        if line is None:
             return
         yield line
-        position += len(line)
+        position += line if isinstance(line, int) else len(line)
 
 
 class RangeRow(NamedTuple):
@@ -714,6 +759,9 @@ class _ReadRange(beam.DoFn):
         with filesystems.open_read(path) as raw:
             for line, data in enumerate(range_lines(raw, piece.start, piece.end), 1):
                 at_top = piece.start == 0 and line == 1
+                if isinstance(data, int):
+                    yield line, too_long(data)
+                    continue
                 try:
                     text = data.decode("utf-8-sig" if at_top else "utf-8")
                 except UnicodeDecodeError:
@@ -806,6 +854,8 @@ def _json_line(content: str) -> dict | str | None:
         row = json.loads(content)
     except json.JSONDecodeError as error:
         return f"not valid JSON ({error.msg} at column {error.colno})"
+    except RecursionError:
+        return "nests arrays or objects too deeply to be read (a row is one object of values)"
     if not isinstance(row, dict):
         return f"is a JSON {type(row).__name__}, not an object with one key per column"
     return row

@@ -34,6 +34,7 @@ import defusedxml.ElementTree as safe_xml
 from defusedxml import DefusedXmlException
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
@@ -183,7 +184,7 @@ def parse_labelmap(text: str, path: str) -> list[str]:
     as Datumaro and CVAT write it; ``#`` comments, blank lines and ``background`` skipped."""
     names: list[str] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(class_file_lines(text), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -201,6 +202,7 @@ def parse_labelmap(text: str, path: str) -> list[str]:
     if not names:
         raise VocError(f"{path} lists no classes; write one class name per line, or remove "
                        "it to take the class names found in the annotations")
+    check_class_list(names, [f"line {number}" for number in seen.values()], path)
     return names
 
 

@@ -36,6 +36,7 @@ label file parsed on workers.
 
 from __future__ import annotations
 
+import datetime
 import posixpath
 import re
 from dataclasses import dataclass
@@ -46,8 +47,10 @@ from typing import Any
 import yaml
 
 from recordbeam import filesystems
+from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.checks import ImageInfo
+from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,
@@ -269,7 +272,7 @@ def _read_text(path: str, roots: filesystems.InputRoots | None = None) -> str:
 def parse_names(text: str, path: str) -> tuple[str, ...]:
     """Class names of an ``obj.names``: one per line, in class-id order (blank lines at
     the end are not classes)."""
-    names = [line.strip().lstrip("\ufeff").strip() for line in text.splitlines()]
+    names = [line.strip().lstrip("\ufeff").strip() for line in class_file_lines(text)]
     while names and not names[-1]:
         names.pop()
     for number, name in enumerate(names, 1):
@@ -288,12 +291,99 @@ def _distinct(names: tuple[str, ...], path: str) -> tuple[str, ...]:
             raise YoloError(f"{path}: class {class_id} and class {first[name]} are both named "
                             f"{name!r}; give each class its own name")
         first[name] = class_id
+    check_class_list(names, [f"class {class_id}" for class_id in range(len(names))], path)
     return names
+
+
+#: The most classes ``nc`` alone may declare (named ``class_<id>``, as Ultralytics does):
+#: each is a line of labels.txt and an entry of the manifest, made up from one number.
+MAX_UNNAMED_CLASSES = 100_000
+
+#: The most values ``data.yaml`` may hold once its aliases are expanded: YAML repeats an
+#: anchor's value wherever ``*alias`` names it, so a file of a few lines can stand for
+#: billions. A data.yaml with 20,000 class names holds some 20,000.
+MAX_YAML_VALUES = 1_000_000
+
+
+def _yaml_values(root: yaml.Node) -> int:
+    """How many values ``root`` holds with its aliases expanded (counted once per node,
+    so in time linear in the file); past :data:`MAX_YAML_VALUES` (or in a cycle of
+    aliases) it stops at ``MAX_YAML_VALUES + 1``."""
+    over = MAX_YAML_VALUES + 1
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if children_done:
+            entered.discard(key)
+            sizes[key] = min(over, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if key in entered:
+            return over  # an alias inside its own anchor: endless once expanded
+        entered.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml(text: str, path: str) -> Any:
+    """The document of a ``data.yaml``, with PyYAML's safe constructors only (no Python
+    objects), refused (:class:`YoloError`) when it does not parse, nests deeper than the
+    parser recurses, or expands to more than :data:`MAX_YAML_VALUES` values."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _yaml_values(node) > MAX_YAML_VALUES:
+            raise YoloError(f"{path} expands to more than {MAX_YAML_VALUES:,} values (YAML "
+                            "aliases, *name, repeat what their anchor holds); a data.yaml "
+                            "lists splits and class names: write them out")
+        return loader.construct_document(node)
+    except yaml.YAMLError as error:
+        where = " ".join(str(error).split())  # PyYAML's marks span lines
+        raise YoloError(f"{path} is not valid YAML ({where}); fix it") from None
+    except RecursionError:
+        raise YoloError(f"{path} nests values too deeply to be read; a data.yaml lists "
+                        "splits and class names") from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_class_name(value: Any, class_id: int, path: str) -> str:
+    """A ``names`` entry as text: a string as it is (stripped), a whole number as its
+    digits; anything else YAML reads as another type is refused, since its Python text
+    (``None``, ``True``, ``2024-01-01``, a list) is not what the file says."""
+    if isinstance(value, str):
+        return value.strip()
+    if type(value) is int:
+        return str(value)
+    kinds = {type(None): "empty (null)", bool: "a boolean (YAML reads yes, no, on, off, "
+             "true and false as booleans)", float: "a number with a fraction",
+             list: "a list", dict: "a mapping"}
+    kind = kinds.get(type(value)) or (
+        "a date" if isinstance(value, datetime.date) else f"a YAML {type(value).__name__}")
+    raise YoloError(f"{path}: the name of class {class_id} is {kind}, not text; quote it "
+                    "('name') in names")
 
 
 def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
     """Class names of ``data.yaml``'s ``names`` (a list, or ``{id: name}``) and ``nc``."""
     if names is None and isinstance(count, int) and count > 0:
+        if count > MAX_UNNAMED_CLASSES:
+            raise YoloError(f"{path}: nc is {count:,} and names is not given; recordbeam "
+                            f"makes up at most {MAX_UNNAMED_CLASSES:,} class names from nc. "
+                            "List the class names in names")
         return tuple(f"class_{i}" for i in range(count))  # as Ultralytics names them
     if isinstance(names, dict):
         try:
@@ -308,7 +398,7 @@ def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
     if not isinstance(names, list) or not names:
         raise YoloError(f"{path}: names must be a list of class names or a {{id: name}} "
                         "mapping, class 0 first")
-    texts = tuple(str(name).strip() for name in names)
+    texts = tuple(_yaml_class_name(name, class_id, path) for class_id, name in enumerate(names))
     if any(not text for text in texts):
         raise YoloError(f"{path}: class {texts.index('')} has an empty name")
     if isinstance(count, int) and count != len(texts):
@@ -355,11 +445,7 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
 
 
 def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
-    try:
-        data = yaml.safe_load(_read_text(yaml_path, options.input_roots()))
-    except yaml.YAMLError as error:
-        where = " ".join(str(error).split())  # PyYAML's marks span lines
-        raise YoloError(f"{yaml_path} is not valid YAML ({where}); fix it") from None
+    data = load_yaml(_read_text(yaml_path, options.input_roots()), yaml_path)
     if not isinstance(data, dict):
         raise YoloError(f"{yaml_path} must be a mapping with names and train/val/test")
     classes = yaml_names(data.get("names"), data.get("nc"), yaml_path)
@@ -560,6 +646,9 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...],
     """One ``cls cx cy w h`` or ``cls x1 y1 x2 y2 ...`` line (``cls cx cy w h`` and
     ``keypoint_values`` more in a pose dataset)."""
     fields = line.split()
+    too_many = too_many_vertices((len(fields) - 1) // 2)
+    if too_many:
+        return _malformed(where, f"{len(fields):,} values: {too_many}")
     values = [_number(field) for field in fields]
     if None in values:
         bad = fields[values.index(None)]

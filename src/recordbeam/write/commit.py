@@ -29,6 +29,7 @@ import apache_beam as beam
 
 from recordbeam import __version__, filesystems
 from recordbeam.dataset import folder_lock, layout, manifest, names, tfds
+from recordbeam.dataset.class_names import label_file_text
 from recordbeam.errors import DataError
 from recordbeam.records import LOST_WITH_IMAGE, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec
@@ -179,7 +180,7 @@ class _Finalize(beam.DoFn):
         staged_files = []
         labels = final.get("label_names")
         if labels:
-            staged_files.append((names.LABELS, "".join(f"{name}\n" for name in labels).encode("utf-8")))
+            staged_files.append((names.LABELS, label_file_text(labels, names.LABELS)))
         all_rejects = sorted(kept_rejects + rejects,
                              key=lambda r: (r.split or "", r.kind, r.source, r.reason, r.detail))
         staged_files.append((names.REJECTS, "".join(r.to_json() + "\n" for r in all_rejects).encode("utf-8")))

@@ -1,0 +1,117 @@
+"""MkDocs hook: pages made from the code and from files outside ``docs/``, so the site
+cannot drift from them.
+
+A page asks for a table with a comment on a line of its own:
+
+``<!-- options: convert voc -->``: the arguments and options of a command, from the
+command's parser (names, value, what it does and its default, as ``--help`` says them).
+An unknown command fails the build.
+
+Some Markdown files live beside what they describe (``ARCHITECTURE.md`` at the top,
+``benchmarks/README.md`` beside the benchmarks): :data:`INCLUDED` puts them into the site
+as pages, their links to each other and to ``docs/`` rewritten to the site's paths, so
+``mkdocs build --strict`` checks their links too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import posixpath
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The docs describe this checkout's parser, whatever recordbeam the environment installed.
+sys.path.insert(0, str(ROOT / "src"))
+
+#: Repository file -> its page in the site.
+INCLUDED = {
+    "ARCHITECTURE.md": "architecture.md",
+    "benchmarks/README.md": "benchmarks/index.md",
+    "benchmarks/RESULTS.md": "benchmarks/results.md",
+}
+
+_OPTIONS = re.compile(r"^<!-- options: ([a-z -]+?) -->$", re.MULTILINE)
+_LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File  # here, so the tests import this file without MkDocs
+
+    for source, page in INCLUDED.items():
+        text = (ROOT / source).read_text(encoding="utf-8")
+        files.append(File.generated(config, page, content=_site_links(text, source, page)))
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - MkDocs' signature
+    return _OPTIONS.sub(lambda found: options_table(found.group(1).split()), markdown)
+
+
+def _site_links(text: str, source: str, page: str) -> str:
+    """``text`` of repository file ``source``, its relative links made relative to ``page``:
+    a link to another included file goes to that file's page, one into ``docs/`` to the
+    page there. Other links are left as written (MkDocs reports them when broken)."""
+    def rewrite(found: re.Match) -> str:
+        target = found.group(2)
+        if "://" in target or target.startswith(("/", "mailto:")):
+            return found.group(0)
+        in_repo = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+        if in_repo in INCLUDED:
+            in_site = INCLUDED[in_repo]
+        elif in_repo.startswith("docs/"):
+            in_site = in_repo.removeprefix("docs/")
+        else:
+            return found.group(0)
+        relative = posixpath.relpath(in_site, posixpath.dirname(page) or ".")
+        return f"{found.group(1)}{relative}{found.group(3) or ''}{found.group(4)}"
+
+    return _LINK.sub(rewrite, text)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse has no public way to list subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _command_parser(words: list[str]) -> argparse.ArgumentParser:
+    from recordbeam.cli.parser import build_parser
+
+    parser = build_parser()
+    for word in words:
+        commands = _subcommands(parser)
+        if word not in commands:
+            raise ValueError(f"docs ask for the options of 'recordbeam {' '.join(words)}', "
+                             f"which has no command {word!r}")
+        parser = commands[word]
+    return parser
+
+
+def options_table(words: list[str]) -> str:
+    """The arguments and options of ``recordbeam <words>`` as a Markdown table."""
+    rows = ["| argument or option | what it does |", "|---|---|"]
+    for action in _command_parser(words)._actions:
+        if action.help == argparse.SUPPRESS or isinstance(
+                action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        rows.append(f"| {_names(action)} | {_cell(action.help or '')}"
+                    f"{' **Required.**' if action.required and action.option_strings else ''} |")
+    return "\n".join(rows)
+
+
+def _names(action: argparse.Action) -> str:
+    if not action.option_strings:  # a positional argument
+        return f"`{action.metavar or action.dest.upper()}`"
+    names = ", ".join(f"`{flag}`" for flag in action.option_strings)
+    if action.nargs == 0:
+        return names
+    value = action.metavar or ("{" + ",".join(map(str, action.choices)) + "}"
+                               if action.choices else action.dest.upper())
+    return f"{names} `{value}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
