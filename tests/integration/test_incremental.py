@@ -126,7 +126,7 @@ def test_verify_unchanged_compares_bytes_not_modification_times(tmp_path):
     assert (last_run(out)["changed"], last_run(out)["added"]) == (1, 0)
     _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
     # Without it, a file replaced by one of the same size and time is not seen: said in
-    # the README. With it, it is.
+    # docs/deploy/scheduled.md. With it, it is.
     stat = path.stat()
     data = bytearray(path.read_bytes())
     data[-3] ^= 0x01  # inside the JPEG's entropy data: still decodes, other pixels
