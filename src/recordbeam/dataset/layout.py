@@ -250,7 +250,7 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
     # replaced are still there, listed by the manifest its temp folder keeps.
     for path in _in_recorded_temp_folders(output_dir, files, PREVIOUS_MANIFEST):
         previous = _read_json(filesystems.join(output_dir, path))
-        if _is_ours(previous, filesystems.join(output_dir, path)):
+        if _is_ours(previous):
             names |= _listed_files(previous)
     return known | {p for p in files if p in names}
 
