@@ -121,12 +121,13 @@ def _check_killed_then_rerun(corpus: Corpus, out: Path, v1: Path, full: Path) ->
     return version
 
 
-@pytest.mark.parametrize("point", [
-    pytest.param(point, marks=CASE(
-        f"Incremental run killed (SIGKILL) while {point}",
-        "the previous version (or, once the manifest was replaced, the new one) whole, "
-        "readable and verify-clean; the rerun completes as a full rebuild would"))
-    for point in POINTS])
+@CASE("Incremental run killed (SIGKILL) at each point of its commit: encoding a new shard, "
+      "rewriting a shard from its surviving records, renaming the new shards into place, "
+      "replacing the manifest, replacing the metadata files, deleting the previous "
+      "version's files",
+      "the previous version (or, once the manifest was replaced, the new one) whole, "
+      "readable and verify-clean; the rerun completes as a full rebuild would")
+@pytest.mark.parametrize("point", list(POINTS))
 def test_a_run_killed_at_a_point_of_its_commit(point, versions, tmp_path):
     corpus, v1, full = versions
     out = tmp_path / "out"
