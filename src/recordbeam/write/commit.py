@@ -202,18 +202,10 @@ class _Finalize(beam.DoFn):
         _temp_folders, recorded_files = folder_lock.owned_names(lock)
         manifest_path = filesystems.join(out, names.MANIFEST)
         new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
-        # What a later run needs if this commit is cut short: the manifest it replaces (so
-        # other splits stay listed) and the names it places (so they count as ours).
         files = layout.existing_files(out)
         known = layout.known_files(out, files)
-        previous = layout.recorded_manifest(out, files)
-        if previous is not None:
-            filesystems.write_bytes(filesystems.join(self._temp_dir, names.PREVIOUS_MANIFEST),
-                                    json.dumps(previous).encode())
-        placed = sorted(new_names | set(staged) | {names.MANIFEST}
-                        | set(tfds.files_for(final)))
-        filesystems.write_bytes(filesystems.join(self._temp_dir, names.COMMIT_PLAN),
-                                json.dumps({"files": placed}).encode())
+        _record_commit_plan(out, self._temp_dir, files, new_names | set(staged)
+                            | {names.MANIFEST} | set(tfds.files_for(final)))
         if names.MANIFEST in files:
             _LOG.info("%s: removing %s until the commit is done", out, names.MANIFEST)
         filesystems.delete([manifest_path])  # from here on the folder does not look finished
@@ -240,6 +232,19 @@ class _Finalize(beam.DoFn):
         _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path],
                        f"{names.MANIFEST} (last: the folder is finished)")
         _remove_temp_dirs(out, self._temp_dir, lock)
+
+
+def _record_commit_plan(output_dir: str, temp_dir: str, files: list[str],
+                        placed: set[str]) -> None:
+    """What a later run needs if this commit is cut short, saved in its temp folder: the
+    manifest it replaces (so other splits, or the previous version's files, stay listed)
+    and the names it places (so they count as ours)."""
+    previous = layout.recorded_manifest(output_dir, files)
+    if previous is not None:
+        filesystems.write_bytes(filesystems.join(temp_dir, names.PREVIOUS_MANIFEST),
+                                json.dumps(previous).encode())
+    filesystems.write_bytes(filesystems.join(temp_dir, names.COMMIT_PLAN),
+                            json.dumps({"files": sorted(placed)}).encode())
 
 
 def _delete_logged(output_dir: str, stale: list[str], why: str) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from recordbeam.write.commit import (
     ShardResult,
     _delete_logged,
     _Finalize,
+    _record_commit_plan,
     _remove_stale_tfds_files,
     _remove_temp_dirs,
     _rename_logged,
@@ -172,14 +172,9 @@ class IncrementalFinalize(_Finalize):
         _temp_folders, recorded_files = folder_lock.owned_names(lock)
         files = layout.existing_files(out)
         known = layout.known_files(out, files)
-        previous = layout.recorded_manifest(out, files)
-        if previous is not None:
-            filesystems.write_bytes(filesystems.join(self._temp_dir, names.PREVIOUS_MANIFEST),
-                                    json.dumps(previous).encode())
         moves = [move for shard in results for move in shard.moves()]
-        placed = sorted({name for _temp, name in moves} | set(staged) | {names.MANIFEST})
-        filesystems.write_bytes(filesystems.join(self._temp_dir, names.COMMIT_PLAN),
-                                json.dumps({"files": placed}).encode())
+        _record_commit_plan(out, self._temp_dir, files,
+                            {name for _temp, name in moves} | set(staged) | {names.MANIFEST})
         _rename_logged(out, [temp for temp, _name in moves],
                        [filesystems.join(out, name) for _temp, name in moves],
                        f"{len(moves)} new files (shards, key files, indexes)")
