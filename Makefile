@@ -4,17 +4,21 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
+# The newest Beam the local runner is tested with (recordbeam.local.internals.TESTED_BEAM):
+# .venv holds it, whatever newer one the index has. pyproject.toml admits newer ones.
+NEWEST_BEAM ?= 2.77.0
 
-.PHONY: demo test test-cluster test-oldest docs lint bench bench-coco clean
+.PHONY: demo test test-cluster test-oldest test-newest-beam docs lint bench bench-coco clean
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
-	$(PY) -m pip install $(PIP_FLAGS) -e .
+	$(PY) -m pip install $(PIP_FLAGS) -e . 'apache-beam==$(NEWEST_BEAM)'
 	touch $@
 
 $(VENV)/.test: $(VENV)/.runtime
-	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report,formats-test]'
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report,formats-test]' \
+		'apache-beam[gcp,aws]==$(NEWEST_BEAM)'
 	# The PyTorch dataset test: the CPU build (this exact version is the CPU wheel on
 	# our machines; a bare `torch` would pull several GB of CUDA packages).
 	$(PY) -m pip install $(PIP_FLAGS) torch==2.13.0
@@ -84,6 +88,41 @@ $(OLDEST_VENV)/.test: pyproject.toml setup.py
 test-oldest: $(OLDEST_VENV)/.test
 	$(OLDEST_VENV)/bin/python -m pytest tests/unit tests/integration tests/interop
 
+# The newest Beam on the index, the day it is released: pyproject.toml admits it, so users
+# get it. When it is newer than NEWEST_BEAM, it goes into its own environment (built once
+# per release: .beam names the one it holds) and the unit and integration tests run there;
+# local runs are Beam's plain FnApiRunner on it (the tests of the local runner's own
+# machinery skip, saying so), and test_same_bytes_across_beams compares its shards with
+# $(VENV)'s, made on NEWEST_BEAM by the local runner's own path. The interop tests stay in
+# `make test`: TensorFlow reads what the format core writes, which no Beam touches, and
+# leaving TensorFlow out keeps this within CI's time. When the index has nothing newer,
+# one line says so.
+NEWEST_VENV ?= .venv-newest
+test-newest-beam: $(VENV)/.runtime
+	@said=$$(mktemp); on_index=$$($(PY) -m pip index versions apache-beam 2>$$said \
+		| sed -n 's/^apache-beam (\(.*\))$$/\1/p'); \
+	if [ -z "$$on_index" ]; then \
+		cat $$said >&2; rm -f $$said; \
+		echo "test-newest-beam: the package index named no apache-beam release" >&2; exit 1; \
+	fi; \
+	rm -f $$said; \
+	newest=$$(printf '%s\n%s\n' "$$on_index" "$(NEWEST_BEAM)" | sort -V | tail -n 1); \
+	if [ "$$newest" = "$(NEWEST_BEAM)" ]; then \
+		echo "test-newest-beam: apache-beam $$on_index, the newest on the index, is no newer than NEWEST_BEAM ($(NEWEST_BEAM)), which make test tests"; \
+		exit 0; \
+	fi; \
+	echo "test-newest-beam: apache-beam $$on_index, newer than NEWEST_BEAM ($(NEWEST_BEAM)), in $(NEWEST_VENV)"; \
+	if [ "$$(cat $(NEWEST_VENV)/.beam 2>/dev/null)" != "$$on_index" ] \
+			|| [ pyproject.toml -nt $(NEWEST_VENV)/.beam ]; then \
+		rm -rf $(NEWEST_VENV) && $(PYTHON) -m venv $(NEWEST_VENV) \
+		&& $(NEWEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip \
+		&& $(NEWEST_VENV)/bin/python -m pip install $(PIP_FLAGS) \
+			-e '.[test,gcp,aws,report]' "apache-beam[gcp,aws]==$$on_index" \
+		&& echo "$$on_index" > $(NEWEST_VENV)/.beam || exit 1; \
+	fi; \
+	RECORDBEAM_REFERENCE_PYTHON=$(abspath $(PY)) \
+		$(NEWEST_VENV)/bin/python -m pytest tests/unit tests/integration
+
 bench: $(VENV)/.test
 	$(PY) benchmarks/framing_bench.py
 	$(PY) benchmarks/codec_bench.py
@@ -107,5 +146,5 @@ bench-coco: $(BENCH_VENV)/.bench
 	$(BENCH_VENV)/bin/python benchmarks/coco_bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(BENCH_VENV) $(AIRFLOW_VENV) demo-output site build dist \
-		src/*.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) $(NEWEST_VENV) $(BENCH_VENV) $(AIRFLOW_VENV) demo-output site \
+		build dist src/*.egg-info

@@ -13,9 +13,13 @@ from __future__ import annotations
 import json
 import os
 
+import pretend_beam
 import pytest
 
 RESULTS_ENV = "RECORDBEAM_RELIABILITY_JSON"
+
+#: RECORDBEAM_PRETEND_BEAM: the Beam version the whole run pretends to have (pretend_beam.py).
+PRETENDED_BEAM = pretend_beam.install_everywhere(os.environ)
 
 
 _results: dict[str, dict] = {}
@@ -25,6 +29,40 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "case(name, outcome): a reliability case this test proves, for docs/reliability.md"
     )
+
+
+def pytest_report_header(config):
+    if PRETENDED_BEAM:
+        return (f"recordbeam: pretending Apache Beam {PRETENDED_BEAM} "
+                f"({pretend_beam.VARIABLE}) in every process")
+    return None
+
+
+def fast_path_off() -> str | None:
+    """Why the local runner's fast path is off with this Beam, or None when it is on."""
+    from recordbeam.local import internals
+
+    why_not = internals.why_unusable()
+    if why_not is None:
+        return None
+    missing = internals.missing_internals()
+    internals_here = ("every runner internal it uses is present" if not missing
+                      else "missing: " + ", ".join(missing))
+    return f"the local runner's fast path is off here: {why_not} ({internals_here})"
+
+
+def pytest_collection_modifyitems(config, items):
+    # Tests of the fast path's own machinery (marked fast_path) skip where it is off.
+    marked = [item for item in items if item.get_closest_marker("fast_path")]
+    reason = fast_path_off() if marked else None
+    for item in marked if reason else ():
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def fast_path() -> bool:
+    """Whether local runs use the local runner's fast path here (else Beam's FnApiRunner)."""
+    return fast_path_off() is None
 
 
 @pytest.hookimpl(hookwrapper=True)

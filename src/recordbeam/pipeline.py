@@ -44,7 +44,7 @@ from recordbeam.errors import (
 )
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.job_server import check_job_server, no_job_server_error
-from recordbeam.local.internals import submitted_job_id
+from recordbeam.local.internals import submitted_job_id, why_unusable
 from recordbeam.local.malloc_arenas import limit_malloc_arenas
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
@@ -616,8 +616,10 @@ def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
                  show_progress: bool) -> None:
     limit_malloc_arenas()
     # The command's standby, if it left it for now: forked with the modules this process
-    # has imported, before the run starts any thread.
-    fork_standby_from_launcher()
+    # has imported, before the run starts any thread. None where the local runner is
+    # Beam's plain FnApiRunner, which starts Beam's own workers.
+    if why_unusable() is None:
+        fork_standby_from_launcher()
     # Beam's and its worker processes' logs go to a file; the terminal gets progress.
     with worker_output_to_log() as (console, log_path):
         try:

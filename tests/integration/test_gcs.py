@@ -172,24 +172,16 @@ def test_a_killed_run_leaves_no_finished_looking_folder_and_a_rerun_completes(
                                                        str(REPO / "src"),
                                                        os.environ.get("PYTHONPATH")]))}
     # The run kills itself (SIGKILL, as the OOM killer or a preempted machine would) once
-    # shard 1 has records in its temp object.
+    # shard 1 has 3 records in its temp object.
     driver = (
-        "import functools, os, signal, sys\n"
+        "import os, signal, sys\n"
         "import shard_faults\n"
-        "from recordbeam.write import sink\n"
-        "class Killing(shard_faults.FailingShardWriter):\n"
-        "    def _record_writer(self, file, index):\n"
-        "        writer = super()._record_writer(file, index)\n"
-        "        if self._current == 1:\n"
-        "            write = writer.write_chunks\n"
-        "            def write_then_die(chunks):\n"
-        "                write(chunks)\n"
-        "                if writer.records_written >= 3:\n"
-        "                    file.flush()\n"
-        "                    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "            writer.write_chunks = write_then_die\n"
-        "        return writer\n"
-        "sink._WriteShard = functools.partial(Killing, shard=1, after=10**9, marker='/nonexistent')\n"
+        "from apache_beam.io.gcp.gcsfilesystem import GCSFileSystem\n"
+        "def die(file):\n"
+        "    file.flush()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "GCSFileSystem.create = shard_faults.failing_creates(\n"
+        "    GCSFileSystem.create, shard=1, after=3, marker='/nonexistent', fault=die)\n"
         "from recordbeam.cli.main import main\n"
         "sys.exit(main(sys.argv[1:]))\n")
     killed = subprocess.run([sys.executable, "-c", driver, *_convert(IMAGES, ANNOTATIONS, out)],

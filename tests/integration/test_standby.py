@@ -22,7 +22,14 @@ from recordbeam.cli import main as cli
 from recordbeam.local import runner, standby
 from recordbeam.local.runner import LOCAL_RUNNER, pipeline_options
 
-needs_standby = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
+linux_only = pytest.mark.skipif(not standby.SUPPORTED, reason="standbys need Linux")
+
+
+def needs_standby(test):
+    """A test of standbys: Linux only, and part of the local runner's fast path (where it
+    is off, runs start Beam's own workers and these skip)."""
+    return pytest.mark.fast_path(linux_only(test))
+
 
 TWO_WORKERS = ("--direct_num_workers=2",)
 # For pipelines built here: Beam 2.60's dill would send their lambdas by reference to this
@@ -150,7 +157,7 @@ def test_a_standby_the_command_did_not_use_is_ended(coco_sample, tmp_path, capfd
         f"recordbeam: {missing}: no such annotation file (check --annotations)"]
 
 
-@needs_standby
+@linux_only  # whoever started the workers: the standby's forks, or Beam
 def test_the_command_leaves_no_process_behind(coco_sample, tmp_path):
     name, value = "RECORDBEAM_STANDBY_TEST", uuid.uuid4().hex
     done = subprocess.run([sys.executable, "-m", "recordbeam",
@@ -205,7 +212,7 @@ def test_with_one_blas_thread_numpy_starts_no_thread():
 def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
         coco_sample, tmp_path, hand_offs, capfd, monkeypatch):
     shard_faults = _shard_faults(monkeypatch)
-    shard_faults.install(monkeypatch, shard=0, after=1, marker=tmp_path / "fired")
+    shard_faults.install_in_workers(monkeypatch, shard=0, after=1, marker=tmp_path / "fired")
     assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == cli.EXIT_FAILED
     assert len(hand_offs) == 2 and all(hand_offs)
     err = capfd.readouterr().err
@@ -218,13 +225,10 @@ def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
 
 
 def _shard_faults(monkeypatch):
-    """The reliability tests' fault injection (a failing shard writer), importable by this
-    test and by the run's worker processes."""
-    folder = Path(__file__).parents[1] / "reliability"
-    monkeypatch.syspath_prepend(str(folder))
+    """The reliability tests' fault injection: a shard's temp file that fails."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "reliability"))
     import shard_faults
 
-    shard_faults.importable_by_workers(monkeypatch)
     return shard_faults
 
 

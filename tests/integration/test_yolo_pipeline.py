@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 from PIL import Image
+from read_back import split_examples
 
 from recordbeam.cli import main as cli
-from recordbeam.testing.outputs import split_examples
 
 pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

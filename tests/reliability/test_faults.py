@@ -28,7 +28,7 @@ from recordbeam.tfrecord.example import encode_example
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.write.encoder import ExampleEncoder
 from recordbeam.write.planning import ShardOptions, order_key
-from recordbeam.write.sink import _pack_keyed
+from recordbeam.write.sink import _pack_keyed, _WriteShard
 
 CASE = pytest.mark.case
 
@@ -61,7 +61,7 @@ def _temp_files(out) -> list[str]:
 
 
 @CASE(
-    "Worker fails mid-shard (test hook), then the run is retried into the same folder",
+    "A shard's writes fail mid-shard (injected I/O error), then the run is retried into the same folder",
     "run fails (exit 3), nothing final written, its temp folder removed; the rerun equals "
     "a clean run byte for byte",
 )
@@ -89,25 +89,25 @@ def _examples(n: int):
     "Shard task retried after failing mid-shard (DoFn called again, as Dataflow/Flink retry)",
     "the retry writes a new temp file; every record once; the failed attempt's file is never used",
 )
-def test_retried_shard_task_writes_every_record_once(tmp_path):
+def test_retried_shard_task_writes_every_record_once(tmp_path, monkeypatch):
     coder = BytesCoder()
-    writer = shard_faults.FailingShardWriter(
-        ExampleEncoder(), ShardOptions(num_shards=1), str(tmp_path / "tmp"), coder,
-        shard=0, after=4, marker=str(tmp_path / "fired"))
-    os.makedirs(tmp_path / "tmp")
+    shard_faults.install(monkeypatch, shard=0, after=4, marker=tmp_path / "fired")
+    temp = tmp_path / f"{TEMP_PREFIX}run"
+    writer = _WriteShard(ExampleEncoder(), ShardOptions(num_shards=1), str(temp), coder)
+    os.makedirs(temp)
     writer.setup()
     keyed = _examples(12)
     group = (("train", 0, 1), [_pack_keyed(key, r, coder) for key, r in keyed])
     with pytest.raises(shard_faults.InjectedFault):
         list(writer.process(group))
-    [failed] = os.listdir(tmp_path / "tmp")
+    [failed] = os.listdir(temp)
     outputs = list(writer.process(group))
     [result] = [o for o in outputs if hasattr(o, "temp_path")]
     assert os.path.basename(result.temp_path) != failed
     expected = [r for _key, r in sorted(keyed)]
     assert list(open_records(result.temp_path)) == expected
     assert result.examples == 12
-    assert len(list(open_records(str(tmp_path / "tmp" / failed)))) == 4
+    assert len(list(open_records(str(temp / failed)))) == 4
 
 
 # ----------------------------------------------------------------- SIGKILL

@@ -24,7 +24,7 @@ BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
              "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader",
              "dataset.wholeness", "write.encoder",
-             "write.planning", "testing.samples", "testing.outputs"]
+             "write.planning", "testing.samples"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor
 #: uses the floors below it, never one above. ``local.internals`` is the one fence around
@@ -143,8 +143,8 @@ def test_the_layer_scan_catches_an_upward_import():
 
 
 #: Floors whose behaviour comes from their arguments only. The local runner and the
-#: command read their configuration from the environment; the write loop once read a test
-#: hook there (tests now inject faults with a subclass, tests/reliability/shard_faults.py).
+#: command read their configuration from the environment; nothing on the data path does
+#: (tests inject faults from outside it: tests/reliability/shard_faults.py).
 NO_ENVIRONMENT = ("tfrecord", "images", "sources", "write", "dataset", "records", "errors")
 
 

@@ -105,6 +105,13 @@ def _type_of(field: descriptor.FieldDescriptor) -> str:
     return _TYPE_NAMES[field.type]
 
 
+def _repeated(field: descriptor.FieldDescriptor) -> bool:
+    # protobuf 7 drops FieldDescriptor.label; is_repeated came in 5.x beside it.
+    if hasattr(field, "is_repeated"):
+        return field.is_repeated
+    return field.label == descriptor.FieldDescriptor.LABEL_REPEATED
+
+
 def described_messages(file: descriptor.FileDescriptor) -> tuple[dict, dict]:
     """The same shape as parse_proto_text's result, read from the built descriptors."""
     messages: dict[str, dict] = {}
@@ -113,7 +120,7 @@ def described_messages(file: descriptor.FileDescriptor) -> tuple[dict, dict]:
         messages[path] = {
             field.name: (
                 field.number,
-                field.label == descriptor.FieldDescriptor.LABEL_REPEATED,
+                _repeated(field),
                 _type_of(field),
                 field.GetOptions().packed,
                 field.containing_oneof.name if field.containing_oneof else None,

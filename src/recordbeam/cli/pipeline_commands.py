@@ -36,6 +36,7 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     shards = ShardOptions(num_shards=args.shards, shard_size=parse_size(args.shard_size),
                           compression=args.compression, index=args.index)
     options = ReshardOptions(tuple(inputs), args.split)
+    _warn_if_the_local_runner_is_beams(args.beam_options)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
                  beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet,
                  break_lock=args.break_lock, command="reshard")
@@ -84,10 +85,21 @@ def _run_conversion(build, args: argparse.Namespace, beam_args: Sequence[str],
                     splits: Sequence[str] | None = None) -> int:
     from recordbeam.pipeline import run
 
+    _warn_if_the_local_runner_is_beams(args.beam_options)
     result = run(build, args.output, options=args.beam_options, overwrite=args.overwrite,
                  show_progress=not args.quiet, detach=getattr(args, "detach", False),
                  break_lock=args.break_lock, command=args.command_parser.prog)
     return _report_run(result, args, list(splits or [args.split]))
+
+
+def _warn_if_the_local_runner_is_beams(options: Any) -> None:
+    """Before a run: a local run on this Beam is Beam's plain FnApiRunner, which holds its
+    shuffles in memory. The runner logs it too, but a run's log is deleted on success."""
+    from recordbeam.local.runner import plain_runner_notice, runs_on_local_runner
+
+    notice = plain_runner_notice() if runs_on_local_runner(options) else None
+    if notice is not None:
+        print(f"warning: {notice}", file=sys.stderr)
 
 
 def _convert(args: argparse.Namespace, beam_args: Sequence[str], inputs: Any,

@@ -164,8 +164,3 @@ def feeding_in_pieces() -> Iterator[None]:
                 fn_runner.BundleManager = _BeamBundleManager
                 (data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES,
                  data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD) = _beam_sizes
-
-
-def installed() -> bool:
-    """Whether Beam's runner feeds inputs in pieces right now."""
-    return fn_runner is not None and fn_runner.BundleManager is PieceByPieceBundleManager

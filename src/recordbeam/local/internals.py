@@ -25,7 +25,9 @@ from collections.abc import Iterator
 from typing import Any
 
 #: The oldest and the newest Beam (major, minor) CI runs the local runner on: ``make
-#: test-oldest`` and ``make test``. pyproject.toml admits the same range.
+#: test-oldest`` and ``make test``, with the Makefile's ``OLDEST_BEAM`` and ``NEWEST_BEAM``.
+#: pyproject.toml admits any Beam from the oldest on: a newer one runs local runs as
+#: Beam's plain FnApiRunner (``make test-newest-beam`` tests that on the newest release).
 TESTED_BEAM = ((2, 60), (2, 77))
 
 #: What the local runner uses of Beam's runner, as (module, attribute path).
@@ -64,6 +66,12 @@ def minor_version(version: str) -> tuple[int, int] | None:
     """(major, minor) of a Beam version string such as ``2.60.0`` or ``2.78.0rc1``."""
     found = re.match(r"(\d+)\.(\d+)", version)
     return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def is_tested(version: str) -> bool:
+    """Whether ``version`` is in :data:`TESTED_BEAM`'s range."""
+    minor = minor_version(version)
+    return minor is not None and TESTED_BEAM[0] <= minor <= TESTED_BEAM[1]
 
 
 def _present(module: str, attributes: str) -> bool:
@@ -130,9 +138,8 @@ def why_unusable() -> str | None:
 
     Checked once per process: the answer depends only on the installed Beam."""
     version = beam_version()
-    minor = minor_version(version)
     oldest, newest = TESTED_BEAM
-    if minor is None or not oldest <= minor <= newest:
+    if not is_tested(version):
         return (f"Apache Beam {version} is not one recordbeam's local runner is tested with "
                 f"({oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]})")
     missing = missing_internals()

@@ -13,6 +13,7 @@ one, else new processes started as Beam starts them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -87,11 +88,9 @@ class LocalRunner(FnApiRunner):
     """
 
     def run_pipeline(self, pipeline, options):
-        why_not = internals.why_unusable()
-        if why_not is not None:
-            _LOG.warning("%s; this run uses Beam's plain FnApiRunner: the same output, but "
-                         "shuffles stay in memory and workers start as Beam starts them.",
-                         why_not)
+        notice = plain_runner_notice()
+        if notice is not None:
+            _LOG.warning("%s", notice)
             return super().run_pipeline(pipeline, options)
         with spilling_shuffles(), feeding_in_pieces():
             if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
@@ -99,6 +98,7 @@ class LocalRunner(FnApiRunner):
             return self._run_with_local_workers(pipeline, options)
 
     def _run_with_local_workers(self, pipeline, options):
+        _register_local_worker_handler()
         direct = options.view_as(DirectOptions)
         default = self._default_environment
         # The FnApiRunner picks Beam's worker command for this mode; with no mode named it
@@ -119,6 +119,26 @@ class LocalRunner(FnApiRunner):
         finally:
             direct.direct_running_mode = "multi_processing"
             self._default_environment = default
+
+
+def plain_runner_notice() -> str | None:
+    """Why :class:`LocalRunner` runs as Beam's plain FnApiRunner here, and what that
+    changes, in one line; None when the installed Beam is one it may change."""
+    why_not = internals.why_unusable()
+    if why_not is None:
+        return None
+    notice = (f"{why_not}; this run uses Beam's plain FnApiRunner: the same output, but "
+              "shuffles stay in the launcher's memory and workers start as Beam starts them")
+    if internals.is_tested(internals.beam_version()):
+        return notice
+    oldest, newest = internals.TESTED_BEAM
+    tested = f"'apache-beam>={oldest[0]}.{oldest[1]},<{newest[0]}.{newest[1] + 1}'"
+    return f"{notice}; pip install {tested} keeps that memory bounded"
+
+
+def runs_on_local_runner(options: PipelineOptions) -> bool:
+    """Whether ``options`` name :class:`LocalRunner` (the default of :func:`pipeline_options`)."""
+    return _runner_name(options) == LocalRunner.__name__
 
 
 @Environment.register_urn(LOCAL_WORKER_URN, bytes)
@@ -192,7 +212,11 @@ class _LocalWorkerHandler(_BeamSubprocessWorkerHandler or object):
         self.stop_worker()
 
 
-if _BeamWorkerHandler is not None:
+@functools.cache
+def _register_local_worker_handler() -> None:
+    """Beam's runner starts :data:`LOCAL_WORKER_URN`'s workers with our handler. Done on
+    the first run that uses it, never on import: a Beam that no longer registers handlers
+    this way must still import this module and run as its plain FnApiRunner."""
     _BeamWorkerHandler.register_environment(LOCAL_WORKER_URN, bytes)(_LocalWorkerHandler)
 
 
@@ -348,9 +372,14 @@ def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOpti
 
 
 def is_local(options: PipelineOptions) -> bool:
+    return _runner_name(options) in (*LOCAL_RUNNERS, LocalRunner.__name__)
+
+
+def _runner_name(options: PipelineOptions) -> str:
+    """The class name of the runner ``options`` name (given as a path, a name or a runner)."""
     runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
     name = runner if isinstance(runner, str) else type(runner).__name__
-    return name.rsplit(".", 1)[-1] in (*LOCAL_RUNNERS, LocalRunner.__name__)
+    return name.rsplit(".", 1)[-1]
 
 
 @contextlib.contextmanager

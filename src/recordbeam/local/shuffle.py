@@ -593,9 +593,3 @@ def _current_run_folder() -> str | None:
         if _runs and _run_folder is None:
             _run_folder = tempfile.mkdtemp(prefix="recordbeam-shuffle-")
         return _run_folder
-
-
-def installed() -> bool:
-    """Whether Beam's runner builds spilling buffers right now."""
-    return (execution is not None and execution.GroupingBuffer is SpillingGroupingBuffer
-            and execution.BundleContextManager is _SpillingBundleContextManager)

@@ -30,7 +30,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -139,11 +139,6 @@ class _WriteShard(beam.DoFn):
     def setup(self) -> None:
         self._encoder.setup()
 
-    def _record_writer(self, file: BinaryIO, index: TextIO | None) -> RecordWriter:
-        """The writer that frames one shard's records into its temp ``file``. Subclasses
-        may wrap it (the reliability tests fail a shard mid-way through it)."""
-        return RecordWriter(file, self._options.compression, index=index)
-
     def process(self, group):
         (split, index, count), packed = group  # ((split, shard index, shard count), [packed])
         enc = self._encoder
@@ -160,7 +155,7 @@ class _WriteShard(beam.DoFn):
         raw = filesystems.create(temp_path)
         sink = _CountingWriter(raw)
         try:
-            writer = self._record_writer(sink, index_buffer)
+            writer = RecordWriter(sink, self._options.compression, index=index_buffer)
             for key, element, *input_key in ordered:
                 encoded = _encode_guarded(enc, element)
                 counts.update(encoded.counts)

@@ -1,4 +1,4 @@
-"""Reading back what a conversion wrote, for tests and benchmarks."""
+"""Reading back what a conversion wrote, by split, for the format tests."""
 
 from __future__ import annotations
 
