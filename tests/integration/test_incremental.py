@@ -265,3 +265,25 @@ def test_a_second_writer_is_refused_and_the_version_stays(tmp_path, capsys):
     _incremental(corpus, out)
     assert last_run(out)["added"] == 1
     _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
+
+
+def test_a_file_we_did_not_write_is_never_replaced_by_a_new_shard(tmp_path, capsys):
+    rng = random.Random(6)
+    corpus = Corpus.make("imagefolder", tmp_path / "in", 6)
+    out = _incremental(corpus, tmp_path / "out")
+    numbers = len(_shard_files(out))
+    theirs = {f"train-{numbers:05d}.tfrecord": b"not ours",
+              f"train-{numbers + 1:05d}.tfrecord.keys": b"nor this"}
+    for name, data in theirs.items():
+        (out / name).write_bytes(data)
+    corpus.mutate("add", rng)
+    corpus.write()
+    capsys.readouterr()
+    assert main(corpus.argv(out, "--incremental", *SMALL_SHARDS)) == 2
+    assert "did not write" in capsys.readouterr().err
+    _incremental(corpus, out, "--overwrite")
+    assert {name: (out / name).read_bytes() for name in theirs} == theirs
+    listed = {s["file"] for s in json.loads((out / "manifest.json").read_text())
+              ["splits"]["train"]["shards"]}
+    assert not listed & {name.removesuffix(".keys") for name in theirs}
+    assert examples(out) == examples(_full(corpus, tmp_path / "full"))

@@ -130,7 +130,7 @@ class IncrementalFinalize(_Finalize):
         fresh += sorted(shards, key=lambda s: (s.split, s.index))
         with_shards = {shard.split for shard in live} | {result.split for result in fresh}
         fresh += [self._empty_shard(split) for split in owned if split not in with_shards]
-        free = {split: _free_numbers(current, split) for split in owned}
+        free = {split: _free_numbers(current, split, self._output_dir) for split in owned}
         for result in fresh:
             number = next(free[result.split])
             if number >= MAX_SHARDS:
@@ -204,12 +204,30 @@ def _listed_names(final: Mapping[str, Any]) -> set[str]:
     return listed
 
 
-def _free_numbers(current: Mapping[str, Any], split: str) -> Iterator[int]:
-    """Shard numbers of ``split`` the version ``current`` does not use, lowest first: new
-    files never take the name of a file of the version still in force."""
+def _free_numbers(current: Mapping[str, Any], split: str, output_dir: str) -> Iterator[int]:
+    """Shard numbers of ``split`` the version ``current`` does not use, nor a file we did
+    not write (kept with ``--overwrite``), lowest first: new files never take the name of
+    a file of the version still in force, and never replace someone else's."""
     entry = current.get("splits", {}).get(split, {})
     used = {names.indexed_shard_number(s["file"]) for s in entry.get("shards", [])}
+    used |= _foreign_numbers(output_dir, split)
     return (n for n in itertools.count() if n not in used)
+
+
+def _foreign_numbers(output_dir: str, split: str) -> set[int]:
+    """Numbers of ``split``'s shard names (``train-00003.tfrecord``, its ``.idx`` or
+    ``.keys``) taken by files of ``output_dir`` that are not ours."""
+    files = layout.existing_files(output_dir)
+    known = layout.known_files(output_dir, files)
+    numbers = set()
+    for name in files:
+        if "/" in name or name in known or not name.startswith(split + "-"):
+            continue
+        number = names.indexed_shard_number(
+            name.removesuffix(names.KEYS_SUFFIX).removesuffix(".idx"))
+        if number is not None:
+            numbers.add(number)
+    return numbers
 
 
 def _run_entry(owned: Sequence[str], previous: PreviousVersion, current: Mapping[str, Any],
