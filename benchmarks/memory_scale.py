@@ -88,8 +88,10 @@ def _rss_mib(pid: int) -> int | None:
 RECORDS_PER_SHARD = 920
 
 
-def measure(root: str, images: int, output: str) -> tuple[float, int, int]:
-    """Wall seconds, launcher peak MiB, largest worker peak MiB of one conversion."""
+def measure(root: str, images: int, output: str,
+            extra: list[str] | tuple[str, ...] = ()) -> tuple[float, int, int]:
+    """Wall seconds, launcher peak MiB, largest worker peak MiB of one conversion
+    (``extra``: more options of ``convert coco``)."""
     command = [sys.executable, "-m", "recordbeam", "convert", "coco",
                "--images", os.path.join(root, "images"),
                "--annotations", os.path.join(root, "annotations", "instances.json"),
@@ -97,7 +99,7 @@ def measure(root: str, images: int, output: str) -> tuple[float, int, int]:
                # As many records per shard as the full-size benchmark's default shards
                # hold (~920 images of ~140 KB in 128 MB): a shard's records are grouped
                # in one piece, so small images with the default size would mean 30x more.
-               "--shards", str(max(1, images // RECORDS_PER_SHARD))]
+               "--shards", str(max(1, images // RECORDS_PER_SHARD)), *extra]
     started = time.monotonic()
     run = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     launcher, workers = 0, 0

@@ -18,3 +18,24 @@ def split_examples(output: str | os.PathLike[str], split: str, key: str = "image
     return {example[key][0].decode(): example
             for name in names for record in open_records(os.path.join(output, name))
             for example in [decode_example(record, dict(kinds or {}))]}
+
+
+def folder_files(output: str | os.PathLike[str]) -> dict[str, bytes]:
+    """Every file below ``output`` (``hashes/`` too), by its path relative to it."""
+    found = {}
+    for folder, _dirs, names in os.walk(output):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, output)] = f.read()
+    return found
+
+
+def write_folder_files(output: str | os.PathLike[str], files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (relative path -> bytes, as :func:`folder_files` gives them) below
+    ``output``, making their folders (``hashes/``) as needed."""
+    for name, data in files.items():
+        path = os.path.join(output, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)

@@ -419,6 +419,13 @@ def rename(sources: list[str], destinations: list[str]) -> None:
         FileSystems.rename(sources, destinations)
 
 
+def make_folder(path: str) -> None:
+    """Create a folder (and its parents) unless it exists; filesystems without folders
+    (object stores) need none."""
+    if not FileSystems.exists(path):
+        FileSystems.mkdirs(path)
+
+
 def leaves_root(name: str, *, urls_allowed: bool = False) -> str | None:
     """Why a path named by the input data would leave its root folder, or None.
 

@@ -47,6 +47,12 @@ COUNTER_NAMESPACE = "recordbeam"
 DEFAULT_MAX_REJECT_FRACTION = 0.01
 
 
+#: ``--duplicates``: ``keep`` (found and listed, every copy written), ``drop`` (one copy
+#: written), ``drop-across-splits`` (a later split's copies of an earlier split's image
+#: dropped), ``off`` (not looked for).
+DUPLICATE_MODES = ("keep", "drop", "drop-across-splits", "off")
+DROP_MODES = ("drop", "drop-across-splits")
+
 #: The largest label an Example holds: ``int64_list`` values are 64-bit signed integers.
 MAX_LABEL = 2**63 - 1
 

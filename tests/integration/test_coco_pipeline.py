@@ -26,6 +26,7 @@ from recordbeam.cli import main as cli
 from recordbeam.dataset.folder_lock import LOCK, LockRecord
 from recordbeam.dataset.folder_lock import read as read_lock
 from recordbeam.dataset.layout import FAILED_REJECTS, LABELS, MANIFEST, REJECTS, TEMP_PREFIX
+from recordbeam.dataset.names import hash_file_name
 from recordbeam.sources.coco import CocoEncoder, CocoOptions, ReadCoco
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.tfrecord.index import read_index
@@ -300,8 +301,15 @@ def test_manifest_describes_shards_and_features(converted):
 def test_a_finished_output_holds_only_our_files_and_no_temp_folder(converted):
     tfds_files = ["dataset_info.json", "features.json", "image.object.class.label.labels.txt"]
     assert converted.files() == sorted(
-        [MANIFEST, LABELS, REJECTS, "train-00000-of-00001.tfrecord", *tfds_files]
+        [MANIFEST, LABELS, REJECTS, "train-00000-of-00001.tfrecord", *tfds_files,
+         *_duplicate_lists("train-00000-of-00001.tfrecord")]
     )
+
+
+def _duplicate_lists(*shards: str) -> list[str]:
+    """What duplicate finding (on by default) adds when it finds no group: a hash file
+    per shard."""
+    return [hash_file_name(shard) for shard in shards]
 
 
 def test_contiguous_labels_are_one_to_k_and_split_names_files(convert, tmp_path, coco_json):
@@ -387,6 +395,7 @@ def test_rerun_with_fewer_shards_leaves_no_stale_files(
             "image.object.class.label.labels.txt",
             "train-00000-of-00002.tfrecord",
             "train-00001-of-00002.tfrecord",
+            *_duplicate_lists("train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"),
         ]
     )
     assert (out / "notes.txt").read_text() == "mine"  # --overwrite never deletes foreign files
@@ -425,7 +434,8 @@ def test_compression(convert, tmp_path, converted, compression, suffix, decompre
     result = convert(tmp_path / "out", compression=compression, shards=2)
     shard_names = [f"train-0000{i}-of-00002{suffix}" for i in range(2)]
     assert [os.path.basename(p) for p in result.shard_paths()] == shard_names
-    assert set(result.files()) == {MANIFEST, LABELS, REJECTS, *shard_names}
+    assert set(result.files()) == {MANIFEST, LABELS, REJECTS, *shard_names,
+                                   *_duplicate_lists(*shard_names)}
     assert result.manifest["options"]["compression"] == compression
     records = result.records()
     assert records == converted.records()
@@ -468,6 +478,7 @@ def test_index_offsets_seek_straight_into_an_uncompressed_shard(convert, tmp_pat
         "image.object.class.label.labels.txt",
         *shard_names,
         *(n + ".idx" for n in shard_names),
+        *_duplicate_lists(*shard_names),
     }
     assert result.manifest["options"]["index"] is True
     seen = 0

@@ -9,6 +9,7 @@ checked; the line saying which credentials ``gs://`` uses is checked in fresh pr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -23,7 +24,8 @@ from growing_corpus import Corpus, examples, globbed_examples, store_argv, sync
 
 import recordbeam
 from recordbeam.cli.main import main
-from recordbeam.dataset.names import MANIFEST, REJECTS, TEMP_PREFIX
+from recordbeam.dataset.image_hashes import decode_hash_file
+from recordbeam.dataset.names import MANIFEST, REJECTS, TEMP_PREFIX, is_hash_file
 from recordbeam.dataset.reader import ReaderError
 
 pytestmark = pytest.mark.slow
@@ -84,11 +86,19 @@ def test_convert_from_gcs_to_gcs_writes_the_bytes_of_a_local_run(gcs, gcs_run, l
     local = _local_snapshot(local_run)
     assert sorted(written) == sorted(local)
     assert any(".tfrecord" in name for name in written)
-    assert {n: b for n, b in written.items() if n not in (MANIFEST, REJECTS)} == {
-        n: b for n, b in local.items() if n not in (MANIFEST, REJECTS)}
+    named = (MANIFEST, REJECTS)
+    assert {n: b for n, b in written.items() if n not in named and not is_hash_file(n)} == {
+        n: b for n, b in local.items() if n not in named and not is_hash_file(n)}
     # The rejects name their sources where they were (and are sorted by that name).
     moved = local[REJECTS].replace(coco_sample.images_dir.encode(), IMAGES.encode())
     assert sorted(written[REJECTS].splitlines()) == sorted(moved.splitlines())
+    # So do the image hashes; the rest of each entry is the same.
+    hashes = [n for n in local if is_hash_file(n)]
+    assert hashes
+    for name in hashes:
+        ours, theirs = decode_hash_file(written[name]), decode_hash_file(local[name])
+        assert [dataclasses.replace(e, source=e.source.replace(coco_sample.images_dir, IMAGES))
+                for e in theirs.entries] == list(ours.entries)
     # The manifest also says when, from where (its settings and the inputs' fingerprint
     # name the inputs); the rest of what it says of the split is the same.
     assert _split_facts(written[MANIFEST]) == _split_facts(local[MANIFEST])

@@ -10,6 +10,7 @@ import os
 import apache_beam as beam
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from read_back import folder_files
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.manifest import LabelMapMismatch
@@ -22,14 +23,6 @@ IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 LENIENT = ("--max-reject-fraction", "0.5", "--quiet")
 
 
-def _snapshot(folder) -> dict[str, bytes]:
-    out = {}
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, folder)] = f.read()
-    return out
 
 
 def _coco(sample, annotations: str, out, split: str, *extra: str) -> int:
@@ -58,7 +51,7 @@ def test_val_with_the_same_categories_joins_the_folder(coco_sample, train_folder
 )
 def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
         coco_sample, coco_json, train_folder, tmp_path, capsys):
-    before = _snapshot(train_folder)
+    before = folder_files(train_folder)
     document = dict(coco_json)
     first = document["categories"][0]
     document["categories"] = [{**first, "name": "renamed"}, *document["categories"][1:]]
@@ -68,7 +61,7 @@ def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
     err = capsys.readouterr().err
     assert f"label {first['id']} is {first['name']!r} there but 'renamed' in this run" in err
     assert "holds the split train," in err and "Traceback" not in err
-    assert _snapshot(train_folder) == before
+    assert folder_files(train_folder) == before
 
 
 @pytest.mark.case(
@@ -76,11 +69,11 @@ def test_a_renamed_category_is_refused_naming_the_label_and_both_names(
     'refused (exit 1): the labels would mean other classes',
 )
 def test_contiguous_labels_against_category_ids_are_refused(coco_sample, train_folder, capsys):
-    before = _snapshot(train_folder)
+    before = folder_files(train_folder)
     code = _coco(coco_sample, coco_sample.annotations, train_folder, "val", "--contiguous-labels")
     assert code == cli.EXIT_DATA
     assert "there but label" in capsys.readouterr().err  # category 5: label 5 vs label 4
-    assert _snapshot(train_folder) == before
+    assert folder_files(train_folder) == before
 
 
 def test_rewriting_the_only_split_may_change_the_labels(
@@ -102,11 +95,11 @@ def test_class_folders_missing_a_class_are_refused(tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["convert", "imagefolder", "--output", str(out), *LENIENT, *IN_MEMORY]
     assert cli.main([*argv, "--root", sample.root]) == 0
-    before = _snapshot(out)
+    before = folder_files(out)
     assert cli.main([*argv, "--root", val.root, "--split", "val"]) == cli.EXIT_DATA
     err = capsys.readouterr().err
     assert f"label 0 is {sample.classes[0]!r} there but {sample.classes[1]!r} in this run" in err
-    assert _snapshot(out) == before
+    assert folder_files(out) == before
 
 
 @pytest.mark.case(
@@ -124,8 +117,8 @@ def test_the_commit_refuses_a_disagreeing_map_when_the_launcher_did_not_check(tm
                                metadata=metadata))
 
     write("train", {"0": "cat", "1": "dog"})
-    before = _snapshot(out)
+    before = folder_files(out)
     with pytest.raises(Exception, match="label 1 is 'dog' there but 'wolf' in this run") as caught:
         write("val", {"0": "cat", "1": "wolf"})
     assert "LabelMapMismatch" in str(caught.value) or isinstance(caught.value, LabelMapMismatch)
-    assert _snapshot(out) == before  # the temp folder is gone too
+    assert folder_files(out) == before  # the temp folder is gone too

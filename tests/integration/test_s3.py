@@ -52,6 +52,8 @@ def test_convert_from_s3_to_s3_and_read_back(s3, coco_sample, capsys):
     assert code == 0
     keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket="data", Prefix="out/")["Contents"])
     assert keys == ["out/dataset_info.json", "out/features.json",  # TFDS metadata
+                    "out/hashes/train-00000-of-00002.hashes",  # image hashes, per shard
+                    "out/hashes/train-00001-of-00002.hashes",
                     "out/image.object.class.label.labels.txt",
                     "out/labels.txt", "out/manifest.json", "out/rejects.jsonl",
                     "out/train-00000-of-00002.tfrecord", "out/train-00001-of-00002.tfrecord"]

@@ -104,7 +104,8 @@ def test_a_manifest_whose_waiting_rows_spill_writes_the_same_bytes(tmp_path, spi
         pipeline.run(lambda p: pipeline.table_to_tfrecord(
             p, out, table, ShardOptions(num_shards=3, max_reject_fraction=0.5), ImageChecks(),
             ImageFixes()), out, beam_args=[*MULTI_PROCESS], show_progress=False)
-        return {name: (output / name).read_bytes() for name in sorted(os.listdir(output))}
+        return {str(path.relative_to(output)): path.read_bytes()
+                for path in sorted(output.rglob("*")) if path.is_file()}
 
     spilled = convert(tmp_path / "spilled")
     assert [m for m in spill_everything() if m.startswith("A materialized collection")]

@@ -7,6 +7,7 @@ import json
 import os
 
 from PIL import Image
+from read_back import folder_files
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
@@ -34,15 +35,8 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def snapshot(folder: str | os.PathLike[str]) -> dict[str, bytes]:
-    """Relative path -> bytes of every file below ``folder``."""
-    out = {}
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, folder)] = f.read()
-    return out
+#: Relative path -> bytes of every file below a folder.
+snapshot = folder_files
 
 
 def convert_argv(images: str, annotations: str, output: str, *extra: str) -> list[str]:

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from read_back import write_folder_files
 from reliability_data import convert_argv, snapshot
 
 from recordbeam.cli import main as cli
@@ -66,9 +67,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 )
 def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean, tmp_path, second):
     out = tmp_path / "out"
-    out.mkdir()
-    for name, data in larger_clean.items():  # a finished output, as a nightly run finds it
-        (out / name).write_bytes(data)
+    write_folder_files(out, larger_clean)  # a finished output, as a nightly run finds it
     first = _start(_command(larger_sample, out, "--overwrite"))
     started = time.monotonic()
     while not _writing_shards(out):
@@ -82,9 +81,7 @@ def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean
         argv = [sys.executable, "-m", "recordbeam", "reshard", str(tmp_path / "inputs"),
                 str(out), "--quiet", "--direct_running_mode=in_memory",
                 "--direct_num_workers=1"]
-        (tmp_path / "inputs").mkdir()
-        for name, data in larger_clean.items():
-            (tmp_path / "inputs" / name).write_bytes(data)
+        write_folder_files(tmp_path / "inputs", larger_clean)
     # The first run waits, stopped, while the second one starts: it holds the folder.
     os.killpg(first.pid, signal.SIGSTOP)
     try:
@@ -192,9 +189,7 @@ def test_a_live_lock_is_refused_unless_broken(larger_sample, larger_clean, tmp_p
 )
 def test_index_waits_for_no_run(larger_clean, tmp_path, capsys):
     out = tmp_path / "out"
-    out.mkdir()
-    for name, data in larger_clean.items():
-        (out / name).write_bytes(data)
+    write_folder_files(out, larger_clean)
     host, boot, started = _this_host(tmp_path)
     lock = _lock_of("feedfacecafe", host=host, boot=boot, pid=os.getpid(),
                     pid_started=started, started=time.time(), command="convert coco")

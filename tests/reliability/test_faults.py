@@ -340,6 +340,7 @@ def test_disk_full_fails_without_partial_output(
     if when == "finalize":
         out.mkdir()
         for name, data in clean.items():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)  # hashes/ too
             (out / name).write_bytes(data)
     fullfs.set_budget(budget)
     argv = convert_argv(sample.images_dir, sample.annotations, fullfs.url(out), "--shards", "3")

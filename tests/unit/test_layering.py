@@ -24,7 +24,9 @@ BEAM_FREE = ["tfrecord.framing", "tfrecord.index", "tfrecord.example", "tfrecord
              "images.boxes", "images.masks", "images.transcode", "records", "errors",
              "dataset.manifest", "dataset.names", "dataset.schema", "dataset.reader",
              "dataset.wholeness", "write.encoder",
-             "write.planning", "testing.samples"]
+             "write.planning", "testing.samples", "images.perceptual_hash",
+             "dataset.image_hashes", "dataset.duplicate_groups", "dataset.near_groups",
+             "dataset.find_duplicates"]
 
 #: Which of recordbeam's top-level packages and modules each one may import: a floor
 #: uses the floors below it, never one above. ``local.internals`` is the one fence around

@@ -13,6 +13,7 @@ from collections import Counter
 
 import ijson
 import pytest
+from read_back import folder_files
 
 from recordbeam.images.checks import ImageRejected, inspect_file
 from recordbeam.testing.samples import (
@@ -196,23 +197,13 @@ def test_size_mismatch_between_json_and_header(sample, document):
     assert len(mismatched) == 1
 
 
-def _tree_bytes(root):
-    files = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                files[os.path.relpath(path, root)] = f.read()
-    return files
-
-
 def test_same_seed_writes_identical_bytes(tmp_path):
     first = make_coco_sample(tmp_path / "a", num_images=10, seed=3)
     second = make_coco_sample(tmp_path / "b", num_images=10, seed=3)
     other = make_coco_sample(tmp_path / "c", num_images=10, seed=4)
-    assert _tree_bytes(tmp_path / "a") == _tree_bytes(tmp_path / "b")
+    assert folder_files(tmp_path / "a") == folder_files(tmp_path / "b")
     assert first.expected == second.expected
-    assert _tree_bytes(tmp_path / "a") != _tree_bytes(tmp_path / "c")
+    assert folder_files(tmp_path / "a") != folder_files(tmp_path / "c")
     assert other.num_images == first.num_images
 
 

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from PIL import Image, ImageFile, ImageOps
+from PIL import Image, ImageOps
 
 from recordbeam.images.checks import inspect_image
 from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, ImageFixes, fix_image, scaled_size
@@ -28,21 +28,6 @@ WIDTH, HEIGHT = 1601, 1201
 @pytest.fixture(scope="module")
 def pixels() -> np.ndarray:
     return photo_like_pixels(WIDTH, HEIGHT, seed=3)
-
-
-@pytest.fixture()
-def decoded_sizes(monkeypatch) -> list[tuple[str, tuple[int, int]]]:
-    """``(format, size)`` of every image Pillow decodes while the test runs, at the size
-    it decodes it (after any DCT scaling)."""
-    decoded = []
-    prepare = ImageFile.ImageFile.load_prepare
-
-    def recording_prepare(image):
-        decoded.append((image.format, image.size))
-        return prepare(image)
-
-    monkeypatch.setattr(ImageFile.ImageFile, "load_prepare", recording_prepare)
-    return decoded
 
 
 def _jpeg(picture: np.ndarray | Image.Image, orientation: int | None = None,

@@ -155,7 +155,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     _finished_manifest(args.output_dir)
     check_listed_exist(record_files([args.output_dir]))
     page, charts = report_page(args.output_dir, max_examples=args.max_examples,
-                               gallery=args.gallery)
+                               gallery=args.gallery,
+                               near_duplicates=getattr(args, "near_duplicates", False))
     write_output_file(args.html, page.encode("utf-8"), "--html")
     note = "" if charts else " (tables only: install recordbeam[report] for charts)"
     print(f"report: {args.html}{note}")
@@ -165,20 +166,37 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from recordbeam.dataset.consumers import CONSUMERS, check_folder, label_map_pbtxt, summary_line
 
+    duplicates = getattr(args, "duplicates", False)
+    near = getattr(args, "near_duplicates", False)
+    if args.consumer is None and not duplicates:
+        raise UsageError("check needs --for CONSUMER (whose rules), --duplicates, or both")
+    if near and not duplicates:
+        raise UsageError("--near-duplicates goes with --duplicates; add it")
     if args.write_label_map is not None and args.consumer != "od-api":
         raise UsageError("--write-label-map writes the Object Detection API's label map; "
                          "use it with --for od-api")
     if args.write_label_map is not None:
         check_output_file(args.write_label_map, "--write-label-map", "label_map.pbtxt")
+    finder = None
+    if duplicates:
+        from recordbeam.dataset.find_duplicates import DuplicateFinder
+
+        finder = DuplicateFinder(near=near)
     result = check_folder(args.output_dir, args.consumer, max_records=args.max_records,
-                          max_shown=args.max_problems)
+                          max_shown=args.max_problems, finder=finder)
+    if finder is not None:
+        from recordbeam.dataset.duplicate_rules import duplicate_rules
+
+        result.rules += duplicate_rules(finder, args.max_problems)
     if args.write_label_map is not None:
         write_output_file(args.write_label_map, label_map_pbtxt(result.manifest).encode("utf-8"),
                           "--write-label-map")
     read = counted(result.records, "record")
     stopped = " (stopped there: --max-records; shards not read to their end are not counted)" \
         if result.stopped_early else ""
-    print(f"{args.output_dir} for {args.consumer} ({CONSUMERS[args.consumer]}): {read} read{stopped}")
+    whose = [f"{args.consumer} ({CONSUMERS[args.consumer]})"] if args.consumer else []
+    whose += ["duplicates"] if duplicates else []
+    print(f"{args.output_dir} for {' and '.join(whose)}: {read} read{stopped}")
     for rule in result.rules:
         print(summary_line(rule))
         for violation in rule.shown:
@@ -189,7 +207,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"label map: {args.write_label_map}")
     failed = [rule.name for rule in result.rules if not rule.ok]
     if failed:
-        print(f"recordbeam: {args.output_dir} does not fit {args.consumer}: "
+        what = f"does not fit {args.consumer}" if args.consumer else "holds duplicates"
+        if args.consumer and duplicates:
+            what = f"does not fit {args.consumer}, or holds duplicates"
+        print(f"recordbeam: {args.output_dir} {what}: "
               f"{counted(len(failed), 'rule')} failed ({', '.join(failed)})", file=sys.stderr)
         return EXIT_DATA
     return EXIT_OK

@@ -36,7 +36,7 @@ from recordbeam.cli.pipeline_commands import (
 )
 from recordbeam.cli.worker_requirements import cmd_worker_requirements
 from recordbeam.dataset.consumers import CONSUMERS as CONSUMER_CHOICES
-from recordbeam.records import MAX_LABEL
+from recordbeam.records import DUPLICATE_MODES, MAX_LABEL
 
 
 def _accepting(pattern: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -162,6 +162,16 @@ def _add_output_args(parser: argparse.ArgumentParser, *, output_required: bool =
                         f"(default: {DEFAULT_MAX_IMAGE_BYTES // 2**20}MiB)")
     parser.add_argument("--verify-decode", action="store_true",
                         help="fully decode every image, slower (default: header checks only)")
+    parser.add_argument("--duplicates", default="keep", choices=DUPLICATE_MODES,
+                        help="images with the same bytes, in a split or across the splits of "
+                        "OUT: keep (write all, list them in OUT/duplicates.jsonl), drop (write "
+                        "one copy, the others are 'duplicate' rejects), drop-across-splits "
+                        "(drop a later split's copies of an earlier split's image), off (do "
+                        "not look) (default: keep)")
+    parser.add_argument("--near-duplicates", action="store_true",
+                        help="also look for near duplicates (re-encoded, resized, slightly "
+                        "cropped copies; a small decode per image) and list them in "
+                        "OUT/near-duplicates.jsonl (default: off)")
     _add_quiet(parser)
     parser.add_argument("--if-changed", action="store_true",
                         help="exit 0 at once when OUT already holds a finished output of the same "
@@ -378,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gallery", type=_NON_NEGATIVE, default=24, metavar="N",
                    help="draw N examples per split from the records (boxes, masks, keypoints, "
                    "captions) and up to N rejected images; 0 turns the gallery off (default: 24)")
+    p.add_argument("--near-duplicates", action="store_true",
+                   help="also find near duplicates among the records (a small decode per "
+                   "image); exact duplicates are always shown (default: off)")
     p.set_defaults(handler=cmd_report)
 
     p = command("check", help="check that a finished output folder fits a trainer or loader",
@@ -385,8 +398,16 @@ def build_parser() -> argparse.ArgumentParser:
                 + "; ".join(f"{name}: {what}" for name, what in CONSUMER_CHOICES.items())
                 + ". Exit 1 when a rule fails.")
     p.add_argument("output_dir", metavar="OUT", help="a finished output folder")
-    p.add_argument("--for", dest="consumer", required=True, choices=list(CONSUMER_CHOICES),
-                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES))
+    p.add_argument("--for", dest="consumer", default=None, choices=list(CONSUMER_CHOICES),
+                   metavar="CONSUMER", help="whose rules: " + ", ".join(CONSUMER_CHOICES)
+                   + " (default: none; then --duplicates is required)")
+    p.add_argument("--duplicates", action="store_true",
+                   help="also fail when an image is written twice, in one split "
+                   "(duplicates) or in two (split-overlap), by the bytes of the records "
+                   "(default: off)")
+    p.add_argument("--near-duplicates", action="store_true",
+                   help="with --duplicates: also fail on near duplicates (re-encoded, resized, "
+                   "slightly cropped copies; a small decode per image) (default: off)")
     p.add_argument("--max-records", type=_POSITIVE, default=None, metavar="N",
                    help="read at most N records in all (default: every record)")
     p.add_argument("--max-problems", type=_POSITIVE, default=5, metavar="N",

@@ -60,6 +60,11 @@ def _shard_options(args: argparse.Namespace):
         raise UsageError("--shards cannot be combined with --incremental: an incremental run "
                          "keeps the shards that did not change and cuts its new ones by "
                          "--shard-size; drop --shards")
+    if incremental and (getattr(args, "duplicates", "keep") not in ("keep", "off")
+                        or getattr(args, "near_duplicates", False)):
+        raise UsageError("--duplicates drop and --near-duplicates cannot be combined with "
+                         "--incremental yet (an incremental run does not look for "
+                         "duplicates); drop one of them")
     return ShardOptions(
         num_shards=args.shards, shard_size=parse_size(args.shard_size),
         compression=args.compression, index=args.index,
@@ -68,7 +73,16 @@ def _shard_options(args: argparse.Namespace):
         incremental=incremental,
         input_key="content" if getattr(args, "verify_unchanged", False) else "stat",
         compact_below=getattr(args, "compact_below", None) or 0.0,
+        duplicates=_duplicates(args), near_duplicates=getattr(args, "near_duplicates", False),
     )
+
+
+def _duplicates(args: argparse.Namespace) -> str:
+    mode = getattr(args, "duplicates", "keep")
+    if mode == "off" and getattr(args, "near_duplicates", False):
+        raise UsageError("--near-duplicates would be ignored with --duplicates off; drop one "
+                         "of them")
+    return mode
 
 
 def _checks(args: argparse.Namespace):

@@ -44,6 +44,7 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     rows += [(f"warning {reason}", str(n)) for reason, n in sorted(warnings.items())]
     rows += [(_ROW_NAMES.get(name, name.replace("_", " ")), str(n))
              for name, n in sorted(counts.items()) if name != "images_written"]
+    rows += _duplicate_rows(result.manifest.get("duplicates"))
     empty = sum(1 for _, e in entries for s in e["shards"] if not s["examples"])
     if empty:
         rows.append(("warning empty shards", str(empty)))
@@ -80,6 +81,62 @@ def incremental_rows(manifest: dict[str, Any], splits: Sequence[str]) -> list[tu
     return rows
 
 
+def _duplicate_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The folder's duplicate groups (exact, near) as summary rows."""
+    if not found:
+        return []
+    rows = [("duplicate groups", _groups(found))]
+    if found.get("near") is not None:
+        rows.append(("near-duplicate groups", _groups(found["near"])))
+    return rows
+
+
+def _groups(found: dict[str, Any]) -> str:
+    """``2 (5 images)``; ``0`` when there is none."""
+    if not found["groups"]:
+        return "0"
+    return f"{found['groups']} ({counted(found['images'], 'image')})"
+
+
+def duplicate_warnings(manifest: dict[str, Any], output_dir: str) -> list[str]:
+    """What the summary says on stderr about duplicates: images in more than one split
+    (a model tested on what it trained on), splits not compared, pairs not grouped."""
+    from recordbeam import filesystems
+
+    found = manifest.get("duplicates") or {}
+    listed = filesystems.join(output_dir, "duplicates.jsonl")
+    warnings = []
+    across = found.get("across_splits", 0)
+    if across:
+        shown = "; ".join(", ".join(g["sources"]) for g in found.get("first_across_splits", []))
+        more = f" and {across - len(found.get('first_across_splits', []))} more" \
+            if across > len(found.get("first_across_splits", [])) else ""
+        image = "image is" if across == 1 else "images are"
+        warnings.append(
+            f"{across} {image} in more than one split ({shown}{more}): a model evaluated on "
+            f"images it was trained on scores too high. {listed} lists every copy; "
+            "--duplicates drop-across-splits drops a later split's copies")
+    if found.get("not_compared"):
+        warnings.append(
+            f"the split(s) {', '.join(found['not_compared'])} of {output_dir} have no image "
+            "hashes (written without duplicate finding, or their hashes/ files are missing): "
+            "this run's images were not compared with theirs; rewrite them to compare")
+    near = found.get("near") or {}
+    if near.get("across_splits"):
+        listed_near = filesystems.join(output_dir, "near-duplicates.jsonl")
+        spans = "spans" if near["across_splits"] == 1 else "span"
+        warnings.append(f"{counted(near['across_splits'], 'near-duplicate group')} {spans} more "
+                        f"than one split; see {listed_near}")
+    if near.get("not_compared"):
+        warnings.append(f"near duplicates of the split(s) {', '.join(near['not_compared'])} "
+                        "were not looked for: their hash files hold no perceptual hashes "
+                        "(written without --near-duplicates); rewrite them to compare")
+    if near.get("pairs_not_grouped"):
+        warnings.append(f"{near['pairs_not_grouped']} near-duplicate pairs past the first "
+                        f"{near['pairs'] - near['pairs_not_grouped']} were not grouped")
+    return warnings
+
+
 def _missing_folder_note(examples: int, rejects: Counter[str], counts: Counter[str]) -> str:
     """A line of advice when most images are missing and their file_names start with
     the images folder's own name: the names are relative to the folder above it."""
@@ -108,6 +165,7 @@ def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
     warnings = [empty_shards_warning(split, result.manifest["splits"][split])
                 for split in splits if result.manifest["splits"].get(split)]
     warnings.append(mixed_compression_warning(result.manifest))
+    warnings += duplicate_warnings(result.manifest, output_dir)
     for warning in filter(None, warnings):
         print(f"warning: {warning}", file=sys.stderr)
 

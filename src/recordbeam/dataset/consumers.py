@@ -40,11 +40,12 @@ import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from recordbeam.dataset import tfds
 from recordbeam.dataset.example_rules import (
     MASK,
+    Record,
     RecordCheck,
     boxes_normalized,
     image_size,
@@ -66,6 +67,9 @@ from recordbeam.tfrecord.framing import (
     read_records_with_offsets,
 )
 from recordbeam.tfrecord.index import index_path_for
+
+if TYPE_CHECKING:  # numpy and Pillow load with the finder, not when the command line is parsed
+    from recordbeam.dataset.find_duplicates import DuplicateFinder
 
 __all__ = [
     "CONSUMERS",
@@ -130,6 +134,7 @@ class _Shard:
     path: str
     name: str
     listed: int
+    split: str = ""
 
 
 # ---------------------------------------------------------------- consumers
@@ -234,8 +239,8 @@ def _read_manifest(folder: str) -> dict[str, Any]:
 
 
 def _shards(folder: str, manifest: Mapping[str, Any]) -> list[_Shard]:
-    return [_Shard(_join(folder, s["file"]), s["file"], int(s["examples"]))
-            for _split, entry in sorted(manifest.get("splits", {}).items())
+    return [_Shard(_join(folder, s["file"]), s["file"], int(s["examples"]), split)
+            for split, entry in sorted(manifest.get("splits", {}).items())
             for s in entry.get("shards", [])]
 
 
@@ -337,23 +342,27 @@ def _index_follower(shard: _Shard, rule: RuleResult | None, required: bool,
     return None
 
 
-def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
-                 max_shown: int = DEFAULT_MAX_SHOWN) -> CheckResult:
+def check_folder(folder: str, consumer: str | None, *, max_records: int | None = None,
+                 max_shown: int = DEFAULT_MAX_SHOWN,
+                 finder: DuplicateFinder | None = None) -> CheckResult:
     """Check a finished output folder against ``consumer``'s rules (a key of
     :data:`CONSUMERS`), reading its shards once, record by record.
 
     Args:
         folder: the folder holding ``manifest.json`` (local, or any Beam filesystem).
-        consumer: which consumer's rules.
+        consumer: which consumer's rules (None: only that every record is an Example and
+            every shard holds the records the manifest lists).
         max_records: stop after this many records in all (None: read every record); rules
             that need whole shards (counts, index ends) then skip the shards not read to
             their end, and the result says it stopped early.
         max_shown: violations kept in full per rule; the rest are counted.
+        finder: fed every record's one image (``image/encoded``), for the duplicate rules
+            (:mod:`recordbeam.dataset.duplicate_rules`).
 
     Raises:
         UsageError: an unknown consumer, or no manifest in ``folder``.
     """
-    if consumer not in CONSUMERS:
+    if consumer is not None and consumer not in CONSUMERS:
         raise UsageError(f"unknown consumer {consumer!r}; choose one of {', '.join(CONSUMERS)}")
     manifest = _read_manifest(folder)
     shards = _shards(folder, manifest)
@@ -380,7 +389,7 @@ def check_folder(folder: str, consumer: str, *, max_records: int | None = None,
     if consumer in ("dali", "torch"):
         index_rule = RuleResult("index", "each shard has a .idx that matches its records"
                                 if index_required else "every .idx present matches its shard")
-    reader = _ShardReader(parse_rule, counts, record_rules, max_records, max_shown)
+    reader = _ShardReader(parse_rule, counts, record_rules, max_records, max_shown, finder)
     for shard in shards:
         if not reader.budget_left():
             reader.stopped = True
@@ -400,10 +409,12 @@ class _ShardReader:
     record budget (``max_records``) is spent."""
 
     def __init__(self, parse_rule: RuleResult, counts: RuleResult, record_rules: list[_RecordRule],
-                 max_records: int | None, max_shown: int) -> None:
+                 max_records: int | None, max_shown: int,
+                 finder: DuplicateFinder | None = None) -> None:
         self.parse_rule, self.counts, self.record_rules = parse_rule, counts, record_rules
         self.max_records, self.max_shown = max_records, max_shown
         self.records, self.stopped = 0, False
+        self.finder = finder
 
     def budget_left(self) -> bool:
         return self.max_records is None or self.records < self.max_records
@@ -420,8 +431,10 @@ class _ShardReader:
                     self.records += 1
                     if follower is not None:
                         follower.record(number, offset, framed)
-                    _check_record(shard.name, number, data, self.parse_rule, self.record_rules,
-                                  self.max_shown)
+                    record = _check_record(shard.name, number, data, self.parse_rule,
+                                           self.record_rules, self.max_shown)
+                    if self.finder is not None and record is not None:
+                        _find_duplicates(self.finder, shard, record)
         except RecordError as error:  # the rest of a damaged shard cannot be trusted
             problem = error.problem.removeprefix(f"{error.path}: ")  # named as the shard below
             self.parse_rule.fail(f"{shard.name} {problem}; `recordbeam verify` lists every "
@@ -442,17 +455,30 @@ class _ShardReader:
 
 
 def _check_record(shard: str, number: int, data: bytes, parse_rule: RuleResult,
-                  record_rules: list[_RecordRule], max_shown: int) -> None:
+                  record_rules: list[_RecordRule], max_shown: int) -> Record | None:
+    """Run the record rules on one record; returns it parsed (None: not an Example)."""
     parse_rule.checked += 1
     record = parse_record(shard, number, data)
     if isinstance(record, str):
         parse_rule.fail(f"{shard} record {number}: {record}", max_shown)
-        return
+        return None
     for rule in record_rules:
         rule.result.checked += 1
         problem = rule.check(record)
         if problem:
             rule.result.fail(f"{shard} record {number}: {problem}", max_shown)
+    return record
+
+
+def _find_duplicates(finder: DuplicateFinder, shard: _Shard, record: Record) -> None:
+    """Give the finder the record's image, when it holds exactly one."""
+    from recordbeam.dataset.find_duplicates import RecordPlace
+
+    images = record.values("image/encoded")
+    if len(images) == 1:
+        stored = record.values("image/key/sha256")
+        finder.add(RecordPlace(shard.split, shard.name, record.number), images[0],
+                   stored[0] if len(stored) == 1 else None)
 
 
 # ---------------------------------------------------------------- the label map file

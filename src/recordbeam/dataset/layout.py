@@ -27,15 +27,19 @@ from recordbeam.dataset.manifest import FORMAT as MANIFEST_FORMAT
 from recordbeam.dataset.manifest import check_label_maps_agree, parse_manifest, shape_problem
 from recordbeam.dataset.names import (
     COMMIT_PLAN,
+    DUPLICATES,
     FAILED_REJECTS,
     LABELS,
     MANIFEST,
     METADATA_FILES,
+    NEAR_DUPLICATES,
     PREVIOUS_MANIFEST,
     REJECTS,
     TEMP_PREFIX,
     OutputFolderError,
     check_split_name,
+    hash_file_name,
+    is_hash_file,
     is_shard_file,
     keys_file_name,
     shard_name,
@@ -60,7 +64,7 @@ def is_ours(relative_path: str) -> bool:
     top = relative_path.split("/", 1)[0]
     if top.startswith(TEMP_PREFIX):
         return True
-    return "/" not in relative_path and (
+    return is_hash_file(relative_path) or "/" not in relative_path and (
         relative_path in METADATA_FILES or is_shard_file(relative_path)
         or is_tfds_file(relative_path)  # dataset_info.json, features.json, *.labels.txt
     )
@@ -242,7 +246,7 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
     names: set[str] = set()
     manifest = recorded_manifest(output_dir, files)
     if manifest is not None:
-        names |= {MANIFEST, LABELS, REJECTS} | _listed_files(manifest)
+        names |= {MANIFEST, LABELS, REJECTS, DUPLICATES, NEAR_DUPLICATES} | _listed_files(manifest)
     for path in _in_recorded_temp_folders(output_dir, files, COMMIT_PLAN):
         plan = _read_json(filesystems.join(output_dir, path)) or {}
         names |= set(plan.get("files", []))
@@ -256,11 +260,14 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
 
 
 def _listed_files(manifest: dict[str, Any]) -> set[str]:
-    """The shards a manifest lists with their index and key files, and its TFDS files."""
+    """The shards a manifest lists with their index, key and hash files, and its TFDS
+    files."""
     names = set()
     for entry in manifest.get("splits", {}).values():
         for shard in entry.get("shards", []):
             names |= {shard["file"], shard["file"] + ".idx", keys_file_name(shard["file"])}
+            if entry.get("image_hashes"):
+                names.add(hash_file_name(shard["file"]))
     return names | set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
 
 

@@ -103,7 +103,7 @@ def _split_problem(name: str, entry: Any, complete: bool) -> str | None:
                 return f"{at} has no {key!r}"
             if key in shard and not _is_count(shard[key]):
                 return f"{at}[{key!r}] is {shard[key]!r}, not a count"
-    for key in ("features", "counts", "rejects", "warnings"):
+    for key in ("features", "counts", "rejects", "warnings", "image_hashes"):
         if key in entry and not isinstance(entry[key], dict):
             return f"{where}[{key!r}] is {_kind(entry[key])}, not an object"
     return None
@@ -138,7 +138,7 @@ def shape_problem(manifest: Mapping[str, Any], complete: bool = True) -> str | N
     names = manifest.get("label_names", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return "'label_names' is not a list of names"
-    for key in ("totals", "rejects", "options", "keypoints"):
+    for key in ("totals", "rejects", "options", "keypoints", "duplicates"):
         if key in manifest and not isinstance(manifest[key], dict):
             return f"'{key}' is {_kind(manifest[key])}, not an object"
     return None

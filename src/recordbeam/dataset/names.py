@@ -20,9 +20,13 @@ TEMP_PREFIX = ".recordbeam-tmp-"
 PREVIOUS_MANIFEST = "previous-manifest.json"  # in a temp folder: the manifest a commit replaces
 COMMIT_PLAN = "commit.json"  # in a temp folder: the names a commit places
 PLAN = "plan.json"  # in a temp folder: the planned input bytes, read by progress reports
+DUPLICATES = "duplicates.jsonl"
+NEAR_DUPLICATES = "near-duplicates.jsonl"
+HASHES_FOLDER = "hashes"  # one <shard>.hashes per shard (dataset/image_hashes.py)
 
 #: The metadata files of a finished folder (shards and TFDS files aside).
-METADATA_FILES = frozenset({MANIFEST, LABELS, REJECTS, FAILED_REJECTS})
+METADATA_FILES = frozenset({MANIFEST, LABELS, REJECTS, FAILED_REJECTS, DUPLICATES,
+                            NEAR_DUPLICATES})
 
 _SHARD_NAME = re.compile(
     r"^[A-Za-z0-9_.\-]+-\d{5}(-of-\d{5})?\.tfrecord(\.gz|\.zz)?(\.idx|\.keys)?$"
@@ -33,6 +37,7 @@ _INDEXED_SHARD = re.compile(r"^([A-Za-z0-9_]+)-(\d{5})\.tfrecord(\.gz|\.zz)?$")
 #: each shard of a split kept by ``--incremental`` runs.
 KEYS_SUFFIX = ".keys"
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_HASH_FILE = re.compile(rf"^{HASHES_FOLDER}/[A-Za-z0-9_.\-]+-\d{{5}}-of-\d{{5}}\.hashes$")
 
 
 class OutputFolderError(UsageError):
@@ -85,3 +90,15 @@ def is_shard_file(name: str) -> bool:
     ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx|.keys]``, or
     ``{split}-{i:05d}.tfrecord...`` for the shards incremental runs keep."""
     return bool(_SHARD_NAME.match(name))
+
+
+def hash_file_name(shard_file: str) -> str:
+    """The image hashes of a shard: ``train-00001-of-00004.tfrecord.gz`` ->
+    ``hashes/train-00001-of-00004.hashes`` (beside the shards, a glob such as
+    ``train-*`` must not find them)."""
+    return f"{HASHES_FOLDER}/{shard_file.split('.tfrecord', 1)[0]}.hashes"
+
+
+def is_hash_file(relative_path: str) -> bool:
+    """A shard's image-hash file, by its path in the output folder."""
+    return bool(_HASH_FILE.match(relative_path))

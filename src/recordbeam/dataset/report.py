@@ -21,6 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from recordbeam.dataset.duplicate_gallery import (
+    DUPLICATE_ROWS,
+    DuplicateRow,
+    exact_rows,
+    fetch_examples,
+    near_rows,
+)
+from recordbeam.dataset.duplicate_groups import Group
+from recordbeam.dataset.find_duplicates import DuplicateFinder, RecordPlace
 from recordbeam.dataset.gallery import (
     DEFAULT_GALLERY,
     GallerySample,
@@ -29,11 +38,13 @@ from recordbeam.dataset.gallery import (
     draw_example,
     rejected_images,
 )
-from recordbeam.dataset.names import REJECTS
+from recordbeam.dataset.names import DUPLICATES, REJECTS
+from recordbeam.dataset.near_groups import NearComponents
 from recordbeam.dataset.reader import SplitReader, read, read_manifest
 from recordbeam.dataset.schema import label_features
 from recordbeam.dataset.tfds import class_names
 from recordbeam.errors import counted
+from recordbeam.images.perceptual_hash import NEAR_THRESHOLD
 
 __all__ = ["SplitStats", "collect_stats", "render_report", "report_page", "write_report"]
 
@@ -71,10 +82,12 @@ def _count(n: int, noun: str) -> str:
 
 
 def collect_stats(
-    reader: SplitReader, max_examples: int | None = None, gallery: int = 0
+    reader: SplitReader, max_examples: int | None = None, gallery: int = 0,
+    finder: DuplicateFinder | None = None,
 ) -> SplitStats:
     """One streaming pass over (at most ``max_examples`` of) a split's records; keeps the
-    ``gallery`` examples of smallest salted identity hash among those read."""
+    ``gallery`` examples of smallest salted identity hash among those read, and gives
+    ``finder`` each record's image."""
     stats = SplitStats()
     sample = GallerySample(gallery)
     labels = label_features(list(reader.shapes.values()))
@@ -82,6 +95,8 @@ def collect_stats(
     for example in reader:
         if max_examples is not None and stats.examples_read >= max_examples:
             break
+        if finder is not None and "image/encoded" in example:
+            _offer_image(finder, reader, stats.examples_read, example)
         sample.offer(example, stats.examples_read)
         stats.examples_read += 1
         for name in labels:
@@ -103,6 +118,17 @@ def collect_stats(
                 stats.box_heights.extend(((ymax - ymin) * height).tolist())
     stats.gallery = sample.examples()
     return stats
+
+
+def _offer_image(finder: DuplicateFinder, reader: SplitReader, index: int,
+                 example: Mapping[str, Any]) -> None:
+    image = example["image/encoded"]
+    if not (isinstance(image, np.ndarray) and image.ndim == 0):
+        return  # several images per record (a list column): not compared
+    shard, number = reader.locate(index)
+    stored = example.get("image/key/sha256")
+    finder.add(RecordPlace(reader.split, reader.shard_files[shard], number), image.item(),
+               stored.item() if isinstance(stored, np.ndarray) and stored.ndim == 0 else None)
 
 
 # --- charts (matplotlib, optional) -----------------------------------------------------
@@ -284,6 +310,55 @@ def _rejects_html(strip: RejectStrip) -> str:
     )
 
 
+def _duplicate_rows_html(rows: Sequence[DuplicateRow], examples: Mapping[RecordPlace, Any],
+                         names: list[str] | None, keypoints: Mapping[str, Any]) -> str:
+    parts = []
+    for row in rows:
+        figures = []
+        for place in row.places:
+            example = examples.get(place)
+            where = f"{place.split}: {place.shard} record {place.record}"
+            if example is None:
+                figures.append(f"<figure><figcaption>{html.escape(where)}</figcaption></figure>")
+                continue
+            source = _text(example.get("image/source_id", b"")) or _text(
+                example.get("image/filename", b""))
+            figures.append(_figure(draw_example(example, names, keypoints), [source, where]))
+        more = f" ({row.more:,} more not drawn)" if row.more else ""
+        parts.append(f"<h3>{html.escape(row.caption + more)}</h3>"
+                     f"<div class='gallery'>{''.join(figures)}</div>")
+    return "".join(parts)
+
+
+def _duplicates_html(found: DuplicatesFound, manifest: Mapping[str, Any],
+                     names: list[str] | None) -> str:
+    """The sections on exact and near duplicates among the records read."""
+    keypoints = manifest.get("keypoints") or {}
+    exact = found.exact
+    across = sum(1 for g in exact if g.across_splits)
+    among = "among the records read" if found.partial else "among the records"
+    if exact:
+        note = (f"{_count(len(exact), 'image')} {'is' if len(exact) == 1 else 'are'} written "
+                f"more than once {among} ({sum(g.size for g in exact):,} copies; "
+                f"{across:,} in more than one split). ")
+    else:
+        note = f"No image is written twice {among}. "
+    converted = manifest.get("duplicates")
+    if converted:
+        note += (f"The conversion listed {_count(converted['groups'], 'group')} in "
+                 f"{DUPLICATES} ({converted.get('dropped', 0):,} copies dropped).")
+    parts = ["<h2>Duplicates</h2>", f"<p class='note'>{html.escape(note)}</p>",
+             _duplicate_rows_html(found.exact_rows, found.examples, names, keypoints)]
+    if found.near is not None:
+        groups = found.near.groups
+        note = (f"{_count(len(groups), 'group')} of near-identical pictures {among} "
+                f"(re-encoded, resized or slightly cropped copies; perceptual hashes at most "
+                f"{NEAR_THRESHOLD} bits apart).")
+        parts += ["<h2>Near duplicates</h2>", f"<p class='note'>{html.escape(note)}</p>",
+                  _duplicate_rows_html(found.near_rows, found.examples, names, keypoints)]
+    return "\n".join(parts)
+
+
 def _percentiles(values: Sequence[float]) -> list[Any]:
     if not values:
         return ["-"] * 4
@@ -409,9 +484,10 @@ def render_report(
     *,
     charts: bool = True,
     rejected: RejectStrip | None = None,
+    duplicates: DuplicatesFound | None = None,
 ) -> str:
-    """The HTML page for a manifest, the stats of its splits (with their gallery examples)
-    and the strip of rejected images."""
+    """The HTML page for a manifest, the stats of its splits (with their gallery examples),
+    the duplicates found among the records and the strip of rejected images."""
     plt = _pyplot() if charts else None
     names = class_names(manifest)
     splits = manifest.get("splits", {})
@@ -442,6 +518,7 @@ def render_report(
             )
             for name in sorted(splits)
         ]
+        + ([_duplicates_html(duplicates, manifest, names)] if duplicates else [])
         + ([_rejects_html(rejected)] if rejected else [])
     )
     title = f"recordbeam report: {output_dir}"
@@ -467,12 +544,36 @@ def _rejects_lines(output_dir: str) -> list[str]:
         return f.read().splitlines()
 
 
+@dataclass
+class DuplicatesFound:
+    """The duplicate groups among the records read, and the examples their rows draw."""
+
+    exact: list[Group]
+    near: NearComponents | None
+    exact_rows: list[DuplicateRow]
+    near_rows: list[DuplicateRow]
+    examples: Mapping[RecordPlace, Any]
+    partial: bool  # --max-examples stopped the pass before the end
+
+
+def _duplicates_found(output_dir: str, finder: DuplicateFinder, partial: bool,
+                      rows: int) -> DuplicatesFound:
+    exact = finder.exact_groups()
+    near = finder.near_groups() if finder.near else None
+    exact_drawn = exact_rows(exact, rows)
+    near_drawn = near_rows(near.groups, rows) if near is not None else []
+    places = [p for row in (*exact_drawn, *near_drawn) for p in row.places]
+    return DuplicatesFound(exact, near, exact_drawn, near_drawn,
+                           fetch_examples(output_dir, places) if rows else {}, partial)
+
+
 def report_page(
     output_dir: str,
     *,
     max_examples: int | None = None,
     charts: bool = True,
     gallery: int = DEFAULT_GALLERY,
+    near_duplicates: bool = False,
 ) -> tuple[str, bool]:
     """Read the folder and make the page (see :func:`write_report`), without writing it.
 
@@ -480,13 +581,18 @@ def report_page(
         ``(html, charts_drawn)``; charts are missing when matplotlib is not installed.
     """
     manifest = read_manifest(output_dir)
+    finder = DuplicateFinder(near=near_duplicates)
     stats = {
-        name: collect_stats(read(output_dir, name), max_examples, gallery)
+        name: collect_stats(read(output_dir, name), max_examples, gallery, finder)
         for name in sorted(manifest.get("splits", {}))
         if manifest["splits"][name]["examples"]
     }
+    partial = any(s.examples_read < manifest["splits"][n]["examples"] for n, s in stats.items())
+    duplicates = _duplicates_found(output_dir, finder, partial,
+                                   min(DUPLICATE_ROWS, gallery) if gallery else 0)
     rejected = rejected_images(_rejects_lines(output_dir), gallery) if gallery else None
-    page = render_report(output_dir, manifest, stats, charts=charts, rejected=rejected)
+    page = render_report(output_dir, manifest, stats, charts=charts, rejected=rejected,
+                         duplicates=duplicates)
     return page, charts and _pyplot() is not None
 
 
@@ -497,17 +603,20 @@ def write_report(
     max_examples: int | None = None,
     charts: bool = True,
     gallery: int = DEFAULT_GALLERY,
+    near_duplicates: bool = False,
 ) -> tuple[str, bool]:
     """Read the folder, write the page to ``html_path`` (a local file).
 
-    ``gallery`` examples per split are drawn (0: no gallery, and no strip of rejected
-    images); with ``max_examples`` they are chosen among the examples read.
+    ``gallery`` examples per split are drawn (0: no gallery, no strip of rejected images
+    and no duplicate rows); with ``max_examples`` they are chosen among the examples read.
+    Duplicate groups among the records read are counted and their first groups drawn, a
+    row each; ``near_duplicates`` also finds near duplicates (a small decode per image).
 
     Returns:
         ``(html_path, charts_drawn)``; charts are missing when matplotlib is not installed.
     """
     page, drawn = report_page(output_dir, max_examples=max_examples, charts=charts,
-                              gallery=gallery)
+                              gallery=gallery, near_duplicates=near_duplicates)
     with open(html_path, "w", encoding="utf-8") as f:
         f.write(page)
     return html_path, drawn

@@ -1223,14 +1223,22 @@ class TableEncoder(ImageExampleEncoder):
 
     def _image(self, column: str, path: str, size: int):
         name = path.rsplit("/", 1)[-1]
-        loaded = self.read_image(path, size, name)
+        loaded = self.load_image(path, size, name)
         if isinstance(loaded, Reject):
             return loaded
-        fields, _info, counts = loaded
         prefix = self._prefix(column)
-        features = {prefix + k: v for k, v in fields.items()}
+        features = {prefix + k: v for k, v in loaded.fields.items()}
         features[prefix + "filename"] = name
-        return features, counts
+        return features, loaded.counts, loaded.digest
+
+    def image_digest(self, record: ImageRecord) -> bytes | None:
+        """A row's one image's SHA-256; rows with several images, and groups, are not
+        compared (None)."""
+        images = record.labels.get("images", ())
+        if "steps" in record.labels or len(images) != 1:
+            return None
+        _column, path, size = images[0]
+        return self._digest_of(path, size)
 
     def _image_kinds(self) -> dict[str, str]:
         return image_features(self._schema.image_columns)
@@ -1240,6 +1248,7 @@ class TableEncoder(ImageExampleEncoder):
             return self._encode_group(record)
         features: dict[str, Any] = {}
         counts: dict[str, int] = {}
+        digests = []
         for column, path, size in record.labels["images"]:
             loaded = self._image(column, path, size)
             if isinstance(loaded, Reject):
@@ -1247,11 +1256,13 @@ class TableEncoder(ImageExampleEncoder):
             features.update(loaded[0])
             for k, v in loaded[1].items():
                 counts[k] = counts.get(k, 0) + v
+            digests.append(loaded[2])
         for column, value in record.labels["row"].items():
             features[column] = _value(value)
         counts["images_written"] = 1
         return Encoded(
-            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts
+            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts,
+            image_digest=digests[0] if len(digests) == 1 else None,
         )
 
     def _encode_group(self, record: ImageRecord) -> Encoded:

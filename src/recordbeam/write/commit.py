@@ -30,10 +30,13 @@ import apache_beam as beam
 from recordbeam import __version__, filesystems
 from recordbeam.dataset import folder_lock, layout, manifest, names, tfds
 from recordbeam.dataset.class_names import label_file_text
+from recordbeam.dataset.image_hashes import HashFile, encode_hash_file
 from recordbeam.errors import DataError
 from recordbeam.records import LOST_WITH_IMAGE, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec
 from recordbeam.tfrecord.framing import RecordWriter
+from recordbeam.write.duplicate_commit import stage_duplicates
+from recordbeam.write.duplicates import EarlierSplits
 from recordbeam.write.planning import ShardOptions, shard_count
 
 _LOG = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class ShardResult:
     counts: Mapping[str, int]
     list_spec: FeatureSpec | None = None  # feature lists of SequenceExamples, per step
     temp_keys_path: str | None = None  # its key file, in an incremental run
+    temp_hashes_path: str | None = None  # the shard's image hashes (hashes/<shard>.hashes)
 
     @property
     def name(self) -> str:
@@ -66,22 +70,32 @@ class RejectLimitExceeded(DataError, RuntimeError):
 
 class _Finalize(beam.DoFn):
     def __init__(self, output_dir: str, temp_dir: str, options: ShardOptions,
-                 declared_splits: tuple[str, ...]) -> None:
+                 declared_splits: tuple[str, ...], finding: bool = False,
+                 earlier: EarlierSplits | None = None) -> None:
         self._output_dir = output_dir
         self._temp_dir = temp_dir
         self._options = options
         self._declared = declared_splits
+        self._finding = finding  # duplicates looked for: hash files, duplicates.jsonl
+        self._earlier = earlier or EarlierSplits()
 
-    def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written):
+    def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written,
+                duplicate_parts=(), near_found=(), unreadable_hashes=()):
         self._check_lock()  # a run that lost the folder stops before reading its state
         owned = sorted(set(totals) | set(self._declared))
-        results = _complete_shards(list(shards), totals, self._options, self._temp_dir)
-        yield self._finish(results, rejects, counts, metadata, owned)
+        results = _complete_shards(list(shards), totals, self._options, self._temp_dir,
+                                   self._finding)
+        yield self._finish(results, rejects, counts, metadata, owned,
+                           duplicate_parts, near_found, unreadable_hashes)
 
     def _finish(self, results: list[Any], rejects: Iterable[Reject], counts: Mapping[Any, int],
-                metadata: Iterable[Mapping[str, Any]], owned: list[str]) -> dict[str, Any]:
+                metadata: Iterable[Mapping[str, Any]], owned: list[str],
+                duplicate_parts: Iterable[tuple[int, str]] = (),
+                near_found: Sequence[Mapping[str, Any]] = (),
+                unreadable_hashes: Iterable[str] = ()) -> dict[str, Any]:
         """Check, then commit the splits ``owned`` made of ``results`` (each with a name,
-        a split, examples, bytes, specs and counts); returns the manifest committed."""
+        a split, examples, bytes, specs and counts) and the duplicate lists its stages
+        found; returns the manifest committed."""
         default_split = self._declared[0]
         rejects = sorted(
             (r if r.split else dataclasses.replace(r, split=default_split) for r in rejects),
@@ -112,7 +126,12 @@ class _Finalize(beam.DoFn):
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
         final = self._versioned(final, previous, owned)
-        self._commit(results, rejects, owned, final)
+        duplicates = stage_duplicates(self._output_dir, self._temp_dir, owned, self._options,
+                                      self._finding, self._earlier, duplicate_parts, near_found,
+                                      unreadable_hashes)
+        if duplicates.summary is not None:
+            final["duplicates"] = duplicates.summary
+        self._commit(results, rejects, owned, final, duplicates.files)
         for split in owned:
             warning = manifest.empty_shards_warning(split, final["splits"][split])
             if warning:
@@ -152,6 +171,8 @@ class _Finalize(beam.DoFn):
         )
         if lists.examples:
             entry["feature_lists"] = lists.to_json()
+        if self._finding:
+            entry["image_hashes"] = {"near": self._options.near_duplicates}
         return entry
 
     def _write_rejects(self, name: str, rejects: Iterable[Reject]) -> None:
@@ -167,10 +188,10 @@ class _Finalize(beam.DoFn):
         return [r for r in map(Reject.from_json, filter(None, lines)) if r.split not in owned]
 
     def _commit(self, results: list[ShardResult], rejects: list[Reject], owned: list[str],
-                final: dict) -> None:
+                final: dict, also_staged: Sequence[str] = ()) -> None:
         # Every byte is written into the temp folder before anything in the output changes:
         # a full disk (or any write error) fails the run here, the previous output intact.
-        staged = self._stage(rejects, owned, final)
+        staged = self._stage(rejects, owned, final) + list(also_staged)
         self._place(results, staged, owned, final)
 
     def _stage(self, rejects: list[Reject], owned: list[str], final: dict) -> list[str]:
@@ -201,7 +222,8 @@ class _Finalize(beam.DoFn):
         lock = self._check_lock()
         _temp_folders, recorded_files = folder_lock.owned_names(lock)
         manifest_path = filesystems.join(out, names.MANIFEST)
-        new_names = {r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
+        new_names = ({r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
+                     | {names.hash_file_name(r.name) for r in results if r.temp_hashes_path})
         files = layout.existing_files(out)
         known = layout.known_files(out, files)
         _record_commit_plan(out, self._temp_dir, files, new_names | set(staged)
@@ -211,12 +233,20 @@ class _Finalize(beam.DoFn):
         filesystems.delete([manifest_path])  # from here on the folder does not look finished
         stale = [
             p for p in sorted(known)
-            if "/" not in p and p not in new_names and (
-                p in recorded_files  # failed-run-rejects.jsonl of a failed run
-                or (names.is_shard_file(p) and manifest.split_of_shard_file(p) in owned)
+            if p not in new_names and (
+                ("/" not in p and p in recorded_files)  # failed-run-rejects.jsonl of a failed run
+                or ("/" not in p and names.is_shard_file(p)
+                    and manifest.split_of_shard_file(p) in owned)
+                or (names.is_hash_file(p) and _split_of_hash_file(p) in owned)
+                # rewritten by every run that finds groups; gone when there are none
+                or (p in (names.DUPLICATES, names.NEAR_DUPLICATES) and p not in staged)
             )
         ]
         _delete_logged(out, stale, "stale files of an earlier run")
+        if any(names.is_hash_file(p) for p in stale) and not any(
+                r.temp_hashes_path for r in results) and not any(
+                names.is_hash_file(p) for p in known if p not in stale):
+            filesystems.remove_tree(filesystems.join(out, names.HASHES_FOLDER))  # now empty
         sources, targets = [], []
         for r in results:
             sources.append(r.temp_path)
@@ -224,6 +254,11 @@ class _Finalize(beam.DoFn):
             if r.temp_index_path:
                 sources.append(r.temp_index_path)
                 targets.append(filesystems.join(out, r.name + ".idx"))
+            if r.temp_hashes_path:
+                sources.append(r.temp_hashes_path)
+                targets.append(filesystems.join(out, names.hash_file_name(r.name)))
+        if any(r.temp_hashes_path for r in results):
+            filesystems.make_folder(filesystems.join(out, names.HASHES_FOLDER))
         for name in staged:
             sources.append(filesystems.join(self._temp_dir, name))
             targets.append(filesystems.join(out, name))
@@ -277,9 +312,11 @@ def _remove_temp_dirs(output_dir: str, temp_dir: str,
 
 
 def _complete_shards(shards: list[ShardResult], totals: Mapping[str, int],
-                     options: ShardOptions, temp_dir: str) -> list[ShardResult]:
+                     options: ShardOptions, temp_dir: str,
+                     hashes: bool = False) -> list[ShardResult]:
     """One result per shard name, in name order. A shard no element fell into still
-    gets its (empty) file: readers expect every name from 0 to N-1."""
+    gets its (empty) file, and its (empty) hash file with ``hashes``: readers expect
+    every name from 0 to N-1."""
     by_key: dict[tuple[str, int], ShardResult] = {}
     for shard in sorted(shards, key=lambda s: (s.split, s.index, s.temp_path)):
         by_key.setdefault((shard.split, shard.index), shard)
@@ -287,13 +324,14 @@ def _complete_shards(shards: list[ShardResult], totals: Mapping[str, int],
     for split in sorted(totals):
         n = shard_count(totals[split], num_shards=options.num_shards, shard_size=options.shard_size)
         for i in range(n):
-            shard = by_key.get((split, i)) or _write_empty_shard(split, i, n, options, temp_dir)
+            shard = by_key.get((split, i)) or _write_empty_shard(split, i, n, options, temp_dir,
+                                                                  hashes)
             results.append(shard)
     return results
 
 
 def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions,
-                       temp_dir: str) -> ShardResult:
+                       temp_dir: str, hashes: bool = False) -> ShardResult:
     name = names.shard_name(split, index, count, options.compression)
     temp_path = filesystems.join(temp_dir, f"{name}.empty")
     empty = io.BytesIO()  # a compressed stream of no records still has a header
@@ -303,8 +341,18 @@ def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions
     if options.index:
         temp_index = temp_path + ".idx"
         filesystems.write_bytes(temp_index, b"")
+    temp_hashes = None
+    if hashes:
+        temp_hashes = temp_path + ".hashes"
+        no_entries = HashFile(split, name, (), options.near_duplicates)
+        filesystems.write_bytes(temp_hashes, encode_hash_file(no_entries))
     return ShardResult(split, index, count, temp_path, temp_index, 0, len(empty.getvalue()),
-                       FeatureSpec(), {})
+                       FeatureSpec(), {}, temp_hashes_path=temp_hashes)
+
+
+def _split_of_hash_file(path: str) -> str:
+    """``hashes/train-00001-of-00004.hashes`` -> ``train``."""
+    return manifest.split_of_shard_file(path.rsplit("/", 1)[-1].removesuffix(".hashes"))
 
 
 def counts_by_split(counts: Mapping[Any, int], default_split: str) -> dict[str, Counter[str]]:

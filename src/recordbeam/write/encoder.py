@@ -37,6 +37,10 @@ class Encoded:
     #: ``(context, feature_lists)`` for a ``SequenceExample`` (arguments of
     #: :func:`recordbeam.tfrecord.example.make_sequence_example`, with ``kinds``).
     sequence: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
+    #: SHA-256 of the example's one image as read (before any fix), by which duplicates
+    #: are found; None for an example without exactly one image. Its ``image/encoded``
+    #: feature holds the image as written.
+    image_digest: bytes | None = None
 
 
 class ExampleEncoder:
@@ -53,6 +57,9 @@ class ExampleEncoder:
 
     #: Features that are lists whatever the data holds (see the class docstring).
     list_features: frozenset[str] = frozenset()
+    #: Whether examples carry an image whose duplicates the sink looks for: encoders that
+    #: set it give ``Encoded.image_digest`` and :meth:`image_digest`.
+    has_images: bool = False
 
     def __init__(self, split: str = "train", *, list_features: Iterable[str] = ()) -> None:
         self.default_split = check_split_name(split)
@@ -104,6 +111,12 @@ class ExampleEncoder:
     def modified_times(self, element: Any) -> Sequence[float]:
         """The listed modification time of each of :meth:`input_files`, in that order."""
         return ()
+
+    def image_digest(self, element: Any) -> bytes | None:
+        """The SHA-256 :meth:`encode` would give as ``Encoded.image_digest``, found without
+        encoding (``--duplicates drop`` decides which copy to write before the write);
+        None when the element has no image to compare."""
+        return None
 
     def lost_with(self, element: Any, reject: Reject) -> tuple[Reject, ...]:
         """Rejects for what is lost along with a rejected element besides the element

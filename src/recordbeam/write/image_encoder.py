@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from recordbeam import filesystems
 from recordbeam.images.checks import (
@@ -36,6 +36,15 @@ IMAGE_KINDS = {
 }
 
 
+class LoadedImage(NamedTuple):
+    """One image read, checked and fixed (see :meth:`ImageExampleEncoder.load_image`)."""
+
+    fields: dict[str, Any]
+    info: ImageInfo
+    counts: dict[str, int]
+    digest: bytes | None  # None: not known (see ImageExampleEncoder._loaded_image)
+
+
 @dataclass(frozen=True)
 class ImageChecks:
     """Checks run on every image before it is written.
@@ -60,6 +69,8 @@ class ImageChecks:
 
 class ImageExampleEncoder(ExampleEncoder):
     """Turns an :class:`ImageRecord` into an Example with the image and its labels."""
+
+    has_images = True
 
     #: The folders the run was given (the read transform's ``input_roots``, set by the
     #: pipeline): a file whose links lead outside them is rejected ``outside_root``
@@ -152,6 +163,35 @@ class ImageExampleEncoder(ExampleEncoder):
     def read_image(
         self, path: str, size: int, name: str, data: bytes | None = None
     ) -> tuple[dict[str, Any], ImageInfo, dict[str, int]] | Reject:
+        """:meth:`load_image`'s ``(fields, info, counts)``, or its ``Reject``."""
+        loaded = self.load_image(path, size, name, data)
+        return loaded if isinstance(loaded, Reject) else (loaded.fields, loaded.info, loaded.counts)
+
+    def image_digest(self, record: ImageRecord) -> bytes | None:
+        """The SHA-256 of the record's image bytes as read (what :meth:`encode` gives as
+        ``Encoded.image_digest``), read here on its own; None when there is none to read
+        (too large, unreadable, an embedded image missing: the write rejects those)."""
+        embedded = self.embedded_image(record)
+        if isinstance(embedded, Reject):
+            return None
+        return self._digest_of(record.path, record.size, embedded)
+
+    def _digest_of(self, path: str, size: int, data: bytes | None = None) -> bytes | None:
+        if data is None:
+            # A file outside the input roots is not opened here either: the write
+            # rejects it outside_root.
+            if (size > self.checks.max_bytes or size == 0
+                    or self.refuse_outside(path) is not None):
+                return None
+            try:
+                data = filesystems.read_bytes(path)
+            except Exception:  # noqa: BLE001 - the write stage says why, as a reject
+                return None
+        return hashlib.sha256(data).digest()
+
+    def load_image(
+        self, path: str, size: int, name: str, data: bytes | None = None
+    ) -> LoadedImage | Reject:
         """Read, check and fix one image file; a file :meth:`refuse_outside` refuses is
         not opened.
 
@@ -163,10 +203,12 @@ class ImageExampleEncoder(ExampleEncoder):
                 read from ``path``.
 
         Returns:
-            ``(fields, info, counts)``: ``fields`` holds ``encoded``, ``format``, ``height``,
+            A :class:`LoadedImage`: ``fields`` holds ``encoded``, ``format``, ``height``,
             ``width`` and ``key/sha256`` of the bytes to write; ``info`` is the original's
             header (boxes are normalized against it, see ``ImageFixes.applied_orientation``);
-            ``counts`` has ``fix_<name>`` per fix applied. Or an image ``Reject``.
+            ``counts`` has ``fix_<name>`` per fix applied; ``digest`` is the SHA-256 of the
+            bytes as read (the same as ``key/sha256`` unless a fix changed them). Or an
+            image ``Reject``.
         """
         if data is None:
             refused = self.refuse_outside(path)
@@ -176,7 +218,7 @@ class ImageExampleEncoder(ExampleEncoder):
 
     def _load(
         self, path: str, size: int, name: str, data: bytes | None
-    ) -> tuple[dict[str, Any], ImageInfo, dict[str, int]] | Reject:
+    ) -> LoadedImage | Reject:
         def reject(reason: str, detail: str) -> Reject:
             return Reject("image", path, reason, detail)
 
@@ -212,31 +254,47 @@ class ImageExampleEncoder(ExampleEncoder):
         except ImageRejected as rejected:
             return reject(rejected.reason, rejected.detail)
         counts: dict[str, int] = {}
-        if fixed is not None:
+        digest = hashlib.sha256(data)
+        if fixed is not None and fixed.data is not data:
             data = fixed.data
+            written = hashlib.sha256(data)
+        else:
+            written = digest
+        if fixed is not None:
             counts = {f"fix_{fix}": 1 for fix in fixed.fixes}
         fields = {
             "encoded": data,
             "format": fixed.format if fixed else info.format,
             "height": fixed.height if fixed else info.height,
             "width": fixed.width if fixed else info.width,
-            "key/sha256": hashlib.sha256(data).hexdigest(),
+            "key/sha256": written.hexdigest(),
         }
         applied = self.fixes.applied_orientation(info) if self.fixes else 1
         if info.exif_orientation not in (None, 1) and applied == 1:
             counts["exif_rotated"] = 1  # written unrotated; TensorFlow ignores the tag
-        return fields, info, counts
+        return LoadedImage(fields, info, counts, digest.digest())
+
+    def _loaded_image(self, path: str, size: int, name: str,
+                      data: bytes | None) -> LoadedImage | Reject:
+        """:meth:`load_image`; or, for a subclass that reads images its own way (it
+        overrides :meth:`read_image`), what that gives, without a digest (its examples
+        are not compared for duplicates)."""
+        if type(self).read_image is ImageExampleEncoder.read_image:
+            return self.load_image(path, size, name, data)
+        loaded = self.read_image(path, size, name, data) if data is not None else \
+            self.read_image(path, size, name)
+        return loaded if isinstance(loaded, Reject) else LoadedImage(*loaded, None)
 
     def encode(self, record: ImageRecord) -> Encoded:
         name = record.labels.get("filename", record.path.rsplit("/", 1)[-1])
         # An image embedded in an annotation file comes from a file the source read, and
-        # checked, already (annotated_files.read_annotation); read_image checks the others.
+        # checked, already (annotated_files.read_annotation); load_image checks the others.
         embedded = self.embedded_image(record)
-        loaded = embedded if isinstance(embedded, Reject) else self.read_image(
+        loaded = embedded if isinstance(embedded, Reject) else self._loaded_image(
             record.path, record.size, name, embedded)
         if isinstance(loaded, Reject):
             return Encoded(rejects=(loaded, *self.lost_with(record, loaded)))
-        fields, info, image_counts = loaded
+        fields, info, image_counts, digest = loaded
         features = {f"image/{key}": value for key, value in fields.items()}
         features["image/filename"] = name
         features["image/source_id"] = str(record.labels.get("source_id", record.identity))
@@ -247,7 +305,8 @@ class ImageExampleEncoder(ExampleEncoder):
             counts[key] = counts.get(key, 0) + n
         counts["images_written"] = 1
         return Encoded(
-            features=features, kinds={**IMAGE_KINDS, **kinds}, rejects=tuple(rejects), counts=counts
+            features=features, kinds={**IMAGE_KINDS, **kinds}, rejects=tuple(rejects), counts=counts,
+            image_digest=digest,
         )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recordbeam.dataset.shard_keys import INPUT_KEY_BYTES
-from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION
+from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, DUPLICATE_MODES
 from recordbeam.tfrecord.framing import Compression, parse_compression
 
 #: Salt mixed into every key; changing it reshuffles every dataset, so it is fixed.
@@ -122,6 +122,13 @@ class ShardOptions:
             ``--verify-unchanged``).
         compact_below: in an incremental run, fold shards smaller than this fraction of
             ``shard_size`` into shards near ``shard_size`` (0: never).
+        duplicates: what to do with images written more than once (the same bytes), in
+            one split or across the folder's splits: ``keep`` (list them in
+            ``duplicates.jsonl``), ``drop`` (write one copy), ``drop-across-splits``
+            (drop a later split's copies of an earlier split's image) or ``off`` (do not
+            look). See :mod:`recordbeam.dataset.duplicate_groups`.
+        near_duplicates: also look for near duplicates (re-encoded, resized, slightly
+            cropped copies) and list them in ``near-duplicates.jsonl``.
     """
 
     num_shards: int | None = None
@@ -134,9 +141,17 @@ class ShardOptions:
     incremental: bool = False
     input_key: str = "stat"
     compact_below: float = 0.0
+    duplicates: str = "keep"
+    near_duplicates: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compression", parse_compression(self.compression))
+        if self.duplicates not in DUPLICATE_MODES:
+            raise ValueError(f"duplicates must be one of {', '.join(DUPLICATE_MODES)}, "
+                             f"got {self.duplicates!r}")
+        if self.near_duplicates and self.duplicates == "off":
+            raise ValueError("--near-duplicates cannot be combined with --duplicates off: "
+                             "drop one of them")
         for name in ("max_reject_fraction", "max_annotation_reject_fraction"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
@@ -176,6 +191,10 @@ class ShardOptions:
             "salt": self.salt,
             "max_reject_fraction": self.max_reject_fraction,
             "max_annotation_reject_fraction": self.annotation_limit,
+            # Recorded only when not the defaults, so that the settings (and the inputs
+            # fingerprint --if-changed compares) of outputs made without them stay the same.
+            **({"duplicates": self.duplicates} if self.duplicates != "keep" else {}),
+            **({"near_duplicates": True} if self.near_duplicates else {}),
         }
         if self.incremental:  # only then: other runs keep their settings and fingerprints
             settings["incremental"] = {"input_key": self.input_key,

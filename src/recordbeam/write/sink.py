@@ -39,12 +39,21 @@ from apache_beam.pvalue import AsDict, AsIter, AsList, AsSingleton, PCollection,
 from recordbeam import filesystems
 from recordbeam.dataset import names
 from recordbeam.dataset.shard_keys import KeyEntry, ShardKeys, encode_keys
-from recordbeam.records import COUNTER_NAMESPACE, Reject
+from recordbeam.records import COUNTER_NAMESPACE, DROP_MODES, Reject
 from recordbeam.tfrecord.example import Example, FeatureError, make_sequence_example
 from recordbeam.tfrecord.feature_spec import FeatureSpec, observe_sequence
 from recordbeam.tfrecord.framing import RecordWriter
 from recordbeam.tfrecord.wire import encode_example_observed
 from recordbeam.write.commit import ShardResult, _Finalize
+from recordbeam.write.duplicates import (
+    NEAR_UNHASHABLE,
+    DropDuplicates,
+    EarlierSplits,
+    FindDuplicates,
+    ReadKeptHashes,
+    ShardHashes,
+    earlier_splits,
+)
 from recordbeam.write.encoder import Encoded, ExampleEncoder
 from recordbeam.write.incremental import Incremental, _AssignPackedShard, expand_incremental
 from recordbeam.write.incremental_commit import IncrementalFinalize
@@ -125,12 +134,13 @@ class _WriteShard(beam.DoFn):
     also writes the shard's key file (:mod:`recordbeam.dataset.shard_keys`)."""
 
     def __init__(self, encoder: ExampleEncoder, options: ShardOptions, temp_dir: str,
-                 coder: beam.coders.Coder, keys: bool = False) -> None:
+                 coder: beam.coders.Coder, keys: bool = False, hashes: bool = False) -> None:
         self._encoder = encoder
         self._options = options
         self._temp_dir = temp_dir
         self._coder = coder
         self._keys = keys
+        self._hashes = hashes  # write the shard's image hashes, pass them on tagged "hashes"
         self._examples = Metrics.counter(COUNTER_NAMESPACE, "examples_written")
         self._bytes = Metrics.counter(COUNTER_NAMESPACE, "bytes_written")
         self._shards = Metrics.counter(COUNTER_NAMESPACE, "shards_written")
@@ -152,6 +162,7 @@ class _WriteShard(beam.DoFn):
         counts: Counter[str] = Counter()
         entries: list[KeyEntry] = []
         sequence = False
+        hashes = ShardHashes(self._options.near_duplicates) if self._hashes else None
         raw = filesystems.create(temp_path)
         sink = _CountingWriter(raw)
         try:
@@ -177,6 +188,9 @@ class _WriteShard(beam.DoFn):
                     self._rejects.inc()
                     yield TaggedOutput("rejects", reject)
                 if chunks is not None:
+                    if hashes is not None and encoded.image_digest is not None:
+                        source = getattr(element, "path", None) or enc.identity(element)
+                        hashes.add(encoded, writer.records_written, source)
                     writer.write_chunks(chunks)
                 if input_key:
                     entries.append(KeyEntry(key, input_key[0], chunks is not None,
@@ -195,12 +209,20 @@ class _WriteShard(beam.DoFn):
             temp_keys = temp_path + names.KEYS_SUFFIX
             filesystems.write_bytes(temp_keys, encode_keys(ShardKeys(
                 tuple(entries), spec, list_spec if list_spec.examples else None, sequence)))
+        temp_hashes = None
+        if hashes is not None:
+            temp_hashes = temp_path + ".hashes"
+            data = hashes.encode(split, name)
+            filesystems.write_bytes(temp_hashes, data)
+            yield TaggedOutput("hashes", data)
+            if hashes.unhashable:
+                counts[NEAR_UNHASHABLE] += hashes.unhashable
         self._bytes.inc(sink.written)
         self._shards.inc()
         yield ShardResult(
             split, index, count, temp_path, temp_index, writer.records_written, sink.written,
             spec, dict(counts), list_spec if list_spec.examples else None,
-            temp_keys_path=temp_keys,
+            temp_hashes_path=temp_hashes, temp_keys_path=temp_keys,
         )
 
 
@@ -352,12 +374,28 @@ class WriteShards(beam.PTransform):
         if self._incremental is not None:
             return self._expand_incremental(elements)
         p = elements.pipeline
+        coder = beam.coders.registry.get_coder(elements.element_type)
+        finding = self._options.duplicates != "off" and self._encoder.has_images
+        earlier, duplicate_inputs, dropped_rejects = EarlierSplits(), [], []
+        sizes = self._sizes
+        kept = {}
+        if finding:
+            earlier = earlier_splits(self._output_dir, (self._encoder.default_split, *self._splits))
+            if earlier.files:  # hash files of the splits the folder keeps
+                kept = p | "ReadKeptHashes" >> ReadKeptHashes(earlier)
+                duplicate_inputs.append(kept["hashes"])
+            if self._options.duplicates in DROP_MODES:
+                dropped = elements | "DropDuplicates" >> DropDuplicates(
+                    self._encoder, self._options, coder, kept.get("hashes"))
+                elements = dropped["records"]  # element, one copy of each image kept
+                duplicate_inputs.append(dropped["dropped"])
+                dropped_rejects.append(dropped["rejects"])
+                sizes = None  # the reader's sizes count the copies dropped too
         keyed = (
             elements  # element, as the encoder reads it
             | "KeyByIdentity" >> beam.ParDo(
-                _KeyElements(self._encoder, self._options.salt, sized=self._sizes is None))
+                _KeyElements(self._encoder, self._options.salt, sized=sizes is None))
         )  # (split, order_key, planned_bytes, element)
-        sizes = self._sizes
         if sizes is None:
             sizes = keyed | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))  # (split, bytes)
         else:
@@ -366,7 +404,6 @@ class WriteShards(beam.PTransform):
                 lambda split_bytes: (split_bytes[0], split_bytes[1] + overhead))  # (split, bytes)
         totals = sizes | "SumSizes" >> beam.CombinePerKey(sum)  # (split, total_bytes)
         plan_written = self._plan_written(p, totals)
-        coder = beam.coders.registry.get_coder(elements.element_type)
         written = (
             keyed
             | "AssignShard" >> beam.ParDo(_AssignShard(self._options, coder), totals=AsDict(totals))
@@ -374,22 +411,37 @@ class WriteShards(beam.PTransform):
             | "GroupByShard" >> beam.GroupByKey()
             # ((split, shard_index, shard_count), [packed element])
             | "WriteShard" >> beam.ParDo(
-                _WriteShard(self._encoder, self._options, self.temp_dir, coder)
-            ).with_outputs("rejects", main="shards")
-        )  # shards: ShardResult (one per written temp file); rejects: Reject
-        all_rejects, summed, metadata = self._rejects_counts_metadata(p, written.rejects)
+                _WriteShard(self._encoder, self._options, self.temp_dir, coder, hashes=finding)
+            ).with_outputs("rejects", "hashes", main="shards")
+        )  # shards: ShardResult (one per written temp file); rejects: Reject;
+        # hashes: the shard's hash file bytes (with duplicates looked for)
+        duplicates = {}
+        if finding:
+            found = (
+                (written.hashes, *duplicate_inputs)
+                | "AllImageHashes" >> beam.Flatten()  # hash file bytes
+                | "FindDuplicates" >> FindDuplicates(self.temp_dir, self._options, earlier, totals)
+            )
+            duplicates = {"duplicate_parts": AsList(found["parts"])}
+            if kept:
+                duplicates["unreadable_hashes"] = AsList(kept["unreadable"])
+            if "near" in found:
+                duplicates["near_found"] = AsList(found["near"])
+        all_rejects, summed, metadata = self._rejects_counts_metadata(
+            p, written.rejects, *dropped_rejects)
         return (
             p
             | "FinalizeTrigger" >> beam.Create([None])
             | "Finalize" >> beam.ParDo(
                 _Finalize(self._output_dir, self.temp_dir, self._options,
-                          (self._encoder.default_split, *self._splits)),
+                          (self._encoder.default_split, *self._splits), finding, earlier),
                 shards=AsList(written.shards),
                 rejects=AsList(all_rejects),
                 counts=AsDict(summed),
                 metadata=AsIter(metadata),  # dicts merged into the manifest
                 totals=AsDict(totals),
                 plan_written=AsList(plan_written),  # finalize only after the plan file exists
+                **duplicates,  # the parts of duplicates.jsonl, near groups, unread hash files
             )
         )  # the manifest dict, once the output is committed
 
@@ -400,10 +452,10 @@ class WriteShards(beam.PTransform):
             | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))  # None
         )
 
-    def _rejects_counts_metadata(self, p, written_rejects):
+    def _rejects_counts_metadata(self, p, *written_rejects):
         """Every reject (the sources' and the writers'), the sources' counts summed, and
         the metadata dicts: what the finalize step takes besides the shards."""
-        upstream = [written_rejects]
+        upstream = list(written_rejects)
         if self._rejects is not None:
             upstream.append(self._rejects)
         all_rejects = tuple(upstream) | "AllRejects" >> beam.Flatten()  # Reject
