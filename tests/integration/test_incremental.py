@@ -222,7 +222,9 @@ def test_wrong_combinations_are_refused_before_any_work(tmp_path, capsys):
     out = tmp_path / "out"
     for extra, said in ((["--verify-unchanged"], "--verify-unchanged applies to incremental"),
                         (["--compact-below", "0.5"], "--compact-below applies to incremental"),
-                        (["--incremental", "--shards", "4"], "--shards cannot be combined")):
+                        (["--incremental", "--shards", "4"], "--shards cannot be combined"),
+                        (["--incremental", "--duplicates", "drop"], "with --incremental yet"),
+                        (["--incremental", "--near-duplicates"], "with --incremental yet")):
         assert main(corpus.argv(out, *extra)) == 2
         assert said in capsys.readouterr().err
         assert not out.exists()
