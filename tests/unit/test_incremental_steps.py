@@ -149,13 +149,19 @@ def test_rewritten_shards_copy_the_surviving_records_in_order(tmp_path, index):
         assert len(lines) == len(records) and lines[0].startswith("0 ")
 
 
-def test_new_shards_take_numbers_the_version_in_force_does_not_use():
+def test_new_shards_take_numbers_the_version_in_force_does_not_use(tmp_path):
     current = {"splits": {"train": {"shards": [
         {"file": name} for name in ("train-00000.tfrecord", "train-00002.tfrecord",
                                     "train-00003.tfrecord")]}}}
-    free = _free_numbers(current, "train")
+    free = _free_numbers(current, "train", str(tmp_path))
     assert [next(free) for _ in range(3)] == [1, 4, 5]
-    assert next(_free_numbers(current, "val")) == 0
+    assert next(_free_numbers(current, "val", str(tmp_path))) == 0
+    # Files we did not write take their numbers too: never replaced by a new shard.
+    (tmp_path / "train-00004.tfrecord.keys").write_bytes(b"theirs")
+    (tmp_path / "val-00000.tfrecord").write_bytes(b"theirs")
+    free = _free_numbers(current, "train", str(tmp_path))
+    assert [next(free) for _ in range(3)] == [1, 5, 6]
+    assert next(_free_numbers(current, "val", str(tmp_path))) == 1
 
 
 def test_tfds_lengths_of_numbered_shards_are_zero_where_no_file_is():
