@@ -151,6 +151,7 @@ def test_other_options_or_a_folder_of_a_plain_run_rebuild_the_split_and_say_why(
     assert last_run(out)["rebuilt"] == "it was not written by an incremental run"
     names = sorted(p.name for p in out.iterdir() if ".tfrecord" in p.name)
     assert not set(plain) & set(names)  # the plain run's shards are gone, ours only
+    assert not (out / "hashes").exists() and not (out / "duplicates.jsonl").exists()
     assert all(".keys" in n or n.count("-") == 1 for n in names)
     _incremental(corpus, out, "--index")
     assert last_run(out)["rebuilt"] == "the options changed (shards.index)"

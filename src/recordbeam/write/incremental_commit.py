@@ -38,6 +38,7 @@ from recordbeam.write.commit import (
     _remove_stale_tfds_files,
     _remove_temp_dirs,
     _rename_logged,
+    _split_of_hash_file,
 )
 from recordbeam.write.incremental import (
     CLASSES,
@@ -185,11 +186,17 @@ class IncrementalFinalize(_Finalize):
                        [filesystems.join(out, name) for name in staged],
                        "the metadata files of the new version")
         listed = _listed_names(final)
-        stale = [p for p in sorted(known) if "/" not in p and p not in listed and (
-            p in recorded_files
-            or (names.is_shard_file(p) and manifest.split_of_shard_file(p) in owned))]
+        stale = [p for p in sorted(known) if p not in listed and (
+            ("/" not in p and p in recorded_files)
+            or ("/" not in p and names.is_shard_file(p) and manifest.split_of_shard_file(p) in owned)
+            # a plain run's image hashes and duplicate lists: an incremental run keeps none
+            or (names.is_hash_file(p) and _split_of_hash_file(p) in owned)
+            or (p in (names.DUPLICATES, names.NEAR_DUPLICATES) and p not in staged))]
         _delete_logged(out, stale, f"files of the previous version, no longer listed "
                                    f"(version {final['version']} is committed)")
+        if any(names.is_hash_file(p) for p in stale) and not any(
+                names.is_hash_file(p) for p in known if p not in stale):
+            filesystems.remove_tree(filesystems.join(out, names.HASHES_FOLDER))  # now empty
         _remove_stale_tfds_files(out, final, known)
         _remove_temp_dirs(out, self._temp_dir, lock)
 
