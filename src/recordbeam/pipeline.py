@@ -544,8 +544,11 @@ def run(
     failed_rejects = _failed_rejects_state(output_dir)
     try:
         if not dry_run:
+            # A job written for a later launch (--template_location) runs without this
+            # process too: its commit gives the lock up.
+            left = detach or bool(options.view_as(GoogleCloudOptions).template_location)
             lock = folder_lock.acquire(output_dir, folder_lock.run_id_of(sink.temp_dir),
-                                       command=command, detached=detach, break_lock=break_lock)
+                                       command=command, detached=left, break_lock=break_lock)
         if is_local(options):
             _run_locally(p, sink, output_dir, show_progress)
         else:

@@ -19,6 +19,7 @@ import pytest
 from beam_services import fake_dataflow, free_port
 
 from recordbeam.cli.main import main
+from recordbeam.dataset import folder_lock
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,7 @@ def test_dataflow_submission_shows_beams_job_lines_and_our_detach_line(
     assert (tmp_path / "fake_dataflow.log").read_text().count('"POST /v1b3/projects/'
                                                               'example-project/locations/'
                                                               'us-central1/jobs') == 1
-    assert not out.exists()  # the job writes it, and this job never runs
+    _held_for_the_job(out)  # the job writes the rest, and this job never runs
 
 
 def test_a_flex_template_launch_writes_the_job_and_exits_zero(coco_sample, tmp_path,
@@ -92,7 +93,7 @@ def test_a_flex_template_launch_writes_the_job_and_exits_zero(coco_sample, tmp_p
     job = json.loads(job_file.read_text())
     assert job["type"] == "JOB_TYPE_BATCH"
     assert job["environment"]["tempStoragePrefix"] == str(tmp_path / "temp")
-    assert not out.exists()
+    _held_for_the_job(out)
 
 
 def test_template_location_is_refused_off_dataflow(coco_sample, tmp_path, capsys):
@@ -103,3 +104,12 @@ def test_template_location_is_refused_off_dataflow(coco_sample, tmp_path, capsys
     assert ("--template_location is honoured by DataflowRunner only"
             in capsys.readouterr().err)
     assert not (tmp_path / "job").exists()
+
+
+def _held_for_the_job(out: Path) -> None:
+    """OUT holds only its lock, naming the job's run and no process of this machine: the
+    job's commit gives it up, and a later run here does not take it for a dead one."""
+    assert sorted(p.name for p in out.iterdir()) == [folder_lock.LOCK]
+    held = folder_lock.read(str(out))
+    assert held is not None and held.run is not None
+    assert held.pid is None
