@@ -113,6 +113,21 @@ def shard_options(values: Mapping[str, Any]):
     if values["duplicates"] == "off" and values["near_duplicates"]:
         raise UsageError("--near-duplicates would be ignored with --duplicates off; drop one "
                          "of them")
+    incremental = values["incremental"]
+    if values["verify_unchanged"] and not incremental:
+        raise UsageError("--verify-unchanged applies to incremental runs only: add "
+                         "--incremental, or drop --verify-unchanged")
+    if values["compact_below"] is not None and not incremental:
+        raise UsageError("--compact-below applies to incremental runs only: add --incremental, "
+                         "or drop --compact-below")
+    if incremental and values["shards"] is not None:
+        raise UsageError("--shards cannot be combined with --incremental: an incremental run "
+                         "keeps the shards that did not change and cuts its new ones by "
+                         "--shard-size; drop --shards")
+    if incremental and (values["duplicates"] not in ("keep", "off") or values["near_duplicates"]):
+        raise UsageError("--duplicates drop and --near-duplicates cannot be combined with "
+                         "--incremental yet (an incremental run does not look for "
+                         "duplicates); drop one of them")
 
     return ShardOptions(
         num_shards=values["shards"], shard_size=parse_size(str(values["shard_size"])),
@@ -120,6 +135,9 @@ def shard_options(values: Mapping[str, Any]):
         max_reject_fraction=values["max_reject_fraction"],
         max_annotation_reject_fraction=values.get("max_annotation_reject_fraction"),
         duplicates=values["duplicates"], near_duplicates=values["near_duplicates"],
+        incremental=incremental,
+        input_key="content" if values["verify_unchanged"] else "stat",
+        compact_below=values["compact_below"] or 0.0,
     )
 
 

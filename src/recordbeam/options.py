@@ -292,6 +292,17 @@ def output_options() -> tuple[Option, ...]:
         Option("if_changed", "exit 0 at once when OUT already holds a finished output of the "
                "same inputs (names, sizes, modification times), options and recordbeam version "
                "(default: always convert)", Flag(), default=False),
+        Option("incremental", "keep the shards of OUT whose examples did not change and "
+               "encode only new and changed inputs (an image's name, size and modification "
+               "time, and its own annotations); other options or another recordbeam version "
+               "rebuild the split (default: rebuild the split)", Flag(), default=False),
+        Option("verify_unchanged", "with --incremental: compare images by the hash of their "
+               "bytes (every image is read) instead of their size and modification time (default: "
+               "off)",
+               Flag(), default=False),
+        Option("compact_below", "with --incremental: fold shards smaller than F (0 to 1) times "
+               "--shard-size into shards near --shard-size (default: never)",
+               Fraction(zero_allowed=False, one_allowed=True), metavar="F"),
     )
 
 

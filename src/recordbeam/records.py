@@ -25,6 +25,9 @@ class ImageRecord:
         split: output split name, e.g. ``train``.
         labels: what the input kind knows about the image (objects, class...), read by
             the matching example builder.
+        modified: the modification time (seconds) of each file the example is made from,
+            as the listing gave it, in the order its encoder's ``input_files`` names them
+            (one for most formats: ``path``); what ``--incremental`` compares, unopened.
     """
 
     identity: str
@@ -32,6 +35,7 @@ class ImageRecord:
     size: int
     split: str = "train"
     labels: Mapping[str, Any] = field(default_factory=dict)
+    modified: tuple[float, ...] = ()
 
 
 #: The namespace of recordbeam's Beam metrics (examples written, rejects, unlisted files...).

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import gcs_emulator
 import pytest
+from growing_corpus import Corpus, examples, globbed_examples, store_argv, sync
 
 import recordbeam
 from recordbeam.cli.main import main
@@ -305,3 +307,39 @@ def test_bracketed_gcs_folders_are_literal_names(gcs, coco_sample):
     assert main(argv) == 0  # the rerun deletes and renames by literal names
     assert not [n for n in gcs.names("gs://data/out [v2]") if n.startswith(TEMP_PREFIX)]
     assert json.loads(gcs.read(f"gs://data/out [v2]/{MANIFEST}"))["splits"]["train"] == train
+
+
+def test_incremental_runs_from_gcs_to_gcs_keep_what_did_not_change(gcs, tmp_path):
+    """A corpus synced to gs:// grows and changes; an incremental run from gs:// to gs://
+    keeps the shards that did not change and holds what a full rebuild holds."""
+    rng = random.Random(9)
+    corpus = Corpus.make("coco", tmp_path / "in", 9)
+    bucket = gcs.client.bucket("data")
+
+    def put(name, path):
+        bucket.blob(f"corpus/{name}").upload_from_filename(path)
+
+    def delete(name):
+        bucket.blob(f"corpus/{name}").delete()
+
+    synced = sync(corpus.root, {}, put, delete)
+    argv = store_argv("coco", "gs://data/corpus", "gs://data/inc", "--incremental",
+                      "--shard-size", "4KiB")
+    assert main(argv) == 0
+    for what in ("delete", "relabel", "repaint", "add", "add"):
+        corpus.mutate(what, rng)
+    corpus.write()
+    sync(corpus.root, synced, put, delete)
+    assert main(argv) == 0
+    local = tmp_path / "inc"
+    for name, data in gcs.snapshot("gs://data/inc").items():
+        (local / name).parent.mkdir(parents=True, exist_ok=True)
+        (local / name).write_bytes(data)
+    run = json.loads((local / MANIFEST).read_text())["history"][-1]["splits"]["train"]
+    assert (run["added"], run["removed"]) == (2, 1) and run["changed"] in (1, 2)
+    assert run["shards_kept"] > 0
+    full = tmp_path / "full"
+    assert main(corpus.argv(full, "--shard-size", "4KiB")) == 0
+    assert examples(local) == examples(full)
+    assert globbed_examples(local) == examples(full)  # no dead shard left in the bucket
+    assert not [name for name in gcs.names("gs://data/inc") if name.startswith(".")]

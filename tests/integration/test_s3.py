@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+from pathlib import Path
 
 import pytest
+from growing_corpus import Corpus, examples, globbed_examples, store_argv, sync
 
 from recordbeam.cli.main import main
 from recordbeam.tfrecord.example import decode_example
@@ -104,3 +107,47 @@ def test_bracketed_s3_folders_are_literal_names(s3, coco_sample):
 def _reject_sources(client) -> list[str]:
     body = client.get_object(Bucket="data", Key="out [v2]/rejects.jsonl")["Body"].read()
     return [json.loads(line)["source"] for line in body.decode().splitlines()]
+
+
+def test_incremental_runs_from_s3_to_s3_keep_what_did_not_change(s3, tmp_path):
+    """A corpus synced to S3 grows and changes; an incremental run from s3:// to s3://
+    keeps the shards that did not change and holds what a full rebuild holds."""
+    client, s3_args = s3
+    rng = random.Random(9)
+    corpus = Corpus.make("coco", tmp_path / "in", 9)
+    # A rejected image: Beam's S3 writer cannot write an empty object (a multipart upload
+    # of no part), such as the rejects.jsonl of a run without rejects.
+    corpus.mutate("break", rng)
+    corpus.write()
+
+    def put(name, path):
+        client.upload_file(path, "data", f"corpus/{name}")
+
+    def delete(name):
+        client.delete_object(Bucket="data", Key=f"corpus/{name}")
+
+    synced = sync(corpus.root, {}, put, delete)
+    argv = store_argv("coco", "s3://data/corpus", "s3://data/inc", "--incremental",
+                      "--shard-size", "4KiB", *s3_args)
+    assert main(argv) == 0
+    for what in ("delete", "relabel", "repaint", "add", "add"):
+        corpus.mutate(what, rng)
+    corpus.write()
+    sync(corpus.root, synced, put, delete)
+    assert main(argv) == 0
+    local = _download(client, "inc/", tmp_path / "inc")
+    run = json.loads((local / "manifest.json").read_text())["history"][-1]["splits"]["train"]
+    assert (run["added"], run["removed"]) == (2, 1) and run["changed"] in (1, 2)
+    assert run["shards_kept"] > 0
+    full = tmp_path / "full"
+    assert main(corpus.argv(full, "--shard-size", "4KiB")) == 0
+    assert examples(local) == examples(full)
+    assert globbed_examples(local) == examples(full)  # no dead shard left in the bucket
+
+
+def _download(client, prefix: str, into) -> Path:
+    for item in client.list_objects_v2(Bucket="data", Prefix=prefix)["Contents"]:
+        target = into / item["Key"].removeprefix(prefix)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        client.download_file("data", item["Key"], str(target))
+    return into

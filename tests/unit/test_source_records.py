@@ -31,7 +31,7 @@ from recordbeam.sources.coco.records import (
 from recordbeam.sources.record_coder import ImageRecordCoder
 
 MESSAGES = [
-    ListedFile("/data/images/a b.jpg", 123_456),
+    ListedFile("/data/images/a b.jpg", 123_456, 1735689600.25),
     ListedFile("/data/\\udcff.jpg", 0),
     ImageEntry(7, "a b.jpg", 640, 480),
     ImageEntry("img-7", "sub/a.jpg", None, None),
@@ -39,7 +39,7 @@ MESSAGES = [
     AnnotationBatch(7, pack_annotations([Annotation(1, 3, (0.0, 1.0, 2.0, 3.0), 6.0, 0)])),
     ImageNotLocated("duplicate_file_name"),
     LocatedImage(7, "a.jpg", "/data/images/a.jpg", 99, 640, 480),
-    LocatedImage("7", "a.jpg", "gs://bucket/a.jpg", 1, None, 3),
+    LocatedImage("7", "a.jpg", "gs://bucket/a.jpg", 1, None, 3, 1735689600.123456),
 ]
 
 
@@ -53,11 +53,11 @@ def test_join_messages_survive_their_coder_with_every_field(message):
 
 
 def test_join_messages_are_encoded_without_class_or_field_names():
-    located = LocatedImage(7, "a.jpg", "/d/a.jpg", 99, 640, 480)
+    located = LocatedImage(7, "a.jpg", "/d/a.jpg", 99, 640, 480, 1.5e9)
     encoded = JoinMessageCoder().encode(located)
     assert b"LocatedImage" not in encoded and b"image_id" not in encoded
-    # kind byte, id, two length-prefixed texts, size, width, height
-    assert len(encoded) < len("a.jpg") + len("/d/a.jpg") + 16
+    # kind byte, id, two length-prefixed texts, size, width, height, modification time
+    assert len(encoded) < len("a.jpg") + len("/d/a.jpg") + 16 + 8
     assert len(encoded) < len(pickle.dumps(located, protocol=pickle.HIGHEST_PROTOCOL)) / 3
 
 

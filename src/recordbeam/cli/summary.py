@@ -31,6 +31,7 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     for name, e in entries:
         rows.append((f"  {name}", f"{counted(e['examples'], 'example')} in "
                                   f"{counted(len(e['shards']), 'shard')}"))
+    rows += incremental_rows(result.manifest, [name for name, _ in entries])
     rejects: Counter[str] = Counter()
     warnings: Counter[str] = Counter()
     counts: Counter[str] = Counter()
@@ -53,6 +54,31 @@ def summary_table(result: Any, splits: Sequence[str]) -> str:
     width = max(len(k) for k, _ in rows)
     table = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
     return table + _missing_folder_note(examples, rejects, counts)
+
+
+def incremental_rows(manifest: dict[str, Any], splits: Sequence[str]) -> list[tuple[str, str]]:
+    """What an incremental run did to each split (added, changed, removed; shards kept,
+    rewritten, written), from the last run of the manifest's history; none for other runs."""
+    runs = manifest.get("history") or [{}]
+    run = runs[-1]
+    if not run.get("incremental"):
+        return []
+    rows = [("version", str(manifest.get("version", "")))]
+    for split in splits:
+        done = run.get("splits", {}).get(split)
+        if done is None:
+            continue
+        rows.append((f"  {split} inputs", ", ".join(
+            f"{done.get(name, 0)} {name}" for name in ("added", "changed", "removed", "unchanged"))))
+        rows.append((f"  {split} shards", (
+            f"{done.get('shards_kept', 0)} kept, {done.get('shards_rewritten', 0)} rewritten "
+            f"({done.get('records_copied', 0)} records copied), "
+            f"{done.get('shards_written', 0)} written, {done.get('shards_removed', 0)} removed")))
+        if done.get("rebuilt"):
+            rows.append((f"  {split} rebuilt", f"every input encoded: {done['rebuilt']}"))
+        for lost in done.get("shards_unusable", []):
+            rows.append((f"  {split} shard not kept", f"{lost['file']}: {lost['why']}"))
+    return rows
 
 
 def _duplicate_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:

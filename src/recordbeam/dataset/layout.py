@@ -41,6 +41,7 @@ from recordbeam.dataset.names import (
     hash_file_name,
     is_hash_file,
     is_shard_file,
+    keys_file_name,
     shard_name,
 )
 from recordbeam.dataset.tfds import files_for as tfds_files_for
@@ -245,17 +246,29 @@ def known_files(output_dir: str, files: list[str] | None = None) -> set[str]:
     names: set[str] = set()
     manifest = recorded_manifest(output_dir, files)
     if manifest is not None:
-        names |= {MANIFEST, LABELS, REJECTS, DUPLICATES, NEAR_DUPLICATES}
-        for entry in manifest.get("splits", {}).values():
-            for shard in entry.get("shards", []):
-                names |= {shard["file"], shard["file"] + ".idx"}
-                if entry.get("image_hashes"):
-                    names.add(hash_file_name(shard["file"]))
-        names |= set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
+        names |= {MANIFEST, LABELS, REJECTS, DUPLICATES, NEAR_DUPLICATES} | _listed_files(manifest)
     for path in _in_recorded_temp_folders(output_dir, files, COMMIT_PLAN):
         plan = _read_json(filesystems.join(output_dir, path)) or {}
         names |= set(plan.get("files", []))
+    # An incremental commit cut short after its manifest: the files of the version it
+    # replaced are still there, listed by the manifest its temp folder keeps.
+    for path in _in_recorded_temp_folders(output_dir, files, PREVIOUS_MANIFEST):
+        previous = _read_json(filesystems.join(output_dir, path))
+        if _is_ours(previous):
+            names |= _listed_files(previous)
     return known | {p for p in files if p in names}
+
+
+def _listed_files(manifest: dict[str, Any]) -> set[str]:
+    """The shards a manifest lists with their index, key and hash files, and its TFDS
+    files."""
+    names = set()
+    for entry in manifest.get("splits", {}).values():
+        for shard in entry.get("shards", []):
+            names |= {shard["file"], shard["file"] + ".idx", keys_file_name(shard["file"])}
+            if entry.get("image_hashes"):
+                names.add(hash_file_name(shard["file"]))
+    return names | set(tfds_files_for(manifest))  # dataset_info.json, features.json, *.labels.txt
 
 
 def check_labels_agree(output_dir: str, owned: Iterable[str],

@@ -218,8 +218,28 @@ def dataset_manifest(splits: Mapping[str, dict[str, Any]], dataset_meta: Mapping
     return manifest
 
 
+#: Runs a manifest's ``history`` keeps; older ones are dropped (``history_dropped``
+#: counts them), so the manifest does not grow with every nightly run.
+HISTORY_RUNS = 1000
+
+
+def with_version(final: dict[str, Any], previous: Mapping[str, Any],
+                 run: Mapping[str, Any]) -> dict[str, Any]:
+    """``final`` as the next version of ``previous``: ``version`` one higher (1 for a
+    folder without one), and ``run`` (what it added, changed, removed...) appended to the
+    ``history`` of runs."""
+    version = int(previous.get("version", 0)) + 1
+    history = [*previous.get("history", []), {"version": version, **run}]
+    dropped = int(previous.get("history_dropped", 0)) + max(0, len(history) - HISTORY_RUNS)
+    versioned = {**final, "version": version, "history": history[-HISTORY_RUNS:]}
+    if dropped:
+        versioned["history_dropped"] = dropped
+    return versioned
+
+
 def split_of_shard_file(name: str) -> str:
-    """``train-00001-of-00004.tfrecord.gz`` -> ``train``."""
+    """``train-00001-of-00004.tfrecord.gz`` -> ``train``; ``train-00012.tfrecord`` (a shard
+    incremental runs keep) -> ``train``."""
     return name.rsplit("-of-", 1)[0].rsplit("-", 1)[0]
 
 

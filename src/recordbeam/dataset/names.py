@@ -29,8 +29,13 @@ METADATA_FILES = frozenset({MANIFEST, LABELS, REJECTS, FAILED_REJECTS, DUPLICATE
                             NEAR_DUPLICATES})
 
 _SHARD_NAME = re.compile(
-    r"^[A-Za-z0-9_.\-]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zz)?(\.idx)?$"
+    r"^[A-Za-z0-9_.\-]+-\d{5}(-of-\d{5})?\.tfrecord(\.gz|\.zz)?(\.idx|\.keys)?$"
 )
+_INDEXED_SHARD = re.compile(r"^([A-Za-z0-9_]+)-(\d{5})\.tfrecord(\.gz|\.zz)?$")
+
+#: The suffix of a shard's key file (:mod:`recordbeam.dataset.shard_keys`), written beside
+#: each shard of a split kept by ``--incremental`` runs.
+KEYS_SUFFIX = ".keys"
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _HASH_FILE = re.compile(rf"^{HASHES_FOLDER}/[A-Za-z0-9_.\-]+-\d{{5}}-of-\d{{5}}\.hashes$")
 
@@ -41,6 +46,25 @@ class OutputFolderError(UsageError):
 
 def shard_name(split: str, index: int, count: int, compression: Compression) -> str:
     return f"{split}-{index:05d}-of-{count:05d}{shard_suffix(compression)}"
+
+
+def indexed_shard_name(split: str, index: int, compression: Compression) -> str:
+    """The name of shard ``index`` of a split that incremental runs keep:
+    ``train-00012.tfrecord``. Its number never depends on how many shards the split has,
+    so a shard that does not change keeps its name from one version to the next."""
+    return f"{split}-{index:05d}{shard_suffix(compression)}"
+
+
+def indexed_shard_number(name: str) -> int | None:
+    """The number of an incremental run's shard (``train-00012.tfrecord`` -> 12), None for
+    any other name (``train-00000-of-00004.tfrecord`` included)."""
+    match = _INDEXED_SHARD.match(name)
+    return int(match.group(2)) if match else None
+
+
+def keys_file_name(shard: str) -> str:
+    """The key file beside the shard ``shard``: ``train-00012.tfrecord.keys``."""
+    return shard + KEYS_SUFFIX
 
 
 #: The longest split name: shard files are named ``<split>-00000-of-00001.tfrecord.gz.idx``
@@ -62,7 +86,9 @@ def check_split_name(split: str) -> str:
 
 
 def is_shard_file(name: str) -> bool:
-    """A shard or its index, by name: ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx]``."""
+    """A shard, its index or its key file, by name:
+    ``{split}-{i:05d}-of-{n:05d}.tfrecord[.gz|.zz][.idx|.keys]``, or
+    ``{split}-{i:05d}.tfrecord...`` for the shards incremental runs keep."""
     return bool(_SHARD_NAME.match(name))
 
 

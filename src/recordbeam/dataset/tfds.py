@@ -8,7 +8,11 @@ write all of them from the manifest at finalize time; TFDS is not imported.
 File names: TFDS's default shard name is ``{name}-{split}.tfrecord-{i:05d}-of-{n:05d}``,
 but each ``SplitInfo`` may declare a ``filepathTemplate``. Ours is
 ``{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}``, which TFDS expands to exactly our
-``train-00000-of-00004.tfrecord``, so nothing is renamed or duplicated.
+``train-00000-of-00004.tfrecord``, so nothing is renamed or duplicated. The shards of a
+split incremental runs keep are numbered without their count (``train-00012.tfrecord``,
+:mod:`recordbeam.write.incremental`): their template is ``{SPLIT}-{SHARD_INDEX}.{FILEFORMAT}``
+and a number no file holds (a shard of an earlier version) has length 0, which TFDS skips
+without opening.
 
 Features keep their flat names (``image/encoded``, ``image/object/bbox/xmin``), the keys
 ``tf.io.parse_single_example`` and :mod:`recordbeam.dataset.reader` use too:
@@ -35,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from recordbeam.dataset.class_names import name_problem
+from recordbeam.dataset.names import indexed_shard_number
 from recordbeam.dataset.schema import FeatureShape, feature_shapes, image_features, label_features
 
 __all__ = [
@@ -51,6 +56,7 @@ __all__ = [
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
 FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"
+INDEXED_TEMPLATE = "{SPLIT}-{SHARD_INDEX}.{FILEFORMAT}"
 VERSION = "1.0.0"
 #: The most label values a ``ClassLabel`` names (one line each, ``unused_<value>`` for gaps):
 #: past it the labels are written as plain integers (ids far apart, as COCO's may be).
@@ -185,15 +191,7 @@ def dataset_info_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "version": VERSION,
         "fileFormat": "tfrecord",
-        "splits": [
-            {
-                "name": name,
-                "numBytes": str(entry["bytes"]),
-                "shardLengths": [str(s["examples"]) for s in entry["shards"]],
-                "filepathTemplate": FILEPATH_TEMPLATE,
-            }
-            for name, entry in sorted(splits.items())
-        ],
+        "splits": [_split_info(name, entry) for name, entry in sorted(splits.items())],
     }
     keys = _supervised_keys(manifest, feature_shapes(manifest))
     if keys:
@@ -201,9 +199,29 @@ def dataset_info_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
+def _split_info(name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One split's ``SplitInfo``: its shard lengths in the order of its template's names."""
+    shards = entry["shards"]
+    numbers = [indexed_shard_number(s["file"]) for s in shards]
+    if shards and None not in numbers:  # numbered shards: a length per number, 0 for gaps
+        lengths = ["0"] * (max(numbers) + 1)
+        for number, shard in zip(numbers, shards, strict=True):
+            lengths[number] = str(shard["examples"])
+        template = INDEXED_TEMPLATE
+    else:
+        lengths, template = [str(s["examples"]) for s in shards], FILEPATH_TEMPLATE
+    return {"name": name, "numBytes": str(entry["bytes"]), "shardLengths": lengths,
+            "filepathTemplate": template}
+
+
 def _readable_by_tfds(manifest: Mapping[str, Any]) -> bool:
-    shard_files = [s["file"] for e in manifest.get("splits", {}).values() for s in e["shards"]]
-    return bool(manifest.get("features")) and all(f.endswith(".tfrecord") for f in shard_files)
+    """Uncompressed shards, named in each split by one template."""
+    for entry in manifest.get("splits", {}).values():
+        files = [s["file"] for s in entry["shards"]]
+        numbered = {indexed_shard_number(f) is not None for f in files}
+        if len(numbered) > 1 or not all(f.endswith(".tfrecord") for f in files):
+            return False
+    return bool(manifest.get("features"))
 
 
 def files_for(manifest: Mapping[str, Any]) -> dict[str, bytes]:

@@ -240,6 +240,7 @@ class JoinMessage:
 class AnnotationFile(JoinMessage):
     path: str
     split: str = ""  # the listing's split, "" when it has none
+    modified: float = 0.0  # as listed: an image embedded in it changes with it
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +248,7 @@ class ImageFile(JoinMessage):
     path: str
     size: int
     split: str = ""
+    modified: float = 0.0  # as listed
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +260,7 @@ class ParsedAnnotationFile(JoinMessage):
     split: str = ""
     annotation: ParsedAnnotation | None = None
     failure: tuple[str, str] | None = None
+    modified: float = 0.0
 
     def parsed(self) -> ParsedAnnotation:
         """The annotation; raises :class:`AnnotationFileError` for one that failed."""
@@ -285,7 +288,8 @@ def _read_text(stream) -> str:
 
 class JoinMessageCoder(beam.coders.Coder):
     """A :class:`JoinMessage` as a kind byte and its fields (text length-prefixed,
-    ``surrogatepass``; the size a varint): the join holds one per file."""
+    ``surrogatepass``; the size a varint, a modification time a double): the join holds
+    one per file."""
 
     def encode(self, value: JoinMessage) -> bytes:
         out = create_OutputStream()
@@ -293,11 +297,13 @@ class JoinMessageCoder(beam.coders.Coder):
             out.write_byte(0)
             _write_text(out, value.path)
             _write_text(out, value.split)
+            out.write_bigendian_double(value.modified)
         elif type(value) is ImageFile:
             out.write_byte(1)
             _write_text(out, value.path)
             out.write_var_int64(value.size)
             _write_text(out, value.split)
+            out.write_bigendian_double(value.modified)
         elif type(value) is SplitEntry:
             out.write_byte(2)
             _write_text(out, value.split)
@@ -306,6 +312,7 @@ class JoinMessageCoder(beam.coders.Coder):
             out.write_byte(3)
             _write_text(out, value.path)
             _write_text(out, value.split)
+            out.write_bigendian_double(value.modified)
             out.write(_parsed_annotation_bytes(value.annotation, value.failure), True)
         return out.get()
 
@@ -313,13 +320,16 @@ class JoinMessageCoder(beam.coders.Coder):
         stream = create_InputStream(encoded)
         kind = stream.read_byte()
         if kind == 0:
-            return AnnotationFile(_read_text(stream), _read_text(stream))
+            return AnnotationFile(_read_text(stream), _read_text(stream),
+                                  stream.read_bigendian_double())
         if kind == 1:
-            return ImageFile(_read_text(stream), stream.read_var_int64(), _read_text(stream))
+            return ImageFile(_read_text(stream), stream.read_var_int64(), _read_text(stream),
+                             stream.read_bigendian_double())
         if kind == 2:
             return SplitEntry(_read_text(stream), _read_text(stream))
-        path, split = _read_text(stream), _read_text(stream)
-        return ParsedAnnotationFile(path, split, *_parsed_annotation_of(stream.read_all(True)))
+        path, split, modified = _read_text(stream), _read_text(stream), stream.read_bigendian_double()
+        return ParsedAnnotationFile(path, split, *_parsed_annotation_of(stream.read_all(True)),
+                                    modified=modified)
 
     def to_type_hint(self) -> type:
         return JoinMessage
@@ -361,6 +371,11 @@ def file_id(folder: str, path: str, scope: str = "") -> str:
     """The id of a file: its path below ``folder`` without the extension, after ``scope``."""
     stem = posixpath.splitext(filesystems.relative_name(folder, path))[0]
     return f"{scope}/{stem}" if scope else stem
+
+
+def listed_time(meta: FileMetadata) -> float:
+    """A listed file's modification time in seconds (0.0 where the filesystem gives none)."""
+    return float(meta.last_updated_in_seconds or 0.0)
 
 
 def text_metadata(meta: FileMetadata) -> FileMetadata:
@@ -458,9 +473,9 @@ class _List(beam.DoFn):
                 if key is None:
                     yield TaggedOutput("counts", (listing.skipped, 1))
                 elif is_annotation:
-                    yield key, AnnotationFile(meta.path, split)
+                    yield key, AnnotationFile(meta.path, split, listed_time(meta))
                 else:
-                    yield key, ImageFile(meta.path, meta.size_in_bytes, split)
+                    yield key, ImageFile(meta.path, meta.size_in_bytes, split, listed_time(meta))
 
     def _listed(self, pattern: str):
         for meta in filesystems.iter_match(pattern):
@@ -512,6 +527,7 @@ class ParsedImage(NamedTuple):
     objects: tuple[NamedObject, ...]
     annotation: str | None  # the annotation file's path
     embedded: bool = False  # ``path`` is the annotation file, whose embedded image is written
+    modified: float = 0.0  # of the file at ``path``, as listed
 
 
 class _JoinAndParse(beam.DoFn):
@@ -533,7 +549,9 @@ class _JoinAndParse(beam.DoFn):
         annotations = sorted({(m.path, "") for m in messages
                               if type(m) in (AnnotationFile, ParsedAnnotationFile)})
         parsed_before = {m.path: m for m in messages if type(m) is ParsedAnnotationFile}
-        images = sorted({(m.path, m.size, "") for m in messages if type(m) is ImageFile})
+        annotation_times = {m.path: m.modified for m in messages
+                            if type(m) in (AnnotationFile, ParsedAnnotationFile)}
+        images = sorted({(m.path, m.size, m.modified) for m in messages if type(m) is ImageFile})
         listed = sorted({(m.split, m.where) for m in messages if type(m) is SplitEntry})
         splits = sorted({split for split, _where in listed})
         orphan = fmt.annotations_need_images and annotations and not images
@@ -572,12 +590,12 @@ class _JoinAndParse(beam.DoFn):
                     yield TaggedOutput("rejects", Reject(
                         "image", annotation_path, bad.reason, bad.detail, split))
                 return
-        image = self._choose_image(image_id, annotation_path, annotation,
-                                   [(path, size) for path, size, _split in images])
+        image = self._choose_image(image_id, annotation_path, annotation, images)
         embedded = (not images and annotation is not None
                     and annotation.embedded_image_size is not None)
         if embedded:  # no image file: the one inside the annotation file is written
-            image = (annotation_path, annotation.embedded_image_size)
+            image = (annotation_path, annotation.embedded_image_size,
+                     annotation_times[annotation_path])
         if isinstance(image, Reject):
             # The objects go with the image; warnings about the file itself still hold.
             warnings = [r for r in annotation.rejects if r.kind == "warning"] if annotation else []
@@ -585,7 +603,7 @@ class _JoinAndParse(beam.DoFn):
                 for reject in (image, *warnings):
                     yield TaggedOutput("rejects", replace(reject, split=split))
             return
-        path, size = image
+        path, size, modified = image
         if annotation is None:
             for split in splits:
                 if split in fmt.unlabeled_splits:
@@ -604,11 +622,12 @@ class _JoinAndParse(beam.DoFn):
                 yield TaggedOutput("rejects", replace(reject, split=split))
             filename = posixpath.basename(annotation.filename if embedded else path)
             yield ParsedImage(image_id, split, path, size, filename, annotation.width,
-                              annotation.height, annotation.objects, annotation_path, embedded)
+                              annotation.height, annotation.objects, annotation_path, embedded,
+                              modified)
 
     def _choose_image(self, image_id: str, annotation_path: str | None,
                       annotation: ParsedAnnotation | None,
-                      images: list[tuple[str, int]]) -> tuple[str, int] | Reject:
+                      images: list[tuple[str, int, float]]) -> tuple[str, int, float] | Reject:
         named = annotation.filename if annotation else None
         if named is not None:
             matching = [image for image in images if posixpath.basename(image[0]) == named]
@@ -622,7 +641,7 @@ class _JoinAndParse(beam.DoFn):
             return Reject("image", annotation_path or image_id, "missing", (
                 f"{annotation_path} has no image: no {wanted} "
                 f"({self._format.missing_image_hint})"))
-        names = ", ".join(posixpath.basename(path) for path, _size in images)
+        names = ", ".join(posixpath.basename(path) for path, _size, _modified in images)
         return Reject("image", images[0][0], "duplicate_file_name", (
             f"{len(images)} images have the id {image_id!r} ({names}) and "
             f"{annotation_path or 'no annotation file'} names none of them; keep one"))
@@ -669,10 +688,12 @@ class _ParseNamingImage(beam.DoFn):
                                             message.path)
         except AnnotationFileError as bad:
             yield own_id, ParsedAnnotationFile(message.path, message.split,
-                                               failure=(bad.reason, bad.detail))
+                                               failure=(bad.reason, bad.detail),
+                                               modified=message.modified)
             return
         yield (annotation.image_id or own_id,
-               ParsedAnnotationFile(message.path, message.split, annotation))
+               ParsedAnnotationFile(message.path, message.split, annotation,
+                                    modified=message.modified))
 
 
 class SortedNames(beam.CombineFn):
@@ -754,7 +775,7 @@ def build_record(parsed: ParsedImage, classes: Sequence[str],
     if parsed.embedded:  # only then: every other record keeps the labels it always had
         labels[IMAGE_IN_ANNOTATION] = True
     yield ImageRecord(identity=parsed.image_id, path=parsed.path, size=parsed.size,
-                      split=parsed.split, labels=labels)
+                      split=parsed.split, labels=labels, modified=(parsed.modified,))
 
 
 def label_metadata(classes: Sequence[str]) -> dict[str, Any]:

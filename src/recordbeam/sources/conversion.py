@@ -16,6 +16,7 @@ from recordbeam.images.transcode import ImageFixes
 from recordbeam.sources.annotated_files import label_metadata
 from recordbeam.sources.fingerprint import fingerprint
 from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.incremental import Incremental
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
@@ -63,9 +64,11 @@ def write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, out
     metadata = read["metadata"] | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
     )
+    incremental = (Incremental(settings, shards.input_key, shards.compact_below)
+                   if shards.incremental else None)
     sink = WriteShards(
         output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
-        metadata=metadata, splits=splits, sizes=read.get("sizes"),
+        metadata=metadata, splits=splits, sizes=read.get("sizes"), incremental=incremental,
     )
     _ = read["records"] | "WriteShards" >> sink
     return sink

@@ -33,6 +33,7 @@ class RowMessage:
 class ListedImage(RowMessage):
     path: str
     size: int
+    modified: float = 0.0  # as listed
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ class RowMessageCoder(beam.coders.Coder):
 
     def encode(self, value: RowMessage) -> bytes:
         if type(value) is ListedImage:
-            return _FIELDS.encode((0, value.path, value.size))
+            return _FIELDS.encode((0, value.path, value.size, value.modified))
         if type(value) is BoxRow:
             return _FIELDS.encode((1, value.where, value.name, value.bbox, value.extra,
                                    value.normalized, value.width, value.height))
@@ -139,7 +140,8 @@ class JoinRowsWithImages(beam.DoFn):
     def process(self, element):
         key, messages = element
         split = split_of_key(key)
-        images = sorted((m.path, m.size) for m in messages if type(m) is ListedImage)
+        images = sorted((m.path, m.size, m.modified) for m in messages
+                        if type(m) is ListedImage)
         boxes = sorted((m for m in messages if type(m) is BoxRow), key=_row_order)
         labels = sorted({(m.name, m.where) for m in messages if type(m) is ImageLabelRow},
                         key=lambda label: (_where_order(label[1]), label[0]))
@@ -155,13 +157,13 @@ class JoinRowsWithImages(beam.DoFn):
                 "its rows were not written", split))
             return
         if len(images) > 1:
-            names = ", ".join(path for path, _size in images)
+            names = ", ".join(path for path, _size, _modified in images)
             yield TaggedOutput("rejects", Reject(
                 "image", images[0][0], "duplicate_file_name",
                 f"{len(images)} images have the id {name!r} ({names}); keep one. None of them "
                 "was written", split))
             return
-        path, size = images[0]
+        path, size, modified = images[0]
         if not boxes and not labels:
             yield TaggedOutput("counts", ((split, f"{self._format}_images_without_rows"), 1))
         width = next((row.width for row in boxes if row.width), None)
@@ -170,7 +172,8 @@ class JoinRowsWithImages(beam.DoFn):
                                     row.normalized) for row in boxes)
         filename = path.rsplit("/", 1)[-1]
         yield JoinedImage(
-            ParsedImage(key, split, path, size, filename, width, height, objects, None),
+            ParsedImage(key, split, path, size, filename, width, height, objects, None,
+                        modified=modified),
             tuple(labels))
 
 

@@ -25,7 +25,8 @@ _PRIMITIVE_LABELS, _PICKLED_LABELS = b"\0", b"\1"
 
 
 class ImageRecordCoder(beam.coders.Coder):
-    """An :class:`ImageRecord` as its five fields, in declaration order."""
+    """An :class:`ImageRecord` as its six fields: the first four in declaration order,
+    then the modification times (a count and doubles), then the labels."""
 
     def encode(self, value: ImageRecord) -> bytes:
         out = create_OutputStream()
@@ -33,6 +34,9 @@ class ImageRecordCoder(beam.coders.Coder):
         _write_text(out, value.path)
         out.write_var_int64(value.size)
         _write_text(out, value.split)
+        out.write_var_int64(len(value.modified))
+        for seconds in value.modified:
+            out.write_bigendian_double(seconds)
         labels = dict(value.labels)
         try:
             out.write(_PRIMITIVE_LABELS + _LABELS.encode(labels))
@@ -46,12 +50,13 @@ class ImageRecordCoder(beam.coders.Coder):
         path = _read_text(stream)
         size = stream.read_var_int64()
         split = _read_text(stream)
+        modified = tuple(stream.read_bigendian_double() for _ in range(stream.read_var_int64()))
         rest = stream.read_all(False)
         if rest[:1] == _PICKLED_LABELS:
             labels = pickle.loads(rest[1:])  # noqa: S301 - written by encode, in this pipeline
         else:
             labels = _LABELS.decode(rest[1:])
-        return ImageRecord(identity, path, size, split, labels)
+        return ImageRecord(identity, path, size, split, labels, modified)
 
     def to_type_hint(self) -> type:
         return ImageRecord

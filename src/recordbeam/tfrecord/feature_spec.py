@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from recordbeam import feature_keys
@@ -121,6 +122,30 @@ class FeatureSpec:
             )
         return merged
 
+    def to_state(self) -> dict[str, Any]:
+        """Everything this spec knows, as JSON values, for :meth:`from_state`: unlike
+        :meth:`to_json` (what readers need) it keeps what merging needs, so a spec saved
+        with one shard merges later exactly as the live one would."""
+        return {
+            "examples": self.examples,
+            "lists": sorted(self.lists),
+            "features": {name: [seen.dtype, seen.examples, seen.min_length, seen.max_length]
+                         for name, seen in sorted(self.features.items())},
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> FeatureSpec:
+        """The spec :meth:`to_state` saved. Raises ``ValueError`` for anything else."""
+        try:
+            features = {str(name): _Seen(dtype, int(n), int(low), int(high))
+                        for name, (dtype, n, low, high) in state["features"].items()}
+            if any(seen.dtype is not None and seen.dtype not in _KNOWN_DTYPES
+                   for seen in features.values()):
+                raise ValueError("unknown dtype")
+            return cls(int(state["examples"]), features, frozenset(map(str, state["lists"])))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(f"not a saved feature spec ({error})") from None
+
     def to_json(self) -> dict[str, dict[str, Any]]:
         """``{name: {dtype, fixed_length | None, list, min_length, max_length, present_in}}``.
 
@@ -142,6 +167,20 @@ class FeatureSpec:
                 "present_in": seen.examples,
             }
         return out
+
+
+def observe_sequence(message: Any, spec: FeatureSpec, list_spec: FeatureSpec | None) -> None:
+    """Record one ``SequenceExample`` message: ``spec`` learns its context, ``list_spec``
+    each step of its feature lists (a list's ``fixed_length`` is then its values per step,
+    ``present_in`` counts steps)."""
+    spec.observe(SimpleNamespace(features=message.context))
+    if list_spec is None:
+        return
+    feature_lists = message.feature_lists.feature_list
+    steps = max((len(fl.feature) for fl in feature_lists.values()), default=0)
+    for i in range(steps):
+        step = {name: fl.feature[i] for name, fl in feature_lists.items() if i < len(fl.feature)}
+        list_spec.observe(SimpleNamespace(features=SimpleNamespace(feature=step)))
 
 
 def merge_spec_json(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],

@@ -56,6 +56,7 @@ class ShardResult:
     spec: FeatureSpec
     counts: Mapping[str, int]
     list_spec: FeatureSpec | None = None  # feature lists of SequenceExamples, per step
+    temp_keys_path: str | None = None  # its key file, in an incremental run
     temp_hashes_path: str | None = None  # the shard's image hashes (hashes/<shard>.hashes)
 
     @property
@@ -81,10 +82,21 @@ class _Finalize(beam.DoFn):
     def process(self, _unused, shards, rejects, counts, metadata, totals, plan_written,
                 duplicate_parts=(), near_found=(), unreadable_hashes=()):
         self._check_lock()  # a run that lost the folder stops before reading its state
-        default_split = self._declared[0]
         owned = sorted(set(totals) | set(self._declared))
         results = _complete_shards(list(shards), totals, self._options, self._temp_dir,
                                    self._finding)
+        yield self._finish(results, rejects, counts, metadata, owned,
+                           duplicate_parts, near_found, unreadable_hashes)
+
+    def _finish(self, results: list[Any], rejects: Iterable[Reject], counts: Mapping[Any, int],
+                metadata: Iterable[Mapping[str, Any]], owned: list[str],
+                duplicate_parts: Iterable[tuple[int, str]] = (),
+                near_found: Sequence[Mapping[str, Any]] = (),
+                unreadable_hashes: Iterable[str] = ()) -> dict[str, Any]:
+        """Check, then commit the splits ``owned`` made of ``results`` (each with a name,
+        a split, examples, bytes, specs and counts) and the duplicate lists its stages
+        found; returns the manifest committed."""
+        default_split = self._declared[0]
         rejects = sorted(
             (r if r.split else dataclasses.replace(r, split=default_split) for r in rejects),
             key=lambda r: (r.split, r.kind, r.source, r.reason, r.detail),
@@ -113,6 +125,7 @@ class _Finalize(beam.DoFn):
         for split, entry in previous.get("splits", {}).items():
             entries.setdefault(split, entry)  # splits this run does not write are kept
         final = manifest.dataset_manifest(entries, dataset_meta, self._options.to_json(), __version__)
+        final = self._versioned(final, previous, owned)
         duplicates = stage_duplicates(self._output_dir, self._temp_dir, owned, self._options,
                                       self._finding, self._earlier, duplicate_parts, near_found,
                                       unreadable_hashes)
@@ -123,7 +136,18 @@ class _Finalize(beam.DoFn):
             warning = manifest.empty_shards_warning(split, final["splits"][split])
             if warning:
                 _LOG.warning("%s: %s", self._output_dir, warning)
-        yield final
+        return final
+
+    def _versioned(self, final: dict[str, Any], previous: Mapping[str, Any],
+                   owned: list[str]) -> dict[str, Any]:
+        """``final`` with the next version number and this run in its history, in a folder
+        whose manifest counts versions (one an incremental run wrote); else as it is."""
+        if "version" not in previous:
+            return final
+        run = {"full_rebuild": True, "splits": {
+            split: {"examples": final["splits"][split]["examples"],
+                    "shards_written": len(final["splits"][split]["shards"])} for split in owned}}
+        return manifest.with_version(final, previous, run)
 
     def _check_lock(self) -> folder_lock.LockRecord | None:
         try:
@@ -200,18 +224,10 @@ class _Finalize(beam.DoFn):
         manifest_path = filesystems.join(out, names.MANIFEST)
         new_names = ({r.name for r in results} | {r.name + ".idx" for r in results if r.temp_index_path}
                      | {names.hash_file_name(r.name) for r in results if r.temp_hashes_path})
-        # What a later run needs if this commit is cut short: the manifest it replaces (so
-        # other splits stay listed) and the names it places (so they count as ours).
         files = layout.existing_files(out)
         known = layout.known_files(out, files)
-        previous = layout.recorded_manifest(out, files)
-        if previous is not None:
-            filesystems.write_bytes(filesystems.join(self._temp_dir, names.PREVIOUS_MANIFEST),
-                                    json.dumps(previous).encode())
-        placed = sorted(new_names | set(staged) | {names.MANIFEST}
-                        | set(tfds.files_for(final)))
-        filesystems.write_bytes(filesystems.join(self._temp_dir, names.COMMIT_PLAN),
-                                json.dumps({"files": placed}).encode())
+        _record_commit_plan(out, self._temp_dir, files, new_names | set(staged)
+                            | {names.MANIFEST} | set(tfds.files_for(final)))
         if names.MANIFEST in files:
             _LOG.info("%s: removing %s until the commit is done", out, names.MANIFEST)
         filesystems.delete([manifest_path])  # from here on the folder does not look finished
@@ -251,6 +267,19 @@ class _Finalize(beam.DoFn):
         _rename_logged(out, [filesystems.join(self._temp_dir, names.MANIFEST)], [manifest_path],
                        f"{names.MANIFEST} (last: the folder is finished)")
         _remove_temp_dirs(out, self._temp_dir, lock)
+
+
+def _record_commit_plan(output_dir: str, temp_dir: str, files: list[str],
+                        placed: set[str]) -> None:
+    """What a later run needs if this commit is cut short, saved in its temp folder: the
+    manifest it replaces (so other splits, or the previous version's files, stay listed)
+    and the names it places (so they count as ours)."""
+    previous = layout.recorded_manifest(output_dir, files)
+    if previous is not None:
+        filesystems.write_bytes(filesystems.join(temp_dir, names.PREVIOUS_MANIFEST),
+                                json.dumps(previous).encode())
+    filesystems.write_bytes(filesystems.join(temp_dir, names.COMMIT_PLAN),
+                            json.dumps({"files": sorted(placed)}).encode())
 
 
 def _delete_logged(output_dir: str, stale: list[str], why: str) -> None:

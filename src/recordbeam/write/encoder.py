@@ -10,7 +10,7 @@ testable without a pipeline.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,28 @@ class ExampleEncoder:
 
     def encode(self, element: Any) -> Encoded:
         return Encoded(serialized=bytes(element))
+
+    def input_description(self, element: Any) -> Any:
+        """What the element's example is made of, besides the contents of its
+        :meth:`input_files` and the run's settings, as plain values: its part of the input
+        key an incremental run compares (:mod:`recordbeam.write.input_keys`). Everything
+        :meth:`encode` reads from the element belongs here. By default the element itself
+        (serialized bytes)."""
+        return element
+
+    def example_settings(self) -> Mapping[str, Any]:
+        """Choices this encoder makes for every example that the run's options do not
+        record (a manifest's inferred column types), as plain values: when they change,
+        an incremental run rebuilds the split. None by default."""
+        return {}
+
+    def input_files(self, element: Any) -> Sequence[str]:
+        """The files :meth:`encode` reads for the element (none by default)."""
+        return ()
+
+    def modified_times(self, element: Any) -> Sequence[float]:
+        """The listed modification time of each of :meth:`input_files`, in that order."""
+        return ()
 
     def image_digest(self, element: Any) -> bytes | None:
         """The SHA-256 :meth:`encode` would give as ``Encoded.image_digest``, found without

@@ -113,6 +113,21 @@ class ImageExampleEncoder(ExampleEncoder):
     def split(self, record: ImageRecord) -> str:
         return record.split
 
+    def input_description(self, record: ImageRecord) -> Any:
+        return (record.identity, record.split, record.path, record.size,
+                self.input_labels(record))
+
+    def input_labels(self, record: ImageRecord) -> Any:
+        """The record's labels as plain values, for its input key (a format that packs
+        them into bytes gives them unpacked)."""
+        return record.labels
+
+    def input_files(self, record: ImageRecord) -> tuple[str, ...]:
+        return (record.path,)
+
+    def modified_times(self, record: ImageRecord) -> tuple[float, ...]:
+        return record.modified
+
     def label_features(
         self, record: ImageRecord, info: ImageInfo
     ) -> tuple[dict[str, Any], dict[str, str], list[Reject], dict[str, int]]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any
 
+from recordbeam.dataset.shard_keys import INPUT_KEY_BYTES
 from recordbeam.records import DEFAULT_MAX_REJECT_FRACTION, DUPLICATE_MODES
 from recordbeam.tfrecord.framing import Compression, parse_compression
 
@@ -40,6 +42,31 @@ def shard_of(key: int, num_shards: int) -> int:
     """Shard index for an order key: contiguous key ranges, so each shard is a slice
     of the shuffled order and the concatenation of all shards is fully sorted."""
     return (key * num_shards) >> 64
+
+
+ORDER_KEY = struct.Struct(">Q")
+
+
+def pack_keyed(key: int, element: Any, coder: Any, input_key: bytes | None = None) -> bytes:
+    """One element as bytes for the shuffle (``coder``: a Beam coder of the element): its
+    order key (big-endian, so the bytes sort as the keys do), its input key when the run
+    keeps key files, its encoding."""
+    return ORDER_KEY.pack(key) + (input_key or b"") + coder.encode(element)
+
+
+def unpack_keyed(blob: bytes, coder: Any, input_keys: bool = False) -> tuple[Any, ...]:
+    """``(order key, element)`` of :func:`pack_keyed`'s bytes; ``(order key, element,
+    input key)`` with ``input_keys``."""
+    key = ORDER_KEY.unpack_from(blob)[0]
+    if not input_keys:
+        return key, coder.decode(blob[ORDER_KEY.size:])
+    start = ORDER_KEY.size + INPUT_KEY_BYTES
+    return key, coder.decode(blob[start:]), blob[ORDER_KEY.size:start]
+
+
+def packed_input_key(blob: bytes) -> bytes:
+    """The input key inside :func:`pack_keyed`'s bytes of an incremental run."""
+    return blob[ORDER_KEY.size:ORDER_KEY.size + INPUT_KEY_BYTES]
 
 
 def shard_count(total_bytes: int, *, num_shards: int | None, shard_size: int) -> int:
@@ -86,6 +113,15 @@ class ShardOptions:
             annotations seen was rejected on their own account (unknown image or
             category, invalid box or mask, duplicate id...; annotations lost with their
             image count against ``max_reject_fraction``). None: ``max_reject_fraction``.
+        incremental: keep the shards of the output folder's version whose examples did
+            not change and encode only what is new or changed (``--incremental``; see
+            :mod:`recordbeam.write.incremental`). New shards are cut by ``shard_size``, so
+            ``num_shards`` cannot be combined with it.
+        input_key: how an incremental run tells that an input file changed: ``stat`` (its
+            listed size and modification time) or ``content`` (its bytes' hash,
+            ``--verify-unchanged``).
+        compact_below: in an incremental run, fold shards smaller than this fraction of
+            ``shard_size`` into shards near ``shard_size`` (0: never).
         duplicates: what to do with images written more than once (the same bytes), in
             one split or across the folder's splits: ``keep`` (list them in
             ``duplicates.jsonl``), ``drop`` (write one copy), ``drop-across-splits``
@@ -102,6 +138,9 @@ class ShardOptions:
     salt: str = DEFAULT_SALT
     max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
     max_annotation_reject_fraction: float | None = None
+    incremental: bool = False
+    input_key: str = "stat"
+    compact_below: float = 0.0
     duplicates: str = "keep"
     near_duplicates: bool = False
 
@@ -118,6 +157,7 @@ class ShardOptions:
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
         shard_count(0, num_shards=self.num_shards, shard_size=self.shard_size)  # validates
+        self._check_incremental()
         if self.index and self.compression is not Compression.NONE:
             # An index of a compressed shard could only count bytes of the decompressed
             # stream: no reader (ours, DALI, the tfrecord package) can seek to those.
@@ -128,8 +168,22 @@ class ShardOptions:
                 "without it."
             )
 
+    def _check_incremental(self) -> None:
+        if self.input_key not in ("stat", "content"):
+            raise ValueError(f"input_key must be 'stat' or 'content', got {self.input_key!r}")
+        if not 0.0 <= self.compact_below <= 1.0:
+            raise ValueError(f"--compact-below must be between 0 and 1, got {self.compact_below}")
+        if self.incremental and self.num_shards is not None:
+            raise ValueError(
+                "--shards cannot be combined with --incremental: an incremental run keeps the "
+                "shards that did not change and cuts its new ones by --shard-size; drop --shards")
+        if not self.incremental and (self.input_key != "stat" or self.compact_below):
+            given = "--verify-unchanged" if self.input_key != "stat" else "--compact-below"
+            raise ValueError(f"{given} applies to incremental runs only: add --incremental, "
+                             f"or drop {given}")
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        settings = {
             "num_shards": self.num_shards,
             "shard_size": self.shard_size,
             "compression": self.compression.name.lower(),
@@ -142,6 +196,10 @@ class ShardOptions:
             **({"duplicates": self.duplicates} if self.duplicates != "keep" else {}),
             **({"near_duplicates": True} if self.near_duplicates else {}),
         }
+        if self.incremental:  # only then: other runs keep their settings and fingerprints
+            settings["incremental"] = {"input_key": self.input_key,
+                                       "compact_below": self.compact_below}
+        return settings
 
     @property
     def annotation_limit(self) -> float:

@@ -27,22 +27,21 @@ import dataclasses
 import io
 import itertools
 import json
-import struct
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.pvalue import AsDict, AsIter, AsList, PCollection, TaggedOutput
+from apache_beam.pvalue import AsDict, AsIter, AsList, AsSingleton, PCollection, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.dataset import names
+from recordbeam.dataset.shard_keys import KeyEntry, ShardKeys, encode_keys
 from recordbeam.records import COUNTER_NAMESPACE, DROP_MODES, Reject
 from recordbeam.tfrecord.example import Example, FeatureError, make_sequence_example
-from recordbeam.tfrecord.feature_spec import FeatureSpec
+from recordbeam.tfrecord.feature_spec import FeatureSpec, observe_sequence
 from recordbeam.tfrecord.framing import RecordWriter
 from recordbeam.tfrecord.wire import encode_example_observed
 from recordbeam.write.commit import ShardResult, _Finalize
@@ -56,10 +55,16 @@ from recordbeam.write.duplicates import (
     earlier_splits,
 )
 from recordbeam.write.encoder import Encoded, ExampleEncoder
+from recordbeam.write.incremental import Incremental, _AssignPackedShard, expand_incremental
+from recordbeam.write.incremental_commit import IncrementalFinalize
+from recordbeam.write.input_keys import element_input_key
+from recordbeam.write.planning import ORDER_KEY as _ORDER_KEY
 from recordbeam.write.planning import ShardOptions, order_key, shard_count, shard_of
+from recordbeam.write.planning import pack_keyed as _pack_keyed
+from recordbeam.write.planning import unpack_keyed as _unpack_keyed
 
-__all__ = ["COUNTER_NAMESPACE", "Encoded", "ExampleEncoder", "ShardOptions", "ShardResult",
-           "WriteShards"]
+__all__ = ["COUNTER_NAMESPACE", "Encoded", "ExampleEncoder", "Incremental", "ShardOptions",
+           "ShardResult", "WriteShards"]
 
 
 class _CountingWriter:
@@ -80,29 +85,26 @@ class _CountingWriter:
 
 class _KeyElements(beam.DoFn):
     """``element -> (split, order key, planned bytes, element)``; the planned bytes are 0
-    when the shard plan comes from sizes the reader gave (``WriteShards(sizes=...)``)."""
+    when the shard plan comes from sizes the reader gave (``WriteShards(sizes=...)``).
+    With ``input_keys`` (``stat`` or ``content``, an incremental run) the element's input
+    key follows: ``(split, order key, planned bytes, element, input key)``."""
 
-    def __init__(self, encoder: ExampleEncoder, salt: str, sized: bool) -> None:
+    def __init__(self, encoder: ExampleEncoder, salt: str, sized: bool,
+                 input_keys: str | None = None) -> None:
         self._encoder = encoder
         self._salt = salt
         self._sized = sized
+        self._input_keys = input_keys
 
-    def process(self, element: Any) -> Iterable[tuple[str, int, int, Any]]:
+    def process(self, element: Any) -> Iterable[tuple[Any, ...]]:
         enc = self._encoder
         split = names.check_split_name(enc.split(element))
         size = enc.size(element) if self._sized else 0
-        yield split, order_key(enc.identity(element), self._salt), size, element
-
-
-_ORDER_KEY = struct.Struct(">Q")
-
-
-def _pack_keyed(key: int, element: Any, coder: beam.coders.Coder) -> bytes:
-    return _ORDER_KEY.pack(key) + coder.encode(element)
-
-
-def _unpack_keyed(blob: bytes, coder: beam.coders.Coder) -> tuple[int, Any]:
-    return _ORDER_KEY.unpack_from(blob)[0], coder.decode(blob[_ORDER_KEY.size:])
+        keyed = (split, order_key(enc.identity(element), self._salt), size, element)
+        if self._input_keys is None:
+            yield keyed
+        else:
+            yield (*keyed, element_input_key(enc, element, self._input_keys))
 
 
 class _AssignShard(beam.DoFn):
@@ -127,14 +129,17 @@ class _AssignShard(beam.DoFn):
 
 
 class _WriteShard(beam.DoFn):
-    """Writes one shard: sort by key, encode one element at a time, stream to a temp file."""
+    """Writes one shard: sort by key, encode one element at a time, stream to a temp file.
+    With ``keys`` (an incremental run: the packed elements carry their input keys) it
+    also writes the shard's key file (:mod:`recordbeam.dataset.shard_keys`)."""
 
     def __init__(self, encoder: ExampleEncoder, options: ShardOptions, temp_dir: str,
-                 coder: beam.coders.Coder, hashes: bool = False) -> None:
+                 coder: beam.coders.Coder, keys: bool = False, hashes: bool = False) -> None:
         self._encoder = encoder
         self._options = options
         self._temp_dir = temp_dir
         self._coder = coder
+        self._keys = keys
         self._hashes = hashes  # write the shard's image hashes, pass them on tagged "hashes"
         self._examples = Metrics.counter(COUNTER_NAMESPACE, "examples_written")
         self._bytes = Metrics.counter(COUNTER_NAMESPACE, "bytes_written")
@@ -147,7 +152,7 @@ class _WriteShard(beam.DoFn):
     def process(self, group):
         (split, index, count), packed = group  # ((split, shard index, shard count), [packed])
         enc = self._encoder
-        ordered = _decoded_in_key_order(packed, self._coder, enc)
+        ordered = _decoded_in_key_order(packed, self._coder, enc, self._keys)
         name = names.shard_name(split, index, count, self._options.compression)
         attempt = uuid.uuid4().hex[:12]  # a retried task never reuses another attempt's file
         temp_path = filesystems.join(self._temp_dir, f"{name}.{attempt}")
@@ -155,18 +160,19 @@ class _WriteShard(beam.DoFn):
         spec = FeatureSpec(lists=enc.list_features)
         list_spec = FeatureSpec(lists=enc.list_features)
         counts: Counter[str] = Counter()
+        entries: list[KeyEntry] = []
+        sequence = False
         hashes = ShardHashes(self._options.near_duplicates) if self._hashes else None
         raw = filesystems.create(temp_path)
         sink = _CountingWriter(raw)
         try:
             writer = RecordWriter(sink, self._options.compression, index=index_buffer)
-            for _key, element in ordered:
+            for key, element, *input_key in ordered:
                 encoded = _encode_guarded(enc, element)
                 counts.update(encoded.counts)
-                for reject in encoded.rejects:
-                    self._rejects.inc()
-                    yield TaggedOutput("rejects", reject if reject.split else
-                                       dataclasses.replace(reject, split=split))
+                sequence = sequence or encoded.sequence is not None
+                rejects = [reject if reject.split else dataclasses.replace(reject, split=split)
+                           for reject in encoded.rejects]
                 try:
                     chunks = _serialize(encoded, spec, list_spec)
                 except (FeatureError, ValueError) as error:
@@ -175,16 +181,20 @@ class _WriteShard(beam.DoFn):
                         "encode_error", f"{error}; fix the input value", split)
                     listed = {r.source for r in encoded.rejects}  # objects rejected already
                     lost = [r for r in _also_lost(enc, element, reject) if r.source not in listed]
-                    for each in (reject, *lost):
-                        self._rejects.inc()
-                        yield TaggedOutput("rejects", each if each.split else
-                                           dataclasses.replace(each, split=split))
-                    continue
+                    rejects += [each if each.split else dataclasses.replace(each, split=split)
+                                for each in (reject, *lost)]
+                    chunks = None
+                for reject in rejects:
+                    self._rejects.inc()
+                    yield TaggedOutput("rejects", reject)
                 if chunks is not None:
                     if hashes is not None and encoded.image_digest is not None:
                         source = getattr(element, "path", None) or enc.identity(element)
                         hashes.add(encoded, writer.records_written, source)
                     writer.write_chunks(chunks)
+                if input_key:
+                    entries.append(KeyEntry(key, input_key[0], chunks is not None,
+                                            dict(encoded.counts), tuple(rejects)))
             writer.close()
         finally:
             raw.close()
@@ -194,6 +204,11 @@ class _WriteShard(beam.DoFn):
         if index_buffer is not None:
             temp_index = temp_path + ".idx"
             filesystems.write_bytes(temp_index, index_buffer.getvalue().encode("ascii"))
+        temp_keys = None
+        if self._keys:
+            temp_keys = temp_path + names.KEYS_SUFFIX
+            filesystems.write_bytes(temp_keys, encode_keys(ShardKeys(
+                tuple(entries), spec, list_spec if list_spec.examples else None, sequence)))
         temp_hashes = None
         if hashes is not None:
             temp_hashes = temp_path + ".hashes"
@@ -206,7 +221,8 @@ class _WriteShard(beam.DoFn):
         self._shards.inc()
         yield ShardResult(
             split, index, count, temp_path, temp_index, writer.records_written, sink.written,
-            spec, dict(counts), list_spec if list_spec.examples else None, temp_hashes,
+            spec, dict(counts), list_spec if list_spec.examples else None,
+            temp_hashes_path=temp_hashes, temp_keys_path=temp_keys,
         )
 
 
@@ -221,23 +237,26 @@ def _order_key_bytes(blob: bytes) -> bytes:
 
 
 def _decoded_in_key_order(packed: Iterable[bytes], coder: beam.coders.Coder,
-                          enc: ExampleEncoder) -> Iterator[tuple[int, Any]]:
+                          enc: ExampleEncoder, input_keys: bool = False) -> Iterator[tuple]:
     """A shard's packed elements in the order :func:`_in_key_order` gives, decoded one at
     a time as they are written: the shard waits as bytes, which the garbage collector
     does not scan, rather than as thousands of records (with their labels) it scans on
-    every full collection. The big-endian key prefix sorts as the key does."""
+    every full collection. The big-endian key prefix sorts as the key does. Yields
+    ``(order key, element)``, and the input key third with ``input_keys``."""
     blobs = sorted(packed, key=_order_key_bytes)
     for _, same_key in itertools.groupby(blobs, key=_order_key_bytes):
         group = list(same_key)
         if len(group) == 1:
-            yield _unpack_keyed(group[0], coder)
+            yield _unpack_keyed(group[0], coder, input_keys)
         else:  # elements sharing a key: by identity, then content, as _in_key_order does
-            yield from _in_key_order([_unpack_keyed(blob, coder) for blob in group], enc)
+            yield from _in_key_order(
+                [_unpack_keyed(blob, coder, input_keys) for blob in group], enc)
 
 
-def _in_key_order(keyed_elements: Iterable[tuple[int, Any]], enc: ExampleEncoder) -> list:
-    """Elements sorted by order key, then identity; elements sharing both (the same
-    identity given twice) by their content, so arrival order never shows in the bytes."""
+def _in_key_order(keyed_elements: Iterable[tuple], enc: ExampleEncoder) -> list:
+    """``(order key, element, ...)`` sorted by order key, then identity; elements sharing
+    both (the same identity given twice) by their content, so arrival order never shows
+    in the bytes."""
     ordered = sorted(keyed_elements, key=lambda kv: (kv[0], enc.identity(kv[1])))
     result: list = []
     for _, group in itertools.groupby(ordered, key=lambda kv: (kv[0], enc.identity(kv[1]))):
@@ -291,13 +310,7 @@ def _serialize_sequence(encoded: Encoded, spec: FeatureSpec,
     (so a list's ``fixed_length`` is its values per step, ``present_in`` counts steps)."""
     context, lists = encoded.sequence
     message = make_sequence_example(context, lists, encoded.kinds)
-    spec.observe(SimpleNamespace(features=message.context))
-    if list_spec is not None:
-        feature_lists = message.feature_lists.feature_list
-        steps = max((len(fl.feature) for fl in feature_lists.values()), default=0)
-        for i in range(steps):
-            step = {name: fl.feature[i] for name, fl in feature_lists.items() if i < len(fl.feature)}
-            list_spec.observe(SimpleNamespace(features=SimpleNamespace(feature=step)))
+    observe_sequence(message, spec, list_spec)
     return message.SerializeToString(deterministic=True)
 
 
@@ -320,6 +333,10 @@ class WriteShards(beam.PTransform):
             ``manifest.SPLIT_KEYS`` go to the entries of the splits this run writes.
         splits: splits this run owns besides the encoder's default split, even if no
             element reaches them (their old shards are then replaced by nothing).
+        incremental: keep the shards of the version in ``output_dir`` whose examples did
+            not change, and encode only new and changed elements
+            (:mod:`recordbeam.write.incremental`); shards then carry key files and numbers
+            that do not depend on their count (``train-00012.tfrecord``).
         sizes: ``(split, bytes)`` pairs, one per element, to plan shard counts from,
             when the reader knows the input sizes before it builds the elements (COCO: the
             listed size of every file that joined an image entry); the sink adds
@@ -329,7 +346,8 @@ class WriteShards(beam.PTransform):
             shard files, so small images do not make shards larger than asked.
 
     One output folder may hold several splits; a run replaces only the splits it writes
-    and keeps the others (and their manifest entries and rejects).
+    and keeps the others (and their manifest entries and rejects). ``sizes`` is not used
+    by an incremental run, which plans its new shards from the elements it encodes.
 
     Returns:
         A PCollection holding the manifest dict once the output is committed.
@@ -338,7 +356,8 @@ class WriteShards(beam.PTransform):
     def __init__(self, output_dir: str, encoder: ExampleEncoder | None = None, *,
                  options: ShardOptions | None = None, rejects: PCollection | None = None,
                  counts: PCollection | None = None, metadata: PCollection | None = None,
-                 splits: Sequence[str] = (), sizes: PCollection | None = None) -> None:
+                 splits: Sequence[str] = (), sizes: PCollection | None = None,
+                 incremental: Incremental | None = None) -> None:
         super().__init__()
         self._output_dir = output_dir.rstrip("/")
         self._encoder = encoder or ExampleEncoder()
@@ -348,9 +367,12 @@ class WriteShards(beam.PTransform):
         self._metadata = metadata
         self._splits = tuple(names.check_split_name(s) for s in splits)
         self._sizes = sizes
+        self._incremental = incremental
         self.temp_dir = filesystems.join(self._output_dir, names.TEMP_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, elements):
+        if self._incremental is not None:
+            return self._expand_incremental(elements)
         p = elements.pipeline
         coder = beam.coders.registry.get_coder(elements.element_type)
         finding = self._options.duplicates != "off" and self._encoder.has_images
@@ -381,11 +403,7 @@ class WriteShards(beam.PTransform):
             sizes = sizes | "AddRecordOverhead" >> beam.Map(
                 lambda split_bytes: (split_bytes[0], split_bytes[1] + overhead))  # (split, bytes)
         totals = sizes | "SumSizes" >> beam.CombinePerKey(sum)  # (split, total_bytes)
-        plan_written = (
-            p
-            | "PlanTrigger" >> beam.Create([None])
-            | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))  # None
-        )
+        plan_written = self._plan_written(p, totals)
         written = (
             keyed
             | "AssignShard" >> beam.ParDo(_AssignShard(self._options, coder), totals=AsDict(totals))
@@ -409,13 +427,8 @@ class WriteShards(beam.PTransform):
                 duplicates["unreadable_hashes"] = AsList(kept["unreadable"])
             if "near" in found:
                 duplicates["near_found"] = AsList(found["near"])
-        upstream = [written.rejects, *dropped_rejects]
-        if self._rejects is not None:
-            upstream.append(self._rejects)
-        all_rejects = tuple(upstream) | "AllRejects" >> beam.Flatten()  # Reject
-        counts = self._counts if self._counts is not None else p | "NoCounts" >> beam.Create([])
-        summed = counts | "SumCounts" >> beam.CombinePerKey(sum)  # (count_name, number)
-        metadata = self._metadata if self._metadata is not None else p | "NoMetadata" >> beam.Create([])
+        all_rejects, summed, metadata = self._rejects_counts_metadata(
+            p, written.rejects, *dropped_rejects)
         return (
             p
             | "FinalizeTrigger" >> beam.Create([None])
@@ -431,3 +444,68 @@ class WriteShards(beam.PTransform):
                 **duplicates,  # the parts of duplicates.jsonl, near groups, unread hash files
             )
         )  # the manifest dict, once the output is committed
+
+    def _plan_written(self, p, totals):
+        return (
+            p
+            | "PlanTrigger" >> beam.Create([None])
+            | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))  # None
+        )
+
+    def _rejects_counts_metadata(self, p, *written_rejects):
+        """Every reject (the sources' and the writers'), the sources' counts summed, and
+        the metadata dicts: what the finalize step takes besides the shards."""
+        upstream = list(written_rejects)
+        if self._rejects is not None:
+            upstream.append(self._rejects)
+        all_rejects = tuple(upstream) | "AllRejects" >> beam.Flatten()  # Reject
+        counts = self._counts if self._counts is not None else p | "NoCounts" >> beam.Create([])
+        summed = counts | "SumCounts" >> beam.CombinePerKey(sum)  # (count_name, number)
+        metadata = self._metadata if self._metadata is not None else p | "NoMetadata" >> beam.Create([])
+        return all_rejects, summed, metadata
+
+    def _expand_incremental(self, elements):
+        p = elements.pipeline
+        enc, options, incremental = self._encoder, self._options, self._incremental
+        declared = (enc.default_split, *self._splits)
+        record = incremental.record(enc.example_settings())
+        coder = beam.coders.registry.get_coder(elements.element_type)
+        keyed = elements | "KeyByIdentity" >> beam.ParDo(_KeyElements(
+            enc, options.salt, sized=True, input_keys=incremental.input_key)
+        )  # (split, order_key, planned_bytes, element, input_key)
+        parts = expand_incremental(keyed, self._output_dir, self.temp_dir, declared,
+                                   incremental, record, options, coder)
+        totals = (
+            parts.to_encode
+            | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))  # (split, bytes)
+            | "SumSizes" >> beam.CombinePerKey(sum)  # (split, total_bytes) to encode
+        )
+        plan_written = self._plan_written(p, totals)
+        written = (
+            parts.to_encode  # (split, order_key, planned_bytes, packed element)
+            | "AssignShard" >> beam.ParDo(_AssignPackedShard(options), totals=AsDict(totals))
+            # ((split, shard_index, shard_count), packed element)
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShard" >> beam.ParDo(
+                _WriteShard(enc, options, self.temp_dir, coder, keys=True)
+            ).with_outputs("rejects", main="shards")
+        )  # shards: ShardResult with its key file; rejects: Reject
+        all_rejects, summed, metadata = self._rejects_counts_metadata(p, written.rejects)
+        return (
+            p
+            | "FinalizeTrigger" >> beam.Create([None])
+            | "Finalize" >> beam.ParDo(
+                IncrementalFinalize(self._output_dir, self.temp_dir, options, declared, record),
+                shards=AsList(written.shards),
+                rewritten=AsList(parts.rewritten),  # RewrittenShard
+                kept=AsList(parts.kept),  # ShardSummary
+                unusable=AsList(parts.unusable),  # UnusableShard
+                classes=AsDict(parts.classes),  # ((split, class), count)
+                previous=AsSingleton(parts.previous),  # PreviousVersion
+                rejects=AsList(all_rejects),
+                counts=AsDict(summed),
+                metadata=AsIter(metadata),
+                totals=AsDict(totals),
+                plan_written=AsList(plan_written),
+            )
+        )  # the manifest dict, once the new version is committed

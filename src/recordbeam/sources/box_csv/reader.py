@@ -33,6 +33,7 @@ from recordbeam.sources.annotated_files import (
     build_record,
     detection_metadata,
     listed_images,
+    listed_time,
     text_metadata,
 )
 from recordbeam.sources.conversion import classes_known, settings_of, write_format
@@ -246,7 +247,8 @@ class _ReadSplit(beam.DoFn):
                 yield found
             else:
                 name = filesystems.relative_name(folder, found.path)
-                yield image_key(split, name), ListedImage(found.path, found.size_in_bytes)
+                yield image_key(split, name), ListedImage(found.path, found.size_in_bytes,
+                                                          listed_time(found))
 
 
 class ReadBoxCsv(beam.PTransform):

@@ -4,6 +4,8 @@ labels when the run writes them (:class:`CocoEncoder`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from recordbeam import feature_keys
 from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.checks import ImageInfo
@@ -136,6 +138,12 @@ class CocoEncoder(DetectionEncoder):
 
     def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:
         return unpack_objects(record.labels["objects"])
+
+    def input_labels(self, record: ImageRecord) -> Any:
+        labels = dict(record.labels)
+        if "objects" in labels:  # pickled: compared by what they hold, not by their bytes
+            labels["objects"] = self.objects(record)
+        return labels
 
     def lost_with(self, record: ImageRecord, reject: Reject) -> tuple[Reject, ...]:
         """The objects and captions of an image rejected while writing, as annotation

@@ -106,7 +106,8 @@ class ReadInputs(beam.DoFn):
         for meta in filesystems.list_files(opts.images_dir):
             if is_skipped(meta.path, skipped):
                 continue
-            name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes)
+            name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes,
+                                   float(meta.last_updated_in_seconds or 0.0))
             yield JoinKey(name), file
             yield TaggedOutput("inputs", _text_metadata(meta))
         for path in (opts.annotations, opts.captions):
@@ -271,14 +272,15 @@ class IdTally:
         return sorted(set(found), key=id_order)
 
 
-def _file_key(images_dir: str, path: str, size: int) -> tuple[str, ListedFile]:
+def _file_key(images_dir: str, path: str, size: int,
+              modified: float = 0.0) -> tuple[str, ListedFile]:
     name = filesystems.relative_name(images_dir, path)
     if not is_text(name):
         # A name that is not UTF-8 on disk: Beam cannot encode it as a key, and no JSON
         # entry can name it (lone surrogates are rejected there). The NUL, which no real
         # file name holds, keeps the escaped form from meeting a genuine name.
-        return "\0" + printable(name), ListedFile(printable(path), size)
-    return name, ListedFile(path, size)
+        return "\0" + printable(name), ListedFile(printable(path), size, modified)
+    return name, ListedFile(path, size, modified)
 
 
 def _text_metadata(meta: FileMetadata) -> FileMetadata:

@@ -88,7 +88,7 @@ class JoinFiles(beam.DoFn):
         # (ImageExampleEncoder.refuse_outside), as for every format.
         path, size = files[0].path, files[0].size
         yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
-                                               entry.height)
+                                               entry.height, files[0].modified)
 
     def _missing(self, image_id: Any, name: str):
         detail = (f"image id {image_id} names {name!r}, which is not in the images folder "
@@ -121,16 +121,17 @@ class LocateOutside(beam.DoFn):
     def process(self, entry: ImageEntry):
         image_id, name = entry.image_id, entry.file_name
         path = name if _is_absolute(name) else filesystems.join(self._images_dir, name)
-        size = filesystems.size_of(path)
-        if size is None:
+        found = filesystems.file_metadata(path)
+        if found is None:
             yield TaggedOutput("rejects", Reject(
                 "image", path, "missing",
                 f"image id {image_id} names {name!r}, which does not exist",
             ))
             yield join_key(image_id), ImageNotLocated("missing")
             return
-        yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
-                                               entry.height)
+        yield join_key(image_id), LocatedImage(
+            image_id, name, path, found.size_in_bytes, entry.width, entry.height,
+            float(found.last_updated_in_seconds or 0.0))
 
 
 def _is_absolute(name: str) -> bool:
@@ -261,7 +262,7 @@ class JoinAnnotations(beam.DoFn):
         if lists:
             labels.update((yield from self._category_lists(lists[0], image.image_id)))
         yield ImageRecord(identity=key, path=image.path, size=image.size, split=self._split,
-                          labels=labels)
+                          labels=labels, modified=(image.modified,))
 
     def _named_keypoints(self, annotation: Annotation) -> NamedKeypoints | None | Reject:
         """The annotation's keypoints with its category's names (None: the category has

@@ -168,6 +168,7 @@ class ListedFile(JoinMessage):
 
     path: str
     size: int
+    modified: float = 0.0  # as listed
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +226,7 @@ class LocatedImage(JoinMessage):
     size: int
     width: int | None
     height: int | None
+    modified: float = 0.0  # of the file, as listed
 
 
 # --- coders ----------------------------------------------------------------------------
@@ -265,6 +267,7 @@ class JoinMessageCoder(beam.coders.Coder):
         if type(value) is ListedFile:
             _write_text(out, value.path)
             out.write_var_int64(value.size)
+            out.write_bigendian_double(value.modified)
         elif type(value) is ImageEntry:
             _ANY.encode_to_stream(value.image_id, out, True)
             _write_text(out, value.file_name)
@@ -288,13 +291,15 @@ class JoinMessageCoder(beam.coders.Coder):
             out.write_var_int64(value.size)
             _ANY.encode_to_stream(value.width, out, True)
             _ANY.encode_to_stream(value.height, out, True)
+            out.write_bigendian_double(value.modified)
         return out.get()
 
     def decode(self, encoded: bytes) -> JoinMessage:
         stream = create_InputStream(encoded)
         message_type = _TYPES[stream.read_byte()]
         if message_type is ListedFile:
-            return ListedFile(_read_text(stream), stream.read_var_int64())
+            return ListedFile(_read_text(stream), stream.read_var_int64(),
+                              stream.read_bigendian_double())
         if message_type is ImageEntry:
             return ImageEntry(_ANY.decode_from_stream(stream, True), _read_text(stream),
                               _ANY.decode_from_stream(stream, True),
@@ -312,7 +317,8 @@ class JoinMessageCoder(beam.coders.Coder):
         return LocatedImage(_ANY.decode_from_stream(stream, True), _read_text(stream),
                             _read_text(stream), stream.read_var_int64(),
                             _ANY.decode_from_stream(stream, True),
-                            _ANY.decode_from_stream(stream, True))
+                            _ANY.decode_from_stream(stream, True),
+                            stream.read_bigendian_double())
 
     def to_type_hint(self) -> type:
         return JoinMessage

@@ -66,6 +66,7 @@ from recordbeam.sources.annotated_files import (
     build_record,
     detection_metadata,
     listed_images,
+    listed_time,
     text_metadata,
 )
 from recordbeam.sources.conversion import classes_known, settings_of, write_format
@@ -796,7 +797,7 @@ class _ListImages(beam.DoFn):
             split = first if rest and first in self._splits else ""
             name = rest if split else name
             yield (frame_key(name) if self._frames else name), ImageFile(
-                meta.path, meta.size_in_bytes, split)
+                meta.path, meta.size_in_bytes, split, listed_time(meta))
 
 
 class _Pair(beam.DoFn):
@@ -879,7 +880,8 @@ class _Pair(beam.DoFn):
         # The name as CVAT shows it (with its extension: a.jpg and a.png may both be there).
         return ParsedImage(name, split, file.path, file.size, posixpath.basename(file.path),
                            image.width if image else None, image.height if image else None,
-                           image.objects if image else (), image.xml if image else None)
+                           image.objects if image else (), image.xml if image else None,
+                           modified=file.modified)
 
 
 def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],

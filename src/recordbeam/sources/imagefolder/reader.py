@@ -131,6 +131,7 @@ class ClassifiedFile(NamedTuple):
     split: str
     class_name: str
     in_class: str = ""
+    modified: float = 0.0  # as listed
 
 
 class _Classify(beam.DoFn):
@@ -184,7 +185,7 @@ class _Classify(beam.DoFn):
             if fraction is not None and val_share(relative) < fraction:
                 split = "val"
         yield ClassifiedFile(relative, meta.path, meta.size_in_bytes, split, class_name,
-                             "/".join(in_class))
+                             "/".join(in_class), float(meta.last_updated_in_seconds or 0.0))
 
 
 class _Label(beam.DoFn):
@@ -218,6 +219,7 @@ class _Label(beam.DoFn):
             size=file.size,
             split=file.split,
             labels=labels,
+            modified=(file.modified,),
         )
 
 

@@ -893,30 +893,38 @@ class _NumberRows(beam.DoFn):
 
 
 class _SizeImages(beam.DoFn):
-    """path -> (its references, its listing) -> ``(line, (path, size or None))``."""
+    """path -> (its references, its listing) -> ``(line, (path, (size, modification
+    time) or None))``."""
 
     def process(self, element):
         path, grouped = element
         lines, listed = list(grouped["refs"]), list(grouped["files"])
-        size = listed[0] if listed else None
-        if size is None:  # outside the manifest's folder: this one file's size
+        state = tuple(listed[0]) if listed else None
+        if state is None:  # outside the manifest's folder: this one file's metadata
             found = filesystems.file_metadata(path)  # a bad URL is a missing image
-            size = found.size_in_bytes if found is not None else None
+            state = None if found is None else _listed_state(found)
         for line in lines:
-            yield line, (path, size)
+            yield line, (path, state)
+
+
+def _listed_state(meta: Any) -> tuple[int, float]:
+    """A listed file's size and modification time."""
+    return meta.size_in_bytes, float(meta.last_updated_in_seconds or 0.0)
 
 
 class BuiltRow(NamedTuple):
     """A manifest row with its images located: what becomes one example, or one step of
     a sequence (then it crosses the shuffle that groups rows, see :class:`BuiltRowCoder`).
 
-    ``images`` holds ``(column, path, size)`` per image column; ``row`` the other columns.
+    ``images`` holds ``(column, path, size)`` per image column; ``row`` the other columns;
+    ``modified`` each image's listed modification time, in the order of ``images``.
     """
 
     split: str
     line: int
     row: dict[str, Any]
     images: tuple[tuple[str, str, int], ...]
+    modified: tuple[float, ...] = ()
 
 
 _PRIMITIVES = beam.coders.FastPrimitivesCoder()
@@ -954,11 +962,11 @@ class _BuildRows(beam.DoFn):
             return
         row = dict(rows[0])  # inputs must not be mutated
         opts, schema = self._options, self._schema
-        images = []
+        images, modified = [], []
         for column in schema.image_columns:
             path = row.pop(column)
-            size = sizes.get(path)
-            if size is None:
+            state = sizes.get(path)
+            if state is None:
                 yield TaggedOutput(
                     "rejects",
                     Reject(
@@ -971,9 +979,10 @@ class _BuildRows(beam.DoFn):
                     ),
                 )
                 return
-            images.append((column, path, size))
+            images.append((column, path, state[0]))
+            modified.append(state[1])
         _column, first_path, _size = images[0]
-        yield BuiltRow(self._split(row, first_path), line, row, tuple(images))
+        yield BuiltRow(self._split(row, first_path), line, row, tuple(images), tuple(modified))
 
     def _split(self, row: dict, first_image: str) -> str:
         opts = self._options
@@ -999,7 +1008,7 @@ def _relative(manifest: str, path: str) -> str:
 
 
 def _row_record(built: BuiltRow, options: TableOptions) -> ImageRecord:
-    split, line, row, images = built
+    split, line, row, images, modified = built
     if options.split_column:
         row = {k: v for k, v in row.items() if k != options.split_column}
     _column, first_path, _size = images[0]
@@ -1015,6 +1024,7 @@ def _row_record(built: BuiltRow, options: TableOptions) -> ImageRecord:
         size=sum(size for _column, _path, size in images),
         split=split,
         labels={"row": row, "images": images, "line": line},
+        modified=modified,
     )
 
 
@@ -1063,6 +1073,7 @@ def _group_record(
             "lines": [m.line for m in members],
             "mixed_splits": splits if len(splits) > 1 else [],
         },
+        modified=tuple(seconds for m in members for seconds in m.modified),
     )
 
 
@@ -1132,7 +1143,7 @@ class ReadTable(beam.PTransform):
         refs = read.rows | "ImageRefs" >> beam.FlatMap(_image_refs, image_columns)  # (path, line)
         base = manifest_dir(opts.manifest).rstrip("/")
         listing = pbegin | "ListFolder" >> ListFilesBelow(base, self._skipped_prefix)
-        files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, m.size_in_bytes))
+        files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, _listed_state(m)))
         sizes = (
             {"refs": refs, "files": files}
             | "JoinImages" >> beam.CoGroupByKey()
@@ -1203,6 +1214,19 @@ class TableEncoder(ImageExampleEncoder):
 
     def _prefix(self, column: str) -> str:
         return feature_keys.IMAGE_PREFIX if len(self._schema.image_columns) == 1 else f"{column}/"
+
+    def example_settings(self) -> dict[str, Any]:
+        return {"schema": self._schema.to_json()}
+
+    def input_labels(self, record: ImageRecord) -> Any:
+        # Where a row sits in the manifest is not written: a row added above it leaves
+        # its example as it is.
+        return {k: v for k, v in record.labels.items() if k not in ("line", "lines")}
+
+    def input_files(self, record: ImageRecord) -> tuple[str, ...]:
+        images = record.labels["images"]
+        steps = images if "steps" in record.labels else (images,)
+        return tuple(path for step in steps for _column, path, _size in step)
 
     def _image(self, column: str, path: str, size: int):
         name = path.rsplit("/", 1)[-1]

@@ -58,6 +58,7 @@ from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     detection_metadata,
     listed_images,
+    listed_time,
     text_metadata,
 )
 from recordbeam.sources.conversion import classes_known, settings_of, write_format
@@ -420,7 +421,7 @@ class _ListImages(beam.DoFn):
                 yield TaggedOutput("unsplit", split if rest else "")
                 continue
             yield image_key(split, posixpath.splitext(rest)[0]), ListedImage(
-                found.path, found.size_in_bytes)
+                found.path, found.size_in_bytes, listed_time(found))
 
 
     def _skipped_key(self, root: str, path: str) -> Any:
@@ -474,7 +475,8 @@ def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
         labels={"source_id": image_id, "filename": parsed.filename, "width": None,
                 "height": None, "objects": tuple(objects),
                 "image_labels": tuple((label, names[label - 1])
-                                      for label in image_labels.values())})
+                                      for label in image_labels.values())},
+        modified=(parsed.modified,))
 
 
 class ReadOpenImages(beam.PTransform):
