@@ -20,6 +20,7 @@ from collections import Counter
 import apache_beam as beam
 import pytest
 from PIL import Image
+from read_back import folder_files
 
 from recordbeam import pipeline
 from recordbeam.cli import main as cli
@@ -365,11 +366,6 @@ def test_runner_modes_write_byte_identical_shards(three_shards, convert, tmp_pat
         assert ours[name] == theirs[name], f"{name} differs between runner modes"
 
 
-def _files(folder) -> dict[str, bytes]:
-    return {name: open(os.path.join(folder, name), "rb").read()
-            for name in sorted(os.listdir(folder))}
-
-
 def test_the_command_and_the_python_api_write_what_the_library_writes(
         converted, coco_sample, tmp_path):
     # `convert coco` and recordbeam.convert("coco") are made from the format's one
@@ -379,9 +375,9 @@ def test_the_command_and_the_python_api_write_what_the_library_writes(
     convert_api("coco", images=coco_sample.images_dir, annotations=coco_sample.annotations,
                 output=str(api), max_reject_fraction=LENIENT, quiet=True,
                 beam_args=list(IN_MEMORY))
-    expected = _files(converted.output)
-    assert _files(command) == expected
-    assert _files(api) == expected
+    expected = folder_files(converted.output)
+    assert folder_files(command) == expected
+    assert folder_files(api) == expected
 
 
 def test_rerun_with_fewer_shards_leaves_no_stale_files(
