@@ -191,7 +191,7 @@ def test_byte_ranges_write_the_bytes_one_reader_writes(fmt, layout, tmp_path, mo
 
 
 def test_python_api_takes_split_fractions_as_the_command_does(tmp_path, output_at):
-    from recordbeam.convert import convert
+    from recordbeam.converter import convert
 
     sample = make_manifest_sample(tmp_path / "in", include_bad=False, num_rows=12)
     out = {"cli": tmp_path / "cli", "api": tmp_path / "api"}
@@ -212,7 +212,7 @@ def test_python_api_takes_split_fractions_as_the_command_does(tmp_path, output_a
     ({"manifest": "m.csv"}, "convert manifest takes no option 'manifest'"),
 ])
 def test_python_api_refuses_what_the_command_refuses(options, said, tmp_path):
-    from recordbeam.convert import convert
+    from recordbeam.converter import convert
     from recordbeam.errors import UsageError
 
     given = {"input": str(tmp_path / "m.csv"), **options}
