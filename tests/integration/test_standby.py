@@ -107,7 +107,8 @@ def _worker_pids(options, folder) -> set[int]:
     ["--direct_running_mode", "in_memory"],
     ["--direct_running_mode=multi_threading", "--direct_num_workers=2"],
     [f"--runner={LOCAL_RUNNER}"],
-    ["--runner=FnApiRunner"],
+    # Beam 2.60 knows the FnApiRunner by its path only.
+    ["--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"],
     ["--runner", "DirectRunner", "--direct_num_workers=2"],
     ["--runner=DataflowRunner", "--project=p", "--region=r", "--temp_location=gs://b/t"],
     ["--direct_num_workers=2", "--direct_num_workers=4"],
