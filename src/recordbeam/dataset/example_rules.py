@@ -22,7 +22,6 @@ __all__ = [
 #: Integers up to 2**24 are exact in float32; EfficientDet's dataloader reads source_id as one.
 FLOAT32_EXACT_INTEGERS = 2**24
 MASK = feature_keys.MASK
-_BOX_KEYS = feature_keys.BOX
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _MANIFEST_KINDS = {"string": "bytes", "int64": "int64", "float32": "float"}
 
@@ -87,7 +86,7 @@ def keys_rule(required: Mapping[str, str], optional: Mapping[str, str],
 
 
 def object_lists(record: Record) -> str | None:
-    lengths = {name: len(record.values(name)) for name in (*_BOX_KEYS, feature_keys.OBJECT_LABEL)}
+    lengths = {name: len(record.values(name)) for name in (*feature_keys.BOX, feature_keys.OBJECT_LABEL)}
     if len(set(lengths.values())) > 1:
         listed = ", ".join(f"{name.rsplit('/', 2)[-2]}/{name.rsplit('/', 1)[-1]}={n}"
                            for name, n in lengths.items())
@@ -101,7 +100,7 @@ def object_lists(record: Record) -> str | None:
 
 
 def boxes_normalized(record: Record) -> str | None:
-    xmin, ymin, xmax, ymax = (record.values(name) for name in _BOX_KEYS)
+    xmin, ymin, xmax, ymax = (record.values(name) for name in feature_keys.BOX)
     for i, box in enumerate(zip(xmin, ymin, xmax, ymax, strict=False)):
         if not all(0.0 <= v <= 1.0 for v in box) or box[0] > box[2] or box[1] > box[3]:
             shown = ", ".join(f"{v:.4g}" for v in box)

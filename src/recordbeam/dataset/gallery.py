@@ -60,10 +60,6 @@ MAX_REJECT_BYTES = 64 * 1024 * 1024
 
 _SALT = b"recordbeam-gallery/1\0"
 _IDENTITY = (feature_keys.SHA256, feature_keys.SOURCE_ID, feature_keys.FILENAME)
-_BOX = feature_keys.BOX
-_KEYPOINT_X = feature_keys.KEYPOINT_X
-_KEYPOINT_Y = feature_keys.KEYPOINT_Y
-_KEYPOINT_VISIBILITY = feature_keys.KEYPOINT_VISIBILITY
 # Saturated colours far from grey, black and white, so a drawing stands out on photos.
 _PALETTE = (
     (255, 56, 56), (44, 153, 168), (255, 157, 151), (255, 112, 31), (72, 249, 10),
@@ -239,7 +235,7 @@ def _keypoint_groups(
     example: Mapping[str, np.ndarray], labels: Sequence[int], keypoints: Mapping[str, Any]
 ) -> tuple[list[tuple[int, int, int]], str | None]:
     """``(label, start, count)`` per object into the flat keypoint lists, or why not."""
-    total = len(_values(example, _KEYPOINT_X))
+    total = len(_values(example, feature_keys.KEYPOINT_X))
     if not keypoints:
         return [], "keypoints not drawn: the manifest has no \"keypoints\" names to split them"
     groups, start = [], 0
@@ -267,10 +263,10 @@ def _draw_keypoints(
     groups, problem = _keypoint_groups(example, labels, keypoints)
     if problem:
         return [problem]
-    xs, ys = _values(example, _KEYPOINT_X), _values(example, _KEYPOINT_Y)
+    xs, ys = _values(example, feature_keys.KEYPOINT_X), _values(example, feature_keys.KEYPOINT_Y)
     if len(ys) != len(xs):
         return [f"keypoints not drawn: {len(xs)} x values but {len(ys)} y values"]
-    visibility = _values(example, _KEYPOINT_VISIBILITY)
+    visibility = _values(example, feature_keys.KEYPOINT_VISIBILITY)
     if len(visibility) != len(xs):
         visibility = np.full(len(xs), 2)  # no visibility written: every point counts
     draw = ImageDraw.Draw(picture)
@@ -333,9 +329,9 @@ def draw_example(
     notes = []
     if feature_keys.MASK in example:
         notes += _draw_masks(picture, list(_values(example, feature_keys.MASK)), labels, full)
-    if all(name in example for name in _BOX):
-        boxes = np.stack([_values(example, name).astype(float) for name in _BOX], axis=1) \
-            if len({len(_values(example, n)) for n in _BOX}) == 1 else None
+    if all(name in example for name in feature_keys.BOX):
+        boxes = np.stack([_values(example, name).astype(float) for name in feature_keys.BOX], axis=1) \
+            if len({len(_values(example, n)) for n in feature_keys.BOX}) == 1 else None
         if boxes is None:
             notes.append("boxes not drawn: xmin, ymin, xmax and ymax differ in length")
         else:
@@ -343,7 +339,7 @@ def draw_example(
             if not any(texts):
                 texts = [name_of(v) for v in labels]
             notes += _draw_boxes(picture, boxes, labels, texts)
-    if _KEYPOINT_X in example and len(_values(example, _KEYPOINT_X)):
+    if feature_keys.KEYPOINT_X in example and len(_values(example, feature_keys.KEYPOINT_X)):
         notes += _draw_keypoints(picture, example, labels, keypoints or {})
     return Thumbnail(_data_uri(picture), title, tuple(lines), tuple(notes))
 

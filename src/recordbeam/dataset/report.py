@@ -49,12 +49,6 @@ from recordbeam.images.perceptual_hash import NEAR_THRESHOLD
 
 __all__ = ["SplitStats", "collect_stats", "render_report", "report_page", "write_report"]
 
-_BOX = (
-    feature_keys.XMIN,
-    feature_keys.YMIN,
-    feature_keys.XMAX,
-    feature_keys.YMAX,
-)
 
 
 @dataclass
@@ -92,7 +86,7 @@ def collect_stats(
     stats = SplitStats()
     sample = GallerySample(gallery)
     labels = label_features(list(reader.shapes.values()))
-    has_boxes = all(name in reader.shapes for name in _BOX)
+    has_boxes = all(name in reader.shapes for name in feature_keys.BOX)
     for example in reader:
         if max_examples is not None and stats.examples_read >= max_examples:
             break
@@ -112,7 +106,7 @@ def collect_stats(
         if has_boxes:
             # 1-D already for our folders; a box feature observed with one value everywhere
             # in files resharded from elsewhere may still arrive as a 0-d array.
-            xmin, ymin, xmax, ymax = (np.atleast_1d(example[name]) for name in _BOX)
+            xmin, ymin, xmax, ymax = (np.atleast_1d(example[name]) for name in feature_keys.BOX)
             stats.boxes_per_image[len(xmin)] += 1
             if width and height:
                 stats.box_widths.extend(((xmax - xmin) * width).tolist())

@@ -24,8 +24,6 @@ from recordbeam import feature_keys
 
 _DTYPES = {"bytes_list": "string", "float_list": "float32", "int64_list": "int64"}
 _KNOWN_DTYPES = frozenset(_DTYPES.values())
-#: Where per-object features live in the detection layout (one value per object).
-PER_OBJECT_PREFIX = feature_keys.OBJECT_PREFIX
 
 
 def is_list_feature(name: str, spec: Mapping[str, Any]) -> bool:
@@ -36,7 +34,7 @@ def is_list_feature(name: str, spec: Mapping[str, Any]) -> bool:
     """
     if "list" in spec:
         return bool(spec["list"])
-    return name.startswith(PER_OBJECT_PREFIX)
+    return name.startswith(feature_keys.OBJECT_PREFIX)
 
 
 @dataclass

@@ -37,19 +37,17 @@ KEYPOINT_FLAT_KINDS = {
     feature_keys.KEYPOINT_VISIBILITY: "int64",
     feature_keys.KEYPOINT_TEXT: "bytes",
 }
-CAPTION_FEATURE = feature_keys.CAPTION
 #: LVIS's image-level category lists, named as TensorFlow Datasets' ``lvis`` builder names
 #: them (under ``image/``, as they describe the image): the written labels of the
 #: categories.
 LVIS_LIST_FEATURES = {key: feature_keys.image_key(key) for key in LVIS_LISTS}
 #: Image-level labels: annotations with a ``category_id`` and no ``bbox`` (COCO's "labels"
 #: files, as Datumaro writes them), written as Open Images' are.
-IMAGE_LABEL_KINDS = feature_keys.IMAGE_LABEL_KINDS
 #: The per-object features: one value per object, so lists even when an image holds one
 #: (and the image-level lists, which may hold one value or none).
 OBJECT_FEATURES = frozenset({*OBJECT_KINDS, feature_keys.MASK, *KEYPOINT_NUM_KIND,
-                             *KEYPOINT_FLAT_KINDS, CAPTION_FEATURE,
-                             *LVIS_LIST_FEATURES.values(), *IMAGE_LABEL_KINDS})
+                             *KEYPOINT_FLAT_KINDS, feature_keys.CAPTION,
+                             *LVIS_LIST_FEATURES.values(), *feature_keys.IMAGE_LABEL_KINDS})
 #: Objects written with label 0 (a category id 0, without --contiguous-labels).
 LABEL_0_OBJECTS = "objects_with_label_0"
 
@@ -123,7 +121,7 @@ class CocoEncoder(DetectionEncoder):
             columns, kinds, rejects, counts = {}, {}, [warning] if warning else [], {}
         if self.captions:
             texts = [text for _caption_id, text in record.labels.get("captions", ())]
-            columns[CAPTION_FEATURE], kinds[CAPTION_FEATURE] = texts, "bytes"
+            columns[feature_keys.CAPTION], kinds[feature_keys.CAPTION] = texts, "bytes"
             counts["captions_written"] = len(texts)
         for key, feature in LVIS_LIST_FEATURES.items():
             if key in record.labels:
@@ -132,7 +130,7 @@ class CocoEncoder(DetectionEncoder):
         if image_labels:
             columns[feature_keys.CLASS_LABEL] = [label for _id, label, _text in image_labels]
             columns[feature_keys.CLASS_TEXT] = [text for _id, _label, text in image_labels]
-            kinds.update(IMAGE_LABEL_KINDS)
+            kinds.update(feature_keys.IMAGE_LABEL_KINDS)
             counts["image_labels_written"] = len(image_labels)
         return columns, kinds, rejects, counts
 

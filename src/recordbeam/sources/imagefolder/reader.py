@@ -45,7 +45,6 @@ from recordbeam.write.sink import WriteShards
 #: Top-level folder names recognized as splits.
 SPLIT_FOLDERS = ("train", "val", "test")
 
-CLASS_KINDS = feature_keys.IMAGE_LABEL_KINDS
 
 #: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
 #: XMLs, exports add CSV/JSON sidecars): skipped and counted like hidden files, because
@@ -369,7 +368,7 @@ class ClassificationEncoder(ImageExampleEncoder):
         measured = getattr(self, "_class_bytes", None)
         if measured is None:
             template = {feature_keys.CLASS_LABEL: 1000, feature_keys.CLASS_TEXT: ""}
-            measured = self._class_bytes = len(encode_example(template, CLASS_KINDS))
+            measured = self._class_bytes = len(encode_example(template, feature_keys.IMAGE_LABEL_KINDS))
         text = record.labels["text"] if record is not None else "n" * self.TYPICAL_NAME_BYTES
         return measured + len(text.encode("utf-8"))
 
@@ -378,7 +377,7 @@ class ClassificationEncoder(ImageExampleEncoder):
             feature_keys.CLASS_LABEL: record.labels["label"],
             feature_keys.CLASS_TEXT: record.labels["text"],
         }
-        return features, CLASS_KINDS, [], {}
+        return features, feature_keys.IMAGE_LABEL_KINDS, [], {}
 
 
 def imagefolder_input_patterns(folder: ImageFolderOptions) -> list[str]:

@@ -90,7 +90,6 @@ OID_OBJECT_COLUMNS = {
 }
 OID_OBJECT_KINDS = {key: "int64" for key in OID_OBJECT_COLUMNS}
 #: The image-level label features.
-IMAGE_LABEL_KINDS = {feature_keys.CLASS_LABEL: "int64", feature_keys.CLASS_TEXT: "bytes"}
 
 BOX_COLUMNS = ("ImageID", "LabelName", "XMin", "XMax", "YMin", "YMax")
 IMAGE_LABEL_COLUMNS = ("ImageID", "LabelName", "Confidence")
@@ -582,14 +581,14 @@ class OpenImagesEncoder(DetectionEncoder):
 
     def __init__(self, checks=None, split: str = "train", fixes=None) -> None:
         super().__init__(checks, split, fixes, extra_kinds=OID_OBJECT_KINDS)
-        self.list_features = frozenset({*self.list_features, *IMAGE_LABEL_KINDS})
+        self.list_features = frozenset({*self.list_features, *feature_keys.IMAGE_LABEL_KINDS})
 
     def label_features(self, record: ImageRecord, info):
         columns, kinds, rejects, counts = super().label_features(record, info)
         image_labels = record.labels.get("image_labels", ())
         columns[feature_keys.CLASS_LABEL] = [label for label, _text in image_labels]
         columns[feature_keys.CLASS_TEXT] = [text for _label, text in image_labels]
-        return columns, {**kinds, **IMAGE_LABEL_KINDS}, rejects, counts
+        return columns, {**kinds, **feature_keys.IMAGE_LABEL_KINDS}, rejects, counts
 
     def object_counts(self, columns) -> dict[str, int]:
         return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
