@@ -17,8 +17,9 @@ theirs, whose commits a later run may have to finish) and the loose files it wro
 
 What each filesystem guarantees:
 
-- Local folders (and other POSIX mounts): the lock file is created with ``O_EXCL``, so of
-  two runs starting together exactly one gets it. A lock whose run was killed
+- Local folders (and other POSIX mounts): the lock file is written beside its name, then
+  hard-linked to it (``O_EXCL`` where the filesystem has no hard links), so of two runs
+  starting together exactly one gets it, and the other reads it whole. A lock whose run was killed
   (``kill -9``, a crash, a reboot) is recognised as soon as its host sees the process
   gone, and taken over.
 - Object stores (``gs://``, ``s3://``) and other Beam filesystems: Beam's filesystem API
@@ -48,6 +49,8 @@ LOCK = ".recordbeam-lock.json"
 FORMAT = "recordbeam-lock/1"
 #: Age after which a lock whose owner cannot be checked from here is taken over.
 STALE_AFTER_HOURS = 24.0
+#: Reads of an empty lock file before it is taken for a file recordbeam did not write.
+_READ_ATTEMPTS = 6
 
 
 class FolderLocked(OutputFolderError):
@@ -94,13 +97,18 @@ def read(output_dir: str) -> LockRecord | None:
     :class:`recordbeam.dataset.names.OutputFolderError` for a file of that name that is
     not one recordbeam wrote (it is never read as ours, nor deleted)."""
     path = filesystems.join(output_dir, LOCK)
-    try:
-        data = filesystems.read_bytes(path)
-    except Exception:  # noqa: BLE001 - each filesystem says "missing" its own way
-        if filesystems.exists(path):
-            raise
-        return None
-    record = _parse(data)
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            data = filesystems.read_bytes(path)
+        except Exception:  # noqa: BLE001 - each filesystem says "missing" its own way
+            if filesystems.exists(path):
+                raise
+            return None
+        record = _parse(data)
+        if record is not None or data:
+            break
+        # Empty: a lock being created where the filesystem cannot do it in one step.
+        time.sleep(0.05 * (attempt + 1))
     if record is None:
         raise OutputFolderError(
             f"{path} is not a lock recordbeam wrote; recordbeam keeps its lock under that "
@@ -275,8 +283,8 @@ def _confirmed(lock: FolderLock) -> FolderLock:
 
 def _create_new(path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists; False when it does. Atomic on
-    local filesystems (``O_EXCL``); elsewhere a check, then a write. A write that fails
-    (a full disk) leaves no file behind."""
+    local filesystems (a hard link, else ``O_EXCL``); elsewhere a check, then a write. A
+    write that fails (a full disk) leaves no file behind."""
     local = filesystems.local_path(path)
     if local is None:
         if filesystems.exists(path):
@@ -284,12 +292,36 @@ def _create_new(path: str, data: bytes) -> bool:
         _written_whole(path, data, lambda: filesystems.write_bytes(path, data))
         return True
     os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+    staged = _staged(local, data)
+    try:
+        os.link(staged, local)  # whole or absent: a reader never sees it half written
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # a filesystem without hard links
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
     try:
         fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return False
     _written_whole(path, data, lambda: _write_and_close(fd, data))
     return True
+
+
+def _staged(local: str, data: bytes) -> str:
+    """``data`` written whole to a new file beside ``local``; its path."""
+    staged = f"{local}.{os.getpid()}.{time.monotonic_ns()}"
+    try:
+        with open(staged, "wb") as f:
+            f.write(data)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+    return staged
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
@@ -312,10 +344,8 @@ def _write(path: str, data: bytes) -> None:
     if local is None:
         filesystems.write_bytes(path, data)
         return
-    staged = f"{local}.{os.getpid()}.{time.monotonic_ns()}"
+    staged = _staged(local, data)
     try:
-        with open(staged, "wb") as f:
-            f.write(data)
         os.replace(staged, local)
     except BaseException:
         with contextlib.suppress(OSError):
