@@ -98,14 +98,17 @@ def read(output_dir: str) -> LockRecord | None:
     not one recordbeam wrote (it is never read as ours, nor deleted)."""
     path = filesystems.join(output_dir, LOCK)
     for attempt in range(_READ_ATTEMPTS):
+        last = attempt == _READ_ATTEMPTS - 1
         try:
             data = filesystems.read_bytes(path)
         except Exception:  # noqa: BLE001 - each filesystem says "missing" its own way
-            if filesystems.exists(path):
+            if not filesystems.exists(path):
+                return None
+            if last:
                 raise
-            return None
+            continue  # created between the read and the check: read it again
         record = _parse(data)
-        if record is not None or data:
+        if record is not None or data or last:
             break
         # Empty: a lock being created where the filesystem cannot do it in one step.
         time.sleep(0.05 * (attempt + 1))
