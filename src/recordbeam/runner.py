@@ -1,6 +1,6 @@
-"""Kept so that ``--runner recordbeam.runner.LocalRunner`` keeps working.
+"""The local runner's public name: ``--runner recordbeam.runner.LocalRunner``.
 
-The local runner lives in :mod:`recordbeam.local.runner`.
+It is defined in :mod:`recordbeam.local.runner`, which is private.
 """
 
 from recordbeam.local.runner import LocalRunner

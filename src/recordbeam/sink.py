@@ -1,7 +1,8 @@
-"""Kept so that ``from recordbeam.sink import WriteShards`` keeps working.
+"""What a Beam pipeline of your own imports to write shards with recordbeam's guarantees.
 
-The sink lives in :mod:`recordbeam.write.sink`, its encoder protocol in
-:mod:`recordbeam.write.encoder` and its commit in :mod:`recordbeam.write.commit`.
+The sink is defined in :mod:`recordbeam.write.sink`, its encoder protocol in
+:mod:`recordbeam.write.encoder` and its commit in :mod:`recordbeam.write.commit`; those
+modules are private, these names are the public ones.
 """
 
 from recordbeam.write.commit import RejectLimitExceeded, ShardResult

@@ -622,14 +622,14 @@ def test_image_deleted_after_listing_is_a_missing_reject(coco_sample, tmp_path, 
     def build(p):
         read = p | "ReadCoco" >> ReadCoco(coco)
         # Runs after the listing and before the shard writer reads the bytes.
-        records = read["records"] | "DeleteOne" >> beam.Map(_delete_when_seen, victim)
+        records = read.records | "DeleteOne" >> beam.Map(_delete_when_seen, victim)
         sink = WriteShards(
             out,
             CocoEncoder(ImageChecks()),
             options=ShardOptions(max_reject_fraction=LENIENT),
-            rejects=read["rejects"],
-            counts=read["counts"],
-            metadata=read["metadata"],
+            rejects=read.rejects,
+            counts=read.counts,
+            metadata=read.metadata,
         )
         _ = records | "WriteShards" >> sink
         return sink

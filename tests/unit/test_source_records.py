@@ -29,6 +29,7 @@ from recordbeam.sources.coco.records import (
     unpack_objects,
 )
 from recordbeam.sources.record_coder import ImageRecordCoder
+from recordbeam.sources.result import SourceRead
 
 MESSAGES = [
     ListedFile("/data/images/a b.jpg", 123_456, 1735689600.25),
@@ -121,7 +122,8 @@ def test_coco_stages_carry_named_types_so_shuffles_use_the_compact_coders(tmp_pa
         Tuple[JoinKey, JoinMessage])
     assert str(registry.get_coder(types["Read/JoinAnnotationsById"])).endswith(
         "JoinMessageCoder]")
-    assert read["records"].element_type is ImageRecord
+    assert read.records.element_type is ImageRecord
+    assert isinstance(read, SourceRead) and read.sizes is not None
 
 
 def test_every_image_source_types_its_records(tmp_path):
@@ -135,7 +137,8 @@ def test_every_image_source_types_its_records(tmp_path):
     table = p | "Table" >> ReadTable(TableOptions(str(manifest)))
     grouped = p | "Grouped" >> ReadTable(TableOptions(str(manifest), group_by="label"))
     for read in (folder, table, grouped):
-        assert read["records"].element_type is ImageRecord
+        assert isinstance(read, SourceRead)
+        assert read.records.element_type is ImageRecord
 
 
 def test_built_rows_cross_the_group_shuffle_as_their_fields():

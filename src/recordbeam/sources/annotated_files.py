@@ -44,6 +44,7 @@ from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.detection import DetectionObject, object_fields
 from recordbeam.sources.fingerprint import FileTermsFn
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import is_text, printable
 
 #: File name endings taken as images (compared in lower case).
@@ -797,8 +798,7 @@ class ReadAnnotatedImages(beam.PTransform):
     """Read a format with one annotation file per image into ``ImageRecord``s for a
     :class:`~recordbeam.sources.detection.DetectionEncoder`.
 
-    Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`):
-    ``records``, ``rejects``, ``counts``, ``metadata`` and ``sizes``. ``skip_prefix``
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``skip_prefix``
     (the output folder's path, when it lies inside the input) is left out of the listings;
     an annotation file that links lead out of ``roots`` is not read (its image is rejected
     ``outside_root``).
@@ -855,8 +855,7 @@ class ReadAnnotatedImages(beam.PTransform):
         rejects = (listed.rejects, parsed.rejects, built.rejects) | "Rejects" >> beam.Flatten()
         counts = (listed.counts, parsed.counts, built.counts) | "Counts" >> beam.Flatten()
         sizes = parsed.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
-        return {"records": built.records, "rejects": rejects, "counts": counts,
-                "metadata": metadata, "sizes": sizes}
+        return SourceRead(built.records, rejects, counts, metadata, sizes)
 
 
 class ReadFormat(beam.PTransform):

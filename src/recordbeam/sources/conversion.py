@@ -61,16 +61,16 @@ def write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, out
     no file that links lead out of the read's ``input_roots``."""
     encoder.input_roots = read_transform.input_roots
     read = p | name >> read_transform
-    metadata = read["metadata"] | "Fingerprint" >> beam.Map(
+    metadata = read.metadata | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
     )
     incremental = (Incremental(settings, shards.input_key, shards.compact_below)
                    if shards.incremental else None)
     sink = WriteShards(
-        output_dir, encoder, options=shards, rejects=read["rejects"], counts=read["counts"],
-        metadata=metadata, splits=splits, sizes=read.get("sizes"), incremental=incremental,
+        output_dir, encoder, options=shards, rejects=read.rejects, counts=read.counts,
+        metadata=metadata, splits=splits, sizes=read.sizes, incremental=incremental,
     )
-    _ = read["records"] | "WriteShards" >> sink
+    _ = read.records | "WriteShards" >> sink
     return sink
 
 

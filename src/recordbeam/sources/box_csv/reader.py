@@ -48,6 +48,7 @@ from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import FileTermsFn
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
+from recordbeam.sources.result import SourceRead
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -254,7 +255,7 @@ class _ReadSplit(beam.DoFn):
 class ReadBoxCsv(beam.PTransform):
     """Read a box CSV folder into ``ImageRecord``s for :class:`BoxCsvEncoder`.
 
-    Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`).
+    Returns a :class:`~recordbeam.sources.result.SourceRead`.
     ``splits`` (the folders holding a table, from a listing) and the tables' headers are
     checked on construction (:class:`BoxCsvError`). ``skip_below``, the output folder when
     it lies inside ROOT, is left out of the listings.
@@ -311,8 +312,7 @@ class ReadBoxCsv(beam.PTransform):
         rejects = (read.rejects, joined.rejects, built.rejects) | "Rejects" >> beam.Flatten()
         counts = (read.counts, joined.counts, built.counts) | "Counts" >> beam.Flatten()
         sizes = parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
-        return {"records": built.records, "rejects": rejects, "counts": counts,
-                "metadata": metadata, "sizes": sizes}
+        return SourceRead(built.records, rejects, counts, metadata, sizes)
 
 
 def box_csv_input_patterns(options: BoxCsvOptions, splits: list[str] | tuple[str, ...]) -> list[str]:

@@ -49,6 +49,7 @@ from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import require_file, require_folder, require_json_object
 from recordbeam.sources.listing import skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.result import SourceRead
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -63,9 +64,8 @@ class ReadCoco(beam.PTransform):
     """Read a COCO dataset (instances, person keypoints, LVIS, captions: see
     :class:`CocoOptions`) into ``ImageRecord``s.
 
-    Returns a dict of PCollections: ``records`` (ImageRecord), ``rejects`` (Reject),
-    ``counts`` ((name, n) pairs), ``metadata`` (one dict: label map, input terms) and
-    ``sizes`` ((split, bytes) of every file that joined an image entry, to plan shards).
+    Returns a :class:`~recordbeam.sources.result.SourceRead`; its ``sizes`` are those of
+    every file that joined an image entry.
 
     ``skip_below``, a folder inside the images folder (the output folder, when it was put
     there), is left out of the listing and the inputs fingerprint.
@@ -147,8 +147,7 @@ class ReadCoco(beam.PTransform):
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(planned_size, opts.split)
         counts = (joined.counts, inputs.counts) | "CocoCounts" >> beam.Flatten()
-        return {"records": records.records, "rejects": all_rejects, "counts": counts,
-                "metadata": metadata, "sizes": planned}
+        return SourceRead(records.records, all_rejects, counts, metadata, planned)
 
 
 def coco_input_patterns(coco: CocoOptions) -> list[str]:

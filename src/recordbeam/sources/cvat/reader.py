@@ -74,6 +74,7 @@ from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import FileTermsFn
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
+from recordbeam.sources.result import SourceRead
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -929,9 +930,7 @@ def _with_track_id(obj: NamedObject, track_id: int) -> NamedObject:
 class ReadCvat(beam.PTransform):
     """Read a CVAT for images 1.1 export into ``ImageRecord``s for :class:`CvatEncoder`.
 
-    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
-    ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
-    ``sizes``. Construction reads the head of each XML (:func:`plan`): ``splits`` and
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. Construction reads the head of each XML (:func:`plan`): ``splits`` and
     ``classes`` are known then. ``skip_below``, the output folder when it lies inside the
     images folder, is left out of the listing.
     """
@@ -991,8 +990,7 @@ class ReadCvat(beam.PTransform):
                   | "Counts" >> beam.Flatten())
         sizes = paired.parsed | "PlannedSizes" >> beam.Map(
             lambda image: (image.split, image.size))
-        return {"records": built.records, "rejects": rejects, "counts": counts,
-                "metadata": metadata, "sizes": sizes}
+        return SourceRead(built.records, rejects, counts, metadata, sizes)
 
 
 class CvatEncoder(DetectionEncoder):

@@ -36,6 +36,7 @@ from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_classes_file, require_folder
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, is_skipped, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.result import SourceRead
 from recordbeam.sources.splits import split_share
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.image_encoder import ImageChecks, ImageExampleEncoder
@@ -274,8 +275,8 @@ class ReadImageFolder(beam.PTransform):
     ``skip_below``, a folder inside the root (the output folder, when it was put there),
     is left out of the listing: its shards are neither classes nor inputs.
 
-    Returns a dict of PCollections like ``ReadCoco``: ``records``, ``rejects``, ``counts``
-    and ``metadata`` (label map, input terms).
+    Returns a :class:`~recordbeam.sources.result.SourceRead` without ``sizes``; its
+    ``metadata`` holds the label map.
     """
 
     def __init__(self, options: ImageFolderOptions, skip_below: str | None = None) -> None:
@@ -353,12 +354,7 @@ class ReadImageFolder(beam.PTransform):
             )
         )
         rejects = (classified.rejects, records.rejects) | "FolderRejects" >> beam.Flatten()
-        return {
-            "records": records.records,
-            "rejects": rejects,
-            "counts": classified.counts,
-            "metadata": metadata,
-        }
+        return SourceRead(records.records, rejects, classified.counts, metadata)
 
 
 class ClassificationEncoder(ImageExampleEncoder):

@@ -347,9 +347,8 @@ class KittiFormat(AnnotationFormat):
 class ReadKitti(ReadFormat):
     """Read a KITTI folder into ``ImageRecord``s for :class:`KittiEncoder`.
 
-    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
-    ``records``, ``rejects``, ``counts``, ``metadata`` (label map: the sorted types found,
-    ``DontCare`` left out; input terms) and ``sizes``. ``splits`` (known on construction,
+    Returns a :class:`~recordbeam.sources.result.SourceRead`; its label map holds the
+    sorted types found, ``DontCare`` left out. ``splits`` (known on construction,
     from a listing of the split folders) are the splits it writes.
 
     ``skip_below``, the output folder when it lies inside an input folder, is left out.

@@ -500,9 +500,7 @@ class LabelmeFormat(AnnotationFormat):
 class ReadLabelme(ReadFormat):
     """Read a folder of labelme JSONs into ``ImageRecord``s for :class:`LabelmeEncoder`.
 
-    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
-    ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
-    ``sizes``. ``splits`` is the one split it writes; ``classes`` those of ``--classes``
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` is the one split it writes; ``classes`` those of ``--classes``
     (None: the sorted names found, known once the JSONs are read).
 
     ``skip_below``, the output folder when it lies inside an input folder, is left out.

@@ -65,6 +65,7 @@ from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_file
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.result import SourceRead
 from recordbeam.sources.splits import split_share
 from recordbeam.write.encoder import Encoded
 from recordbeam.write.image_encoder import IMAGE_KINDS, ImageChecks, ImageExampleEncoder
@@ -1187,7 +1188,7 @@ class ReadTable(beam.PTransform):
         )
         rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()
         counts = pbegin | "NoCounts" >> beam.Create([])
-        return {"records": records, "rejects": rejects, "counts": counts, "metadata": metadata}
+        return SourceRead(records, rejects, counts, metadata)
 
 
 def _kinds_of(schema: Schema) -> dict[str, str]:

@@ -76,6 +76,7 @@ from recordbeam.sources.detection import DetectionEncoder, DetectionObject, obje
 from recordbeam.sources.fingerprint import FileTermsFn
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
+from recordbeam.sources.result import SourceRead
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -481,7 +482,7 @@ def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
 class ReadOpenImages(beam.PTransform):
     """Read an Open Images folder into ``ImageRecord``s for :class:`OpenImagesEncoder`.
 
-    Returns the dict of PCollections every source returns (see :mod:`recordbeam.sources`).
+    Returns a :class:`~recordbeam.sources.result.SourceRead`.
     On construction it lists the tables and reads their header lines and the class
     descriptions (:class:`OpenImagesError` when they cannot be used): ``splits``,
     ``label_ids`` and ``display_names`` are known before the run. ``skip_below``, the
@@ -562,10 +563,8 @@ class ReadOpenImages(beam.PTransform):
         counts += [joined.counts, built.counts]
         sizes = joined.joined | "PlannedSizes" >> beam.Map(
             lambda image: (image.parsed.split, image.parsed.size))
-        return {"records": built.records,
-                "rejects": rejects | "Rejects" >> beam.Flatten(),
-                "counts": counts | "Counts" >> beam.Flatten(),
-                "metadata": metadata, "sizes": sizes}
+        return SourceRead(built.records, rejects | "Rejects" >> beam.Flatten(),
+                          counts | "Counts" >> beam.Flatten(), metadata, sizes)
 
 
 def openimages_input_patterns(options: OpenImagesOptions, tables: Tables) -> list[str]:

@@ -396,9 +396,7 @@ class VocFormat(AnnotationFormat):
 class ReadVoc(ReadFormat):
     """Read a Pascal VOC folder into ``ImageRecord``s for :class:`VocEncoder`.
 
-    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
-    ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
-    ``sizes`` ((split, bytes) per image, to plan shards). ``splits`` (known on
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` (known on
     construction, from a listing of ``ImageSets/Main`` or of a flat export's split
     folders) are the splits it writes; ``layout`` says where the XMLs are.
 

@@ -794,9 +794,7 @@ class ReadYolo(ReadFormat):
     """Read a YOLO folder (darknet or Ultralytics) into ``ImageRecord``s for
     :class:`YoloEncoder`.
 
-    Returns a dict of PCollections, as every source (see :mod:`recordbeam.sources`):
-    ``records``, ``rejects``, ``counts``, ``metadata`` (label map, input terms) and
-    ``sizes``. ``splits`` (known on construction, from ``obj.data``/``data.yaml`` or the
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` (known on construction, from ``obj.data``/``data.yaml`` or the
     split folders) are the splits it writes; ``classes`` the class names in class-id order.
 
     ``skip_below``, the output folder when it lies inside ROOT, is left out.
