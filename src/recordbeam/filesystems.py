@@ -361,6 +361,16 @@ def input_roots(folders: Sequence[str | None], allow_outside_root: bool) -> Inpu
     return None if allow_outside_root else InputRoots([f for f in folders if f])
 
 
+class RootAndImagesInputs:
+    """For the options of a format read from ``root`` and, where given, an images folder
+    ``images_dir`` of its own: their :meth:`input_roots`. The options hold
+    ``root``, ``images_dir`` and ``allow_outside_root``."""
+
+    def input_roots(self) -> InputRoots | None:
+        """The folders this run reads (see :class:`InputRoots`)."""
+        return input_roots((self.root, self.images_dir), self.allow_outside_root)
+
+
 class LeadsOutside(DataError):
     """A file a command found in the folders it was given (a CVAT XML, a table, a YOLO
     ``data.yaml``...) that links lead outside them, and which it needs whole."""

@@ -12,6 +12,7 @@ one, else new processes started as Beam starts them.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import logging
@@ -30,7 +31,6 @@ from apache_beam.options.pipeline_options import (
     DirectOptions,
     PipelineOptions,
     StandardOptions,
-    _BeamArgumentParser,
 )
 from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -299,7 +299,25 @@ def _quoted(path: str) -> str:
     return shlex.quote(path) if os.name == "posix" else subprocess.list2cmdline([path])
 
 
-class _BeamOptionsParser(_BeamArgumentParser):
+class PlainBeamParser(argparse.ArgumentParser):
+    """What Beam's own parser adds to argparse's, for checking options (not for making
+    them): its options' ``add_value_provider_argument``, parsed as a plain argument."""
+
+    def add_value_provider_argument(self, *args, **kwargs) -> None:
+        if not args[0].startswith("-") and kwargs.get("nargs") is None:
+            kwargs["nargs"] = "?"
+        self.add_argument(*args, **kwargs)
+
+
+def _beam_parser_class() -> type[argparse.ArgumentParser]:
+    """Beam's parser class where this Beam has it under its private name, else
+    :class:`PlainBeamParser`."""
+    from apache_beam.options import pipeline_options
+
+    return getattr(pipeline_options, "_BeamArgumentParser", PlainBeamParser)
+
+
+class _BeamOptionsParser(_beam_parser_class()):
     """The parser Beam reads pipeline options with (every ``PipelineOptions`` subclass's
     arguments, no abbreviations), raising on a bad value instead of exiting."""
 

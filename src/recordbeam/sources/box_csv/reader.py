@@ -68,7 +68,7 @@ class NotABoxCsvFolder(UsageError, BoxCsvError):  # UsageError first: its exit c
 
 
 @dataclass(frozen=True)
-class BoxCsvOptions:
+class BoxCsvOptions(filesystems.RootAndImagesInputs):
     """What to read.
 
     Attributes:
@@ -82,10 +82,6 @@ class BoxCsvOptions:
     root: str
     images_dir: str | None = None
     allow_outside_root: bool = False
-
-    def input_roots(self) -> filesystems.InputRoots | None:
-        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
-        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     def table(self, split: str) -> str:
         return filesystems.join(self.root.rstrip("/"), split, TABLE_NAME)

@@ -100,7 +100,7 @@ class CvatError(DataError, ValueError):
 
 
 @dataclass(frozen=True)
-class CvatOptions:
+class CvatOptions(filesystems.RootAndImagesInputs):
     """What to read.
 
     Attributes:
@@ -118,10 +118,6 @@ class CvatOptions:
     split: str = "train"
     include_masks: bool = False
     allow_outside_root: bool = False
-
-    def input_roots(self) -> filesystems.InputRoots | None:
-        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
-        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_folder(self) -> str:

@@ -153,31 +153,17 @@ class _Classify(beam.DoFn):
             return
         if self._splits:
             if parts[0] not in self._splits or len(parts) < 3:
-                yield TaggedOutput(
-                    "rejects",
-                    Reject(
-                        "image",
-                        meta.path,
-                        "not_in_class_folder",
-                        f"{relative} is not inside {'/'.join(('<split>', '<class>', ''))} with split one of "
-                        f"{', '.join(self._splits)}; move it into a class folder or delete it",
-                        split=parts[0] if parts[0] in self._splits else None,
-                    ),
-                )
+                yield _not_in_class_folder(
+                    meta.path, f"{relative} is not inside <split>/<class>/ with split one of "
+                    f"{', '.join(self._splits)}; move it into a class folder or delete it",
+                    parts[0] if parts[0] in self._splits else None)
                 return
             split, class_name, in_class = parts[0], parts[1], parts[2:]
         else:
             if len(parts) < 2:
-                yield TaggedOutput(
-                    "rejects",
-                    Reject(
-                        "image",
-                        meta.path,
-                        "not_in_class_folder",
-                        f"{relative} lies directly in the root folder, not in a class folder; move it "
-                        "into <root>/<class>/ or delete it",
-                    ),
-                )
+                yield _not_in_class_folder(
+                    meta.path, f"{relative} lies directly in the root folder, not in a class "
+                    "folder; move it into <root>/<class>/ or delete it")
                 return
             class_name, in_class = parts[0], parts[1:]
             split = self._options.split
@@ -186,6 +172,11 @@ class _Classify(beam.DoFn):
                 split = "val"
         yield ClassifiedFile(relative, meta.path, meta.size_in_bytes, split, class_name,
                              "/".join(in_class), float(meta.last_updated_in_seconds or 0.0))
+
+
+def _not_in_class_folder(path: str, message: str, split: str | None = None) -> TaggedOutput:
+    return TaggedOutput("rejects", Reject("image", path, "not_in_class_folder", message,
+                                          split=split))
 
 
 class _Label(beam.DoFn):

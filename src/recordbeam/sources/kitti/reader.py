@@ -93,7 +93,7 @@ class KittiError(DataError, ValueError):
 
 
 @dataclass(frozen=True)
-class KittiOptions:
+class KittiOptions(filesystems.RootAndImagesInputs):
     """What to read.
 
     Attributes:
@@ -109,10 +109,6 @@ class KittiOptions:
     images_dir: str | None = None
     split: str = "train"
     allow_outside_root: bool = False
-
-    def input_roots(self) -> filesystems.InputRoots | None:
-        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
-        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def images_root(self) -> str:

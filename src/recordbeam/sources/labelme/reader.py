@@ -95,7 +95,7 @@ class LabelmeError(DataError, ValueError):
 
 
 @dataclass(frozen=True)
-class LabelmeOptions:
+class LabelmeOptions(filesystems.RootAndImagesInputs):
     """What to read.
 
     Attributes:
@@ -117,10 +117,6 @@ class LabelmeOptions:
     classes_file: str | None = None
     include_masks: bool = False
     allow_outside_root: bool = False
-
-    def input_roots(self) -> filesystems.InputRoots | None:
-        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
-        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_folder(self) -> str:

@@ -113,7 +113,7 @@ class NotAnOpenImagesFolder(UsageError, OpenImagesError):  # UsageError first: i
 
 
 @dataclass(frozen=True)
-class OpenImagesOptions:
+class OpenImagesOptions(filesystems.RootAndImagesInputs):
     """What to read.
 
     Attributes:
@@ -128,10 +128,6 @@ class OpenImagesOptions:
     root: str
     images_dir: str | None = None
     allow_outside_root: bool = False
-
-    def input_roots(self) -> filesystems.InputRoots | None:
-        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
-        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def image_root(self) -> str:
@@ -283,16 +279,25 @@ def row_source(table: Table, line: str) -> str:
     return f"{table.path}: row {line!r}"
 
 
+def _fields(table: Table, line: str, what: str) -> tuple[str, list[str] | Reject]:
+    """Where the row was read, and its fields or the reject of a row whose fields the
+    header does not name (its ``what`` was not written)."""
+    where = row_source(table, line)
+    fields = csv_fields(line)
+    if fields is None or len(fields) != len(table.columns):
+        return where, Reject("annotation", where, "malformed_row", (
+            f"{where}: not a row of {len(table.columns)} fields as the header names; the "
+            f"{what} was not written"), table.split)
+    return where, fields
+
+
 def parse_box_line(table: Table, line: str) -> Iterator[Any]:
     """One line of a box table -> ``(key, BoxRow)``, or a reject naming the table and row."""
     if not line.strip():
         return
-    where = row_source(table, line)
-    fields = csv_fields(line)
-    if fields is None or len(fields) != len(table.columns):
-        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
-            f"{where}: not a row of {len(table.columns)} fields as the header names; the box "
-            "was not written"), table.split))
+    where, fields = _fields(table, line, "box")
+    if isinstance(fields, Reject):
+        yield TaggedOutput("rejects", fields)
         return
 
     def value(column: str) -> str:
@@ -334,12 +339,9 @@ def parse_image_label_line(table: Table, line: str) -> Iterator[Any]:
     a negative one (Confidence 0) is counted."""
     if not line.strip():
         return
-    where = row_source(table, line)
-    fields = csv_fields(line)
-    if fields is None or len(fields) != len(table.columns):
-        yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
-            f"{where}: not a row of {len(table.columns)} fields as the header names; the "
-            "label was not written"), table.split))
+    where, fields = _fields(table, line, "label")
+    if isinstance(fields, Reject):
+        yield TaggedOutput("rejects", fields)
         return
     image_id = fields[table.columns["ImageID"]].strip()
     label_id = fields[table.columns["LabelName"]].strip()

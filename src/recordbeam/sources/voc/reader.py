@@ -90,7 +90,7 @@ class NotAVocFolder(UsageError, VocError):  # UsageError first: its exit code
 
 
 @dataclass(frozen=True)
-class VocOptions:
+class VocOptions(filesystems.RootAndImagesInputs):
     """What to read.
 
     Attributes:
@@ -106,10 +106,6 @@ class VocOptions:
     images_dir: str | None = None
     split: str = "train"
     allow_outside_root: bool = False
-
-    def input_roots(self) -> filesystems.InputRoots | None:
-        """The folders this run reads (see :class:`recordbeam.filesystems.InputRoots`)."""
-        return filesystems.input_roots((self.root, self.images_dir), self.allow_outside_root)
 
     @property
     def annotations_dir(self) -> str:
