@@ -7,6 +7,9 @@ A page asks for a table with a comment on a line of its own:
 command's parser (names, value, what it does and its default, as ``--help`` says them).
 An unknown command fails the build.
 
+``<!-- formats: public -->``: an API entry for each name the formats declare public
+(:attr:`recordbeam.sources.format.Format.public`).
+
 Some Markdown files live beside what they describe (``ARCHITECTURE.md`` at the top,
 ``benchmarks/README.md`` beside the benchmarks): :data:`INCLUDED` puts them into the site
 as pages, their links to each other and to ``docs/`` rewritten to the site's paths, so
@@ -33,6 +36,7 @@ INCLUDED = {
 }
 
 _OPTIONS = re.compile(r"^<!-- options: ([a-z -]+?) -->$", re.MULTILINE)
+_PUBLIC = re.compile(r"^<!-- formats: public -->$", re.MULTILINE)
 _LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
 
 
@@ -46,7 +50,17 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - MkDocs' signature
+    markdown = _PUBLIC.sub(lambda _found: formats_public_api(), markdown)
     return _OPTIONS.sub(lambda found: options_table(found.group(1).split()), markdown)
+
+
+def formats_public_api() -> str:
+    """An API entry for every name each format declares public (its read transform,
+    options and encoder), format by format."""
+    from recordbeam.sources.format import formats
+
+    return "\n\n".join(f"::: {path}" for declared in formats().values()
+                        for path in declared.public)
 
 
 def _site_links(text: str, source: str, page: str) -> str:

@@ -9,20 +9,31 @@ import importlib
 import io
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 import recordbeam
+from recordbeam.sources.format import formats
+from recordbeam.write.image_encoder import ImageExampleEncoder
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "docs"))
+import hooks  # noqa: E402 - docs/hooks.py, the MkDocs hook that fills the page in
 
 API_PAGE = Path(__file__).parents[2] / "docs" / "api.md"
 PUBLIC_MODULES = ("recordbeam", "recordbeam.sources", "recordbeam.sink", "recordbeam.runner")
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
 
+def _page() -> str:
+    """docs/api.md as the site shows it (its generated entries filled in)."""
+    return hooks.on_page_markdown(API_PAGE.read_text(encoding="utf-8"), None, None, None)
+
+
 def _documented() -> list[str]:
-    return re.findall(r"^::: ([\w.]+)$", API_PAGE.read_text(encoding="utf-8"), re.MULTILINE)
+    return re.findall(r"^::: ([\w.]+)$", _page(), re.MULTILINE)
 
 
 def _resolve(dotted: str):
@@ -52,8 +63,21 @@ def test_every_public_name_imports_and_is_documented(module):
     for name in names:
         value = getattr(public, name)
         assert value in documented or (
-            f"`{module}.{name}(" in API_PAGE.read_text(encoding="utf-8")), (
+            f"`{module}.{name}(" in _page()), (
             f"{module}.{name} is public but docs/api.md does not document it")
+
+
+@pytest.mark.parametrize("name", list(formats()))
+def test_every_format_declares_its_read_transform_options_and_encoder(name):
+    import apache_beam as beam
+
+    declared = [_resolve(path) for path in formats()[name].public]
+    kinds = [
+        [c for c in declared if isinstance(c, type) and issubclass(c, beam.PTransform)],
+        [c for c in declared if c.__name__.endswith("Options")],
+        [c for c in declared if isinstance(c, type) and issubclass(c, ImageExampleEncoder)],
+    ]
+    assert [len(k) for k in kinds] == [1, 1, 1], declared
 
 
 def test_a_private_name_is_not_offered_by_the_public_modules():

@@ -40,41 +40,36 @@ table are made from the declaration.
 
 import importlib
 
-#: What a pipeline of your own imports from here, and the module that defines it: each
-#: format's read transform, its options and its encoder, and what the read returns.
-#: Everything else under ``recordbeam.sources`` is private.
-_PUBLIC = {
+#: Names a pipeline of your own imports from here besides each format's (its declaration's
+#: ``public``: read transform, options, encoder), by the module that defines them.
+_SHARED = {
     "SourceRead": "result",
-    "ReadCoco": "coco.reader", "CocoOptions": "coco.options", "CocoEncoder": "coco.encoder",
-    "ReadVoc": "voc.reader", "VocOptions": "voc.reader", "VocEncoder": "voc.reader",
-    "ReadYolo": "yolo.reader", "YoloOptions": "yolo.reader", "YoloEncoder": "yolo.reader",
-    "ReadKitti": "kitti.reader", "KittiOptions": "kitti.reader",
-    "KittiEncoder": "kitti.reader",
-    "ReadCvat": "cvat.reader", "CvatOptions": "cvat.reader", "CvatEncoder": "cvat.reader",
-    "ReadLabelme": "labelme.reader", "LabelmeOptions": "labelme.reader",
-    "LabelmeEncoder": "labelme.reader",
-    "ReadOpenImages": "openimages.reader", "OpenImagesOptions": "openimages.reader",
-    "OpenImagesEncoder": "openimages.reader",
-    "ReadBoxCsv": "box_csv.reader", "BoxCsvOptions": "box_csv.reader",
-    "BoxCsvEncoder": "box_csv.reader",
-    "ReadImageFolder": "imagefolder.reader", "ImageFolderOptions": "imagefolder.reader",
-    "ClassificationEncoder": "imagefolder.reader",
-    "ReadTable": "manifest.reader", "TableOptions": "manifest.reader",
-    "TableEncoder": "manifest.reader",
     "ReadRecordFiles": "reshard", "ReshardOptions": "reshard",
     "SplitRecordEncoder": "reshard",
 }
 
-__all__ = sorted(_PUBLIC)
+
+def public_paths() -> dict[str, str]:
+    """Every public name of this package and its full dotted path. Everything else under
+    ``recordbeam.sources`` is private."""
+    from recordbeam.sources.format import formats
+
+    paths = {name: f"{__name__}.{module}.{name}" for name, module in _SHARED.items()}
+    for declared in formats().values():
+        paths.update((path.rsplit(".", 1)[1], path) for path in declared.public)
+    return dict(sorted(paths.items()))
 
 
 def __getattr__(name: str):
     # Lazy: a format's modules (and Beam) are imported when one of its names is asked for.
-    module = _PUBLIC.get(name)
-    if module is None:
+    if name == "__all__":
+        return list(public_paths())
+    path = public_paths().get(name)
+    if path is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    module, _, attribute = path.rpartition(".")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(public_paths()))

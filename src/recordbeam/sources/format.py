@@ -98,6 +98,9 @@ class Format:
     #: Options of other commands a user may bring here, and what this one takes instead
     #: (``--images`` given to ``convert yolo``): said in place of a typo suggestion.
     instead: Mapping[str, str] = field(default_factory=dict)
+    #: What a Beam pipeline of one's own imports from :mod:`recordbeam.sources`, as full
+    #: dotted paths (:func:`public_in`): the read transform, its options and its encoder.
+    public: tuple[str, ...] = ()
 
     @property
     def script(self) -> str:
@@ -127,6 +130,11 @@ def prepared_in(module: str) -> Callable[[Request], Conversion]:
         return importlib.import_module(module).prepare(request)
 
     return prepare
+
+
+def public_in(module: str, *names: str) -> tuple[str, ...]:
+    """The dotted paths of ``names`` defined in ``module``, for :attr:`Format.public`."""
+    return tuple(f"{module}.{name}" for name in names)
 
 
 # --- options several formats declare, each with its own words --------------------------

@@ -10,6 +10,7 @@ from recordbeam.sources.format import (
     annotation_rejects_option,
     include_masks_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -36,6 +37,9 @@ FORMAT = Format(
             "annotations", "unknown image or category, invalid box or mask, duplicate id"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=(*public_in(f"{__name__}.reader", "ReadCoco"),
+            *public_in(f"{__name__}.options", "CocoOptions"),
+            *public_in(f"{__name__}.encoder", "CocoEncoder")),
     example=("--images", "train2017", "--annotations", "annotations/instances_train2017.json"),
     instead=dict.fromkeys(
         ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),

@@ -9,6 +9,7 @@ from recordbeam.sources.format import (
     include_masks_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -24,5 +25,6 @@ FORMAT = Format(
                                   "or rle"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadCvat", "CvatOptions", "CvatEncoder"),
     example=("--input", "cvat-export"),
 )

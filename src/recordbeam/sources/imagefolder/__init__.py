@@ -9,6 +9,7 @@ from recordbeam.sources.format import (
     classes_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -30,6 +31,7 @@ FORMAT = Format(
         allow_outside_root_option("--input"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadImageFolder", "ImageFolderOptions", "ClassificationEncoder"),
     example=("--input", "imagenet/train"),
     instead={"--images": "convert imagefolder takes the class folders' parent as --input"},
 )

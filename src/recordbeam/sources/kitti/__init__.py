@@ -8,6 +8,7 @@ from recordbeam.sources.format import (
     images_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -22,5 +23,6 @@ FORMAT = Format(
         annotation_rejects_option("objects", "malformed line, degenerate box"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadKitti", "KittiOptions", "KittiEncoder"),
     example=("--input", "kitti"),
 )

@@ -10,6 +10,7 @@ from recordbeam.sources.format import (
     include_masks_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -28,5 +29,6 @@ FORMAT = Format(
         annotation_rejects_option("objects", "unknown class, invalid or degenerate shape"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadLabelme", "LabelmeOptions", "LabelmeEncoder"),
     example=("--input", "labelme_folder"),
 )

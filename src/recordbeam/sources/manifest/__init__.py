@@ -2,7 +2,7 @@
 reader is :mod:`recordbeam.sources.manifest.reader`."""
 
 from recordbeam.options import Flag, Option, Path, Text, WholeNumber
-from recordbeam.sources.format import Format, input_option, prepared_in
+from recordbeam.sources.format import Format, input_option, prepared_in, public_in
 
 FORMAT = Format(
     name="manifest",
@@ -32,6 +32,7 @@ FORMAT = Format(
                "steps (default: one Example per row)", Text(), metavar="COLUMN"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadTable", "TableOptions", "TableEncoder"),
     example=("--input", "data.csv"),
     instead={
         "--root": "convert manifest takes the CSV or JSONL file as --input",

@@ -9,6 +9,7 @@ from recordbeam.sources.format import (
     images_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -23,5 +24,6 @@ FORMAT = Format(
         annotation_rejects_option("boxes", "unknown LabelName, malformed row, degenerate box"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadOpenImages", "OpenImagesOptions", "OpenImagesEncoder"),
     example=("--input", "open-images"),
 )

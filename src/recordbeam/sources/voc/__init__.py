@@ -8,6 +8,7 @@ from recordbeam.sources.format import (
     images_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -23,6 +24,7 @@ FORMAT = Format(
         annotation_rejects_option("objects", "unknown class, invalid or degenerate box"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadVoc", "VocOptions", "VocEncoder"),
     example=("--input", "VOCdevkit/VOC2012"),
     instead=dict.fromkeys(
         ("--label-map", "--labels", "--classes"),

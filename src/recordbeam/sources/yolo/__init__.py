@@ -10,6 +10,7 @@ from recordbeam.sources.format import (
     include_masks_option,
     input_option,
     prepared_in,
+    public_in,
 )
 
 FORMAT = Format(
@@ -30,6 +31,7 @@ FORMAT = Format(
         annotation_rejects_option("objects", "unknown class id, malformed line, empty box"),
     ),
     prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadYolo", "YoloOptions", "YoloEncoder"),
     example=("--input", "datasets/coco8"),
     instead={
         "--images": "YOLO finds each image's labels from the image's path, so the images "
