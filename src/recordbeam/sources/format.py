@@ -16,6 +16,7 @@ A declaration imports no Beam (the command's parser is made from it, and command
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,10 +112,9 @@ class Format:
 def formats() -> dict[str, Format]:
     """Every format, by name: each package of :mod:`recordbeam.sources` that declares a
     ``FORMAT``, in name order."""
-    import recordbeam.sources as sources
-
     found = {}
-    for module in pkgutil.iter_modules(sources.__path__, f"{sources.__name__}."):
+    here = os.path.dirname(__file__)  # the recordbeam.sources package
+    for module in pkgutil.iter_modules([here], f"{__package__}."):
         if module.ispkg:
             declared = getattr(importlib.import_module(module.name), "FORMAT", None)
             if isinstance(declared, Format):
