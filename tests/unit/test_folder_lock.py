@@ -75,3 +75,23 @@ def test_runs_racing_from_threads_leave_exactly_one_holder(tmp_path):
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["held"] + ["refused"] * 7
+
+
+def test_a_lock_gone_again_before_it_is_read_is_created_anew(tmp_path, monkeypatch):
+    created = folder_lock._create_new
+    calls = []
+
+    def another_run_came_and_went(path, data):
+        calls.append(path)
+        return False if len(calls) == 1 else created(path, data)
+
+    monkeypatch.setattr(folder_lock, "_create_new", another_run_came_and_went)
+    lock = folder_lock.acquire(str(tmp_path), "first")
+    assert len(calls) == 2
+    assert folder_lock.read(str(tmp_path)).run == "first" and lock.taken_over is None
+
+
+def test_a_lock_that_never_settles_is_refused_not_waited_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(folder_lock, "_create_new", lambda path, data: False)
+    with pytest.raises(FolderLocked, match="made and removed again 20 times"):
+        folder_lock.acquire(str(tmp_path), "first")

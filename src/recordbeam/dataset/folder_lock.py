@@ -51,6 +51,8 @@ FORMAT = "recordbeam-lock/1"
 STALE_AFTER_HOURS = 24.0
 #: Reads of an empty lock file before it is taken for a file recordbeam did not write.
 _READ_ATTEMPTS = 6
+#: Tries to create the lock while other runs keep creating and removing it.
+_CREATE_ATTEMPTS = 20
 
 
 class FolderLocked(OutputFolderError):
@@ -254,15 +256,21 @@ def acquire(output_dir: str, run_id: str, *, command: str = "", detached: bool =
         started=time.time(), command=command, temp_folders=(temp_folder_of(run_id),))
     path = filesystems.join(output_dir, LOCK)
     previous = read(output_dir)
-    if previous is None and _create_new(path, mine.to_bytes()):
-        return _confirmed(FolderLock(output_dir, mine))
-    previous = read(output_dir) if previous is None else previous
-    if previous is not None and previous.run is not None and not (
-            break_lock or _owner_gone(previous)):
+    for _attempt in range(_CREATE_ATTEMPTS):
+        if previous is not None:
+            break
+        if _create_new(path, mine.to_bytes()):
+            return _confirmed(FolderLock(output_dir, mine))
+        previous = read(output_dir)  # another run's, or gone again: then try once more
+    else:
+        raise FolderLocked(
+            f"{path} was made and removed again {_CREATE_ATTEMPTS} times while this run "
+            "tried to take it: other runs are starting and stopping in this folder. Run "
+            "again when they are done")
+    if previous.run is not None and not (break_lock or _owner_gone(previous)):
         raise _locked(output_dir, previous)
-    if previous is not None:
-        mine = replace(mine, temp_folders=(*mine.temp_folders, *previous.temp_folders),
-                       files=previous.files)
+    mine = replace(mine, temp_folders=(*mine.temp_folders, *previous.temp_folders),
+                   files=previous.files)
     _write(path, mine.to_bytes())
     return _confirmed(FolderLock(output_dir, mine, taken_over=previous))
 
