@@ -21,7 +21,10 @@ What each filesystem guarantees:
   hard-linked to it (``O_EXCL`` where the filesystem has no hard links), so of two runs
   starting together exactly one gets it, and the other reads it whole. A lock whose run was killed
   (``kill -9``, a crash, a reboot) is recognised as soon as its host sees the process
-  gone, and taken over.
+  gone, and taken over. Taking over (a gone run's lock, or the record a failed run left)
+  replaces the file: two runs doing so at the same moment may both go on, and the
+  commit's check lets only the one the lock names change the folder, as on object
+  stores below.
 - Object stores (``gs://``, ``s3://``) and other Beam filesystems: Beam's filesystem API
   has no create-if-absent, so the lock is written after checking it is absent, then read
   back. Two runs starting within the same moment can both believe they hold it; the
