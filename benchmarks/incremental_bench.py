@@ -21,7 +21,12 @@ says it did (shards kept, rewritten, written). Then the ratios incremental / ful
 and the targets: at most 3% of the bytes and 10% of the wall time for ``add 1%``.
 
     python benchmarks/incremental_bench.py [--images 100000] [--data-dir DIR] [--scratch DIR]
-        [--workers 2] [--repeats 3]
+        [--workers 2] [--repeats 3] [--image-kb KB]
+
+``--image-kb`` makes every image file about KB kilobytes, each with bytes of its own (the
+small JPEG with a comment segment naming the file, padded): photo-sized files to read,
+hash and write, while the rest of the corpus (names, boxes) stays the same. Without it,
+the images are ~5.5 KB and share their bytes (hard links).
 
 The wall-time ratio is best against best, with the best and worst of the alternating
 pairs beside it. Times on a shared machine are noisy; bytes are not.
@@ -34,6 +39,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,7 +48,7 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from memory_scale import RECORDS_PER_SHARD, _rss_mib, _tree, dataset  # noqa: E402
+from memory_scale import RECORDS_PER_SHARD, _rss_mib, _small_jpeg, _tree, dataset  # noqa: E402
 
 
 @dataclass
@@ -115,9 +121,43 @@ def convert(root: str, output: str, shard_size: int, workers: int, *extra: str) 
                     history[-1].get("splits", {}).get("train", {}))
 
 
-def changed_copy(base: str, into: str, change: str, images: int, seed: int = 0) -> str:
+def sized_dataset(data_dir: str, images: int, kb: int) -> str:
+    """:func:`memory_scale.dataset`'s corpus with image files of ~``kb`` KB, each with
+    bytes of its own (:func:`unique_jpeg`), generated once and reused."""
+    root = os.path.join(data_dir, f"coco_{kb}kb_{images}")
+    if not os.path.exists(os.path.join(root, "annotations", "instances.json")):
+        small = dataset(data_dir, images)
+        partial = root + ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(os.path.join(partial, "images"))
+        shutil.copytree(os.path.join(small, "annotations"), os.path.join(partial, "annotations"))
+        template = _small_jpeg()
+        for image_id in range(1, images + 1):
+            name = f"{image_id:012d}.jpg"
+            with open(os.path.join(partial, "images", name), "wb") as f:
+                f.write(unique_jpeg(template, name, kb))
+        os.rename(partial, root)
+    return root
+
+
+def unique_jpeg(template: bytes, name: str, kb: int) -> bytes:
+    """``template`` (a JPEG) with comment segments after its start marker that name the
+    file and pad it to ~``kb`` KB: a file of its own for duplicate finding, still a JPEG
+    whose header every reader parses as the template's."""
+    payload = (f"recordbeam benchmark image {name} ".encode()
+               + b"." * max(0, kb * 1024 - len(template) - 64))
+    segments = []
+    for start in range(0, len(payload), 65_533):  # a segment's length field is 16 bits
+        piece = payload[start:start + 65_533]
+        segments.append(b"\xff\xfe" + struct.pack(">H", len(piece) + 2) + piece)
+    return template[:2] + b"".join(segments) + template[2:]
+
+
+def changed_copy(base: str, into: str, change: str, images: int, seed: int = 0,
+                 image_kb: int | None = None) -> str:
     """A copy of the corpus ``base`` (images hard-linked) with ``change`` (``add``,
-    ``edit`` or ``none``) applied."""
+    ``edit`` or ``none``) applied; with ``image_kb``, added images are files of their own
+    (:func:`unique_jpeg`), else links to existing ones."""
     shutil.copytree(os.path.join(base, "images"), os.path.join(into, "images"),
                     copy_function=os.link)
     os.makedirs(os.path.join(into, "annotations"))
@@ -125,7 +165,7 @@ def changed_copy(base: str, into: str, change: str, images: int, seed: int = 0) 
         document = json.load(f)
     rng = random.Random(seed)
     if change == "add":
-        _add(document, into, images // 100, rng)
+        _add(document, into, images // 100, rng, image_kb)
     elif change == "edit":
         _move_boxes_and_delete(document, into, images // 1000, rng)
     with open(os.path.join(into, "annotations", "instances.json"), "w") as f:
@@ -133,7 +173,8 @@ def changed_copy(base: str, into: str, change: str, images: int, seed: int = 0) 
     return into
 
 
-def _add(document: dict, root: str, count: int, rng: random.Random) -> None:
+def _add(document: dict, root: str, count: int, rng: random.Random,
+         image_kb: int | None) -> None:
     images, annotations = document["images"], document["annotations"]
     next_image = max(image["id"] for image in images) + 1
     next_annotation = max(a["id"] for a in annotations) + 1
@@ -144,8 +185,12 @@ def _add(document: dict, root: str, count: int, rng: random.Random) -> None:
     for image_id in range(next_image, next_image + count):
         source = rng.choice(sources)
         name = f"{image_id:012d}.jpg"
-        os.link(os.path.join(root, "images", f"{source:012d}.jpg"),
-                os.path.join(root, "images", name))
+        if image_kb is None:
+            os.link(os.path.join(root, "images", f"{source:012d}.jpg"),
+                    os.path.join(root, "images", name))
+        else:
+            with open(os.path.join(root, "images", name), "wb") as f:
+                f.write(unique_jpeg(_small_jpeg(), name, image_kb))
         images.append({"id": image_id, "file_name": name, "width": 640, "height": 480})
         for template in templates[source]:
             annotations.append({**template, "id": next_annotation, "image_id": image_id})
@@ -178,17 +223,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3,
                         help="incremental runs and full rebuilds of each change, alternating")
+    parser.add_argument("--image-kb", type=int, default=None,
+                        help="image files of about this many KB, each with bytes of its own "
+                        "(default: ~5.5 KB files sharing their bytes)")
     args = parser.parse_args(argv)
+    if args.image_kb is not None and args.image_kb < 6:
+        parser.error(f"--image-kb must be at least 6 (the JPEG itself), got {args.image_kb}")
     if not sys.platform.startswith("linux"):
         raise SystemExit("reads /proc: Linux only")
     n = args.images
-    base = dataset(args.data_dir, n)
+    base = (dataset(args.data_dir, n) if args.image_kb is None
+            else sized_dataset(args.data_dir, n, args.image_kb))
     scratch = tempfile.mkdtemp(prefix="incremental-bench-", dir=args.scratch)
     try:
         # One input folder for every run: its path is one of the options, and other
         # options rebuild the whole split.
         inputs = os.path.join(scratch, "in")
-        changed_copy(base, inputs, "none", n)
+        changed_copy(base, inputs, "none", n, image_kb=args.image_kb)
         first = os.path.join(scratch, "first")
         # ~920 images per shard: the image and ~600 bytes of other features per record.
         record = os.path.getsize(os.path.join(base, "images", f"{1:012d}.jpg")) + 600
@@ -200,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         for change, label in (("add", "add 1%"),
                               ("edit", "annotations 0.1% + delete 0.1%")):
             shutil.rmtree(inputs)
-            changed_copy(base, inputs, change, n)
+            changed_copy(base, inputs, change, n, image_kb=args.image_kb)
             incremental, full = [], []
             for repeat in range(args.repeats):
                 # Alternating, and in turn first: a machine that slows down or speeds up
@@ -216,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                         full.append(convert(inputs, out, shard_size, args.workers))
                     shutil.rmtree(out)
             rows.append((label, incremental, full))
-        _print(n, rows)
+        _print(n, rows, record)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
@@ -226,8 +277,9 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def _print(n: int, rows) -> None:
-    print(f"\n{n:,} images, ~{RECORDS_PER_SHARD} per shard\n")
+def _print(n: int, rows, record: int) -> None:
+    print(f"\n{n:,} images of ~{record / 1000:,.1f} KB (with their labels), "
+          f"~{RECORDS_PER_SHARD} per shard\n")
     print("| change | run | wall s | output written | storage writes | launcher MiB | "
           "worker MiB | shards kept / rewritten / written | records copied |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -21,6 +21,7 @@ from recordbeam.write.incremental import (
     OldShard,
     ShardSummary,
     _Classify,
+    _PackedSize,
     _RewriteShards,
     compaction_groups,
     join_key,
@@ -32,12 +33,15 @@ from recordbeam.write.planning import ShardOptions, order_key, pack_keyed
 from recordbeam.write.sink import ShardResult, _WriteShard
 
 
-def _new(order: int, input_key: bytes, size: int = 10) -> tuple[int, bytes]:
-    return size, pack_keyed(order, b"element", beam.coders.BytesCoder(), input_key)
+def _new(order: int, input_key: bytes, size: int = 10) -> bytes:
+    """A packed element whose planned size is ``size``."""
+    return pack_keyed(order, b"e" * size, beam.coders.BytesCoder(), input_key)
 
 
 def _classify(old, new, order=7):
-    outputs = list(_Classify().process((join_key("train", order), {"old": old, "new": new})))
+    size_of = _PackedSize(ExampleEncoder(), beam.coders.BytesCoder())
+    grouped = {"old": old, "new": new}
+    outputs = list(_Classify(size_of).process((join_key("train", order), grouped)))
     encode = [o for o in outputs if not isinstance(o, TaggedOutput)]
     drops = [o.value for o in outputs if isinstance(o, TaggedOutput) and o.tag == "drops"]
     classes = dict(o.value for o in outputs if isinstance(o, TaggedOutput) and o.tag == "classes")
@@ -55,7 +59,9 @@ def test_an_unchanged_element_is_neither_encoded_nor_dropped():
 def test_a_changed_element_is_dropped_from_its_shard_and_encoded():
     encode, drops, classes = _classify([("train-00003.tfrecord", K1)], [_new(7, K2, 99)])
     assert drops == [("train-00003.tfrecord", 7)]
-    assert [(split, order, size) for split, order, size, _packed in encode] == [("train", 7, 99)]
+    # Sized as the encoder plans it (ExampleEncoder: the bytes and their framing).
+    assert [(split, order, size) for split, order, size, _packed in encode] == [
+        ("train", 7, 99 + 16)]
     assert classes == {("train", "changed"): 1}
 
 

@@ -53,6 +53,13 @@ RUNNER_INTERNALS = (
     ("apache_beam.runners.portability.fn_api_runner.execution",
      "FnApiRunnerExecutionContext.bundle_manager_for"),
     ("apache_beam.runners.portability.fn_api_runner.translations", "split_buffer_id"),
+    # A Flatten feeding a GroupByKey written into the grouping (recordbeam.local.grouped_flattens).
+    ("apache_beam.runners.portability.fn_api_runner.translations",
+     "create_and_optimize_stages"),
+    ("apache_beam.runners.portability.fn_api_runner.translations", "sink_flattens"),
+    ("apache_beam.runners.portability.fn_api_runner.translations",
+     "TransformContext.add_data_channel_coder"),
+    ("apache_beam.runners.worker.bundle_processor", "DATA_OUTPUT_URN"),
 )
 
 

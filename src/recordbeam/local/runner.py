@@ -41,6 +41,7 @@ from google.protobuf import json_format, text_format
 from recordbeam.errors import UsageError, unknown_arguments_error
 from recordbeam.local import internals, standby
 from recordbeam.local.feed import feeding_in_pieces
+from recordbeam.local.grouped_flattens import grouping_flattens
 from recordbeam.local.named_runner import load_named_runner
 from recordbeam.local.shuffle import spilling_shuffles
 from recordbeam.local.standby import LOCAL_RUNNER
@@ -67,13 +68,15 @@ LOCAL_WORKER_URN = "recordbeam:env:local_worker:v1"
 
 
 class LocalRunner(FnApiRunner):
-    """Beam's FnApiRunner, with three changes.
+    """Beam's FnApiRunner, with four changes.
 
     Its shuffles move to disk past a memory budget
     (:mod:`recordbeam.local.shuffle`): in every mode the FnApiRunner holds them in this
-    process, so without that its memory grows with the dataset. And it feeds each stage's
+    process, so without that its memory grows with the dataset. It feeds each stage's
     input to the workers in pieces while the stage runs (:mod:`recordbeam.local.feed`),
-    instead of sending it whole first.
+    instead of sending it whole first. And a ``Flatten`` that feeds a ``GroupByKey`` (every
+    ``CoGroupByKey``) is written into the grouping, not through a stage of its own
+    (:mod:`recordbeam.local.grouped_flattens`).
 
     In ``multi_processing`` mode its worker processes are ``recordbeam.local.worker``,
     Beam's worker that skips the interpreter's slow shutdown once its work is done
@@ -92,7 +95,7 @@ class LocalRunner(FnApiRunner):
         if notice is not None:
             _LOG.warning("%s", notice)
             return super().run_pipeline(pipeline, options)
-        with spilling_shuffles(), feeding_in_pieces():
+        with spilling_shuffles(), feeding_in_pieces(), grouping_flattens():
             if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
                 return super().run_pipeline(pipeline, options)
             return self._run_with_local_workers(pipeline, options)

@@ -37,7 +37,7 @@ import heapq
 import io
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,7 @@ from recordbeam.write.planning import (
     packed_input_key,
     shard_count,
     shard_of,
+    unpack_keyed,
 )
 
 __all__ = ["Incremental", "OldShard", "PreviousVersion", "RewrittenShard", "ShardSummary",
@@ -292,16 +293,21 @@ class _ReadOldKeys(beam.DoFn):
 
 
 class _Classify(beam.DoFn):
-    """``(join key, {old: [(shard, input key)], new: [(bytes, packed element)]})`` ->
-    the elements to encode as ``(split, order key, bytes, packed)``; ``(shard, order key)``
-    of each old entry dropped to ``drops``; ``((split, class), count)`` to ``classes``."""
+    """``(join key, {old: [(shard, input key)], new: [packed element]})`` -> the elements
+    to encode as ``(split, order key, bytes, packed)``; ``(shard, order key)`` of each old
+    entry dropped to ``drops``; ``((split, class), count)`` to ``classes``. ``size_of``
+    gives the planned bytes of a packed element: only those encoded are sized, and only
+    they plan the new shards."""
+
+    def __init__(self, size_of: Callable[[bytes], int]) -> None:
+        self._size_of = size_of
 
     def process(self, element: tuple[bytes, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         key, grouped = element
         old, new = list(grouped["old"]), list(grouped["new"])
         split, order = _split_and_order(key)
         old_keys = sorted(input_key for _shard, input_key in old)
-        new_keys = sorted(packed_input_key(packed) for _size, packed in new)
+        new_keys = sorted(packed_input_key(packed) for packed in new)
         if old_keys == new_keys:
             yield TaggedOutput("classes", ((split, "unchanged"), len(new)))
             return
@@ -312,8 +318,21 @@ class _Classify(beam.DoFn):
                 yield TaggedOutput("classes", ((split, name), count))
         for shard, _input_key in old:
             yield TaggedOutput("drops", (shard, order))
-        for size, packed in new:
-            yield split, order, size, packed
+        for packed in new:
+            yield split, order, self._size_of(packed), packed
+
+
+class _PackedSize:
+    """The planned bytes (``encoder.size``) of an element packed by
+    :func:`~recordbeam.write.planning.pack_keyed` with its input key."""
+
+    def __init__(self, encoder: Any, coder: beam.coders.Coder) -> None:
+        self._encoder = encoder
+        self._coder = coder
+
+    def __call__(self, packed: bytes) -> int:
+        _order, element, _input_key = unpack_keyed(packed, self._coder, input_keys=True)
+        return self._encoder.size(element)
 
 
 class _AssignPackedShard(beam.DoFn):
@@ -475,9 +494,11 @@ class IncrementalParts:
 
 def expand_incremental(keyed: Any, output_dir: str, temp_dir: str, splits: Sequence[str],
                        incremental: Incremental, record: Mapping[str, str],
-                       options: ShardOptions, coder: beam.coders.Coder) -> IncrementalParts:
+                       options: ShardOptions, encoder: Any,
+                       coder: beam.coders.Coder) -> IncrementalParts:
     """Steps 1 to 4 of the module doc, from the sink's keyed elements ``(split, order key,
-    bytes, element, input key)``."""
+    bytes, element, input key)`` (their bytes unplanned: ``encoder.size`` is asked only of
+    the elements encoded)."""
     p = keyed.pipeline
     previous = (
         p
@@ -493,11 +514,12 @@ def expand_incremental(keyed: Any, output_dir: str, temp_dir: str, splits: Seque
             "summaries", "unusable", main="entries")
     )  # entries: (join key, (shard, input key)); summaries; unusable
     new = keyed | "KeyByInput" >> beam.Map(
-        lambda k: (join_key(k[0], k[1]), (k[2], pack_keyed(k[1], k[3], coder, k[4]))))
+        lambda k: (join_key(k[0], k[1]), pack_keyed(k[1], k[3], coder, k[4])))
     classified = (
         {"old": old.entries, "new": new}
-        | "JoinOldAndNew" >> beam.CoGroupByKey()  # (join key, {old: [...], new: [...]})
-        | "Classify" >> beam.ParDo(_Classify()).with_outputs("drops", "classes", main="encode")
+        | "JoinOldAndNew" >> beam.CoGroupByKey()  # (join key, {old: [...], new: [packed]})
+        | "Classify" >> beam.ParDo(_Classify(_PackedSize(encoder, coder))).with_outputs(
+            "drops", "classes", main="encode")
     )  # encode: (split, order key, bytes, packed); drops: (shard, order key)
     classes = classified.classes | "CountClasses" >> beam.CombinePerKey(sum)
     planned = (

@@ -34,10 +34,6 @@ from recordbeam.dataset.shard_keys import INPUT_KEY_BYTES
 STAT, CONTENT = "stat", "content"
 KEY_KINDS = (STAT, CONTENT)
 
-_FLOAT = struct.Struct(">d")
-_LENGTH = struct.Struct(">Q")
-
-
 def canonical_bytes(value: Any) -> bytes:
     """``value`` as bytes that depend only on what it holds: mappings by sorted keys, sets
     sorted, named tuples and dataclasses as their fields, every scalar tagged with its
@@ -49,72 +45,123 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def _write(value: Any, out: bytearray) -> None:
-    write = _BY_TYPE.get(type(value))
-    if write is not None:
-        write(value, out)
-    elif isinstance(value, tuple | list):  # named tuples too: their fields, in order
-        _write_sequence(value, out)
-    elif isinstance(value, bool | np.bool_):
-        out += b"T" if value else b"F"
-    elif isinstance(value, int | np.integer):
-        _write_int(int(value), out)
-    elif isinstance(value, float | np.floating):
-        _write_float(float(value), out)
-    elif isinstance(value, str):
-        _write_str(value, out)
-    elif isinstance(value, bytes | bytearray | memoryview):
-        _write_bytes(bytes(value), out)
-    elif isinstance(value, np.ndarray):
-        out += b"a" + canonical_bytes((str(value.dtype), value.shape))
-        _write_bytes(np.ascontiguousarray(value).tobytes(), out)
-    elif isinstance(value, Mapping):
-        _write_mapping(value, out)
-    elif isinstance(value, set | frozenset):
-        members = sorted(canonical_bytes(member) for member in value)
-        out += b"S" + _LENGTH.pack(len(members)) + b"".join(members)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _write((type(value).__name__, dataclasses.astuple(value)), out)
+    kind = type(value)
+    write = _BY_TYPE.get(kind) or _writer_of(kind)
+    write(value, out)
+
+
+def _writer_of(kind: type) -> Callable[[Any, bytearray], None]:
+    """The writer of values of type ``kind`` (a subclass of a plain type is written as
+    that type's value), remembered for the next value of that type: an incremental run
+    computes a key per element, from ~100 values each."""
+    if issubclass(kind, tuple | list):  # named tuples too: their fields, in order
+        write = _write_sequence
+    elif issubclass(kind, bool | np.bool_):
+        write = _write_bool
+    elif issubclass(kind, int | np.integer):
+        write = _write_integer
+    elif issubclass(kind, float | np.floating):
+        write = _write_floating
+    elif issubclass(kind, str):
+        write = _write_str
+    elif issubclass(kind, bytes | bytearray | memoryview):
+        write = _write_bytes_like
+    elif issubclass(kind, np.ndarray):
+        write = _write_array
+    elif issubclass(kind, Mapping):
+        write = _write_mapping
+    elif issubclass(kind, set | frozenset):
+        write = _write_set
+    elif dataclasses.is_dataclass(kind) and not issubclass(kind, type):
+        write = _write_dataclass
     else:
-        raise TypeError(f"cannot make an input key of a {type(value).__name__} value; "
+        raise TypeError(f"cannot make an input key of a {kind.__name__} value; "
                         "sources give labels as plain values")
+    _BY_TYPE[kind] = write
+    return write
+
+
+def _write_bool(value: Any, out: bytearray) -> None:
+    out += b"T" if value else b"F"
 
 
 def _write_int(value: int, out: bytearray) -> None:
     text = str(value).encode()
-    out += b"i" + _LENGTH.pack(len(text)) + text
+    out += _TAGGED_LENGTH.pack(b"i", len(text))
+    out += text
+
+
+def _write_integer(value: Any, out: bytearray) -> None:
+    _write_int(int(value), out)
 
 
 def _write_float(value: float, out: bytearray) -> None:
-    out += b"f" + (_FLOAT.pack(value) if value == value else b"nan\0\0\0\0\0")
+    out += _TAGGED_FLOAT.pack(b"f", value) if value == value else b"fnan\0\0\0\0\0"
+
+
+def _write_floating(value: Any, out: bytearray) -> None:
+    _write_float(float(value), out)
 
 
 def _write_str(value: str, out: bytearray) -> None:
     data = value.encode("utf-8", "surrogatepass")
-    out += b"s" + _LENGTH.pack(len(data)) + data
+    out += _TAGGED_LENGTH.pack(b"s", len(data))
+    out += data
 
 
 def _write_bytes(value: bytes, out: bytearray) -> None:
-    out += b"b" + _LENGTH.pack(len(value)) + value
+    out += _TAGGED_LENGTH.pack(b"b", len(value))
+    out += value
+
+
+def _write_bytes_like(value: Any, out: bytearray) -> None:
+    _write_bytes(bytes(value), out)
+
+
+def _write_array(value: np.ndarray, out: bytearray) -> None:
+    out += b"a" + canonical_bytes((str(value.dtype), value.shape))
+    _write_bytes(np.ascontiguousarray(value).tobytes(), out)
 
 
 def _write_sequence(value: tuple | list, out: bytearray) -> None:
-    out += b"l" + _LENGTH.pack(len(value))
+    out += _TAGGED_LENGTH.pack(b"l", len(value))
     for item in value:
-        _write(item, out)
+        # The scalars labels are made of, written here rather than through a call each.
+        kind = type(item)
+        if kind is float:
+            out += _TAGGED_FLOAT.pack(b"f", item) if item == item else b"fnan\0\0\0\0\0"
+        elif kind is int:
+            text = str(item).encode()
+            out += _TAGGED_LENGTH.pack(b"i", len(text))
+            out += text
+        else:
+            (_BY_TYPE.get(kind) or _writer_of(kind))(item, out)
 
 
 def _write_mapping(value: Mapping, out: bytearray) -> None:
     items = sorted((canonical_bytes(k), canonical_bytes(v)) for k, v in value.items())
-    out += b"m" + _LENGTH.pack(len(items))
+    out += _TAGGED_LENGTH.pack(b"m", len(items))
     for key, item in items:
         out += key + item
 
 
-#: Writers by exact type: labels are mostly these, and a dict lookup is cheaper than the
-#: chain of ``isinstance`` checks the other types go through.
-_BY_TYPE = {
+def _write_set(value: set | frozenset, out: bytearray) -> None:
+    members = sorted(canonical_bytes(member) for member in value)
+    out += _TAGGED_LENGTH.pack(b"S", len(members)) + b"".join(members)
+
+
+def _write_dataclass(value: Any, out: bytearray) -> None:
+    _write((type(value).__name__, dataclasses.astuple(value)), out)
+
+
+_TAGGED_LENGTH = struct.Struct(">cQ")
+_TAGGED_FLOAT = struct.Struct(">cd")
+
+#: Writers by exact type: the plain types labels are made of, and each other type once
+#: :func:`_writer_of` has looked it up.
+_BY_TYPE: dict[type, Callable[[Any, bytearray], None]] = {
     type(None): lambda _value, out: out.extend(b"N"),
-    bool: lambda value, out: out.extend(b"T" if value else b"F"),
+    bool: _write_bool,
     int: _write_int,
     float: _write_float,
     str: _write_str,

@@ -85,7 +85,8 @@ class _CountingWriter:
 
 class _KeyElements(beam.DoFn):
     """``element -> (split, order key, planned bytes, element)``; the planned bytes are 0
-    when the shard plan comes from sizes the reader gave (``WriteShards(sizes=...)``).
+    when the shard plan comes from sizes the reader gave (``WriteShards(sizes=...)``), or
+    in an incremental run, which sizes only the elements it encodes.
     With ``input_keys`` (``stat`` or ``content``, an incremental run) the element's input
     key follows: ``(split, order key, planned bytes, element, input key)``."""
 
@@ -471,10 +472,10 @@ class WriteShards(beam.PTransform):
         record = incremental.record(enc.example_settings())
         coder = beam.coders.registry.get_coder(elements.element_type)
         keyed = elements | "KeyByIdentity" >> beam.ParDo(_KeyElements(
-            enc, options.salt, sized=True, input_keys=incremental.input_key)
-        )  # (split, order_key, planned_bytes, element, input_key)
+            enc, options.salt, sized=False, input_keys=incremental.input_key)
+        )  # (split, order_key, 0, element, input_key)
         parts = expand_incremental(keyed, self._output_dir, self.temp_dir, declared,
-                                   incremental, record, options, coder)
+                                   incremental, record, options, enc, coder)
         totals = (
             parts.to_encode
             | "SizeBySplit" >> beam.Map(lambda k: (k[0], k[2]))  # (split, bytes)
