@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.images
     base = (dataset(args.data_dir, n) if args.image_kb is None
             else sized_dataset(args.data_dir, n, args.image_kb))
+    if args.scratch:
+        os.makedirs(args.scratch, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="incremental-bench-", dir=args.scratch)
     try:
         # One input folder for every run: its path is one of the options, and other
