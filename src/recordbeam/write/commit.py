@@ -330,6 +330,17 @@ def _complete_shards(shards: list[ShardResult], totals: Mapping[str, int],
     return results
 
 
+def write_index(temp_path: str, index: io.StringIO | None) -> str | None:
+    """Write the ``.idx`` file of the shard at ``temp_path`` from the lines its
+    ``RecordWriter`` put in ``index``; its path, or None when no index is kept (``index``
+    None)."""
+    if index is None:
+        return None
+    temp_index = temp_path + ".idx"
+    filesystems.write_bytes(temp_index, index.getvalue().encode("ascii"))
+    return temp_index
+
+
 def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions,
                        temp_dir: str, hashes: bool = False) -> ShardResult:
     name = names.shard_name(split, index, count, options.compression)
@@ -337,10 +348,7 @@ def _write_empty_shard(split: str, index: int, count: int, options: ShardOptions
     empty = io.BytesIO()  # a compressed stream of no records still has a header
     RecordWriter(empty, options.compression).close()
     filesystems.write_bytes(temp_path, empty.getvalue())
-    temp_index = None
-    if options.index:
-        temp_index = temp_path + ".idx"
-        filesystems.write_bytes(temp_index, b"")
+    temp_index = write_index(temp_path, io.StringIO() if options.index else None)
     temp_hashes = None
     if hashes:
         temp_hashes = temp_path + ".hashes"

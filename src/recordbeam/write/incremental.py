@@ -57,7 +57,7 @@ from recordbeam.records import COUNTER_NAMESPACE, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec, observe_sequence
 from recordbeam.tfrecord.framing import RecordWriter, compression_for_path, read_records
 from recordbeam.tfrecord.protos import Example, SequenceExample
-from recordbeam.write.commit import ShardResult
+from recordbeam.write.commit import ShardResult, write_index
 from recordbeam.write.input_keys import KEY_KINDS, STAT, settings_change, settings_key
 from recordbeam.write.planning import (
     ShardOptions,
@@ -437,10 +437,7 @@ class _RewriteShards(beam.DoFn):
         finally:
             raw.close()
         self._copied.inc(writer.records_written)
-        temp_index = None
-        if index is not None:
-            temp_index = temp_path + ".idx"
-            filesystems.write_bytes(temp_index, index.getvalue().encode("ascii"))
+        temp_index = write_index(temp_path, index)
         keys = ShardKeys(tuple(entries), spec, list_spec if list_spec and list_spec.examples
                          else None, sequence)
         temp_keys = temp_path + names.KEYS_SUFFIX

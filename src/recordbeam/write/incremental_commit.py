@@ -39,6 +39,7 @@ from recordbeam.write.commit import (
     _remove_temp_dirs,
     _rename_logged,
     _split_of_hash_file,
+    write_index,
 )
 from recordbeam.write.incremental import (
     CLASSES,
@@ -149,10 +150,7 @@ class IncrementalFinalize(_Finalize):
         data = io.BytesIO()
         RecordWriter(data, self._options.compression).close()
         filesystems.write_bytes(temp_path, data.getvalue())
-        temp_index = None
-        if self._options.index:
-            temp_index = temp_path + ".idx"
-            filesystems.write_bytes(temp_index, b"")
+        temp_index = write_index(temp_path, io.StringIO() if self._options.index else None)
         temp_keys = temp_path + names.KEYS_SUFFIX
         filesystems.write_bytes(temp_keys, encode_keys(ShardKeys((), FeatureSpec())))
         return ShardResult(split, 0, 1, temp_path, temp_index, 0, len(data.getvalue()),

@@ -44,7 +44,7 @@ from recordbeam.tfrecord.example import Example, FeatureError, make_sequence_exa
 from recordbeam.tfrecord.feature_spec import FeatureSpec, observe_sequence
 from recordbeam.tfrecord.framing import RecordWriter
 from recordbeam.tfrecord.wire import encode_example_observed
-from recordbeam.write.commit import ShardResult, _Finalize
+from recordbeam.write.commit import ShardResult, _Finalize, write_index
 from recordbeam.write.duplicates import (
     NEAR_UNHASHABLE,
     DropDuplicates,
@@ -201,10 +201,7 @@ class _WriteShard(beam.DoFn):
             raw.close()
         # Counted once per shard: a Beam counter's inc costs microseconds per image.
         self._examples.inc(writer.records_written)
-        temp_index = None
-        if index_buffer is not None:
-            temp_index = temp_path + ".idx"
-            filesystems.write_bytes(temp_index, index_buffer.getvalue().encode("ascii"))
+        temp_index = write_index(temp_path, index_buffer)
         temp_keys = None
         if self._keys:
             temp_keys = temp_path + names.KEYS_SUFFIX
