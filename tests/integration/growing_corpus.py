@@ -22,6 +22,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from recordbeam.cli.main import main
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
 
@@ -29,6 +30,8 @@ KINDS = ("imagefolder", "manifest", "coco", "yolo")
 CLASSES = ("cat", "dog", "fox")
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 MUTATIONS = ("add", "delete", "relabel", "repaint", "touch", "break", "mend")
+#: Small shards, so that a change touches a few of several.
+SMALL_SHARDS = ("--shard-size", "2KiB")
 
 
 @dataclass(frozen=True)
@@ -261,3 +264,34 @@ def store_argv(kind: str, store_root: str, output: str, *extra: str) -> list[str
               "imagefolder": ["--root", store_root]}[kind]
     return ["convert", kind, *inputs, "--output", output, "--quiet", "--max-reject-fraction",
             "1", *extra, *IN_MEMORY]
+
+
+#: What an incremental run through an object store is tested on: an image gone, one
+#: relabelled, one repainted, two new.
+STORE_CHANGES = ("delete", "relabel", "repaint", "add", "add")
+
+
+def incremental_through_store(corpus: Corpus, rng: random.Random, argv: list[str], put,
+                              delete, download, full: Path) -> Path:
+    """Sync ``corpus`` to an object store (:func:`sync` with ``put`` and ``delete``) and
+    convert it with ``argv``, an incremental run into the store; change it
+    (:data:`STORE_CHANGES`), sync and convert again. ``download()`` copies the output
+    folder here and returns it. The second run must count the changes and keep shards,
+    and the output, read through its manifest and through a glob, must hold what a full
+    local rebuild into ``full`` holds. Returns the local copy of the output."""
+    synced = sync(corpus.root, {}, put, delete)
+    assert main(argv) == 0
+    for what in STORE_CHANGES:
+        corpus.mutate(what, rng)
+    corpus.write()
+    sync(corpus.root, synced, put, delete)
+    assert main(argv) == 0
+    local = download()
+    run = last_run(local)
+    assert (run["added"], run["removed"]) == (2, 1) and run["changed"] in (1, 2)
+    assert run["shards_kept"] > 0
+    assert main(corpus.argv(full, "--shard-size", "4KiB")) == 0
+    assert examples(local) == examples(full)
+    assert globbed_examples(local) == examples(full)  # no dead shard left in the bucket
+    return local
+

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from growing_corpus import (
     KINDS,
+    SMALL_SHARDS,
     Corpus,
     examples,
     globbed_examples,
@@ -24,8 +25,6 @@ from recordbeam.cli.main import main
 
 pytestmark = pytest.mark.slow
 
-#: Small shards, so that a change touches a few of several.
-SMALL_SHARDS = ("--shard-size", "2KiB")
 
 
 def _full(corpus: Corpus, output: Path) -> Path:

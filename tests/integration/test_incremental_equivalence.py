@@ -14,6 +14,7 @@ from growing_corpus import (
     IN_MEMORY,
     KINDS,
     MUTATIONS,
+    SMALL_SHARDS,
     Corpus,
     examples,
     globbed_examples,
@@ -26,7 +27,6 @@ from recordbeam.cli.main import main
 
 pytestmark = pytest.mark.slow
 
-SMALL_SHARDS = ("--shard-size", "2KiB")
 RUNS = 4
 
 

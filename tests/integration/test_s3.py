@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from growing_corpus import Corpus, examples, globbed_examples, store_argv, sync
+from growing_corpus import Corpus, incremental_through_store, store_argv
 
 from recordbeam.cli.main import main
 from recordbeam.tfrecord.example import decode_example
@@ -126,23 +126,11 @@ def test_incremental_runs_from_s3_to_s3_keep_what_did_not_change(s3, tmp_path):
     def delete(name):
         client.delete_object(Bucket="data", Key=f"corpus/{name}")
 
-    synced = sync(corpus.root, {}, put, delete)
     argv = store_argv("coco", "s3://data/corpus", "s3://data/inc", "--incremental",
                       "--shard-size", "4KiB", *s3_args)
-    assert main(argv) == 0
-    for what in ("delete", "relabel", "repaint", "add", "add"):
-        corpus.mutate(what, rng)
-    corpus.write()
-    sync(corpus.root, synced, put, delete)
-    assert main(argv) == 0
-    local = _download(client, "inc/", tmp_path / "inc")
-    run = json.loads((local / "manifest.json").read_text())["history"][-1]["splits"]["train"]
-    assert (run["added"], run["removed"]) == (2, 1) and run["changed"] in (1, 2)
-    assert run["shards_kept"] > 0
-    full = tmp_path / "full"
-    assert main(corpus.argv(full, "--shard-size", "4KiB")) == 0
-    assert examples(local) == examples(full)
-    assert globbed_examples(local) == examples(full)  # no dead shard left in the bucket
+    incremental_through_store(corpus, rng, argv, put, delete,
+                              lambda: _download(client, "inc/", tmp_path / "inc"),
+                              tmp_path / "full")
 
 
 def _download(client, prefix: str, into) -> Path:
