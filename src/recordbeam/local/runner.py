@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 import grpc
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options import pipeline_options as beam_pipeline_options
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     PipelineOptions,
@@ -315,9 +316,7 @@ class PlainBeamParser(argparse.ArgumentParser):
 def _beam_parser_class() -> type[argparse.ArgumentParser]:
     """Beam's parser class where this Beam has it under its private name, else
     :class:`PlainBeamParser`."""
-    from apache_beam.options import pipeline_options
-
-    return getattr(pipeline_options, "_BeamArgumentParser", PlainBeamParser)
+    return getattr(beam_pipeline_options, "_BeamArgumentParser", PlainBeamParser)
 
 
 class _BeamOptionsParser(_beam_parser_class()):

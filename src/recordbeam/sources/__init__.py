@@ -39,6 +39,7 @@ table are made from the declaration.
 """
 
 import importlib
+from functools import cache
 
 #: Names a pipeline of your own imports from here besides each format's (its declaration's
 #: ``public``: read transform, options, encoder), by the module that defines them.
@@ -49,6 +50,7 @@ _SHARED = {
 }
 
 
+@cache
 def public_paths() -> dict[str, str]:
     """Every public name of this package and its full dotted path. Everything else under
     ``recordbeam.sources`` is private."""
