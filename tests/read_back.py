@@ -21,13 +21,18 @@ def split_examples(output: str | os.PathLike[str], split: str, key: str = "image
 
 
 def folder_files(output: str | os.PathLike[str]) -> dict[str, bytes]:
-    """Every file below ``output`` (``hashes/`` too), by its path relative to it."""
+    """Every file below ``output`` (``hashes/`` too), by its path relative to it. A file
+    gone between the listing and its read (a run writing the folder stages its lock
+    beside its name for a moment) is not there."""
     found = {}
     for folder, _dirs, names in os.walk(output):
         for name in names:
             path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                found[os.path.relpath(path, output)] = f.read()
+            try:
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, output)] = f.read()
+            except FileNotFoundError:
+                continue
     return found
 
 
