@@ -208,7 +208,11 @@ def _local_files_below(folder: str) -> Iterator[FileMetadata]:
     time. Links to folders are followed as links to files are (what they lead to is the
     readers' to judge, see :class:`InputRoots`), except a link back to a folder the walk
     is in (a loop). Entries that vanish or cannot be read are left out, as Beam's listing
-    leaves them."""
+    leaves them.
+
+    A folder's entries are taken from the open folder one at a time: holding them in a
+    list (with the stat each caches) kept ~600 bytes per file in the lister's worker,
+    600 MB for a folder of a million images."""
     import os  # local paths only
 
     entered: dict[str, int] = {}
@@ -216,22 +220,31 @@ def _local_files_below(folder: str) -> Iterator[FileMetadata]:
     while stack:
         current, ancestors = stack.pop()
         try:
-            entries = list(os.scandir(current))
+            listing = os.scandir(current)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                if entry.is_dir():
-                    real = (os.path.realpath(entry.path) if entry.is_symlink()
-                            else os.path.join(ancestors[-1], entry.name))
-                    if real not in ancestors:
-                        _count_entry(entered, real, entry.path, folder)
-                        stack.append((entry.path, (*ancestors, real)))
-                else:
-                    stat = entry.stat()
-                    yield FileMetadata(entry.path, stat.st_size, stat.st_mtime)
-            except OSError:
-                continue
+        with listing:
+            for entry in _readable(listing):
+                try:
+                    if entry.is_dir():
+                        real = (os.path.realpath(entry.path) if entry.is_symlink()
+                                else os.path.join(ancestors[-1], entry.name))
+                        if real not in ancestors:
+                            _count_entry(entered, real, entry.path, folder)
+                            stack.append((entry.path, (*ancestors, real)))
+                    else:
+                        stat = entry.stat()
+                        yield FileMetadata(entry.path, stat.st_size, stat.st_mtime)
+                except OSError:
+                    continue
+
+
+def _readable(listing: Iterator[Any]) -> Iterator[Any]:
+    """A folder's entries until reading the folder fails part way (what was read stands)."""
+    try:
+        yield from listing
+    except OSError:
+        return
 
 
 def _count_entry(entered: dict[str, int], real: str, path: str, top: str) -> None:

@@ -87,6 +87,41 @@ def test_list_files_streams_the_listing(tmp_path, monkeypatch):
     assert len(list(files)) == 99
 
 
+def test_a_local_folder_is_read_one_entry_at_a_time(tmp_path, monkeypatch):
+    # One folder of a million images must not become a list of its entries (and the stat
+    # each caches) in the lister's memory.
+    root = tmp_path / "images"
+    root.mkdir()
+    for i in range(100):
+        (root / f"{i}.jpg").write_bytes(b"x")
+    pulled = []
+    scandir = os.scandir
+
+    class Counted:
+        def __init__(self, path):
+            self._inner = scandir(path)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._inner.close()
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            entry = next(self._inner)
+            pulled.append(entry.name)
+            return entry
+
+    monkeypatch.setattr(os, "scandir", Counted)
+    files = filesystems.list_files(str(root))
+    next(files)
+    assert len(pulled) == 1  # not the hundred entries of the folder
+    assert len(list(files)) == 99 and len(pulled) == 100
+
+
 def test_real_path_with_remembered_folders_matches_realpath(tmp_path):
     import os
 
