@@ -22,6 +22,7 @@ from recordbeam.dataset.duplicate_groups import (
     Member,
     copies_to_drop,
     exact_groups,
+    group_of,
     merge_group_lines,
     split_rank,
 )
@@ -34,6 +35,7 @@ from recordbeam.dataset.image_hashes import (
     decode_hash_file,
     digest_bucket,
     encode_hash_file,
+    repeated_rows,
     split_by_bucket,
 )
 from recordbeam.dataset.near_groups import (
@@ -148,6 +150,60 @@ def test_a_huge_group_lists_some_copies_and_counts_all_with_every_split_shown():
     assert len(group.members) == MAX_LISTED_MEMBERS
     assert group.splits == ("train", "val")
     assert any(m.split == "val" for m in group.members)
+
+
+def _group_by_definition(digest, members):
+    # group_of's rule with every copy held: the first copy of each split, then the others
+    # in order, up to MAX_LISTED_MEMBERS; each copy counted once.
+    ordered = sorted(set(members), key=Member.order)
+    listed = ordered
+    if len(ordered) > MAX_LISTED_MEMBERS:
+        firsts = {}
+        for member in ordered:
+            firsts.setdefault(member.split, member)
+        chosen = set(list(firsts.values())[:MAX_LISTED_MEMBERS])
+        for member in ordered:
+            if len(chosen) >= MAX_LISTED_MEMBERS:
+                break
+            chosen.add(member)
+        listed = sorted(chosen, key=Member.order)
+    return Group(digest, tuple(listed), len(ordered),
+                 tuple(sorted({m.split for m in ordered}, key=split_rank)))
+
+
+@pytest.mark.parametrize("copies", [3, 99, 100, 101, 250, 1200])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_group_made_in_one_pass_is_the_group_its_rule_defines(copies, seed):
+    rng = random.Random(seed * 7919 + copies)
+    splits = ["train", "val", "test", "extra"][:rng.randint(1, 4)]
+    members = []
+    for i in range(copies):
+        split = rng.choice(splits)
+        if rng.random() < 0.1:
+            members.append(Member(split, f"d{rng.randrange(copies)}.jpg", dropped=True))
+        else:
+            members.append(Member(split, f"s{i}.jpg", f"{split}-{rng.randrange(9)}",
+                                  rng.randrange(copies)))
+    members += rng.sample(members, copies // 5)  # copies given twice
+    rng.shuffle(members)
+    made = group_of("d", iter(members))
+    assert made == _group_by_definition("d", members)
+    assert group_of("d", reversed(members)) == made
+
+
+def test_repeated_rows_are_every_digest_found_twice_with_its_indexes():
+    rng = random.Random(5)
+    pool = [_sha(str(i)) for i in range(50)]
+    # digests sharing their first 8 bytes but not the rest
+    pool += [pool[0][:8] + _sha(f"tail{i}")[8:] for i in range(5)]
+    picks = [rng.choice(pool) for _ in range(400)]
+    expected = {}
+    for index, digest in enumerate(picks):
+        expected.setdefault(digest, []).append(index)
+    found = repeated_rows(b"".join(picks))
+    assert {d: list(i) for d, i in found.items()} == {
+        d: i for d, i in expected.items() if len(i) > 1}
+    assert repeated_rows(b"".join(pool)) == {}
 
 
 def _line(digest: str, *members: Member) -> str:

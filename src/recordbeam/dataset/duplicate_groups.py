@@ -14,6 +14,8 @@ splits and salted identity hashes only, so every runner keeps the same one. No B
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +70,11 @@ class Member:
     record: int | None = None
     dropped: bool = False
 
+    def identity(self) -> bytes:
+        """16 bytes that tell this copy from any other."""
+        return hashlib.blake2b(repr((self.split, self.source, self.shard, self.record,
+                                     self.dropped)).encode(), digest_size=16).digest()
+
     def order(self) -> tuple[Any, ...]:
         return (split_rank(self.split), self.dropped, self.shard or "", self.record or 0,
                 self.source)
@@ -115,23 +122,61 @@ class Group:
 
 
 def group_of(digest: str, members: Iterable[Member], splits: Iterable[str] = ()) -> Group:
-    """The :class:`Group` of ``members`` (any order, any number) and of ``splits`` besides
-    theirs. Past :data:`MAX_LISTED_MEMBERS`, the first copy of each split is listed, then
-    the others in order up to that many."""
-    ordered = sorted(set(members), key=Member.order)
-    all_splits = sorted({m.split for m in ordered} | set(splits), key=split_rank)
+    """The :class:`Group` of ``members`` (any order, any number, a copy given twice counted
+    once) and of ``splits`` besides theirs. Past :data:`MAX_LISTED_MEMBERS`, the first copy
+    of each split is listed, then the others in order up to that many.
+
+    One pass that holds the first copies in order, each split's first, and 16 bytes per
+    copy to count each once: a group of every blank frame of a large corpus must not hold
+    each of its copies whole."""
+    seen: set[bytes] = set()
+    first_copies: list[_Later] = []  # the MAX_LISTED_MEMBERS first copies, last on top
+    firsts: dict[str, tuple[tuple[Any, ...], Member]] = {}
+    all_splits = set(splits)
+    for member in members:
+        identity = member.identity()
+        if identity in seen:
+            continue
+        seen.add(identity)
+        order = member.order()
+        all_splits.add(member.split)
+        first = firsts.get(member.split)
+        if first is None or order < first[0]:
+            firsts[member.split] = (order, member)
+        if len(first_copies) < MAX_LISTED_MEMBERS:
+            heapq.heappush(first_copies, _Later(order, member))
+        elif order < first_copies[0].order:
+            heapq.heapreplace(first_copies, _Later(order, member))
+    # Every copy the rule below lists is among these: each split's first, and the
+    # MAX_LISTED_MEMBERS first in order (from which the remaining places are filled).
+    ordered = sorted({m for _, m in firsts.values()} | {c.member for c in first_copies},
+                     key=Member.order)
     listed = ordered
-    if len(ordered) > MAX_LISTED_MEMBERS:
-        firsts = {}
+    if len(seen) > MAX_LISTED_MEMBERS:
+        by_split: dict[str, Member] = {}
         for member in ordered:
-            firsts.setdefault(member.split, member)
-        chosen = set(list(firsts.values())[:MAX_LISTED_MEMBERS])
+            by_split.setdefault(member.split, member)
+        chosen = set(list(by_split.values())[:MAX_LISTED_MEMBERS])
         for member in ordered:
             if len(chosen) >= MAX_LISTED_MEMBERS:
                 break
             chosen.add(member)
         listed = sorted(chosen, key=Member.order)
-    return Group(digest, tuple(listed), len(ordered), tuple(all_splits))
+    return Group(digest, tuple(listed), len(seen),
+                 tuple(sorted(all_splits, key=split_rank)))
+
+
+class _Later:
+    """A heap item ordered last first, so that a heap of them has its latest copy on top."""
+
+    __slots__ = ("member", "order")
+
+    def __init__(self, order: tuple[Any, ...], member: Member) -> None:
+        self.order = order
+        self.member = member
+
+    def __lt__(self, other: _Later) -> bool:
+        return other.order < self.order
 
 
 def exact_groups(files: Iterable[HashTable | HashFile]) -> list[Group]:
@@ -140,7 +185,7 @@ def exact_groups(files: Iterable[HashTable | HashFile]) -> list[Group]:
     tables = [f if isinstance(f, HashTable) else HashTable(encode_hash_file(f)) for f in files]
     groups = []
     for digest, places in sorted(repeated_digests(tables).items()):
-        group = group_of(digest.hex(), [_member(table, i) for table, i in places])
+        group = group_of(digest.hex(), (_member(table, i) for table, i in places))
         if group.size > 1:  # an entry given twice is one copy
             groups.append(group)
     return groups

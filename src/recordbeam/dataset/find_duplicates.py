@@ -97,7 +97,7 @@ class DuplicateFinder:
     def exact_groups(self) -> list[Group]:
         """Records sharing an image, in SHA-256 order."""
         repeated = repeated_rows(bytes(self._digests))
-        return [group_of(digest.hex(), [self._member(i) for i in indexes])
+        return [group_of(digest.hex(), (self._member(i) for i in indexes.tolist()))
                 for digest, indexes in sorted(repeated.items())]
 
     def near_groups(self) -> NearComponents:

@@ -274,10 +274,11 @@ def split_by_bucket(table: HashTable, buckets: int) -> Iterator[tuple[int, bytes
         yield int(of_entry[start]), table.part(start, stop)
 
 
-def repeated_rows(digests: bytes) -> dict[bytes, list[int]]:
+def repeated_rows(digests: bytes) -> dict[bytes, np.ndarray]:
     """The SHA-256s found more than once in ``digests`` (32 bytes each, one after the
-    other), each with the indexes it is found at: a sort of their first 8 bytes, then the
-    few equal prefixes compared whole."""
+    other), each with the indexes it is found at, ascending: a sort of their first 8
+    bytes, then the few equal prefixes sorted whole. The indexes stay numpy arrays (8
+    bytes each): a digest found a million times costs 8 MB here, not a list of ints."""
     rows = np.frombuffer(digests, dtype=np.uint8).reshape(-1, DIGEST_BYTES)
     if len(rows) < 2:
         return {}
@@ -285,21 +286,34 @@ def repeated_rows(digests: bytes) -> dict[bytes, list[int]]:
     order = np.argsort(prefixes, kind="stable")
     ordered = prefixes[order]
     same = np.flatnonzero(ordered[1:] == ordered[:-1])
-    by_digest: dict[bytes, list[int]] = {}
-    for index in np.unique(np.concatenate([order[same], order[same + 1]])).tolist():
-        by_digest.setdefault(rows[index].tobytes(), []).append(index)
-    return {d: indexes for d, indexes in by_digest.items() if len(indexes) > 1}
+    if not len(same):
+        return {}
+    candidates = np.unique(np.concatenate([order[same], order[same + 1]]))
+    words = rows[candidates].view(">u8")  # (n, 4): each digest as four big-endian words
+    # lexsort's last key sorts first; it is stable, so equal digests keep ascending indexes
+    by_digest = candidates[np.lexsort(words.T[::-1])]
+    changes = np.any(np.diff(rows[by_digest].view(">u8"), axis=0) != 0, axis=1)
+    runs = np.split(by_digest, np.flatnonzero(changes) + 1)
+    return {rows[run[0]].tobytes(): run for run in runs if len(run) > 1}
 
 
-def repeated_digests(tables: Iterable[HashTable]) -> dict[bytes, list[tuple[HashTable, int]]]:
+def repeated_digests(tables: Iterable[HashTable]) -> dict[bytes, Iterator[tuple[HashTable, int]]]:
     """The digests found more than once among ``tables``, each with its ``(table, entry
-    index)`` places; the other entries are never decoded."""
+    index)`` places, given one at a time; the other entries are never decoded."""
     tables = [t for t in tables if t.count]
     owners = np.cumsum([t.count for t in tables])
-    found: dict[bytes, list[tuple[HashTable, int]]] = {}
-    for digest, indexes in repeated_rows(b"".join(t.digests() for t in tables)).items():
-        for index in indexes:
-            which = int(np.searchsorted(owners, index, side="right"))
-            found.setdefault(digest, []).append(
-                (tables[which], index - (int(owners[which - 1]) if which else 0)))
-    return found
+    return {digest: _places(tables, owners, indexes)
+            for digest, indexes in repeated_rows(b"".join(t.digests() for t in tables)).items()}
+
+
+def _places(tables: list[HashTable], owners: np.ndarray,
+            indexes: np.ndarray) -> Iterator[tuple[HashTable, int]]:
+    starts = np.concatenate([[0], owners[:-1]])
+    for chunk in range(0, len(indexes), _PLACES_CHUNK):  # a few ints at a time
+        part = indexes[chunk:chunk + _PLACES_CHUNK]
+        which = np.searchsorted(owners, part, side="right")
+        for index, table in zip((part - starts[which]).tolist(), which.tolist(), strict=True):
+            yield tables[table], index
+
+
+_PLACES_CHUNK = 4096
