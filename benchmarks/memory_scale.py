@@ -3,7 +3,9 @@
 Generates COCO-like datasets (``recordbeam.testing.samples.make_coco_benchmark``: ~7 boxes per
 image, 80 categories) whose few distinct image files are then replaced by small 640x480
 JPEGs (a few KB), so that a 300k-image run writes ~1.5 GB instead of 40 GB: what a local
-run holds in memory is the per-image records of its shuffles, not the image bytes. Runs
+run holds in memory is the per-image records of its shuffles, not the image bytes. Every
+name holds the same picture, so duplicate finding sees one group of all the images: its
+worst case (``duplicates_bench.py --memory`` measures distinct images). Runs
 ``recordbeam convert coco`` on each size, with as many images per shard as the full-size
 benchmark's shards hold, and samples the resident memory of every process of the run
 (launcher and Beam workers) every 0.1 s.

@@ -3,6 +3,9 @@ lost while encoding takes with it, and the annotation reject fraction."""
 
 from __future__ import annotations
 
+import random
+import tempfile
+
 from recordbeam.dataset import manifest
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco.encoder import CocoEncoder
@@ -17,6 +20,26 @@ def test_repeated_ids_are_equal_in_value_and_type():
         tally.add(value)
     assert tally.repeated() == [3, 2**70, "a"]  # 1 and "1" differ; each repeat named once
     assert IdTally().repeated() == []
+
+
+def test_ids_dealt_out_to_files_give_the_repeats_an_unspilled_tally_gives(tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rng = random.Random(3)
+    values = [rng.randrange(-2**63, 2**63) for _ in range(3000)] + list(range(-50, 2000))
+    values += rng.sample(values, 1000) + [2**70, 2**70, "x", "x"]  # repeats in every file
+    rng.shuffle(values)
+    whole, spilled = IdTally(), IdTally(spill_ids=256)
+    for i, value in enumerate(values):
+        whole.add(value)
+        spilled.add(value)
+        if i % 100 == 0:
+            spilled.spill_if_full()
+            assert len(spilled._integers) < 256 + 100
+    assert len(list(tmp_path.iterdir())) == 1  # the tally's folder, while it counts
+    assert spilled.repeated() == whole.repeated()
+    assert len(whole.repeated()) >= 900
+    assert list(tmp_path.iterdir()) == []  # the folder is gone once the repeats are known
 
 
 def _record(objects: list[tuple]) -> ImageRecord:

@@ -14,6 +14,7 @@ import pytest
 from reliability_data import convert_argv, jpeg, read_jsonl, write
 
 from recordbeam.cli import main as cli
+from recordbeam.sources.coco import input_tasks
 
 CASE = pytest.mark.case
 
@@ -182,7 +183,11 @@ def test_ids_equal_as_text_are_duplicates(tmp_path, capsys):
 
 @CASE("Two annotations with one id",
       "both rejected `duplicate_annotation_id`; their image is written without them")
-def test_duplicate_annotation_ids_reject_all_copies(tmp_path, capsys):
+@pytest.mark.parametrize("spilled", [False, True])
+def test_duplicate_annotation_ids_reject_all_copies(tmp_path, capsys, monkeypatch, spilled):
+    if spilled:  # ids dealt out to files, as in a file of millions of annotations
+        monkeypatch.setattr(input_tasks, "ANNOTATION_BUFFER", 2)
+        monkeypatch.setattr(input_tasks, "SPILL_IDS", 3)
     anns = [_box(7, 1), _box(7, 2), _box(8, 2), *[_box(i, 3) for i in range(10, 20)]]
     images, annotations = _dataset(tmp_path / "data", _images(3), anns)
     code, out, err = _run(capsys, images, annotations, tmp_path / "out",

@@ -8,6 +8,10 @@ captions task reads a captions file. Their outputs leave keyed for the joins
 from __future__ import annotations
 
 import gc
+import os
+import shutil
+import tempfile
+import weakref
 from array import array
 from typing import Any
 
@@ -206,6 +210,7 @@ class ReadInputs(beam.DoFn):
             if pending >= ANNOTATION_BUFFER:
                 yield from _flush_annotations(buffered)
                 pending = 0
+                annotation_ids.spill_if_full()
         yield from _flush_annotations(buffered)
         for name, count_of in ((KEYPOINTS_NOT_WRITTEN, keypoints_not_written),
                                (DENSEPOSE_NOT_WRITTEN, densepose)):
@@ -236,16 +241,30 @@ def _flush_captions(buffered: dict[Any, list[tuple[Any, str]]]):
     buffered.clear()
 
 
+#: Integer ids an :class:`IdTally` holds before it deals them out to files (8 MB; a file
+#: as long as COCO's train2017 never spills).
+SPILL_IDS = 1_000_000
+ID_BUCKETS = 64
+_BUCKET_BITS = 6
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: sequential ids spread evenly
+
+
 class IdTally:
     """The annotation ids seen in one pass, to find those given more than once.
 
     Integer ids (all of COCO's) are kept as 8-byte values in an array, not as Python
-    objects in a set: 7 MB instead of about 50 for train2017's 860k annotations.
+    objects in a set: 7 MB instead of about 50 for train2017's 860k annotations. Past
+    ``spill_ids`` of them (:meth:`spill_if_full`, called between items), they are dealt by
+    a hash of their value into :data:`ID_BUCKETS` files in a temporary folder, and each
+    file is sorted alone at the end: the tally holds about ``spill_ids`` ids whatever the
+    file's length (70M annotations would otherwise be 560 MB, twice over while sorted).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spill_ids: int | None = None) -> None:
         self._integers = array("q")
         self._others: list[Any] = []
+        self._spill_ids = SPILL_IDS if spill_ids is None else spill_ids
+        self._folder: str | None = None
 
     def add(self, value: Any) -> None:
         if type(value) is int:
@@ -256,13 +275,42 @@ class IdTally:
                 pass
         self._others.append(value)
 
+    def spill_if_full(self) -> None:
+        if len(self._integers) >= self._spill_ids:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._integers:
+            return
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="recordbeam-annotation-ids-")
+            weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
+        values = np.frombuffer(self._integers, dtype=np.int64)
+        buckets = ((values.view(np.uint64) * _MIX) >> np.uint64(64 - _BUCKET_BITS)).astype(np.intp)
+        order = np.argsort(buckets, kind="stable")
+        dealt = values[order]
+        start = 0
+        for bucket, count in enumerate(np.bincount(buckets, minlength=ID_BUCKETS).tolist()):
+            if count:
+                with open(os.path.join(self._folder, str(bucket)), "ab") as f:
+                    f.write(dealt[start:start + count].tobytes())
+            start += count
+        del values, dealt
+        self._integers = array("q")
+
     def repeated(self) -> list[Any]:
         """Every id added more than once (ids are equal when value and type are)."""
-        integers = np.frombuffer(self._integers, dtype=np.int64) if self._integers else None
         found: list[Any] = []
-        if integers is not None:
-            ordered = np.sort(integers)
-            found = np.unique(ordered[1:][ordered[1:] == ordered[:-1]]).tolist()
+        if self._folder is None:
+            if self._integers:
+                found = _repeated_integers(np.frombuffer(self._integers, dtype=np.int64))
+        else:
+            self._spill()
+            for name in sorted(os.listdir(self._folder), key=int):
+                found += _repeated_integers(np.fromfile(os.path.join(self._folder, name),
+                                                        dtype=np.int64))
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
         seen: set[tuple[type, Any]] = set()
         for value in self._others:
             key = (type(value), value)
@@ -270,6 +318,11 @@ class IdTally:
                 found.append(value)
             seen.add(key)
         return sorted(set(found), key=id_order)
+
+
+def _repeated_integers(integers: np.ndarray) -> list[int]:
+    ordered = np.sort(integers)
+    return np.unique(ordered[1:][ordered[1:] == ordered[:-1]]).tolist()
 
 
 def _file_key(images_dir: str, path: str, size: int,
