@@ -43,7 +43,7 @@ from recordbeam.errors import (
 )
 from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id, why_unusable
-from recordbeam.local.malloc_arenas import limit_malloc_arenas
+from recordbeam.local.malloc_arenas import tune_malloc
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
@@ -306,7 +306,7 @@ def _give_up_after_failure(lock: folder_lock.FolderLock, temp_dir: str,
 
 def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
                  show_progress: bool) -> None:
-    limit_malloc_arenas()
+    tune_malloc()
     # The command's standby, if it left it for now: forked with the modules this process
     # has imported, before the run starts any thread. None where the local runner is
     # Beam's plain FnApiRunner, which starts Beam's own workers.

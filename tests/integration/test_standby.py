@@ -328,10 +328,11 @@ def test_a_worker_whose_standby_died_is_waited_for_until_it_ends():
 
 
 @needs_standby
-def test_the_standby_starts_with_the_workers_malloc_arenas(monkeypatch):
+def test_the_standby_starts_with_the_workers_malloc_settings(monkeypatch):
     # glibc reads it as a process starts: the standby must have it from its start, as
     # workers started by the run have (recordbeam.pipeline.run sets it first).
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     with standby.started(1) as process:
         environment = b""
         for _ in range(100):  # empty for a moment while the process is being started
@@ -340,8 +341,8 @@ def test_the_standby_starts_with_the_workers_malloc_arenas(monkeypatch):
             if environment:
                 break
             time.sleep(0.01)
-    expected = f"MALLOC_ARENA_MAX={os.environ['MALLOC_ARENA_MAX']}".encode()
-    assert expected in environment.split(b"\0")
+    for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"):
+        assert f"{name}={os.environ[name]}".encode() in environment.split(b"\0")
 
 
 def _probe_module(folder: Path, monkeypatch) -> tuple[str, Path]:

@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from recordbeam.local.malloc_arenas import limit_malloc_arenas
+from recordbeam.local.malloc_arenas import tune_malloc
 
 #: Linux only: Windows cannot fork, and on macOS forking a process that has loaded native
 #: libraries is unsafe (Python's multiprocessing starts fresh processes there).
@@ -150,9 +150,9 @@ def started(workers: int, preload: Sequence[str] = (), *,
     """
     standby: _StandbyProcess | _Later | None = None
     if SUPPORTED and workers > 0:
-        # Workers read MALLOC_ARENA_MAX as they start, and this process starts now: set
+        # Workers read glibc's MALLOC_ settings as they start, and this process starts now: set
         # it first, as the run would (recordbeam.pipeline.run) before starting workers.
-        limit_malloc_arenas()
+        tune_malloc()
         if fork_later:
             standby = _Later(workers, preload)
         else:
