@@ -153,10 +153,8 @@ def group_of(digest: str, members: Iterable[Member], splits: Iterable[str] = ())
                      key=Member.order)
     listed = ordered
     if len(seen) > MAX_LISTED_MEMBERS:
-        by_split: dict[str, Member] = {}
-        for member in ordered:
-            by_split.setdefault(member.split, member)
-        chosen = set(list(by_split.values())[:MAX_LISTED_MEMBERS])
+        in_split_order = sorted(firsts.values(), key=lambda first: first[0])
+        chosen = {member for _, member in in_split_order[:MAX_LISTED_MEMBERS]}
         for member in ordered:
             if len(chosen) >= MAX_LISTED_MEMBERS:
                 break

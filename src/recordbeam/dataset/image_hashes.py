@@ -291,9 +291,10 @@ def repeated_rows(digests: bytes) -> dict[bytes, np.ndarray]:
     candidates = np.unique(np.concatenate([order[same], order[same + 1]]))
     words = rows[candidates].view(">u8")  # (n, 4): each digest as four big-endian words
     # lexsort's last key sorts first; it is stable, so equal digests keep ascending indexes
-    by_digest = candidates[np.lexsort(words.T[::-1])]
-    changes = np.any(np.diff(rows[by_digest].view(">u8"), axis=0) != 0, axis=1)
-    runs = np.split(by_digest, np.flatnonzero(changes) + 1)
+    by_digest = np.lexsort(words.T[::-1])
+    words = words[by_digest]
+    changes = np.any(words[1:] != words[:-1], axis=1)
+    runs = np.split(candidates[by_digest], np.flatnonzero(changes) + 1)
     return {rows[run[0]].tobytes(): run for run in runs if len(run) > 1}
 
 
@@ -302,13 +303,13 @@ def repeated_digests(tables: Iterable[HashTable]) -> dict[bytes, Iterator[tuple[
     index)`` places, given one at a time; the other entries are never decoded."""
     tables = [t for t in tables if t.count]
     owners = np.cumsum([t.count for t in tables])
-    return {digest: _places(tables, owners, indexes)
+    starts = owners - [t.count for t in tables]  # each table's first global index
+    return {digest: _places(tables, owners, starts, indexes)
             for digest, indexes in repeated_rows(b"".join(t.digests() for t in tables)).items()}
 
 
-def _places(tables: list[HashTable], owners: np.ndarray,
+def _places(tables: list[HashTable], owners: np.ndarray, starts: np.ndarray,
             indexes: np.ndarray) -> Iterator[tuple[HashTable, int]]:
-    starts = np.concatenate([[0], owners[:-1]])
     for chunk in range(0, len(indexes), _PLACES_CHUNK):  # a few ints at a time
         part = indexes[chunk:chunk + _PLACES_CHUNK]
         which = np.searchsorted(owners, part, side="right")

@@ -150,8 +150,8 @@ def started(workers: int, preload: Sequence[str] = (), *,
     """
     standby: _StandbyProcess | _Later | None = None
     if SUPPORTED and workers > 0:
-        # Workers read glibc's MALLOC_ settings as they start, and this process starts now: set
-        # it first, as the run would (recordbeam.pipeline.run) before starting workers.
+        # Workers read glibc's MALLOC_ settings as they start, and this process starts now:
+        # set them first, as the run would (recordbeam.pipeline.run) before starting workers.
         tune_malloc()
         if fork_later:
             standby = _Later(workers, preload)
