@@ -132,6 +132,38 @@ def test_without_duplicates_the_shards_are_those_of_a_run_that_does_not_look(tmp
     assert manifest_keep == manifest_off
 
 
+def test_the_lists_are_the_same_bytes_however_many_buckets_they_are_found_in(
+        tmp_path, monkeypatch):
+    from recordbeam.write import duplicates
+
+    files = {}
+    for picture in range(6):  # six pictures, each under 1 to 3 names in two classes
+        for copy in range(picture % 3 + 1):
+            files[f"c{copy % 2}/p{picture}_{copy}.jpg"] = _photo(40 + picture)
+    root = _tree(tmp_path / "in", files)
+    counted = []
+
+    def recorded(*args):
+        counted.append(bucket_count(*args))
+        return counted[-1]
+
+    bucket_count = duplicates.bucket_count
+    monkeypatch.setattr(duplicates, "bucket_count", recorded)
+    assert _convert(root, tmp_path / "one", "--shards", "2", "--near-duplicates") == 0
+    assert set(counted) == {1}
+    counted.clear()
+    monkeypatch.setattr(duplicates, "BUCKET_IMAGES", 2)  # 12 images: 6 buckets
+    assert _convert(root, tmp_path / "six", "--shards", "2", "--near-duplicates") == 0
+    assert set(counted) == {6}
+    one, six = folder_files(tmp_path / "one"), folder_files(tmp_path / "six")
+    assert set(one) == set(six)
+    assert len(_lines(tmp_path / "one")) == 4  # the pictures under 2 or 3 names
+    for name in one:
+        if name != "manifest.json":
+            assert six[name] == one[name], name
+    assert _manifest(tmp_path / "six")["duplicates"] == _manifest(tmp_path / "one")["duplicates"]
+
+
 def test_a_copy_in_two_splits_of_one_run_is_a_warning(tmp_path, capsys):
     cat = _photo(1)
     root = _tree(tmp_path / "in", {"train/cats/a.jpg": cat, "train/dogs/b.jpg": _photo(2),

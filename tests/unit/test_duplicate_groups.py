@@ -105,6 +105,26 @@ def test_buckets_are_contiguous_digest_ranges():
     assert list(split_by_bucket(whole, 1)) == [(0, whole.data)]
 
 
+def test_buckets_are_sized_by_bytes_or_by_images_whichever_makes_more():
+    from recordbeam.write.duplicates import (
+        BUCKET_BYTES,
+        BUCKET_IMAGES,
+        MAX_BUCKETS,
+        EarlierSplits,
+        bucket_count,
+    )
+
+    assert bucket_count(0, 0) == 1
+    # Photos: the bytes decide (3 buckets of 512 MiB; 10,000 images fit in one by count).
+    assert bucket_count(2 * BUCKET_BYTES + 1, 0, 10_000) == 3
+    # Small files: 1M images of 5.5 KB are 11 buckets by bytes, 62 by images.
+    assert bucket_count(5_500 * 10**6, 0, 10**6) == -(-10**6 // BUCKET_IMAGES) == 62
+    # What the folder keeps counts too, and the count stays within its bounds.
+    earlier = EarlierSplits(bytes=BUCKET_BYTES, images=3 * BUCKET_IMAGES)
+    assert earlier.buckets({"train": 1}, {"train": BUCKET_IMAGES}) == 4
+    assert earlier.buckets({"train": 1}, {"train": 10**12}) == MAX_BUCKETS
+
+
 # ---------------------------------------------------------------- exact groups
 
 

@@ -64,23 +64,32 @@ from recordbeam.records import Reject
 from recordbeam.write.encoder import Encoded, ExampleEncoder
 from recordbeam.write.planning import ShardOptions, order_key
 
-__all__ = ["BUCKET_BYTES", "DropDuplicates", "EarlierSplits", "FindDuplicates",
+__all__ = ["BUCKET_BYTES", "BUCKET_IMAGES", "DropDuplicates", "EarlierSplits", "FindDuplicates",
            "ReadKeptHashes", "ShardHashes", "bucket_count", "earlier_splits"]
 
 _LOG = logging.getLogger(__name__)
 
-#: Input bytes per bucket. A bucket's task holds ~160 bytes per image while it groups
-#: them: ~4,000 images of 140 KB (under 1 MB), 500,000 images of 1 KB (80 MB).
+#: Input bytes per bucket, and images per bucket: whichever makes more buckets. A
+#: bucket is one element of its shuffle: its hash entries (~350 bytes per image with
+#: their paths) go from the launcher to one worker in one message, which the local
+#: runner holds a few times over while it sends it, and the bucket's task holds ~160
+#: bytes per image while it groups them. 512 MiB are ~3,700 images of 140 KB; 16,384
+#: images of small files are ~6 MB of entries where bytes alone would put 100,000.
 BUCKET_BYTES = 512 << 20
+BUCKET_IMAGES = 16_384
 MAX_BUCKETS = 4096
 
 #: The count of written images whose perceptual hash failed (they do not decode whole).
 NEAR_UNHASHABLE = "near_duplicates_unhashable"
 
 
-def bucket_count(run_bytes: int, earlier_bytes: int) -> int:
-    """How many buckets the hashes of a run (and of the splits it keeps) are cut into."""
-    return max(1, min(MAX_BUCKETS, math.ceil((run_bytes + earlier_bytes) / BUCKET_BYTES)))
+def bucket_count(run_bytes: int, earlier_bytes: int, images: int = 0) -> int:
+    """How many buckets the hashes of a run (and of the splits it keeps) are cut into:
+    one per :data:`BUCKET_BYTES` of their shards or per :data:`BUCKET_IMAGES` of their
+    ``images``, whichever gives more, within 1 and :data:`MAX_BUCKETS`."""
+    by_bytes = math.ceil((run_bytes + earlier_bytes) / BUCKET_BYTES)
+    by_images = math.ceil(images / BUCKET_IMAGES)
+    return max(1, min(MAX_BUCKETS, max(by_bytes, by_images)))
 
 
 class ShardHashes:
@@ -121,12 +130,20 @@ class EarlierSplits:
             are not all compared with this run's.
         without_near: kept splits whose hash files hold no perceptual hashes.
         bytes: their shards' bytes (the buckets are sized for them too).
+        images: their examples (likewise).
     """
 
     files: tuple[str, ...] = ()
     without_hashes: tuple[str, ...] = ()
     without_near: tuple[str, ...] = ()
     bytes: int = 0
+    images: int = 0
+
+    def buckets(self, totals: Mapping[str, int], counts: Mapping[str, int]) -> int:
+        """The bucket count of a run whose splits plan ``totals`` bytes and ``counts``
+        images, with these splits kept."""
+        return bucket_count(sum(totals.values()), self.bytes,
+                            sum(counts.values()) + self.images)
 
 
 def earlier_splits(output_dir: str, written: Iterable[str]) -> EarlierSplits:
@@ -140,10 +157,11 @@ def earlier_splits(output_dir: str, written: Iterable[str]) -> EarlierSplits:
     folder = filesystems.join(output_dir, names.HASHES_FOLDER)
     present = {filesystems.relative_name(output_dir, m.path)
                for m in filesystems.list_files(folder)}
-    files, without, without_near, size = [], [], [], 0
+    files, without, without_near, size, images = [], [], [], 0, 0
     for split in sorted(kept):
         entry = kept[split]
         size += int(entry.get("bytes", 0))
+        images += int(entry.get("examples", 0))
         wanted = [names.hash_file_name(s["file"]) for s in entry.get("shards", [])]
         found = [w for w in wanted if w in present] if entry.get("image_hashes") else []
         if len(found) < len(wanted):
@@ -155,7 +173,7 @@ def earlier_splits(output_dir: str, written: Iterable[str]) -> EarlierSplits:
         _LOG.warning("%s: the split(s) %s have no image hashes (written without them, or "
                      "hashes/ was changed): their images are not all compared with this "
                      "run's; rewrite them to compare them", output_dir, ", ".join(without))
-    return EarlierSplits(tuple(files), tuple(without), tuple(without_near), size)
+    return EarlierSplits(tuple(files), tuple(without), tuple(without_near), size, images)
 
 
 class _ReadHashFile(beam.DoFn):
@@ -181,12 +199,13 @@ class _SpreadByBucket(beam.DoFn):
     """``hash file bytes -> (bucket, hash file bytes)`` per SHA-256 bucket its entries
     fall in; with near duplicates also, tagged ``near``, per bucket of LSH keys."""
 
-    def __init__(self, near: bool, earlier_bytes: int) -> None:
+    def __init__(self, near: bool, earlier: EarlierSplits) -> None:
         self._near = near
-        self._earlier_bytes = earlier_bytes
+        self._earlier = earlier
 
-    def process(self, data: bytes, totals: Mapping[str, int]) -> Iterator[Any]:
-        buckets = bucket_count(sum(totals.values()), self._earlier_bytes)
+    def process(self, data: bytes, totals: Mapping[str, int],
+                counts: Mapping[str, int]) -> Iterator[Any]:
+        buckets = self._earlier.buckets(totals, counts)
         table = HashTable(data)
         yield from split_by_bucket(table, buckets)
         if not self._near or not table.near_computed:
@@ -240,13 +259,13 @@ class _FindNearPairs(beam.DoFn):
     """``(bucket, [hash file bytes]) -> (pairs, members of their images, pairs let go)``:
     the near pairs found through the keys of the bucket."""
 
-    def __init__(self, earlier_bytes: int) -> None:
-        self._earlier_bytes = earlier_bytes
+    def __init__(self, earlier: EarlierSplits) -> None:
+        self._earlier = earlier
 
-    def process(self, keyed: tuple[int, Iterable[bytes]],
-                totals: Mapping[str, int]) -> Iterator[tuple]:
+    def process(self, keyed: tuple[int, Iterable[bytes]], totals: Mapping[str, int],
+                counts: Mapping[str, int]) -> Iterator[tuple]:
         bucket, blobs = keyed
-        buckets = bucket_count(sum(totals.values()), self._earlier_bytes)
+        buckets = self._earlier.buckets(totals, counts)
         images = list(_near_images(blobs))
         found = near_pairs(images, bucket=bucket, buckets=buckets)
         if not found.pairs and not found.beyond:
@@ -323,22 +342,24 @@ class FindDuplicates(beam.PTransform):
     Args:
         temp_dir: the run's temp folder, where the parts are written.
         options: the sink's options (``near_duplicates``).
-        earlier: the splits the folder keeps (their bytes size the buckets).
+        earlier: the splits the folder keeps (their bytes and images size the buckets).
         totals: the sink's planned bytes per split (a ``(split, bytes)`` PCollection).
+        counts: the sink's planned images per split (a ``(split, count)`` PCollection).
     """
 
     def __init__(self, temp_dir: str, options: ShardOptions, earlier: EarlierSplits,
-                 totals: beam.PCollection) -> None:
+                 totals: beam.PCollection, counts: beam.PCollection) -> None:
         super().__init__()
         self._temp_dir = temp_dir
         self._near = options.near_duplicates
         self._earlier = earlier
         self._totals = totals
+        self._counts = counts
 
     def expand(self, hashes):
-        totals = AsDict(self._totals)
+        totals, counts = AsDict(self._totals), AsDict(self._counts)
         spread = hashes | "SpreadByBucket" >> beam.ParDo(
-            _SpreadByBucket(self._near, self._earlier.bytes), totals=totals
+            _SpreadByBucket(self._near, self._earlier), totals=totals, counts=counts
         ).with_outputs("near", main="exact")
         # exact / near: (bucket, hash file bytes of the entries in it)
         parts = (
@@ -352,7 +373,7 @@ class FindDuplicates(beam.PTransform):
                 spread.near
                 | "GroupByKeyBucket" >> beam.GroupByKey()  # (bucket, [hash file bytes])
                 | "FindNearPairs" >> beam.ParDo(
-                    _FindNearPairs(self._earlier.bytes), totals=totals)
+                    _FindNearPairs(self._earlier), totals=totals, counts=counts)
                 # (pairs, members, pairs let go)
                 | "AllNearPairs" >> beam.Map(lambda found: (None, found))
                 | "GatherNearPairs" >> beam.GroupByKey()  # (None, [per-bucket pairs])

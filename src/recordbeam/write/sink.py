@@ -418,7 +418,9 @@ class WriteShards(beam.PTransform):
             found = (
                 (written.hashes, *duplicate_inputs)
                 | "AllImageHashes" >> beam.Flatten()  # hash file bytes
-                | "FindDuplicates" >> FindDuplicates(self.temp_dir, self._options, earlier, totals)
+                | "FindDuplicates" >> FindDuplicates(
+                    self.temp_dir, self._options, earlier, totals,
+                    sizes | "CountBySplit" >> beam.combiners.Count.PerKey())  # (split, images)
             )
             duplicates = {"duplicate_parts": AsList(found["parts"])}
             if kept:
