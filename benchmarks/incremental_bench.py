@@ -95,12 +95,15 @@ def _io_written(pid: int) -> int:
         return 0
 
 
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
 def drop_page_cache() -> None:
     """Write dirty pages out and empty the page cache, dentries and inodes (Linux, root):
     the next run reads its inputs, listing included, from the disk, as a run over a
     corpus larger than memory does."""
     os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
+    with open(DROP_CACHES, "w") as f:
         f.write("3\n")
 
 
@@ -254,10 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--changes takes add and/or edit, comma-separated, got {args.changes!r}")
     if args.cold:
         try:
-            with open("/proc/sys/vm/drop_caches", "w"):
+            with open(DROP_CACHES, "w"):
                 pass
         except OSError as e:
-            parser.error(f"--cold empties the page cache through /proc/sys/vm/drop_caches, "
+            parser.error(f"--cold empties the page cache through {DROP_CACHES}, "
                          f"which this user cannot write ({e.strerror}): run as root or "
                          "without --cold")
     if args.image_kb is not None and args.image_kb < 6:

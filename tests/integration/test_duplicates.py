@@ -141,13 +141,12 @@ def test_the_lists_are_the_same_bytes_however_many_buckets_they_are_found_in(
         for copy in range(picture % 3 + 1):
             files[f"c{copy % 2}/p{picture}_{copy}.jpg"] = _photo(40 + picture)
     root = _tree(tmp_path / "in", files)
-    counted = []
+    bucket_count, counted = duplicates.bucket_count, []
 
     def recorded(*args):
         counted.append(bucket_count(*args))
         return counted[-1]
 
-    bucket_count = duplicates.bucket_count
     monkeypatch.setattr(duplicates, "bucket_count", recorded)
     assert _convert(root, tmp_path / "one", "--shards", "2", "--near-duplicates") == 0
     assert set(counted) == {1}
