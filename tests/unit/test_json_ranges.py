@@ -1,0 +1,106 @@
+"""Reading one JSON document in byte ranges gives exactly what ``json.loads`` of the whole
+document gives, wherever the cuts fall, whatever the strings hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recordbeam.sources.json_ranges import (
+    JsonRangeError,
+    backslashes_before,
+    entry_states,
+    read_section,
+    summarize,
+)
+
+#: Strings made of what confuses a scanner: brackets, quotes, backslashes, separators.
+HOSTILE = st.text(alphabet=st.sampled_from(list('{}[]",:\\ abc\n\t\u00e9\u2028\U0001f600')),
+                  max_size=12)
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                    st.floats(allow_nan=False, allow_infinity=False), HOSTILE)
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(HOSTILE, inner, max_size=4)), max_leaves=20)
+LAYOUTS = st.sampled_from([
+    {}, {"ensure_ascii": False}, {"indent": 2}, {"separators": (",", ":")},
+    {"indent": "\t", "ensure_ascii": False}])
+
+
+def _document(sections: dict, layout: dict) -> bytes:
+    return json.dumps(sections, **layout).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(VALUES, max_size=8), other=VALUES, layout=LAYOUTS,
+       range_bytes=st.integers(1, 64), data=st.data())
+def test_elements_of_a_section_are_what_json_loads_finds(items, other, layout, range_bytes, data):
+    # The wanted key also appears deeper down, and other top-level values hold anything.
+    sections = {"info": {"annotations": other}, "annotations": items, "zz": other}
+    order = data.draw(st.permutations(list(sections)))
+    document = _document({key: sections[key] for key in order}, layout)
+    found = read_section(document, "annotations", range_bytes)
+    assert [json.loads(body) for _offset, body in found] == items
+    for offset, body in found:
+        assert document[offset:offset + len(body)] == body
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(VALUES, min_size=1, max_size=6), range_bytes=st.integers(1, 32),
+       data=st.data())
+def test_a_document_cut_short_is_refused(items, range_bytes, data):
+    document = _document({"annotations": items, "categories": []}, {})
+    cut = data.draw(st.integers(1, len(document) - 1))
+    with pytest.raises(JsonRangeError):
+        read_section(document[:cut], "annotations", range_bytes)
+
+
+@pytest.mark.parametrize("document", [
+    b'{"annotations": [1,]}',  # an empty element
+    b'{"annotations": [1]}}',  # closed twice
+    b'{"a": 1}{"annotations": []}',  # two documents
+    b'{"annotations": [1], "annotations": [2]}',  # a key twice
+    b'["annotations"]',  # not an object
+])
+def test_broken_structure_is_refused(document):
+    with pytest.raises(JsonRangeError):
+        read_section(document, "annotations", 3)
+
+
+def test_a_section_that_is_missing_or_no_list_has_no_elements():
+    assert read_section(b'{"images": [1, 2]}', "annotations", 4) == []
+    assert read_section(b'{"annotations": 3, "x": []}', "annotations", 4) == []
+    assert read_section(b'{"annotations": [ ]}', "annotations", 2) == []
+
+
+def test_escapes_split_across_ranges():
+    """A run of backslashes cut by a range boundary decides whether the next quote ends the
+    string: counted from the bytes before the range."""
+    value = 'a\\\\\\"},{"b'  # backslashes and a quote that does not end the string
+    document = json.dumps({"annotations": [value, {"k": value}]}).encode()
+    for range_bytes in range(1, len(document) + 1):
+        found = read_section(document, "annotations", range_bytes)
+        assert [json.loads(b) for _o, b in found] == [value, {"k": value}]
+
+
+def test_summary_does_not_depend_on_where_the_range_starts():
+    """One pass per range, before anything is known about its start: both possible states
+    are summarized, and the state at the start picks one."""
+    document = b'{"a": "}}}", "b": [{"c": "[["}]}'
+    middle = document.index(b'}}}')  # inside a string
+    summary = summarize(document[middle:])
+    assert summary.quote_parity == 1
+    # Read from outside a string, ``}}}`` would close three brackets at once: impossible
+    # here, and the state at the start says it is the rest of a string.
+    assert summary.lowest_depth == (-3, -1)
+    head = summarize(document[:middle])
+    states = entry_states([(0, head), (middle, summary)])
+    assert states[1].inside_string == 1 and states[1].depth == 1
+
+
+def test_backslashes_before_counts_the_run_at_the_end():
+    assert backslashes_before(b'ab\\\\') == 2
+    assert backslashes_before(b'ab') == 0
+    assert backslashes_before(b'') == 0
