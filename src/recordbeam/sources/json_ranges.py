@@ -111,18 +111,20 @@ class RangeSummary(NamedTuple):
     quote_parity: int
     depth_change: tuple[int, int]
     lowest_depth: tuple[int, int]  # relative to the start, at most 0
+    highest_depth: tuple[int, int] = (0, 0)  # relative to the start, at least 0
 
 
 def summarize(data: bytes, preceding_backslashes: int = 0) -> RangeSummary:
     scan = _scan(data, preceding_backslashes)
-    changes, lowest = [], []
+    changes, lowest, highest = [], [], []
     for inside in (0, 1):
         _outside, steps = _steps(scan, inside)
         depths = np.cumsum(steps)
         changes.append(int(depths[-1]) if depths.size else 0)
         lowest.append(min(0, int(depths.min())) if depths.size else 0)
+        highest.append(max(0, int(depths.max())) if depths.size else 0)
     return RangeSummary(int(scan.quotes.size & 1), (changes[0], changes[1]),
-                        (lowest[0], lowest[1]))
+                        (lowest[0], lowest[1]), (highest[0], highest[1]))
 
 
 class EntryState(NamedTuple):

@@ -1,7 +1,10 @@
 """The first stage of a COCO read: one task per input (:class:`ReadInputs`). The
-annotations pass parses the whole file; the images pass stops where its list ends; the
-categories pass parses the file's end; the listing task lists the image files; the
-captions task reads a captions file. Their outputs leave keyed for the joins
+images pass stops where its list ends; the categories pass parses the file's end; the
+listing task lists the image files; the captions task reads a captions file. The
+annotations are read in byte ranges beside them
+(:mod:`~recordbeam.sources.coco.annotation_ranges`), with the loop over annotations
+kept here (:func:`annotation_outputs`), and streamed whole on one worker only for a file
+the ranges cannot follow. Their outputs leave keyed for the joins
 (:mod:`recordbeam.sources.coco.join`), each item checked on the way
 (:mod:`recordbeam.sources.coco.checks`)."""
 
@@ -12,7 +15,9 @@ import os
 import shutil
 import tempfile
 import weakref
+import zlib
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
@@ -172,59 +177,98 @@ class ReadInputs(beam.DoFn):
             )
 
     def _read_annotations(self, path: str):
-        """The long list (860k items in train2017): this loop runs once per annotation,
-        so what it calls per item is bound to local names and the common case (integer
-        ids, as in every COCO file) takes the short paths."""
-        buffered: dict[Any, list[Annotation]] = {}
-        pending = 0
-        include_masks = self._options.include_masks
-        include_keypoints = self._options.include_keypoints
-        keypoints_not_written = densepose = 0
-        annotation_ids = IdTally()
-        count_id = annotation_ids.add
-        check = check_annotation
+        """The whole list on this worker, streamed: how a file the ranged read
+        (:mod:`~recordbeam.sources.coco.annotation_ranges`) cannot cut is read, so its
+        error, or its odd but valid shape, is what this pass has always made of it."""
+        tally = IdTally()
         position = -1
-        for position, item in enumerate(stream_section(path, "annotations")):
-            if not isinstance(item, dict):
-                yield TaggedOutput("rejects", bad_item(
-                    "annotations", item_at(path, "annotations", position),
-                    "is not a JSON object"))
-                continue
-            checked = check(item, path, position, include_masks, include_keypoints)
-            if "keypoints" in item and not include_keypoints:
-                keypoints_not_written += 1
-            if "dp_masks" in item or "dp_I" in item:
-                densepose += 1
-            if type(checked) is Reject:
-                yield TaggedOutput("rejects", checked)
-                continue
-            image_id, annotation = checked
-            ann_id = annotation[0]
-            count_id(ann_id)
-            batch = buffered.get(image_id)
-            if batch is None:
-                buffered[image_id] = [annotation]
-            else:
-                batch.append(annotation)
-            pending += 1
-            if pending >= ANNOTATION_BUFFER:
-                yield from _flush_annotations(buffered)
-                pending = 0
-                annotation_ids.spill_if_full()
-        yield from _flush_annotations(buffered)
-        for name, count_of in ((KEYPOINTS_NOT_WRITTEN, keypoints_not_written),
-                               (DENSEPOSE_NOT_WRITTEN, densepose)):
-            if count_of:
-                yield TaggedOutput("counts", (name, count_of))
-        for duplicate in annotation_ids.repeated():
+        for position, output in annotation_outputs(  # noqa: B007 - read after the loop
+                enumerate(stream_section(path, "annotations")), path, self._options, tally):
+            yield output
+        for duplicate in tally.repeated():
             yield TaggedOutput("duplicate_annotation_ids", duplicate)
         if position < 0:  # no annotations: fine when there are none, not when they are no list
             held = not_a_list(path, "annotations")
             if held:
-                raise CocoFormatError(
-                    f"{path}: 'annotations' is {held}, not a list; a COCO instances file has "
-                    "a list of objects there (or no 'annotations' at all). Fix or re-export "
-                    "the annotation file.")
+                raise annotations_not_a_list(path, held)
+
+
+def annotations_not_a_list(path: str, held: str) -> CocoFormatError:
+    return CocoFormatError(
+        f"{path}: 'annotations' is {held}, not a list; a COCO instances file has "
+        "a list of objects there (or no 'annotations' at all). Fix or re-export "
+        "the annotation file.")
+
+
+def annotation_reject(item: Any, path: str, position: int, options: CocoOptions) -> Reject | None:
+    """The reject of the annotation at ``position``, or None when it has none."""
+    if not isinstance(item, dict):
+        return bad_item("annotations", item_at(path, "annotations", position),
+                        "is not a JSON object")
+    checked = check_annotation(item, path, position, options.include_masks,
+                               options.include_keypoints)
+    return checked if type(checked) is Reject else None
+
+
+def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: CocoOptions,
+                       tally: IdTally, range_index: int | None = None):
+    """The outputs of ``(position, annotation)`` pairs, as ``(last position, output)``:
+    batches by image id, rejects, and the counts of what is not written; their ids go to
+    ``tally``. With ``range_index`` the positions count from the range's first element,
+    so a reject leaves as ``(range_index, position, item)`` on ``placed_rejects``, to be
+    made where the elements before the range are counted.
+
+    This loop runs once per annotation (860k in train2017), so what it calls per item is
+    bound to local names and the common case (integer ids, as in every COCO file) takes
+    the short paths."""
+    buffered: dict[Any, list[Annotation]] = {}
+    pending = 0
+    include_masks = options.include_masks
+    include_keypoints = options.include_keypoints
+    keypoints_not_written = densepose = 0
+    count_id = tally.add
+    check = check_annotation
+    position = -1
+    for position, item in items:
+        if not isinstance(item, dict):
+            if range_index is not None:
+                yield position, TaggedOutput("placed_rejects", (range_index, position, item))
+                continue
+            yield position, TaggedOutput("rejects", bad_item(
+                "annotations", item_at(path, "annotations", position),
+                "is not a JSON object"))
+            continue
+        checked = check(item, path, position, include_masks, include_keypoints)
+        if "keypoints" in item and not include_keypoints:
+            keypoints_not_written += 1
+        if "dp_masks" in item or "dp_I" in item:
+            densepose += 1
+        if type(checked) is Reject:
+            if range_index is not None:
+                checked = (range_index, position, item)
+                yield position, TaggedOutput("placed_rejects", checked)
+                continue
+            yield position, TaggedOutput("rejects", checked)
+            continue
+        image_id, annotation = checked
+        count_id(annotation[0])
+        batch = buffered.get(image_id)
+        if batch is None:
+            buffered[image_id] = [annotation]
+        else:
+            batch.append(annotation)
+        pending += 1
+        if pending >= ANNOTATION_BUFFER:
+            for output in _flush_annotations(buffered):
+                yield position, output
+            pending = 0
+            tally.spill_if_full()
+    for output in _flush_annotations(buffered):
+        yield position, output
+    for name, count_of in ((KEYPOINTS_NOT_WRITTEN, keypoints_not_written),
+                           (DENSEPOSE_NOT_WRITTEN, densepose)):
+        if count_of:
+            yield position, TaggedOutput("counts", (name, count_of))
 
 
 def _flush_annotations(buffered: dict[Any, list[Annotation]]):
@@ -298,6 +342,31 @@ class IdTally:
         del values, dealt
         self._integers = array("q")
 
+    def parts(self, buckets: int) -> Iterable[tuple[int, tuple[bytes, list[Any]]]]:
+        """The ids split into ``buckets`` by value (an id always lands in the same bucket,
+        whichever tally holds it), as ``(bucket, (int64 bytes, other ids))``; empty
+        buckets are left out. Tallies of parts of a list, merged bucket by bucket
+        (:meth:`merged`), find the ids repeated across the whole list."""
+        if self._folder is not None:
+            raise RuntimeError("a tally that spilled its ids to files has no parts")
+        integers = np.frombuffer(self._integers, dtype=np.int64)
+        of_integer = integers % buckets
+        others: dict[int, list[Any]] = {}
+        for value in self._others:
+            others.setdefault(_bucket_of(value, buckets), []).append(value)
+        for bucket in range(buckets):
+            chosen = integers[of_integer == bucket]
+            if chosen.size or bucket in others:
+                yield bucket, (chosen.tobytes(), others.get(bucket, []))
+
+    @classmethod
+    def merged(cls, parts: Iterable[tuple[bytes, list[Any]]]) -> IdTally:
+        tally = cls()
+        for integers, others in parts:
+            tally._integers.frombytes(integers)
+            tally._others.extend(others)
+        return tally
+
     def repeated(self) -> list[Any]:
         """Every id added more than once (ids are equal when value and type are)."""
         found: list[Any] = []
@@ -323,6 +392,12 @@ class IdTally:
 def _repeated_integers(integers: np.ndarray) -> list[int]:
     ordered = np.sort(integers)
     return np.unique(ordered[1:][ordered[1:] == ordered[:-1]]).tolist()
+def _bucket_of(value: Any, buckets: int) -> int:
+    """The bucket of an id that is no 64-bit integer, the same in every process (Python's
+    ``hash`` of text is not)."""
+    if type(value) is int:
+        return value % buckets
+    return zlib.crc32(f"{type(value).__name__}:{value}".encode("utf-8", "surrogatepass")) % buckets
 
 
 def _file_key(images_dir: str, path: str, size: int,

@@ -2,13 +2,15 @@
 captions JSON, + a folder of images.
 
 Everything is read inside the pipeline, on workers: the job graph holds two paths, not
-the dataset, whatever its size. The annotation file is streamed with ``ijson`` one
-section at a time (the annotations pass beside the images and categories passes), so a
-448 MB train2017 file never sits in memory.
+the dataset, whatever its size. The annotation file's images and categories are streamed
+with ``ijson``, its annotations read in byte ranges by all workers
+(:mod:`~recordbeam.sources.coco.annotation_ranges`), so a 448 MB train2017 file never
+sits in memory, nor is its annotations list parsed on one worker.
 
-Stages: one stage streams the three sections (and the captions file's annotations) and
-lists the image files (two groups of tasks on the workers:
-:mod:`~recordbeam.sources.coco.input_tasks`) -> join files and image entries by file
+Stages: one stage streams the images and categories (and the captions file's
+annotations) and lists the image files (two groups of tasks on the workers:
+:mod:`~recordbeam.sources.coco.input_tasks`), the ranged read parses the annotations
+-> join files and image entries by file
 name -> join images, annotations, captions and LVIS category lists by image id
 (:mod:`~recordbeam.sources.coco.join`) -> ``ImageRecord``s for the sink, written by
 :class:`~recordbeam.sources.coco.encoder.CocoEncoder`.
@@ -31,6 +33,7 @@ from recordbeam.dataset import layout
 from recordbeam.errors import UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord
+from recordbeam.sources.coco.annotation_ranges import ReadAnnotationRanges
 from recordbeam.sources.coco.encoder import LABEL_0_OBJECTS, CocoEncoder
 from recordbeam.sources.coco.input_tasks import CAPTIONS_TASK, LIST_TASK, ReadInputs
 from recordbeam.sources.coco.join import (
@@ -81,19 +84,17 @@ class ReadCoco(beam.PTransform):
         opts = self._options
         # The images (and categories) are the annotation file's, or the captions file's
         # when it comes alone.
-        # One stage reads everything, in two groups of tasks: the annotations (the one
-        # pass that parses the whole file), and the images pass (which stops where its
-        # list ends) and the categories pass (which parses the file's end, where COCO puts
-        # them: see section_at_end) with the listing. A shuffle on the group spreads
-        # them (Create's own shuffle uses random keys, and one run in three put the
-        # annotations and images passes on one worker: 0.4 s more at 20k images, 2 s at
-        # 100k); the local runner deals keys to its workers in turn.
+        # One stage reads the other inputs, in two groups of tasks: the captions (a
+        # whole file), and the images pass (which stops where its list ends) and the
+        # categories pass (which parses the file's end, where COCO puts them: see
+        # section_at_end) with the listing. A shuffle on the group spreads them (Create's
+        # own shuffle uses random keys); the local runner deals keys to its workers in
+        # turn. The annotations are read in byte ranges by every worker beside them.
         tasks = [(1, "images"), (1, LIST_TASK)]
         if opts.annotations:  # a captions file has no categories
             tasks[1:1] = [(1, "categories")]
-            tasks.insert(0, (0, "annotations"))
-        if opts.captions:  # beside the annotations pass: both read a whole file
-            tasks.append((1 if opts.annotations else 0, CAPTIONS_TASK))
+        if opts.captions:  # apart from the images pass, which may read the whole file
+            tasks.append((0, CAPTIONS_TASK))
         # Main outputs carry their types, so their shuffles use the compact coders of
         # coco.records (Beam types tagged outputs only from 2.72 on).
         inputs = (
@@ -106,15 +107,24 @@ class ReadCoco(beam.PTransform):
             .with_outputs("categories", "rejects", "outside", "inputs", "counts",
                           "duplicate_annotation_ids", main="by_name")
         )
+        by_name, rejects, counts = inputs.by_name, [inputs.rejects], [inputs.counts]
+        duplicate_ids = inputs.duplicate_annotation_ids
+        if opts.annotations:
+            annotations = pbegin | "ReadAnnotations" >> ReadAnnotationRanges(opts)
+            by_name = (by_name, annotations["batches"]) | "EntriesAndAnnotations" >> beam.Flatten()
+            rejects.append(annotations["rejects"])
+            counts.append(annotations["counts"])
+            duplicate_ids = annotations["duplicate_annotation_ids"]
         images_dir = opts.images_dir
         joined = (
-            inputs.by_name
+            by_name
             | "JoinFilesByName" >> beam.GroupByKey()  # (JoinKey, [ImageEntry | ListedFile...])
             | "MatchFiles" >> beam.ParDo(JoinFiles(images_dir))
             .with_output_types(tuple[str, JoinMessage])  # (image id key, LocatedImage...)
             .with_outputs("rejects", "counts", main="images")
         )
-        located, rejects = joined.images, [inputs.rejects, joined.rejects]
+        located = joined.images
+        rejects.append(joined.rejects)
         if opts.allow_outside_root:  # only then can entries name files outside the listing
             outside = inputs.outside | "LocateOutside" >> beam.ParDo(  # ImageEntry
                 LocateOutside(images_dir)).with_output_types(tuple[str, JoinMessage]
@@ -129,7 +139,7 @@ class ReadCoco(beam.PTransform):
             | "BuildRecords" >> beam.ParDo(
                 JoinAnnotations(opts.split, opts.contiguous_labels, opts.include_keypoints,
                                 opts.captions is not None), AsList(categories),
-                AsList(inputs.duplicate_annotation_ids),
+                AsList(duplicate_ids),
             ).with_output_types(ImageRecord).with_outputs("rejects", main="records")
         )
         terms = inputs.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
@@ -146,7 +156,7 @@ class ReadCoco(beam.PTransform):
                                AsList(categories)))
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(planned_size, opts.split)
-        counts = (joined.counts, inputs.counts) | "CocoCounts" >> beam.Flatten()
+        counts = (joined.counts, *counts) | "CocoCounts" >> beam.Flatten()
         return SourceRead(records.records, all_rejects, counts, metadata, planned)
 
 

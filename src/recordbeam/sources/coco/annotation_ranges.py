@@ -1,0 +1,341 @@
+"""The annotations list of a COCO file, read in byte ranges by many workers at once
+(the passes of :mod:`recordbeam.sources.json_ranges`), so no worker parses the whole list.
+
+:class:`ReadAnnotationRanges` cuts the file into ranges (:func:`file_ranges`), and each
+range is read three times, each pass by all workers at once, with what the ranges before
+it handed over in a few numbers: how it changes the JSON state (:func:`summarize_range`),
+then the keys of the top object in it (:func:`events_of_range`), then the annotations that
+begin in it (:class:`ParseRange`). The annotations leave as from the streamed pass
+(:meth:`ReadInputs._read_annotations`): batches keyed by image id, rejects naming the
+position in the whole list (placed once the elements of every range are counted:
+:func:`place_reject`), counts, and the ids given twice (the ids are split by value into as
+many buckets as there are ranges, each bucket checked on its own: :func:`repeated_ids`).
+
+A file whose structure the ranges cannot follow (broken brackets, a document that is no
+object, a key given twice, nesting deeper than ``MAX_JSON_DEPTH``) is read by the streamed
+pass on one worker, which fails with the message it has always given, or reads an odd
+but valid file as it always has. An annotation the ranged parse refuses (not JSON, ``NaN``,
+bytes that are not UTF-8) fails the run the same way (:func:`fail_as_streamed`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.pvalue import AsDict, AsSingleton, TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.records import Reject
+from recordbeam.sources.coco.input_tasks import (
+    IdTally,
+    ReadInputs,
+    annotation_outputs,
+    annotation_reject,
+    annotations_not_a_list,
+)
+from recordbeam.sources.coco.json_stream import CocoFormatError, not_a_list, stream_section
+from recordbeam.sources.coco.options import CocoOptions
+from recordbeam.sources.coco.records import JoinKey, JoinMessage
+from recordbeam.sources.json_depth import MAX_JSON_DEPTH
+from recordbeam.sources.json_ranges import (
+    EntryState,
+    JsonRangeError,
+    RangeSummary,
+    Section,
+    TopLevelEvent,
+    backslashes_before,
+    entry_states,
+    section_elements,
+    sections,
+    split_ranges,
+    summarize,
+    top_level_events,
+)
+
+#: The largest range a worker reads (and holds, with the annotations parsed from it).
+MAX_RANGE_BYTES = 64 << 20
+#: The smallest range, but for a file smaller than it (read as one range).
+MIN_RANGE_BYTES = 1 << 20
+#: Ranges a file is cut into between those bounds: many more than workers, so they share
+#: the list evenly (at 1M annotations a range takes about 0.5 s).
+RANGES_PER_FILE = 32
+#: Bytes read past a range's end at first, for the key or annotation that begins in it
+#: and ends beyond; multiplied by 16 until it does.
+OVERHANG_BYTES = 4096
+
+
+class ByteRange(NamedTuple):
+    """``[start, end)`` of the file, the ``index``-th of ``count`` ranges."""
+
+    index: int
+    count: int
+    start: int
+    end: int
+
+
+def range_bytes_for(size: int, smallest: int = MIN_RANGE_BYTES,
+                    largest: int = MAX_RANGE_BYTES) -> int:
+    return max(smallest, min(largest, -(-size // RANGES_PER_FILE)))
+
+
+def file_ranges(path: str, smallest: int, largest: int) -> list[tuple[int, ByteRange]]:
+    """The file's ranges, keyed by index (the join spreads them over the workers)."""
+    size = filesystems.size_of(path) or 0
+    cuts = list(split_ranges(size, range_bytes_for(size, smallest, largest))) or [(0, 0)]
+    return [(index, ByteRange(index, len(cuts), start, end))
+            for index, (start, end) in enumerate(cuts)]
+
+
+def read_range(path: str, start: int, end: int) -> tuple[bytes, int]:
+    """The bytes ``[start, end)`` (fewer at the file's end) and the length of the run of
+    backslashes just before ``start``."""
+    f = filesystems.open_read(path)
+    try:
+        look, run = 64, 0
+        while start:
+            look = min(look, start)
+            f.seek(start - look)
+            run = backslashes_before(f.read(look))
+            if run < look or look == start:
+                break
+            look *= 16
+        f.seek(start)
+        return f.read(end - start), run
+    finally:
+        f.close()
+
+
+def summarize_range(rng: ByteRange, path: str) -> tuple[ByteRange, RangeSummary]:
+    data, run = read_range(path, rng.start, rng.end)
+    return rng, summarize(data, run)
+
+
+class Entry(NamedTuple):
+    """Every range's starting state, or None when the file's structure is broken (then
+    the streamed pass reads it)."""
+
+    states: tuple[EntryState, ...] | None
+
+
+def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary]]) -> Entry:
+    ordered = sorted(summaries)
+    try:
+        states = entry_states([(rng.start, summary) for rng, summary in ordered])
+    except JsonRangeError:
+        return Entry(None)
+    for state, (_rng, summary) in zip(states, ordered, strict=True):
+        if state.depth + summary.highest_depth[state.inside_string] > MAX_JSON_DEPTH:
+            return Entry(None)
+    return Entry(tuple(states))
+
+
+def _with_overhang(path: str, rng: ByteRange, attempt) -> Any:
+    """``attempt(data, run)`` on the range's bytes and more past its end, as many as it
+    needs; raises its :class:`JsonRangeError` when even the whole rest of the file does
+    not do."""
+    extra = OVERHANG_BYTES
+    while True:
+        data, run = read_range(path, rng.start, rng.end + extra)
+        at_end = len(data) < rng.end - rng.start + extra
+        try:
+            return attempt(data, run, at_end)
+        except JsonRangeError:
+            if at_end:
+                raise
+        extra *= 16
+
+
+def events_of_range(rng: ByteRange, path: str, entry: Entry) -> list[TopLevelEvent] | None:
+    """The top-level events in the range; None when the structure is broken there."""
+    if entry.states is None:
+        return []
+    state = entry.states[rng.index]
+    try:
+        return _with_overhang(path, rng, lambda data, run, _at_end: top_level_events(
+            data, rng.start, rng.end, state, run))
+    except JsonRangeError:
+        return None
+
+
+class Plan(NamedTuple):
+    """How the annotations are read: ``mode`` "ranges" (``section`` in ``states``),
+    "streamed" (one worker, as a file the ranges cannot follow) or "none" (no
+    annotations in the file)."""
+
+    mode: str
+    section: Section | None = None
+    states: tuple[EntryState, ...] | None = None
+
+
+def plan_of(found: Iterable[list[TopLevelEvent] | None], entry: Entry, path: str) -> Plan:
+    found = list(found)
+    if entry.states is None or any(events is None for events in found):
+        return Plan("streamed")
+    try:
+        section = sections(event for events in found for event in events).get("annotations")
+    except JsonRangeError:
+        return Plan("streamed")
+    if section is None:
+        return Plan("none")
+    if section.first_byte != ord("["):
+        held = not_a_list(path, "annotations")
+        if held:
+            raise annotations_not_a_list(path, held)
+        return Plan("streamed")
+    return Plan("ranges", section, entry.states)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_elements(span: bytes) -> list[Any]:
+    """The annotations of ``span`` (elements of a list and the commas between them), as
+    the streamed parser gives them (floats for numbers with a fraction or exponent)."""
+    return json.loads("[" + span.decode("utf-8") + "]", parse_constant=_refuse_constant)
+
+
+def fail_as_streamed(path: str, options: CocoOptions, where: int) -> None:
+    """Raise what the streamed pass raises for the file (its first bad annotation, in its
+    words); when it raises nothing, raise what the ranged parse found at byte ``where``."""
+    for position, item in enumerate(stream_section(path, "annotations")):
+        annotation_reject(item, path, position, options)  # raises for a panoptic file...
+    raise CocoFormatError(
+        f"{path}: malformed JSON while reading 'annotations' (an annotation at byte {where} "
+        "is not plain JSON: NaN, bytes that are not UTF-8 or a control character in a "
+        "string). Fix or re-export the annotation file.")
+
+
+class ParseRange(beam.DoFn):
+    """The annotations that begin in one range, checked and batched by image id as in the
+    streamed pass; rejects leave on ``placed_rejects`` (their position counts from the
+    range's first element), the range's element count on ``elements``, its ids by bucket
+    on ``id_buckets``."""
+
+    def __init__(self, options: CocoOptions) -> None:
+        self._options = options
+
+    def process(self, rng: ByteRange, plan: Plan):
+        path = self._options.annotations
+        if plan.mode == "streamed":
+            if rng.index == 0:
+                yield from ReadInputs(self._options).process("annotations")
+            return
+        section = plan.section
+        if plan.mode == "none" or rng.end <= section.begin or rng.start > section.end:
+            return
+        paused = gc.isenabled()
+        gc.disable()  # millions of small objects and no cycles (see ReadInputs.process)
+        try:
+            yield from self._parse(rng, plan.states[rng.index], section, path)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _parse(self, rng: ByteRange, state: EntryState, section: Section, path: str):
+        def attempt(data: bytes, run: int, at_end: bool):
+            found, whole = section_elements(data, rng.start, rng.end, state, section, run)
+            if not whole:
+                raise JsonRangeError(rng.end, "an annotation that does not end")
+            return found, data
+
+        try:
+            found, data = _with_overhang(path, rng, attempt)
+        except JsonRangeError as error:
+            fail_as_streamed(path, self._options, error.position)
+            return
+        if not found:
+            return
+        first, last = found[0], found[-1]
+        span = data[first[0] - rng.start:last[0] - rng.start + len(last[1])]
+        del data
+        try:
+            items = parse_elements(span)
+        except (ValueError, RecursionError):
+            fail_as_streamed(path, self._options, first[0])
+            return
+        yield TaggedOutput("elements", (rng.index, len(items)))
+        tally = IdTally(spill_ids=len(items) + 1)  # one range's ids: parted, never spilled
+        try:
+            for _position, output in annotation_outputs(
+                    enumerate(items), path, self._options, tally, rng.index):
+                yield output
+        except CocoFormatError:  # a panoptic or captions file: its first item names it
+            fail_as_streamed(path, self._options, first[0])
+        for bucket, part in tally.parts(rng.count):
+            yield TaggedOutput("id_buckets", (bucket, part))
+
+
+def place_reject(pending: tuple[int, int, Any], elements: dict[int, int], path: str,
+                 options: CocoOptions) -> Iterator[Reject]:
+    """The reject of the ``position``-th annotation of range ``index``, naming its place
+    in the whole list."""
+    index, position, item = pending
+    before = sum(count for other, count in elements.items() if other < index)
+    reject = annotation_reject(item, path, before + position, options)
+    if reject is not None:
+        yield reject
+
+
+def repeated_ids(bucket: tuple[int, Iterable[tuple[bytes, list[Any]]]]) -> list[Any]:
+    _bucket, parts = bucket
+    return IdTally.merged(parts).repeated()
+
+
+class ReadAnnotationRanges(beam.PTransform):
+    """The annotations of ``options.annotations``, read in ranges: a tagged result with
+    the main output (``(JoinKey, AnnotationBatch)``), ``rejects``, ``counts`` and
+    ``duplicate_annotation_ids``, as :class:`ReadInputs` gives them for the section."""
+
+    def __init__(self, options: CocoOptions, smallest: int | None = None,
+                 largest: int | None = None) -> None:
+        super().__init__()
+        self._options = options
+        self._smallest = MIN_RANGE_BYTES if smallest is None else smallest
+        self._largest = MAX_RANGE_BYTES if largest is None else largest
+
+    def expand(self, pbegin):
+        path = self._options.annotations
+        ranges = (
+            pbegin
+            | "AnnotationFile" >> beam.Create([path])
+            | "CutRanges" >> beam.FlatMap(file_ranges, self._smallest, self._largest)
+            # One key per range: the local runner deals keys to its workers in turn.
+            | "SpreadRanges" >> beam.GroupByKey()
+            | "Range" >> beam.FlatMap(lambda keyed: keyed[1])
+        )
+        entry = (
+            ranges
+            | "SummarizeRanges" >> beam.Map(summarize_range, path)
+            | "EntryStates" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
+            | "Entry" >> beam.Map(entry_of_ranges)
+        )
+        plan = (
+            ranges
+            | "TopLevelEvents" >> beam.Map(events_of_range, path, AsSingleton(entry))
+            | "AllEvents" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
+            | "Plan" >> beam.Map(plan_of, AsSingleton(entry), path)
+        )
+        parsed = (
+            ranges
+            | "ParseRanges" >> beam.ParDo(ParseRange(self._options), AsSingleton(plan))
+            .with_output_types(tuple[JoinKey, JoinMessage])
+            .with_outputs("rejects", "placed_rejects", "counts", "elements", "id_buckets",
+                          "duplicate_annotation_ids", main="batches")
+        )
+        placed = parsed.placed_rejects | "PlaceRejects" >> beam.FlatMap(
+            place_reject, AsDict(parsed.elements), path, self._options)
+        rejects = (parsed.rejects, placed) | "AnnotationRejects" >> beam.Flatten()
+        duplicates = (
+            parsed.id_buckets
+            | "IdsByBucket" >> beam.GroupByKey()
+            | "RepeatedIds" >> beam.FlatMap(repeated_ids)
+        )
+        all_duplicates = ((parsed.duplicate_annotation_ids, duplicates)
+                          | "DuplicateAnnotationIds" >> beam.Flatten())
+        return {"batches": parsed.batches, "rejects": rejects, "counts": parsed.counts,
+                "duplicate_annotation_ids": all_duplicates}
