@@ -159,7 +159,8 @@ class TopLevelEvent(NamedTuple):
     """A key of the top object (``kind`` "key": its ``name``, where its value starts and
     the value's first byte), or the opening or closing bracket of a top-level value
     ("open", "close") or of the document itself ("document-open", "document-close"), with
-    the bracket as ``value_byte``. Positions are offsets in the document."""
+    the bracket as ``value_byte``; or ("separator") the range's first comma between the
+    elements of a top-level list or object. Positions are offsets in the document."""
 
     position: int
     kind: str
@@ -194,6 +195,9 @@ def top_level_events(data: bytes, start: int, end: int, state: EntryState,
         name = ("document-" if depth == (0 if kind == _OPEN else 1) else "") + (
             "open" if kind == _OPEN else "close")
         events.append(TopLevelEvent(start + position, name, value_byte=data[position]))
+    separators = np.flatnonzero((marks < limit) & (kinds == _COMMA) & (before == 2))
+    if separators.size:
+        events.append(TopLevelEvent(start + int(marks[separators[0]]), "separator"))
     # A string opens at an unescaped quote with an even number of them before it (counting
     # from the state the range starts in); at depth 1 it is a key when a colon follows it.
     openings = np.arange(state.inside_string, scan.quotes.size, 2)

@@ -49,7 +49,6 @@ from recordbeam.sources.json_ranges import (
     TopLevelEvent,
     backslashes_before,
     entry_states,
-    section_elements,
     sections,
     split_ranges,
     summarize,
@@ -63,8 +62,8 @@ MIN_RANGE_BYTES = 1 << 20
 #: Ranges a file is cut into between those bounds: many more than workers, so they share
 #: the list evenly (at 1M annotations a range takes about 0.5 s).
 RANGES_PER_FILE = 32
-#: Bytes read past a range's end at first, for the key or annotation that begins in it
-#: and ends beyond; multiplied by 16 until it does.
+#: Bytes read past a range's end at first, for a key that begins in it and ends beyond;
+#: multiplied by 16 until it does.
 OVERHANG_BYTES = 4096
 
 
@@ -149,34 +148,37 @@ def _with_overhang(path: str, rng: ByteRange, attempt) -> Any:
         extra *= 16
 
 
-def events_of_range(rng: ByteRange, path: str, entry: Entry) -> list[TopLevelEvent] | None:
+def events_of_range(rng: ByteRange, path: str, entry: Entry,
+                    ) -> tuple[ByteRange, list[TopLevelEvent] | None]:
     """The top-level events in the range; None when the structure is broken there."""
     if entry.states is None:
-        return []
+        return rng, []
     state = entry.states[rng.index]
     try:
-        return _with_overhang(path, rng, lambda data, run, _at_end: top_level_events(
+        return rng, _with_overhang(path, rng, lambda data, run, _at_end: top_level_events(
             data, rng.start, rng.end, state, run))
     except JsonRangeError:
-        return None
+        return rng, None
 
 
 class Plan(NamedTuple):
-    """How the annotations are read: ``mode`` "ranges" (``section`` in ``states``),
-    "streamed" (one worker, as a file the ranges cannot follow) or "none" (no
-    annotations in the file)."""
+    """How the annotations are read: ``mode`` "ranges" (each range parses the bytes
+    ``spans[index]``, the annotations that begin in it and the commas between them, or
+    nothing when None), "streamed" (one worker, as a file the ranges cannot follow) or
+    "none" (no annotations in the file)."""
 
     mode: str
-    section: Section | None = None
-    states: tuple[EntryState, ...] | None = None
+    spans: tuple[tuple[int, int] | None, ...] = ()
 
 
-def plan_of(found: Iterable[list[TopLevelEvent] | None], entry: Entry, path: str) -> Plan:
-    found = list(found)
-    if entry.states is None or any(events is None for events in found):
+def plan_of(found: Iterable[tuple[ByteRange, list[TopLevelEvent] | None]], entry: Entry,
+            path: str) -> Plan:
+    found = sorted(found)
+    if entry.states is None or any(events is None for _rng, events in found):
         return Plan("streamed")
     try:
-        section = sections(event for events in found for event in events).get("annotations")
+        section = sections(event for _rng, events in found for event in events
+                           ).get("annotations")
     except JsonRangeError:
         return Plan("streamed")
     if section is None:
@@ -186,14 +188,46 @@ def plan_of(found: Iterable[list[TopLevelEvent] | None], entry: Entry, path: str
         if held:
             raise annotations_not_a_list(path, held)
         return Plan("streamed")
-    return Plan("ranges", section, entry.states)
+    return Plan("ranges", annotation_spans(found, section))
+
+
+def annotation_spans(found: list[tuple[ByteRange, list[TopLevelEvent]]], section: Section,
+                     ) -> tuple[tuple[int, int] | None, ...]:
+    """For each range, the bytes from its first annotation to the comma before the next
+    range's first (or the list's end): its first begins after the list's ``[`` when that
+    is in the range, else after the range's first comma between the list's elements."""
+    firsts: list[int | None] = []
+    for rng, events in found:
+        first = None
+        if rng.start <= section.begin < rng.end:
+            first = section.begin + 1
+        else:
+            separators = [e.position for e in events if e.kind == "separator"
+                          and section.begin < e.position < section.end]
+            first = separators[0] + 1 if separators else None
+        firsts.append(first)
+    spans: list[tuple[int, int] | None] = []
+    following = section.end
+    for first in reversed(firsts):
+        spans.append(None if first is None else (first, following))
+        following = following if first is None else first - 1
+    return tuple(reversed(spans))
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_elements(span: bytes) -> list[Any]:
+def _read_bytes(path: str, start: int, stop: int) -> bytes:
+    f = filesystems.open_read(path)
+    try:
+        f.seek(start)
+        return f.read(stop - start)
+    finally:
+        f.close()
+
+
+def parse_annotations(span: bytes) -> list[Any]:
     """The annotations of ``span`` (elements of a list and the commas between them), as
     the streamed parser gives them (floats for numbers with a fraction or exponent)."""
     return json.loads("[" + span.decode("utf-8") + "]", parse_constant=_refuse_constant)
@@ -225,38 +259,23 @@ class ParseRange(beam.DoFn):
             if rng.index == 0:
                 yield from ReadInputs(self._options).process("annotations")
             return
-        section = plan.section
-        if plan.mode == "none" or rng.end <= section.begin or rng.start > section.end:
+        span = plan.spans[rng.index] if plan.mode == "ranges" else None
+        if span is None:
             return
         paused = gc.isenabled()
         gc.disable()  # millions of small objects and no cycles (see ReadInputs.process)
         try:
-            yield from self._parse(rng, plan.states[rng.index], section, path)
+            yield from self._parse(rng, span, path)
         finally:
             if paused:
                 gc.enable()
 
-    def _parse(self, rng: ByteRange, state: EntryState, section: Section, path: str):
-        def attempt(data: bytes, run: int, at_end: bool):
-            found, whole = section_elements(data, rng.start, rng.end, state, section, run)
-            if not whole:
-                raise JsonRangeError(rng.end, "an annotation that does not end")
-            return found, data
-
+    def _parse(self, rng: ByteRange, span: tuple[int, int], path: str):
+        begin, end = span
         try:
-            found, data = _with_overhang(path, rng, attempt)
-        except JsonRangeError as error:
-            fail_as_streamed(path, self._options, error.position)
-            return
-        if not found:
-            return
-        first, last = found[0], found[-1]
-        span = data[first[0] - rng.start:last[0] - rng.start + len(last[1])]
-        del data
-        try:
-            items = parse_elements(span)
+            items = parse_annotations(_read_bytes(path, begin, end))
         except (ValueError, RecursionError):
-            fail_as_streamed(path, self._options, first[0])
+            fail_as_streamed(path, self._options, begin)
             return
         yield TaggedOutput("elements", (rng.index, len(items)))
         tally = IdTally(spill_ids=len(items) + 1)  # one range's ids: parted, never spilled
@@ -265,7 +284,7 @@ class ParseRange(beam.DoFn):
                     enumerate(items), path, self._options, tally, rng.index):
                 yield output
         except CocoFormatError:  # a panoptic or captions file: its first item names it
-            fail_as_streamed(path, self._options, first[0])
+            fail_as_streamed(path, self._options, begin)
         for bucket, part in tally.parts(rng.count):
             yield TaggedOutput("id_buckets", (bucket, part))
 
@@ -279,6 +298,10 @@ def place_reject(pending: tuple[int, int, Any], elements: dict[int, int], path: 
     reject = annotation_reject(item, path, before + position, options)
     if reject is not None:
         yield reject
+
+
+def _ranges_of_key(keyed: tuple[int, Iterable[ByteRange]]) -> Iterable[ByteRange]:
+    return keyed[1]
 
 
 def repeated_ids(bucket: tuple[int, Iterable[tuple[bytes, list[Any]]]]) -> list[Any]:
@@ -300,28 +323,33 @@ class ReadAnnotationRanges(beam.PTransform):
 
     def expand(self, pbegin):
         path = self._options.annotations
-        ranges = (
+        keyed = (
             pbegin
             | "AnnotationFile" >> beam.Create([path])
             | "CutRanges" >> beam.FlatMap(file_ranges, self._smallest, self._largest)
-            # One key per range: the local runner deals keys to its workers in turn.
-            | "SpreadRanges" >> beam.GroupByKey()
-            | "Range" >> beam.FlatMap(lambda keyed: keyed[1])
         )
+
+        def spread(name: str):
+            """The ranges, for one pass: a stage fed by a shuffle with one key per range
+            (the local runner deals keys to its workers in turn, and reads a stored
+            PCollection in one bundle, on one worker)."""
+            return (keyed | f"Spread{name}" >> beam.GroupByKey()
+                    | f"RangesTo{name}" >> beam.FlatMap(_ranges_of_key))
+
         entry = (
-            ranges
+            spread("Summarize")
             | "SummarizeRanges" >> beam.Map(summarize_range, path)
             | "EntryStates" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
             | "Entry" >> beam.Map(entry_of_ranges)
         )
         plan = (
-            ranges
+            spread("Events")
             | "TopLevelEvents" >> beam.Map(events_of_range, path, AsSingleton(entry))
             | "AllEvents" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
             | "Plan" >> beam.Map(plan_of, AsSingleton(entry), path)
         )
         parsed = (
-            ranges
+            spread("Parse")
             | "ParseRanges" >> beam.ParDo(ParseRange(self._options), AsSingleton(plan))
             .with_output_types(tuple[JoinKey, JoinMessage])
             .with_outputs("rejects", "placed_rejects", "counts", "elements", "id_buckets",
