@@ -98,7 +98,10 @@ def _keep(items: list, path: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["hostile.json", "hostile-indent.json"])
-def test_any_cut_gives_what_the_streamed_pass_gives(tmp_path, name):
+@pytest.mark.parametrize("overhang", [annotation_ranges.OVERHANG_BYTES, 1])
+def test_any_cut_gives_what_the_streamed_pass_gives(tmp_path, monkeypatch, name, overhang):
+    # A key cut by the range's end is read with more bytes past it, as many as it takes.
+    monkeypatch.setattr(annotation_ranges, "OVERHANG_BYTES", overhang)
     path = _hostile_coco(tmp_path / name)
     options = CocoOptions(str(tmp_path), path)
     expected = _streamed(options)

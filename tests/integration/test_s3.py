@@ -139,3 +139,28 @@ def _download(client, prefix: str, into) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         client.download_file("data", item["Key"], str(target))
     return into
+
+
+def test_annotations_read_in_byte_ranges_through_s3(s3, coco_sample, monkeypatch):
+    """The ranged annotations read seeks into the object (4 KiB ranges): the output is the
+    one a read of the whole object in one range gives."""
+    from recordbeam.sources.coco import annotation_ranges
+
+    client, s3_args = s3
+    for name in sorted(os.listdir(coco_sample.images_dir)):
+        client.upload_file(os.path.join(coco_sample.images_dir, name), "data", f"c/images/{name}")
+    client.upload_file(coco_sample.annotations, "data", "c/instances.json")
+    common = ["--max-reject-fraction", "0.5", "--quiet", "--direct_running_mode=in_memory",
+              "--direct_num_workers=1", *s3_args]
+    outputs = {}
+    for name, range_bytes in (("whole", 1 << 30), ("cut", 4096)):
+        monkeypatch.setattr(annotation_ranges, "MIN_RANGE_BYTES", range_bytes)
+        monkeypatch.setattr(annotation_ranges, "MAX_RANGE_BYTES", range_bytes)
+        assert main(["convert", "coco", "--images", "s3://data/c/images", "--annotations",
+                     "s3://data/c/instances.json", "--output", f"s3://data/{name}",
+                     *common]) == 0
+        listed = client.list_objects_v2(Bucket="data", Prefix=f"{name}/")["Contents"]
+        outputs[name] = {o["Key"].split("/", 1)[1]: client.get_object(
+            Bucket="data", Key=o["Key"])["Body"].read() for o in listed}
+    assert len(outputs["whole"]) > 5
+    assert outputs["cut"] == outputs["whole"]
