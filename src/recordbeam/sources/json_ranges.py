@@ -300,6 +300,16 @@ def section_elements(data: bytes, start: int, end: int, state: EntryState,
     return elements, True
 
 
+def first_separator(data: bytes, start: int, end: int, state: EntryState,
+                    preceding_backslashes: int = 0) -> int | None:
+    """Where the first comma between the elements of a top-level value lies in
+    ``[start, end)``, searched in ``data`` (the document from ``start`` on; a part of the
+    range will do); None when ``data`` holds none there."""
+    marks, before, kinds = _depths(_scan(data, preceding_backslashes), state)
+    found = np.flatnonzero((marks < end - start) & (kinds == _COMMA) & (before == 2))
+    return start + int(marks[found[0]]) if found.size else None
+
+
 def backslashes_before(data: bytes) -> int:
     """The length of the run of backslashes that ``data`` ends with."""
     return len(data) - len(data.rstrip(b"\\"))

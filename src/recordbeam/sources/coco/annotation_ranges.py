@@ -49,6 +49,7 @@ from recordbeam.sources.json_ranges import (
     TopLevelEvent,
     backslashes_before,
     entry_states,
+    first_separator,
     sections,
     split_ranges,
     summarize,
@@ -67,6 +68,8 @@ RANGES_PER_FILE = 8
 #: Bytes read past a range's end at first, for a key that begins in it and ends beyond;
 #: multiplied by 16 until it does.
 OVERHANG_BYTES = 4096
+#: The part of a range first searched for its first comma between annotations.
+FIRST_SEARCH_BYTES = 64 << 10
 
 
 class ByteRange(NamedTuple):
@@ -117,9 +120,10 @@ def summarize_range(rng: ByteRange, path: str) -> tuple[ByteRange, RangeSummary]
 
 class Entry(NamedTuple):
     """Every range's starting state, or None when the file's structure is broken (then
-    the streamed pass reads it)."""
+    the streamed pass reads it); and the lowest depth each range reaches."""
 
     states: tuple[EntryState, ...] | None
+    floors: tuple[int, ...] = ()
 
 
 def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary]]) -> Entry:
@@ -131,7 +135,9 @@ def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary]]) -> Entr
     for state, (_rng, summary) in zip(states, ordered, strict=True):
         if state.depth + summary.highest_depth[state.inside_string] > MAX_JSON_DEPTH:
             return Entry(None)
-    return Entry(tuple(states))
+    return Entry(tuple(states), tuple(
+        state.depth + summary.lowest_depth[state.inside_string]
+        for state, (_rng, summary) in zip(states, ordered, strict=True)))
 
 
 def _with_overhang(path: str, rng: ByteRange, attempt) -> Any:
@@ -156,11 +162,27 @@ def events_of_range(rng: ByteRange, path: str, entry: Entry,
     if entry.states is None:
         return rng, []
     state = entry.states[rng.index]
+    if entry.floors[rng.index] >= 2:  # inside a top-level value throughout: no key there
+        return rng, _first_separator(path, rng, state)
     try:
         return rng, _with_overhang(path, rng, lambda data, run, _at_end: top_level_events(
             data, rng.start, rng.end, state, run))
     except JsonRangeError:
         return rng, None
+
+
+def _first_separator(path: str, rng: ByteRange, state: EntryState) -> list[TopLevelEvent]:
+    """The range's first comma between top-level elements, searched in a growing part of
+    the range: the only event of a range inside one top-level list (most ranges)."""
+    size = FIRST_SEARCH_BYTES
+    while True:
+        data, run = read_range(path, rng.start, min(rng.end, rng.start + size))
+        found = first_separator(data, rng.start, rng.end, state, run)
+        if found is not None:
+            return [TopLevelEvent(found, "separator")]
+        if rng.start + len(data) >= rng.end:
+            return []
+        size *= 16
 
 
 class Plan(NamedTuple):
