@@ -184,6 +184,9 @@ def _broken(path, fault: str) -> str:
         "deep": data[:at] + b'"x": ' + b"[" * 200 + b"]" * 200 + b", " + data[at:],
         "bad utf-8": data[:at] + b'"x": "\xff", ' + data[at:],
         "panoptic": data.replace(b'"bbox"', b'"segments_info": [], "box"'),
+        "info": data.replace(b'"info": {', b'"info": {"x": tru, ', 1),
+        "after the end": data + b' {"x": 1}',
+        "between members": data.replace(b', "images"', b' 1, "images"', 1),
         "not a list": data.replace(b'"annotations": [', b'"annotations": {"a": [', 1).replace(
             b'"categories"', b'"x": 1}, "categories"'),
     }[fault]
@@ -192,7 +195,8 @@ def _broken(path, fault: str) -> str:
 
 
 @pytest.mark.parametrize("fault", ["NaN", "1,,2", "truncated", "deep", "bad utf-8",
-                                   "panoptic", "not a list"])
+                                   "panoptic", "not a list", "info", "after the end",
+                                   "between members"])
 def test_a_broken_annotation_in_a_later_range_fails_as_the_streamed_pass_does(tmp_path, fault):
     path = _broken(tmp_path / "broken.json", fault)
     expected = _streamed_error(path)

@@ -11,9 +11,11 @@ position in the whole list (placed once the elements of every range are counted:
 :func:`place_reject`), counts, and the ids given twice (the ids are split by value into as
 many buckets as there are ranges, each bucket checked on its own: :func:`repeated_ids`).
 
-A file whose structure the ranges cannot follow (broken brackets, a document that is no
-object, a key given twice, nesting deeper than ``MAX_JSON_DEPTH``) is read by the streamed
-pass on one worker, which fails with the message it has always given, or reads an odd
+What no pass parses, the file with its ``annotations``, ``images`` and ``categories``
+lists cut out (``info``, ``licenses``, the commas between), is parsed whole
+(:func:`skeleton_is_json`). A file whose structure the ranges cannot follow (broken
+brackets, a document that is no object, a key given twice, nesting deeper than
+``MAX_JSON_DEPTH``, a skeleton that is no JSON) is read by the streamed pass on one worker, which fails with the message it has always given, or reads an odd
 but valid file as it always has. An annotation the ranged parse refuses (not JSON, ``NaN``,
 bytes that are not UTF-8) fails the run the same way (:func:`fail_as_streamed`).
 """
@@ -201,10 +203,12 @@ def plan_of(found: Iterable[tuple[ByteRange, list[TopLevelEvent] | None]], entry
     if entry.states is None or any(events is None for _rng, events in found):
         return Plan("streamed")
     try:
-        section = sections(event for _rng, events in found for event in events
-                           ).get("annotations")
+        values = sections(event for _rng, events in found for event in events)
     except JsonRangeError:
         return Plan("streamed")
+    if not skeleton_is_json(path, values):
+        return Plan("streamed")
+    section = values.get("annotations")
     if section is None:
         return Plan("none")
     if section.first_byte != ord("["):
@@ -213,6 +217,40 @@ def plan_of(found: Iterable[tuple[ByteRange, list[TopLevelEvent] | None]], entry
             raise annotations_not_a_list(path, held)
         return Plan("streamed")
     return Plan("ranges", annotation_spans(found, section))
+
+
+#: The top-level lists other passes parse (the images and categories passes) or the
+#: ranges do: left out of the skeleton :func:`skeleton_is_json` parses.
+PARSED_APART = ("annotations", "images", "categories")
+#: The most bytes :func:`skeleton_is_json` reads; a file with more outside those lists
+#: is streamed whole, by one worker.
+SKELETON_BYTES = 16 << 20
+_BOM = b"\xef\xbb\xbf"
+
+
+def skeleton_is_json(path: str, values: dict[str, Section]) -> bool:
+    """Whether the file is JSON once the lists parsed apart are replaced by ``[]``: what
+    lies between and around them (``info``, ``licenses``, the commas, the end of the
+    file) is parsed nowhere else. False too when that is more than
+    :data:`SKELETON_BYTES`."""
+    size = filesystems.size_of(path) or 0
+    cuts = sorted((v.begin, v.end + 1) for name, v in values.items()
+                  if name in PARSED_APART and v.end >= 0)
+    kept, at = [], 0
+    for begin, end in cuts:
+        kept.append((at, begin))
+        at = end
+    kept.append((at, size))
+    if sum(end - begin for begin, end in kept) > SKELETON_BYTES:
+        return False
+    skeleton = b"[]".join(_read_bytes(path, begin, end) for begin, end in kept)
+    if skeleton.startswith(_BOM):
+        skeleton = skeleton[len(_BOM):]
+    try:
+        json.loads(skeleton.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def annotation_spans(found: list[tuple[ByteRange, list[TopLevelEvent]]], section: Section,

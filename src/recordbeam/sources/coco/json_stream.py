@@ -35,7 +35,7 @@ def stream_section(path: str, section: str, stop_early: bool = False) -> Iterato
 
     ``stop_early`` stops reading where the section's list ends (see
     :func:`_events_to_section_end`); the file's syntax after that point is left to the
-    pass that reads the whole file (the annotations').
+    annotations read (:mod:`~recordbeam.sources.coco.annotation_ranges`).
     """
     done = 0
     try:
@@ -144,8 +144,9 @@ def section_at_end(path: str, section: str) -> list[Any] | None:
     outermost object is closed by the file's last ``}``), and that object's ``section``
     list is the file's. Anything else (the key also named elsewhere, early in a large
     file, spelled with escapes) returns None and the caller parses the whole file.
-    Whether the bytes before the key are valid JSON is left to the annotations pass,
-    which parses all of them.
+    Whether the bytes before the key are valid JSON is left to the annotations read
+    (:mod:`~recordbeam.sources.coco.annotation_ranges`), which parses them or the
+    images pass does.
     """
     key = f'"{section}"'.encode()
     chunks: list[bytes] = []
