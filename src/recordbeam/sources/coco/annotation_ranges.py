@@ -15,8 +15,9 @@ What no pass parses, the file with its ``annotations``, ``images`` and ``categor
 lists cut out (``info``, ``licenses``, the commas between), is parsed whole
 (:func:`skeleton_is_json`). A file whose structure the ranges cannot follow (broken
 brackets, a document that is no object, a key given twice, nesting deeper than
-``MAX_JSON_DEPTH``, a skeleton that is no JSON) is read by the streamed pass on one worker, which fails with the message it has always given, or reads an odd
-but valid file as it always has. An annotation the ranged parse refuses (not JSON, ``NaN``,
+``MAX_JSON_DEPTH``, a skeleton that is no JSON) is read by the streamed pass on one
+worker, which fails with the message it has always given, or reads an odd but valid file
+as it always has. An annotation the ranged parse refuses (not JSON, ``NaN``,
 bytes that are not UTF-8) fails the run the same way (:func:`fail_as_streamed`).
 """
 
