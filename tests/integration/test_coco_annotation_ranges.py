@@ -150,12 +150,14 @@ def _sample_with_position_rejects(coco_sample, tmp_path) -> tuple[_Sample, int]:
     return _Sample(coco_sample.images_dir, str(path)), len(annotations) - 1
 
 
-def test_one_kib_ranges_on_two_workers_write_the_folder_one_range_writes(
+def test_one_kib_ranges_on_two_workers_write_the_folder_the_streamed_pass_writes(
         coco_sample, tmp_path, monkeypatch):
     sample, last = _sample_with_position_rejects(coco_sample, tmp_path)
+    assert not annotation_ranges.read_in_ranges(sample.annotations)  # a small file: streamed
     code, whole = _run(IN_MEMORY, tmp_path, sample, "whole")
     assert code == 0
     assert os.path.getsize(sample.annotations) > 10 * 1024  # so 1 KiB cuts it often
+    monkeypatch.setattr(annotation_ranges, "RANGED_FROM_BYTES", 0)
     monkeypatch.setattr(annotation_ranges, "MIN_RANGE_BYTES", 1024)
     monkeypatch.setattr(annotation_ranges, "MAX_RANGE_BYTES", 1024)
     code, cut = _run(TWO_WORKERS, tmp_path, sample, "cut")
@@ -209,6 +211,7 @@ def test_a_broken_annotation_in_a_later_range_fails_as_the_streamed_pass_does(tm
 def test_the_command_exits_1_naming_the_annotation(tmp_path, capsys, monkeypatch):
     path = _broken(tmp_path / "broken.json", "NaN")
     expected = _streamed_error(path)
+    monkeypatch.setattr(annotation_ranges, "RANGED_FROM_BYTES", 0)
     monkeypatch.setattr(annotation_ranges, "MIN_RANGE_BYTES", 256)
     monkeypatch.setattr(annotation_ranges, "MAX_RANGE_BYTES", 256)
     code, _out = _run(IN_MEMORY, tmp_path, _images(tmp_path, path), "out")
@@ -224,3 +227,28 @@ def _images(tmp_path, annotations) -> _Sample:
     Image.new("RGB", (8, 8)).save(images / "0.jpg")
     return _Sample(str(images), str(annotations))
 
+
+
+def test_files_from_the_threshold_on_are_read_in_ranges_smaller_ones_streamed(
+        tmp_path, monkeypatch):
+    from recordbeam.sources.coco.reader import ReadCoco
+
+    path = _hostile_coco(tmp_path / "hostile.json")
+    size = os.path.getsize(path)
+
+    def labels(threshold: int) -> set[str]:
+        monkeypatch.setattr(annotation_ranges, "RANGED_FROM_BYTES", threshold)
+        p = beam.Pipeline()
+        _ = p | "ReadCoco" >> ReadCoco(CocoOptions(str(tmp_path), path))
+        found = set()
+
+        class Visit(beam.pipeline.PipelineVisitor):
+            def enter_composite_transform(self, node):
+                found.add(node.full_label)
+
+        p.visit(Visit())
+        return found
+
+    assert "ReadCoco/ReadAnnotations" in labels(size)
+    assert "ReadCoco/ReadAnnotations" not in labels(size + 1)
+    assert not annotation_ranges.read_in_ranges(str(tmp_path / "missing.json"))

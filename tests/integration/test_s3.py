@@ -143,7 +143,7 @@ def _download(client, prefix: str, into) -> Path:
 
 def test_annotations_read_in_byte_ranges_through_s3(s3, coco_sample, monkeypatch):
     """The ranged annotations read seeks into the object (4 KiB ranges): the output is the
-    one a read of the whole object in one range gives."""
+    one the streamed pass over the whole object gives."""
     from recordbeam.sources.coco import annotation_ranges
 
     client, s3_args = s3
@@ -154,6 +154,8 @@ def test_annotations_read_in_byte_ranges_through_s3(s3, coco_sample, monkeypatch
               "--direct_num_workers=1", *s3_args]
     outputs = {}
     for name, range_bytes in (("whole", 1 << 30), ("cut", 4096)):
+        # "whole" is streamed (a small file), "cut" read in 4 KiB ranges.
+        monkeypatch.setattr(annotation_ranges, "RANGED_FROM_BYTES", range_bytes)
         monkeypatch.setattr(annotation_ranges, "MIN_RANGE_BYTES", range_bytes)
         monkeypatch.setattr(annotation_ranges, "MAX_RANGE_BYTES", range_bytes)
         assert main(["convert", "coco", "--images", "s3://data/c/images", "--annotations",

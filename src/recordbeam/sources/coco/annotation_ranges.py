@@ -59,6 +59,14 @@ from recordbeam.sources.json_ranges import (
     top_level_events,
 )
 
+#: Annotation files from this size on are read in ranges; a smaller one is streamed whole
+#: by one worker beside the images pass and the listing (ReadInputs). The ranged read
+#: costs three passes and their stages: at 20k images (30 MB) it added ~1 CPU s and no
+#: speed to a local run on 2 workers; at 1M annotations (219 MB) its stage ran 1.7x
+#: faster on 2 workers than on one (``coco_annotations_bench.py``), and its share of a
+#: cluster's workers grows with them. 64 MiB is ~300k annotations, a few seconds for
+#: one worker to stream.
+RANGED_FROM_BYTES = 64 << 20
 #: The largest range a worker reads, and holds with the annotations parsed from it (a
 #: worker's memory grows by about 8 times the range's bytes while it parses one).
 MAX_RANGE_BYTES = 32 << 20
@@ -87,6 +95,13 @@ class ByteRange(NamedTuple):
 def range_bytes_for(size: int, smallest: int = MIN_RANGE_BYTES,
                     largest: int = MAX_RANGE_BYTES) -> int:
     return max(smallest, min(largest, -(-size // RANGES_PER_FILE)))
+
+
+def read_in_ranges(path: str) -> bool:
+    """Whether the annotations of ``path`` are read in ranges (:data:`RANGED_FROM_BYTES`);
+    a file that cannot be sized is streamed, and fails there as it always has."""
+    size = filesystems.size_of(path)
+    return size is not None and size >= RANGED_FROM_BYTES
 
 
 def file_ranges(path: str, smallest: int, largest: int) -> list[tuple[int, ByteRange]]:

@@ -33,7 +33,7 @@ from recordbeam.dataset import layout
 from recordbeam.errors import UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord
-from recordbeam.sources.coco.annotation_ranges import ReadAnnotationRanges
+from recordbeam.sources.coco.annotation_ranges import ReadAnnotationRanges, read_in_ranges
 from recordbeam.sources.coco.encoder import LABEL_0_OBJECTS, CocoEncoder
 from recordbeam.sources.coco.input_tasks import CAPTIONS_TASK, LIST_TASK, ReadInputs
 from recordbeam.sources.coco.join import (
@@ -84,17 +84,22 @@ class ReadCoco(beam.PTransform):
         opts = self._options
         # The images (and categories) are the annotation file's, or the captions file's
         # when it comes alone.
-        # One stage reads the other inputs, in two groups of tasks: the captions (a
-        # whole file), and the images pass (which stops where its list ends) and the
-        # categories pass (which parses the file's end, where COCO puts them: see
-        # section_at_end) with the listing. A shuffle on the group spreads them (Create's
-        # own shuffle uses random keys); the local runner deals keys to its workers in
-        # turn. The annotations are read in byte ranges by every worker beside them.
+        # One stage reads the inputs, in two groups of tasks: the annotations (a small
+        # file's, streamed whole) and the captions (a whole file), and the images pass
+        # (which stops where its list ends) and the categories pass (which parses the
+        # file's end, where COCO puts them: see section_at_end) with the listing. A
+        # shuffle on the group spreads them (Create's own shuffle uses random keys, and
+        # one run in three put the annotations and images passes on one worker); the
+        # local runner deals keys to its workers in turn. A large file's annotations are
+        # read in byte ranges by every worker instead (read_in_ranges).
+        ranged = bool(opts.annotations) and read_in_ranges(opts.annotations)
         tasks = [(1, "images"), (1, LIST_TASK)]
         if opts.annotations:  # a captions file has no categories
             tasks[1:1] = [(1, "categories")]
-        if opts.captions:  # apart from the images pass, which may read the whole file
-            tasks.append((0, CAPTIONS_TASK))
+            if not ranged:
+                tasks.insert(0, (0, "annotations"))
+        if opts.captions:  # beside the streamed annotations: both read a whole file
+            tasks.append((1 if opts.annotations and not ranged else 0, CAPTIONS_TASK))
         # Main outputs carry their types, so their shuffles use the compact coders of
         # coco.records (Beam types tagged outputs only from 2.72 on).
         inputs = (
@@ -109,7 +114,7 @@ class ReadCoco(beam.PTransform):
         )
         by_name, rejects, counts = inputs.by_name, [inputs.rejects], [inputs.counts]
         duplicate_ids = inputs.duplicate_annotation_ids
-        if opts.annotations:
+        if ranged:
             annotations = pbegin | "ReadAnnotations" >> ReadAnnotationRanges(opts)
             by_name = (by_name, annotations["batches"]) | "EntriesAndAnnotations" >> beam.Flatten()
             rejects.append(annotations["rejects"])
