@@ -1,5 +1,7 @@
 """The annotations list of a COCO file, read in byte ranges by many workers at once
 (the passes of :mod:`recordbeam.sources.json_ranges`), so no worker parses the whole list.
+Files from :data:`RANGED_FROM_BYTES` on are read this way (:func:`read_in_ranges`); a
+smaller one is streamed by one worker.
 
 :class:`ReadAnnotationRanges` cuts the file into ranges (:func:`file_ranges`), and each
 range is read three times, each pass by all workers at once, with what the ranges before

@@ -1,10 +1,10 @@
 """The first stage of a COCO read: one task per input (:class:`ReadInputs`). The
 images pass stops where its list ends; the categories pass parses the file's end; the
-listing task lists the image files; the captions task reads a captions file. The
-annotations are read in byte ranges beside them
-(:mod:`~recordbeam.sources.coco.annotation_ranges`), with the loop over annotations
-kept here (:func:`annotation_outputs`), and streamed whole on one worker only for a file
-the ranges cannot follow. Their outputs leave keyed for the joins
+listing task lists the image files; the captions task reads a captions file; the
+annotations task streams a small file's annotations, or a large one's that the byte
+ranges (:mod:`~recordbeam.sources.coco.annotation_ranges`, which read a large file's
+annotations beside them) cannot follow. Both keep the loop over annotations here
+(:func:`annotation_outputs`). Their outputs leave keyed for the joins
 (:mod:`recordbeam.sources.coco.join`), each item checked on the way
 (:mod:`recordbeam.sources.coco.checks`)."""
 

@@ -3,15 +3,15 @@ captions JSON, + a folder of images.
 
 Everything is read inside the pipeline, on workers: the job graph holds two paths, not
 the dataset, whatever its size. The annotation file's images and categories are streamed
-with ``ijson``, its annotations read in byte ranges by all workers
-(:mod:`~recordbeam.sources.coco.annotation_ranges`), so a 448 MB train2017 file never
-sits in memory, nor is its annotations list parsed on one worker.
+with ``ijson``; its annotations are read in byte ranges by all workers when the file is
+large (:mod:`~recordbeam.sources.coco.annotation_ranges`), streamed by one worker when it
+is not, so a 448 MB train2017 file never sits in memory, nor is its annotations list
+parsed on one worker.
 
-Stages: one stage streams the images and categories (and the captions file's
-annotations) and lists the image files (two groups of tasks on the workers:
-:mod:`~recordbeam.sources.coco.input_tasks`), the ranged read parses the annotations
--> join files and image entries by file
-name -> join images, annotations, captions and LVIS category lists by image id
+Stages: one stage streams the images and categories (the annotations of a small file,
+the captions file's) and lists the image files (two groups of tasks on the workers:
+:mod:`~recordbeam.sources.coco.input_tasks`), the ranged read parses a large file's
+annotations -> join files and image entries by file name -> join images, annotations, captions and LVIS category lists by image id
 (:mod:`~recordbeam.sources.coco.join`) -> ``ImageRecord``s for the sink, written by
 :class:`~recordbeam.sources.coco.encoder.CocoEncoder`.
 
