@@ -333,3 +333,21 @@ def test_incremental_runs_from_gcs_to_gcs_keep_what_did_not_change(gcs, tmp_path
                       "--shard-size", "4KiB")
     incremental_through_store(corpus, rng, argv, put, delete, download, tmp_path / "full")
     assert not [name for name in gcs.names("gs://data/inc") if name.startswith(".")]
+
+
+def test_annotations_read_in_byte_ranges_through_gcs_write_what_the_stream_writes(
+        gcs, gcs_run, monkeypatch):
+    """A large annotation file's ranged read seeks into the object: cut into 4 KiB ranges,
+    the sample's annotations give the folder the streamed pass gave."""
+    from recordbeam.sources.coco import annotation_ranges
+
+    for name in ("RANGED_FROM_BYTES", "MIN_RANGE_BYTES", "MAX_RANGE_BYTES"):
+        monkeypatch.setattr(annotation_ranges, name, 4096)
+    assert annotation_ranges.read_in_ranges(ANNOTATIONS)
+    assert len(annotation_ranges.file_ranges(ANNOTATIONS, 4096, 4096)) > 3
+    assert main(_convert(IMAGES, ANNOTATIONS, "gs://data/out-ranged")) == 0
+    ranged, streamed = gcs.snapshot("gs://data/out-ranged"), gcs.snapshot(gcs_run)
+    assert sorted(ranged) == sorted(streamed)
+    assert {n: b for n, b in ranged.items() if n != MANIFEST} == {
+        n: b for n, b in streamed.items() if n != MANIFEST}
+    assert _split_facts(ranged[MANIFEST]) == _split_facts(streamed[MANIFEST])
