@@ -18,8 +18,8 @@ lists cut out (``info``, ``licenses``, the commas between), is parsed whole
 (:func:`skeleton_is_json`). A file whose structure the ranges cannot follow (broken
 brackets, a document that is no object, a key given twice, nesting deeper than
 ``MAX_JSON_DEPTH``, a skeleton that is no JSON) is read by the streamed pass on one
-worker, which fails with the message it has always given, or reads an odd but valid file
-as it always has. An annotation the ranged parse refuses (not JSON, ``NaN``,
+worker, which fails with the streamed parser's message, or reads an odd but valid file
+as a small file's is read. An annotation the ranged parse refuses (not JSON, ``NaN``,
 bytes that are not UTF-8) fails the run the same way (:func:`fail_as_streamed`).
 """
 
@@ -101,7 +101,8 @@ def range_bytes_for(size: int, smallest: int = MIN_RANGE_BYTES,
 
 def read_in_ranges(path: str) -> bool:
     """Whether the annotations of ``path`` are read in ranges (:data:`RANGED_FROM_BYTES`);
-    a file that cannot be sized is streamed, and fails there as it always has."""
+    a file that cannot be sized is streamed, and fails there with the streamed pass's
+    message."""
     size = filesystems.size_of(path)
     return size is not None and size >= RANGED_FROM_BYTES
 

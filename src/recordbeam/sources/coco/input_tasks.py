@@ -177,9 +177,9 @@ class ReadInputs(beam.DoFn):
             )
 
     def _read_annotations(self, path: str):
-        """The whole list on this worker, streamed: how a file the ranged read
-        (:mod:`~recordbeam.sources.coco.annotation_ranges`) cannot cut is read, so its
-        error, or its odd but valid shape, is what this pass has always made of it."""
+        """The whole list on this worker, streamed: how a small file is read, and a large
+        one the ranged read (:mod:`~recordbeam.sources.coco.annotation_ranges`) cannot
+        cut, so its error, or its odd but valid shape, is the same whatever its size."""
         tally = IdTally()
         position = -1
         for position, output in annotation_outputs(  # noqa: B007 - read after the loop
