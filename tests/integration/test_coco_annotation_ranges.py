@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 from collections import Counter, defaultdict
 
 import apache_beam as beam
@@ -247,6 +248,7 @@ def test_files_from_the_threshold_on_are_read_in_ranges_smaller_ones_streamed(
                 found.add(node.full_label)
 
         p.visit(Visit())
+        shutil.rmtree(p.local_tempdir, ignore_errors=True)  # Beam removes it only in run()
         return found
 
     assert "ReadCoco/ReadAnnotations" in labels(size)
