@@ -266,7 +266,8 @@ def sections(events: Iterable[TopLevelEvent]) -> dict[str, Section]:
             found[event.name] = Section(event.name, event.value_at, -1, event.value_byte)
             pending = found[event.name] if event.value_byte in b"[{" else None
         elif event.kind == "close" and pending is not None:
-            found[pending.name] = pending._replace(end=event.position)
+            found[pending.name] = Section(pending.name, pending.begin, event.position,
+                                          pending.first_byte)
             pending = None
     if not (opened and closed):
         raise JsonRangeError(0, "the document is not one JSON object")

@@ -363,9 +363,13 @@ class IdTally:
     def merged(cls, parts: Iterable[tuple[bytes, list[Any]]]) -> IdTally:
         tally = cls()
         for integers, others in parts:
-            tally._integers.frombytes(integers)
-            tally._others.extend(others)
+            tally.add_part(integers, others)
         return tally
+
+    def add_part(self, integers: bytes, others: list[Any]) -> None:
+        """Adds a part of another tally (:meth:`parts`): its int64 bytes and other ids."""
+        self._integers.frombytes(integers)
+        self._others.extend(others)
 
     def repeated(self) -> list[Any]:
         """Every id added more than once (ids are equal when value and type are)."""
