@@ -63,12 +63,13 @@ from recordbeam.sources.json_ranges import (
 
 #: Annotation files from this size on are read in ranges; a smaller one is streamed whole
 #: by one worker beside the images pass and the listing (ReadInputs). The ranged read
-#: costs three passes and their stages: at 20k images (30 MB) it added ~1 CPU s and no
-#: speed to a local run on 2 workers; at 1M annotations (219 MB) its stage ran 1.7x
-#: faster on 2 workers than on one (``coco_annotations_bench.py``), and its share of a
-#: cluster's workers grows with them. 64 MiB is ~300k annotations, a few seconds for
-#: one worker to stream.
-RANGED_FROM_BYTES = 64 << 20
+#: costs three passes in stages of their own, which the stream's neighbours do not hide:
+#: on 2 local workers a full run of 100k images (a 153 MB file) took 32-37 s ranged
+#: against 28-29 s streamed, and 20k images (30 MB) ~1 CPU s more. Its own stage runs
+#: 1.7x faster on 2 workers than on one at 1M annotations (``coco_annotations_bench.py``)
+#: and spreads over every worker of a cluster, which matters once one worker's stream
+#: would be long: 512 MiB is ~2.4M annotations, ~35 s of one worker's stream.
+RANGED_FROM_BYTES = 512 << 20
 #: The largest range a worker reads, and holds with the annotations parsed from it (a
 #: worker's memory grows by about 8 times the range's bytes while it parses one).
 MAX_RANGE_BYTES = 32 << 20
