@@ -5,13 +5,14 @@ Everything is read inside the pipeline, on workers: the job graph holds two path
 the dataset, whatever its size. The annotation file's images and categories are streamed
 with ``ijson``; its annotations are read in byte ranges by all workers when the file is
 large (:mod:`~recordbeam.sources.coco.annotation_ranges`), streamed by one worker when it
-is not, so a 448 MB train2017 file never sits in memory, nor is its annotations list
-parsed on one worker.
+is not, so a 448 MB train2017 file never sits in memory, and a file of millions of
+annotations is not parsed on one worker.
 
 Stages: one stage streams the images and categories (the annotations of a small file,
 the captions file's) and lists the image files (two groups of tasks on the workers:
 :mod:`~recordbeam.sources.coco.input_tasks`), the ranged read parses a large file's
-annotations -> join files and image entries by file name -> join images, annotations, captions and LVIS category lists by image id
+annotations -> join files and image entries by file name -> join images, annotations,
+captions and LVIS category lists by image id
 (:mod:`~recordbeam.sources.coco.join`) -> ``ImageRecord``s for the sink, written by
 :class:`~recordbeam.sources.coco.encoder.CocoEncoder`.
 
