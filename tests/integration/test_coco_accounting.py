@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import tempfile
 
+import pytest
+
 from recordbeam.dataset import manifest
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.coco.encoder import CocoEncoder
@@ -40,6 +42,37 @@ def test_ids_dealt_out_to_files_give_the_repeats_an_unspilled_tally_gives(tmp_pa
     assert spilled.repeated() == whole.repeated()
     assert len(whole.repeated()) >= 900
     assert list(tmp_path.iterdir()) == []  # the folder is gone once the repeats are known
+
+
+def test_tallies_of_parts_merged_by_bucket_give_the_repeats_of_one_tally():
+    """How the ranged read finds repeated ids: each range's tally split into buckets by
+    value, the parts of a bucket merged from every range, each bucket checked alone."""
+    rng = random.Random(5)
+    values = [rng.randrange(-2**63, 2**63) for _ in range(2000)] + list(range(500))
+    values += rng.sample(values, 300) + [2**70, 2**70, "x", "x", "y"]
+    rng.shuffle(values)
+    whole, ranges = IdTally(), [IdTally() for _ in range(4)]
+    for i, value in enumerate(values):
+        whole.add(value)
+        ranges[i % 4].add(value)
+    buckets: dict[int, list] = {}
+    for tally in ranges:
+        for bucket, part in tally.parts(3):
+            buckets.setdefault(bucket, []).append(part)
+    found = [v for parts in buckets.values() for v in IdTally.merged(parts).repeated()]
+    assert sorted(found, key=repr) == sorted(whole.repeated(), key=repr)
+    assert len(found) >= 290
+
+
+def test_a_tally_that_spilled_has_no_parts(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    tally = IdTally(spill_ids=2)
+    for value in range(5):
+        tally.add(value)
+    tally.spill_if_full()
+    with pytest.raises(RuntimeError, match="spilled"):
+        list(tally.parts(2))
+    tally.repeated()  # removes its folder
 
 
 def _record(objects: list[tuple]) -> ImageRecord:
