@@ -67,27 +67,21 @@ def _child(mode: str, workers: int, images_dir: str, annotations: str) -> None:
 
 
 def _time_stages() -> list[float]:
-    """The wall time of every bundle the FnApiRunner executes (its private
-    ``_execute_bundle``, as ``stage_timeline.py`` times it): the stage's own time, without
-    the runner's start and its workers' start-up. Empty on a Beam without that method."""
+    """The wall time of every bundle the FnApiRunner executes (timed as
+    ``stage_timeline.py`` times them): the stage's own time, without the runner's start
+    and its workers' start-up. Empty on a Beam without the method timed."""
     from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from stage_timeline import time_bundles_of
 
     took: list[float] = []
     verbose = bool(os.environ.get("ANNOTATIONS_BENCH_STAGES"))
-    execute = getattr(fn_runner.FnApiRunner, "_execute_bundle", None)
-    if execute is None:
-        return took
 
-    def timed(self, *args):
-        began = time.perf_counter()
-        try:
-            return execute(self, *args)
-        finally:
-            took.append(time.perf_counter() - began)
-            if verbose:
-                print(f"{took[-1]:6.2f} {args[1].stage.name[:150]}", file=sys.stderr)
+    def record(_began: float, seconds: float, stage: str) -> None:
+        took.append(seconds)
+        if verbose:
+            print(f"{seconds:6.2f} {stage[:150]}", file=sys.stderr)
 
-    fn_runner.FnApiRunner._execute_bundle = timed
+    time_bundles_of(fn_runner, record)
     return took
 
 

@@ -52,22 +52,13 @@ def main() -> int:
 
     untimed = []
 
+    def row(began: float, took: float, stage: str) -> None:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        rows.append((began - START, took, _rss_mib(), peak, stage))
+
     def time_bundles(fn_runner: ModuleType) -> None:
-        execute = getattr(getattr(fn_runner, "FnApiRunner", None), "_execute_bundle", None)
-        if execute is None:
+        if not time_bundles_of(fn_runner, row):
             untimed.append("this Beam's FnApiRunner has no _execute_bundle to time")
-            return
-
-        def timed(self, context, bundle_manager, bundle_input):
-            began = time.monotonic()
-            try:
-                return execute(self, context, bundle_manager, bundle_input)
-            finally:
-                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-                rows.append((began - START, time.monotonic() - began, _rss_mib(), peak,
-                             bundle_manager.stage.name))
-
-        fn_runner.FnApiRunner._execute_bundle = timed
 
     @contextlib.contextmanager
     def terminal_log(prefix: str = ""):
@@ -91,6 +82,25 @@ def main() -> int:
     for reason in untimed:
         print(f"stages not timed: {reason}", file=sys.stderr)
     return code
+
+
+def time_bundles_of(fn_runner: ModuleType, record: Callable[[float, float, str], None]) -> bool:
+    """Has the FnApiRunner of module ``fn_runner`` call ``record(began, took, stage name)``
+    (``time.monotonic`` seconds) after every bundle it executes, through its private
+    ``_execute_bundle``; False, and nothing changed, on a Beam without it."""
+    execute = getattr(getattr(fn_runner, "FnApiRunner", None), "_execute_bundle", None)
+    if execute is None:
+        return False
+
+    def timed(self, context, bundle_manager, bundle_input):
+        began = time.monotonic()
+        try:
+            return execute(self, context, bundle_manager, bundle_input)
+        finally:
+            record(began, time.monotonic() - began, bundle_manager.stage.name)
+
+    fn_runner.FnApiRunner._execute_bundle = timed
+    return True
 
 
 def _after_import(name: str, then: Callable[[ModuleType], None]) -> None:

@@ -234,9 +234,8 @@ def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: Coc
             if range_index is not None:
                 yield position, TaggedOutput("placed_rejects", (range_index, position, item))
                 continue
-            yield position, TaggedOutput("rejects", bad_item(
-                "annotations", item_at(path, "annotations", position),
-                "is not a JSON object"))
+            yield position, TaggedOutput("rejects", annotation_reject(
+                item, path, position, options))
             continue
         checked = check(item, path, position, include_masks, include_keypoints)
         if "keypoints" in item and not include_keypoints:
@@ -396,6 +395,8 @@ class IdTally:
 def _repeated_integers(integers: np.ndarray) -> list[int]:
     ordered = np.sort(integers)
     return np.unique(ordered[1:][ordered[1:] == ordered[:-1]]).tolist()
+
+
 def _bucket_of(value: Any, buckets: int) -> int:
     """The bucket of an id that is no 64-bit integer, the same in every process (Python's
     ``hash`` of text is not)."""

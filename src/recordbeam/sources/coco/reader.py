@@ -94,13 +94,14 @@ class ReadCoco(beam.PTransform):
         # local runner deals keys to its workers in turn. A large file's annotations are
         # read in byte ranges by every worker instead (read_in_ranges).
         ranged = bool(opts.annotations) and read_in_ranges(opts.annotations)
+        streamed = bool(opts.annotations) and not ranged
         tasks = [(1, "images"), (1, LIST_TASK)]
         if opts.annotations:  # a captions file has no categories
             tasks[1:1] = [(1, "categories")]
-            if not ranged:
-                tasks.insert(0, (0, "annotations"))
+        if streamed:
+            tasks.insert(0, (0, "annotations"))
         if opts.captions:  # beside the streamed annotations: both read a whole file
-            tasks.append((1 if opts.annotations and not ranged else 0, CAPTIONS_TASK))
+            tasks.append((1 if streamed else 0, CAPTIONS_TASK))
         # Main outputs carry their types, so their shuffles use the compact coders of
         # coco.records (Beam types tagged outputs only from 2.72 on).
         inputs = (
