@@ -45,6 +45,7 @@ from recordbeam.job_server import check_job_server, no_job_server_error
 from recordbeam.local.internals import submitted_job_id, why_unusable
 from recordbeam.local.malloc_arenas import tune_malloc
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
+from recordbeam.local.shuffle import spilled_under
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
@@ -272,6 +273,12 @@ def _out_of_space(error: BaseException, output_dir: str, temp_dir: str) -> OutOf
                    "run into it finishes")
     else:
         outcome = f"nothing was committed to {output_dir} and this run's temp files are removed"
+    spills = spilled_under(where)
+    if spills is not None:
+        return OutOfSpace(
+            f"out of space on {spills}, where the local runner spills shuffles that do not "
+            f"fit in memory (TMPDIR); {outcome}. Free some space there, or set TMPDIR to a "
+            "folder on a larger disk, then run again", getattr(error, "log_path", None))
     return OutOfSpace(
         f"out of space on {place or output_dir} (no space or inodes left, or a quota "
         f"reached); {outcome}. Free some space there, then run again",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import random
+import tempfile
 
 import pytest
 from apache_beam.coders import coders
@@ -281,3 +282,13 @@ def test_the_shuffle_budget_comes_from_the_environment_or_its_default(monkeypatc
     assert local_shuffle._budget_from_environment() == 32 << 20
     monkeypatch.delenv("RECORDBEAM_SHUFFLE_MEMORY")
     assert local_shuffle._budget_from_environment() == 8 << 20
+
+
+def test_only_a_spill_folder_of_runs_counts_as_spilled_to(tmp_path, monkeypatch):
+    # An output folder under TMPDIR (/tmp/out) is not where the runner spills: a full
+    # disk there must be reported as the output's.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert local_shuffle.spilled_under(str(tmp_path / "recordbeam-shuffle-x1" / "shuffle-a")) == str(tmp_path)
+    assert local_shuffle.spilled_under(str(tmp_path / "out" / ".recordbeam-tmp-1" / "train.tfrecord")) is None
+    assert local_shuffle.spilled_under(str(tmp_path / "out" / "recordbeam-shuffle-x1" / "f")) is None
+    assert local_shuffle.spilled_under("") is None

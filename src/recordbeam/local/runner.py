@@ -407,23 +407,63 @@ def worker_output_to_log(prefix: str = "recordbeam-") -> Iterator[tuple[TextIO, 
     """Send everything written to file descriptor 2 (Beam's logs, and those of the
     worker processes it starts, which inherit it) to a log file for the duration.
 
+    File descriptor 2 becomes a pipe that a thread copies into the log, so writing to it
+    never fails: when the log's disk is full the thread drops what it cannot write. A
+    failed write there would stop a run for good: Beam's SDK worker prints a failed
+    bundle's traceback to stderr before it reports the failure, and a print that raises
+    leaves the failure unreported and the runner waiting for the bundle.
+
     Yields ``(console, log_path)``: a stream to the real terminal for progress lines,
     and the log's path to show when something fails. The log is deleted on success.
     """
     sys.stderr.flush()
-    fd, log_path = tempfile.mkstemp(prefix=prefix, suffix=".log")
+    log, log_path = tempfile.mkstemp(prefix=prefix, suffix=".log")
+    read_end, write_end = os.pipe()
+    drain = _LogDrain(read_end, log)
+    drain.start()
     saved = os.dup(2)
     console = os.fdopen(os.dup(saved), "w", buffering=1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    os.dup2(write_end, 2)
+    os.close(write_end)
     failed = True
     try:
         yield console, log_path
         failed = False
     finally:
         sys.stderr.flush()
-        os.dup2(saved, 2)
+        os.dup2(saved, 2)  # the pipe ends once the workers, stopped by now, let go of it
         os.close(saved)
         console.close()
+        drain.join(timeout=LOG_DRAIN_SECONDS)
         if not failed:
             os.unlink(log_path)
+
+
+#: How long the end of a run waits for the log's pipe to be copied out and closed.
+LOG_DRAIN_SECONDS = 5.0
+
+
+class _LogDrain(threading.Thread):
+    """Copies the log's pipe into the log file until every writer has closed it; what
+    the file refuses (a full disk) is dropped and counted in ``lost``."""
+
+    def __init__(self, read_end: int, log: int) -> None:
+        super().__init__(name="recordbeam-log", daemon=True)
+        self._read_end = read_end
+        self._log = log
+        self.lost = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self._read_end, 1 << 16):
+                self._write(memoryview(chunk))
+        finally:
+            os.close(self._read_end)
+            os.close(self._log)
+
+    def _write(self, chunk: memoryview) -> None:
+        try:
+            while chunk:
+                chunk = chunk[os.write(self._log, chunk):]
+        except OSError:
+            self.lost += len(chunk)

@@ -157,12 +157,18 @@ class _SpillFile:
     def write(self, data: bytes | bytearray) -> int:
         """Append ``data``; returns its offset."""
         offset = self.size
-        self._out.write(data)
+        try:
+            self._out.write(data)
+        except OSError as error:
+            raise _naming(error, self.path) from error
         self.size += len(data)
         return offset
 
     def finish(self) -> None:
-        self._out.close()
+        try:
+            self._out.close()
+        except OSError as error:
+            raise _naming(error, self.path) from error
 
     def read(self, spans: array) -> Iterator[bytes]:
         """The bytes of each ``(offset, length)`` pair in ``spans`` (a flat array)."""
@@ -172,6 +178,24 @@ class _SpillFile:
             for i in range(0, len(spans), 2):
                 f.seek(spans[i])
                 yield f.read(spans[i + 1])
+
+
+def _naming(error: OSError, path: str) -> OSError:
+    """``error`` with the file it was about: a buffered write's error names none, and a
+    full spill folder must be told apart from a full output folder."""
+    if error.filename is not None:
+        return error
+    return type(error)(error.errno, error.strerror, path)
+
+
+def spilled_under(path: str) -> str | None:
+    """The folder in which runs make their spill folders (``TMPDIR``) when ``path`` is in
+    one of them, else None."""
+    folder, _name = os.path.split(path)
+    root, name = os.path.split(folder)
+    if name.startswith(_RUN_FOLDER_PREFIX) and root == tempfile.gettempdir():
+        return root
+    return None
 
 
 def _remove_file(path: str, out) -> None:
@@ -581,6 +605,9 @@ def spilling_shuffles() -> Iterator[None]:
                     _run_folder = None
 
 
+_RUN_FOLDER_PREFIX = "recordbeam-shuffle-"
+
+
 def _spill_folder(chosen: str | None) -> str:
     """Where a buffer spills: its own folder if given, else the runs' folder, else TMPDIR."""
     return chosen or _current_run_folder() or tempfile.gettempdir()
@@ -591,5 +618,5 @@ def _current_run_folder() -> str | None:
     global _run_folder
     with _install_lock:
         if _runs and _run_folder is None:
-            _run_folder = tempfile.mkdtemp(prefix="recordbeam-shuffle-")
+            _run_folder = tempfile.mkdtemp(prefix=_RUN_FOLDER_PREFIX)
         return _run_folder
