@@ -25,6 +25,13 @@ from dataclasses import dataclass
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 #: A run stopped by Ctrl-C (SIGINT): 128 + the signal's number, as shells report it.
 EXIT_INTERRUPTED = 130
+#: A run stopped by SIGTERM (a scheduler's timeout or kill): 128 + 15.
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's timeout or kill, ``timeout``, ``kill``) in the command: it
+    stops the work as Ctrl-C does, so the run's processes and temp files go with it."""
 
 
 class RecordbeamError(Exception):

@@ -38,6 +38,7 @@ from recordbeam.errors import (
     OutOfSpace,
     RecordbeamError,
     RunFailed,
+    Terminated,
     UsageError,
     full_filesystem,
 )
@@ -54,13 +55,16 @@ from recordbeam.write.sink import WriteShards
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C while a run went on. ``outcome`` says what became of the output folder (or
-    of the remote job), ``log_path`` where Beam's log of a local run is kept."""
+    """Ctrl-C (or SIGTERM: ``terminated``) while a run went on. ``outcome`` says what
+    became of the output folder (or of the remote job), ``log_path`` where Beam's log of a
+    local run is kept."""
 
-    def __init__(self, outcome: str, log_path: str | None = None) -> None:
+    def __init__(self, outcome: str, log_path: str | None = None, *,
+                 terminated: bool = False) -> None:
         super().__init__(outcome)
         self.outcome = outcome
         self.log_path = log_path
+        self.terminated = terminated
 
 
 @dataclass(frozen=True)
@@ -324,9 +328,10 @@ def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
         try:
             with ProgressReporter(sink.temp_dir, stream=console) if show_progress else nullcontext():
                 p.run().wait_until_finish()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             # The runner has stopped its workers on the way out; say what is left.
-            raise RunInterrupted(_after_interruption(output_dir, sink.temp_dir), log_path) from None
+            raise RunInterrupted(_after_interruption(output_dir, sink.temp_dir), log_path,
+                                 terminated=isinstance(interrupt, Terminated)) from None
         except Exception as error:
             raise RunFailed(error, log_path) from error
 
@@ -398,9 +403,9 @@ def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, r
         return SubmittedRun(submitted_job_id(result), runner, dry_run=False)
     try:
         result.wait_until_finish()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         job = submitted_job_id(result)
         raise RunInterrupted(
             f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
-            "if it should stop", log_path) from None
+            "if it should stop", log_path, terminated=isinstance(interrupt, Terminated)) from None
     return None

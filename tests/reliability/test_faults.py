@@ -238,41 +238,56 @@ def _sigint_as_a_terminal_gives_it():
 
 
 @pytest.mark.parametrize(
-    "whom",
+    "whom, signum",
     [
-        pytest.param("group", marks=CASE(
+        pytest.param("group", signal.SIGINT, marks=CASE(
             "Ctrl-C while shards are written (SIGINT to the whole process group, as a "
             "terminal sends it)",
             "one line naming the log, exit 130; nothing committed, the temp folder removed; "
             "no process lingers")),
-        pytest.param("launcher", marks=CASE(
+        pytest.param("launcher", signal.SIGINT, marks=CASE(
             "SIGINT to the launcher alone (kill -INT) while shards are written",
             "the same: one line, exit 130, nothing committed, no process lingers")),
+        pytest.param("group", signal.SIGTERM, marks=CASE(
+            "SIGTERM to the whole process group while shards are written (a scheduler "
+            "killing its task)",
+            "one line 'terminated (SIGTERM)', exit 143; nothing committed, the temp folder "
+            "and the spilled shuffles in TMPDIR removed; no process lingers")),
+        pytest.param("launcher", signal.SIGTERM, marks=CASE(
+            "SIGTERM to the launcher alone while shards are written (`timeout`, `kill`)",
+            "the same: one line, exit 143, nothing committed or left in TMPDIR, no process "
+            "lingers")),
     ],
+    ids=["group", "launcher", "group-sigterm", "launcher-sigterm"],
 )
-def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom):
+def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, signum):
     out = str(tmp_path / "out")
+    temp = tmp_path / "tmpdir"
+    temp.mkdir()
     # No --quiet: stderr is a pipe, so no progress line may appear either.
     argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
             larger_sample.annotations, "--output", out, "--direct_num_workers=2"]
+    # Shuffles spill past 64 KiB: the run has spill files in TMPDIR when it is stopped.
+    env = {**os.environ, "TMPDIR": str(temp), "RECORDBEAM_SHUFFLE_MEMORY": "65536"}
     with _sigint_as_a_terminal_gives_it():
         proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv],
                                 start_new_session=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, env=env)
     started = time.monotonic()
     while proc.poll() is None and not _temp_shard_written(out, 0):
         assert time.monotonic() - started < 120, "the run never started writing"
         time.sleep(0.002)
     assert proc.poll() is None, proc.communicate()
     if whom == "group":
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signum)
     else:
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signum)
     stdout, stderr = proc.communicate(timeout=60)
     lines = stderr.splitlines()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 128 + signum, stderr
     assert len(lines) == 1, stderr
-    prefix = f"recordbeam: interrupted; nothing was committed to {out}; log: "
+    said = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    prefix = f"recordbeam: {said}; nothing was committed to {out}; log: "
     assert lines[0].startswith(prefix), stderr
     log_path = lines[0][len(prefix):]
     assert os.path.isfile(log_path)
@@ -283,6 +298,7 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom):
         time.sleep(0.05)
     assert not _group_alive(proc.pid), "processes outlived the interrupted command"
     assert snapshot(out) == {}  # no manifest, no shard, no temp folder
+    assert sorted(os.listdir(temp)) == []  # no spilled shuffle, no Beam temp folder
 
 
 # ----------------------------------------------------------------- full disk

@@ -30,8 +30,10 @@ from recordbeam.errors import (
     EXIT_FAILED,  # noqa: F401 - part of the command's interface (cli.EXIT_FAILED)
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     RecordbeamError,
+    Terminated,
     describe,
     unknown_arguments_error,
 )
@@ -63,6 +65,17 @@ def _exit_at_once(_signal: int, _frame: Any) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+def _terminate_once(_signal: int, _frame: Any) -> None:
+    """SIGTERM's handler in the command: as :func:`_interrupt_once`; a second SIGTERM
+    during the clean-up ends the command at once."""
+    signal.signal(signal.SIGTERM, _terminated_at_once)
+    raise Terminated
+
+
+def _terminated_at_once(_signal: int, _frame: Any) -> None:
+    os._exit(EXIT_TERMINATED)
+
+
 def console(argv: Sequence[str] | None = None) -> None:
     """The ``recordbeam`` command: :func:`main`, then exit at once with its code.
 
@@ -72,6 +85,8 @@ def console(argv: Sequence[str] | None = None) -> None:
     # A shell that starts a background job ignores SIGINT for it: keep that.
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, _interrupt_once)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate_once)
     one_blas_thread()
     code = main(argv)
     logging.shutdown()
@@ -154,8 +169,10 @@ def _report_error(error: Exception) -> int:
 
 
 def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> int:
-    """One line for Ctrl-C: what became of the output, and where the run's log is."""
-    parts = ["interrupted"]
+    """One line for Ctrl-C or SIGTERM: what became of the output, and where the run's
+    log is."""
+    terminated = isinstance(interrupt, Terminated) or getattr(interrupt, "terminated", False)
+    parts = ["terminated (SIGTERM)" if terminated else "interrupted"]
     outcome = getattr(interrupt, "outcome", None)
     output = getattr(args, "output", None)
     if outcome:
@@ -166,7 +183,7 @@ def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> int:
     if log_path:
         parts.append(f"log: {log_path}")
     print("recordbeam: " + "; ".join(parts), file=sys.stderr)
-    return EXIT_INTERRUPTED
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

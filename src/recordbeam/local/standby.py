@@ -232,10 +232,13 @@ def _fork(workers: int, serve: Callable[[], None]) -> _StandbyProcess:
 def _as_new_process(channel: int) -> None:
     """In the standby forked from the launcher: what a new interpreter would have, as
     :func:`_spawn` starts it: the channel as standard input, standard output and error
-    on /dev/null, no other file descriptor, no logging handler, and SIGINT raising
-    KeyboardInterrupt unless the launcher was started with it ignored."""
+    on /dev/null, no other file descriptor, no logging handler, SIGINT raising
+    KeyboardInterrupt and SIGTERM ending the process, unless the launcher was started with
+    them ignored."""
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
     logging.getLogger().handlers.clear()
     os.dup2(channel, 0)
