@@ -44,14 +44,19 @@ def _processes() -> dict[int, tuple[int, int, str]]:
 
 def _workers(launcher: int) -> list[int]:
     """The worker processes of a command: its standby's children that have taken over
-    from the standby (their standard error is the run's log, no longer /dev/null)."""
+    from the standby (their standard error is the launcher's during the run, the pipe to
+    the run's log, no longer /dev/null)."""
     table = _processes()
     standbys = [pid for pid, (parent, _group, _state) in table.items() if parent == launcher]
+    try:
+        log = os.readlink(f"/proc/{launcher}/fd/2")
+    except OSError:
+        return []
     workers = []
     for pid, (parent, _group, state) in table.items():
         if parent in standbys and state != "Z":
             try:
-                if os.readlink(f"/proc/{pid}/fd/2").endswith(".log"):
+                if log.startswith("pipe:") and os.readlink(f"/proc/{pid}/fd/2") == log:
                     workers.append(pid)
             except OSError:
                 continue
