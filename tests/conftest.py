@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 import pretend_beam
 import pytest
@@ -23,6 +24,22 @@ PRETENDED_BEAM = pretend_beam.install_everywhere(os.environ)
 
 
 _results: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temp_files_under_pytests_folder(tmp_path_factory):
+    """TMPDIR under pytest's base folder for the session, here and in the commands the
+    tests start: the logs the many runs failed on purpose keep, and Beam's pipeline temp
+    folders, go where pytest prunes them instead of piling up in /tmp."""
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("tmpdir"))
+    tempfile.tempdir = None  # computed again from TMPDIR
+    yield
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
 
 
 def pytest_configure(config):
