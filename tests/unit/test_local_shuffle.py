@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import os
 import random
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -292,3 +294,22 @@ def test_only_a_spill_folder_of_runs_counts_as_spilled_to(tmp_path, monkeypatch)
     assert local_shuffle.spilled_under(str(tmp_path / "out" / ".recordbeam-tmp-1" / "train.tfrecord")) is None
     assert local_shuffle.spilled_under(str(tmp_path / "out" / "recordbeam-shuffle-x1" / "f")) is None
     assert local_shuffle.spilled_under("") is None
+
+
+def test_a_run_removes_the_spill_folders_of_launchers_that_are_gone(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    orphan = tmp_path / f"recordbeam-shuffle-{int(gone.stdout)}-abc123"
+    alive = tmp_path / f"recordbeam-shuffle-{os.getppid()}-def456"  # pytest's parent: alive
+    unnamed = tmp_path / "recordbeam-shuffle-ghi789"  # names no pid
+    for folder in (orphan, alive, unnamed):
+        folder.mkdir()
+        (folder / "shuffle-x").write_bytes(b"spilled")
+    with spilling_shuffles():
+        buffer = _filled(execution.GroupingBuffer(PRE, POST, GLOBAL, budget=0), _chunks(0, 50, 5))
+        ours = os.path.dirname(buffer._spills[0]._file.path)
+        assert os.path.basename(ours).startswith(f"recordbeam-shuffle-{os.getpid()}-")
+        assert not orphan.exists()
+        assert alive.exists() and unnamed.exists()
+    assert not os.path.exists(ours)

@@ -578,7 +578,9 @@ def spilling_shuffles() -> Iterator[None]:
     """Make Beam's runner use :class:`SpillingGroupingBuffer` while the block runs.
 
     Spill files go to a temp folder made at the first spill and removed at the end,
-    failed runs included (a killed run leaves its ``recordbeam-shuffle-*`` folder).
+    failed runs included. A launcher killed outright (SIGKILL, the out-of-memory killer)
+    leaves its folder, which names its pid: the next run's first spill removes the
+    folders whose process is gone (:func:`_remove_orphaned_spills`).
     Nested or concurrent blocks share one installation (the class is a module global of
     Beam's); the last to leave restores Beam's buffer. Without :data:`AVAILABLE`, does
     nothing.
@@ -618,5 +620,31 @@ def _current_run_folder() -> str | None:
     global _run_folder
     with _install_lock:
         if _runs and _run_folder is None:
-            _run_folder = tempfile.mkdtemp(prefix=_RUN_FOLDER_PREFIX)
+            _remove_orphaned_spills()
+            _run_folder = tempfile.mkdtemp(prefix=f"{_RUN_FOLDER_PREFIX}{os.getpid()}-")
         return _run_folder
+
+
+def _remove_orphaned_spills() -> None:
+    """Remove the spill folders in ``TMPDIR`` of launchers that are gone (killed before
+    their clean-up): a nightly run killed every night must not fill the disk. A folder
+    whose pid is alive, or that names none, is kept."""
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_RUN_FOLDER_PREFIX):].split("-", 1)[0]
+        if name.startswith(_RUN_FOLDER_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
