@@ -17,11 +17,13 @@ import contextlib
 import functools
 import logging
 import os
+import select
 import shlex
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -430,33 +432,69 @@ def worker_output_to_log(prefix: str = "recordbeam-") -> Iterator[tuple[TextIO, 
         yield console, log_path
         failed = False
     finally:
+        if failed:
+            _let_data_readers_finish(LATE_TRACEBACK_SECONDS)
         sys.stderr.flush()
-        os.dup2(saved, 2)  # the pipe ends once the workers, stopped by now, let go of it
+        os.dup2(saved, 2)  # the workers, stopped by now, have let go of the pipe too
         os.close(saved)
         console.close()
-        drain.join(timeout=LOG_DRAIN_SECONDS)
+        drain.stop(timeout=LOG_DRAIN_SECONDS)
         if not failed:
             os.unlink(log_path)
 
 
-#: How long the end of a run waits for the log's pipe to be copied out and closed.
+#: How long a failed or interrupted run waits at most for Beam's data readers to end.
+LATE_TRACEBACK_SECONDS = 1.0
+
+#: Beam's name for the launcher's threads that read what a worker sends.
+_DATA_READER_THREAD = "read_grpc_client_inputs"
+
+
+def _let_data_readers_finish(seconds: float) -> None:
+    """After a failed or interrupted run: the launcher's threads reading the workers' data
+    streams see the streams broken a moment after the runner has returned, and print a
+    traceback as they end. Wait for them (at most ``seconds``), so that it goes to the
+    log, not to the terminal under the command's one line."""
+    deadline = time.monotonic() + seconds
+    for thread in threading.enumerate():
+        if thread.name == _DATA_READER_THREAD and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+#: How long the end of a run waits at most for the log's pipe to be copied out, and how
+#: long the pipe must stay empty for the copy to end.
 LOG_DRAIN_SECONDS = 5.0
+LOG_POLL_SECONDS = 0.1
 
 
 class _LogDrain(threading.Thread):
-    """Copies the log's pipe into the log file until every writer has closed it; what
-    the file refuses (a full disk) is dropped and counted in ``lost``."""
+    """Copies the log's pipe into the log file until every writer has closed it, or,
+    once :meth:`stop` is called, until the pipe is empty: a process that outlives the
+    run with the pipe (a runner's job server) does not hold the command up. What the
+    file refuses (a full disk) is dropped and counted in ``lost``."""
 
     def __init__(self, read_end: int, log: int) -> None:
         super().__init__(name="recordbeam-log", daemon=True)
         self._read_end = read_end
         self._log = log
+        self._stopping = threading.Event()
         self.lost = 0
+
+    def stop(self, timeout: float) -> None:
+        self._stopping.set()
+        self.join(timeout)
 
     def run(self) -> None:
         try:
-            while chunk := os.read(self._read_end, 1 << 16):
-                self._write(memoryview(chunk))
+            while True:
+                ready, _, _ = select.select([self._read_end], [], [], LOG_POLL_SECONDS)
+                if ready:
+                    chunk = os.read(self._read_end, 1 << 16)
+                    if not chunk:
+                        return
+                    self._write(memoryview(chunk))
+                elif self._stopping.is_set():
+                    return
         finally:
             os.close(self._read_end)
             os.close(self._log)
