@@ -471,14 +471,13 @@ class _LogDrain(threading.Thread):
     """Copies the log's pipe into the log file until every writer has closed it, or,
     once :meth:`stop` is called, until the pipe is empty: a process that outlives the
     run with the pipe (a runner's job server) does not hold the command up. What the
-    file refuses (a full disk) is dropped and counted in ``lost``."""
+    file refuses (a full disk) is dropped."""
 
     def __init__(self, read_end: int, log: int) -> None:
         super().__init__(name="recordbeam-log", daemon=True)
         self._read_end = read_end
         self._log = log
         self._stopping = threading.Event()
-        self.lost = 0
 
     def stop(self, timeout: float) -> None:
         self._stopping.set()
@@ -500,8 +499,6 @@ class _LogDrain(threading.Thread):
             os.close(self._log)
 
     def _write(self, chunk: memoryview) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the log's disk is full: drop the rest
             while chunk:
                 chunk = chunk[os.write(self._log, chunk):]
-        except OSError:
-            self.lost += len(chunk)
