@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= --disable-pip-version-check --quiet
+comma := ,
 # The newest Beam the local runner is tested with (recordbeam.local.internals.TESTED_BEAM):
 # .venv holds it, whatever newer one the index has. pyproject.toml admits newer ones.
 NEWEST_BEAM ?= 2.77.0
@@ -80,14 +81,23 @@ test-cluster: $(VENV)/.test $(AIRFLOW_VENV)/.airflow
 # them for the interop tests. The format core does not depend on Beam, so the tests that
 # run Beam pipelines (integration) and the checks against TensorFlow (interop) are the ones
 # that tell us something here, plus the unit tests, which are quick.
+# Its dependencies (.deps) are installed apart from recordbeam itself, so CI can build
+# them while `make test` runs (.ci/run) without a second build of the project beside it.
 OLDEST_VENV ?= .venv-oldest
 OLDEST_BEAM ?= 2.60.0
-$(OLDEST_VENV)/.test: pyproject.toml setup.py
+OLDEST_EXTRAS := test,interop,gcp,aws,report
+OLDEST_PINS := 'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0 \
+	'tensorflow-metadata<1.17'  # newer releases import protobuf 5's runtime_version
+$(OLDEST_VENV)/.deps: pyproject.toml tools/dependencies.py
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
-	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[test,interop,gcp,aws,report]' \
-		'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0 \
-		'tensorflow-metadata<1.17'  # newer releases import protobuf 5's runtime_version
+	$(PYTHON) tools/dependencies.py $(subst $(comma), ,$(OLDEST_EXTRAS)) > $(OLDEST_VENV)/requirements.txt
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -r $(OLDEST_VENV)/requirements.txt \
+		$(OLDEST_PINS)
+	touch $@
+
+$(OLDEST_VENV)/.test: $(OLDEST_VENV)/.deps setup.py
+	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[$(OLDEST_EXTRAS)]' $(OLDEST_PINS)
 	touch $@
 
 test-oldest: $(OLDEST_VENV)/.test
