@@ -333,6 +333,7 @@ def test_the_standby_starts_with_the_workers_malloc_settings(monkeypatch):
     # workers started by the run have (recordbeam.pipeline.run sets it first).
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     with standby.started(1) as process:
         environment = b""
         for _ in range(100):  # empty for a moment while the process is being started
@@ -341,7 +342,7 @@ def test_the_standby_starts_with_the_workers_malloc_settings(monkeypatch):
             if environment:
                 break
             time.sleep(0.01)
-    for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"):
+    for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         assert f"{name}={os.environ[name]}".encode() in environment.split(b"\0")
 
 
