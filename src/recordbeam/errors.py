@@ -27,11 +27,30 @@ EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
 #: A run stopped by SIGTERM (a scheduler's timeout or kill): 128 + 15.
 EXIT_TERMINATED = 143
+#: A run stopped by SIGHUP (its terminal closed, its ssh session dropped): 128 + 1.
+EXIT_HUNG_UP = 129
+
+_STOPPED_BY = {EXIT_TERMINATED - 128: "terminated (SIGTERM)", EXIT_HUNG_UP - 128: "hung up (SIGHUP)"}
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's timeout or kill, ``timeout``, ``kill``) in the command: it
-    stops the work as Ctrl-C does, so the run's processes and temp files go with it."""
+    """SIGTERM (a scheduler's timeout or kill, ``timeout``, ``kill``) or SIGHUP (the
+    terminal closed) in the command: it stops the work as Ctrl-C does, so the run's
+    processes and temp files go with it. ``signum``: which signal; the command exits
+    with 128 + it."""
+
+    def __init__(self, signum: int = EXIT_TERMINATED - 128) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def said(self) -> str:
+        """What the command's last line starts with."""
+        return _STOPPED_BY.get(self.signum, f"stopped by signal {self.signum}")
 
 
 class RecordbeamError(Exception):

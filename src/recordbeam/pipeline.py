@@ -55,16 +55,20 @@ from recordbeam.write.sink import WriteShards
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM: ``terminated``) while a run went on. ``outcome`` says what
-    became of the output folder (or of the remote job), ``log_path`` where Beam's log of a
-    local run is kept."""
+    """Ctrl-C (or SIGTERM or SIGHUP: ``terminated`` is that :class:`Terminated`) while a
+    run went on. ``outcome`` says what became of the output folder (or of the remote
+    job), ``log_path`` where Beam's log of a local run is kept."""
 
     def __init__(self, outcome: str, log_path: str | None = None, *,
-                 terminated: bool = False) -> None:
+                 terminated: Terminated | None = None) -> None:
         super().__init__(outcome)
         self.outcome = outcome
         self.log_path = log_path
         self.terminated = terminated
+
+
+def _terminated(interrupt: KeyboardInterrupt) -> Terminated | None:
+    return interrupt if isinstance(interrupt, Terminated) else None
 
 
 @dataclass(frozen=True)
@@ -331,7 +335,7 @@ def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
         except KeyboardInterrupt as interrupt:
             # The runner has stopped its workers on the way out; say what is left.
             raise RunInterrupted(_after_interruption(output_dir, sink.temp_dir), log_path,
-                                 terminated=isinstance(interrupt, Terminated)) from None
+                                 terminated=_terminated(interrupt)) from None
         except Exception as error:
             raise RunFailed(error, log_path) from error
 
@@ -407,5 +411,5 @@ def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, r
         job = submitted_job_id(result)
         raise RunInterrupted(
             f"the job{' ' + job if job else ''} keeps running on the {runner}; cancel it there "
-            "if it should stop", log_path, terminated=isinstance(interrupt, Terminated)) from None
+            "if it should stop", log_path, terminated=_terminated(interrupt)) from None
     return None

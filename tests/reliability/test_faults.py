@@ -8,11 +8,14 @@ is called again after it failed, as a runner that retries (Dataflow, Flink) woul
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 import fullfs
@@ -257,8 +260,12 @@ def _sigint_as_a_terminal_gives_it():
             "SIGTERM to the launcher alone while shards are written (`timeout`, `kill`)",
             "the same: one line, exit 143, nothing committed or left in TMPDIR, no process "
             "lingers")),
+        pytest.param("launcher", signal.SIGHUP, marks=CASE(
+            "SIGHUP to the launcher while shards are written (`kill -HUP`)",
+            "one line 'hung up (SIGHUP)', exit 129; nothing committed or left in TMPDIR, no "
+            "process lingers")),
     ],
-    ids=["group", "launcher", "group-sigterm", "launcher-sigterm"],
+    ids=["group", "launcher", "group-sigterm", "launcher-sigterm", "launcher-sighup"],
 )
 def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, signum):
     out = str(tmp_path / "out")
@@ -286,7 +293,8 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
     lines = stderr.splitlines()
     assert proc.returncode == 128 + signum, stderr
     assert len(lines) == 1, stderr
-    said = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    said = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
+            signal.SIGHUP: "hung up (SIGHUP)"}[signum]
     prefix = f"recordbeam: {said}; nothing was committed to {out}; log: "
     assert lines[0].startswith(prefix), stderr
     log_path = lines[0][len(prefix):]
@@ -299,6 +307,47 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
     assert not _group_alive(proc.pid), "processes outlived the interrupted command"
     assert snapshot(out) == {}  # no manifest, no shard, no temp folder
     assert sorted(os.listdir(temp)) == []  # no spilled shuffle, no Beam temp folder
+
+
+@CASE("The terminal closes while shards are written (an ssh session drops: SIGHUP to "
+      "the foreground group, and the terminal is gone)",
+      "exit 129; nothing committed, the temp folder and the spilled shuffles in TMPDIR "
+      "removed; no process lingers")
+def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
+    out = str(tmp_path / "out")
+    temp = tmp_path / "tmpdir"
+    temp.mkdir()
+    argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
+            larger_sample.annotations, "--output", out, "--direct_num_workers=2"]
+    env = {**os.environ, "TMPDIR": str(temp), "RECORDBEAM_SHUFFLE_MEMORY": "65536"}
+    master, terminal = os.openpty()
+
+    def in_a_session_of_that_terminal():  # as a login shell's foreground command
+        os.setsid()
+        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
+
+    with _sigint_as_a_terminal_gives_it():
+        proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv], stdin=terminal,
+                                stdout=terminal, stderr=terminal, env=env,
+                                preexec_fn=in_a_session_of_that_terminal)
+    os.close(terminal)
+    said = bytearray()
+    started = time.monotonic()
+    while proc.poll() is None and not _temp_shard_written(out, 0):
+        assert time.monotonic() - started < 120, "the run never started writing"
+        while select.select([master], [], [], 0.002)[0]:  # keep the terminal from filling
+            said += os.read(master, 65536)
+    assert proc.poll() is None, bytes(said)
+    os.close(master)  # the terminal hangs up: SIGHUP to its session's foreground group
+    assert proc.wait(timeout=60) == 129, bytes(said)
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(proc.pid), "processes outlived the hung-up command"
+    assert snapshot(out) == {}  # no manifest, no shard, no temp folder
+    assert [n for n in os.listdir(temp) if not n.endswith(".log")] == []  # the run's log stays
+    for name in os.listdir(temp):
+        os.unlink(temp / name)
 
 
 # ----------------------------------------------------------------- full disk

@@ -30,7 +30,6 @@ from recordbeam.errors import (
     EXIT_FAILED,  # noqa: F401 - part of the command's interface (cli.EXIT_FAILED)
     EXIT_INTERRUPTED,
     EXIT_OK,
-    EXIT_TERMINATED,
     EXIT_USAGE,
     RecordbeamError,
     Terminated,
@@ -65,15 +64,20 @@ def _exit_at_once(_signal: int, _frame: Any) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-def _terminate_once(_signal: int, _frame: Any) -> None:
-    """SIGTERM's handler in the command: as :func:`_interrupt_once`; a second SIGTERM
-    during the clean-up ends the command at once."""
-    signal.signal(signal.SIGTERM, _terminated_at_once)
-    raise Terminated
+def _terminate_once(signum: int, _frame: Any) -> None:
+    """SIGTERM's and SIGHUP's handler in the command: as :func:`_interrupt_once`; the same
+    signal again during the clean-up ends the command at once."""
+    signal.signal(signum, _terminated_at_once)
+    raise Terminated(signum)
 
 
-def _terminated_at_once(_signal: int, _frame: Any) -> None:
-    os._exit(EXIT_TERMINATED)
+def _terminated_at_once(signum: int, _frame: Any) -> None:
+    os._exit(128 + signum)
+
+
+#: Signals that stop a run as Ctrl-C does, where the platform has them.
+STOPPING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                         if hasattr(signal, name))
 
 
 def console(argv: Sequence[str] | None = None) -> None:
@@ -85,8 +89,9 @@ def console(argv: Sequence[str] | None = None) -> None:
     # A shell that starts a background job ignores SIGINT for it: keep that.
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, _interrupt_once)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate_once)
+    for signum in STOPPING_SIGNALS:  # not when ignored (nohup) or handled by a host
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _terminate_once)
     one_blas_thread()
     code = main(argv)
     logging.shutdown()
@@ -169,10 +174,10 @@ def _report_error(error: Exception) -> int:
 
 
 def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> int:
-    """One line for Ctrl-C or SIGTERM: what became of the output, and where the run's
-    log is."""
-    terminated = isinstance(interrupt, Terminated) or getattr(interrupt, "terminated", False)
-    parts = ["terminated (SIGTERM)" if terminated else "interrupted"]
+    """One line for Ctrl-C, SIGTERM or SIGHUP: what became of the output, and where the
+    run's log is. A terminal that hung up takes no line: the exit code says it."""
+    stop = interrupt if isinstance(interrupt, Terminated) else getattr(interrupt, "terminated", None)
+    parts = [stop.said if stop is not None else "interrupted"]
     outcome = getattr(interrupt, "outcome", None)
     output = getattr(args, "output", None)
     if outcome:
@@ -182,8 +187,11 @@ def _interrupted(args: argparse.Namespace, interrupt: KeyboardInterrupt) -> int:
     log_path = getattr(interrupt, "log_path", None)
     if log_path:
         parts.append(f"log: {log_path}")
-    print("recordbeam: " + "; ".join(parts), file=sys.stderr)
-    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    try:
+        print("recordbeam: " + "; ".join(parts), file=sys.stderr)
+    except OSError:  # the terminal is gone (EIO)
+        pass
+    return stop.exit_code if stop is not None else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -233,12 +233,13 @@ def _as_new_process(channel: int) -> None:
     """In the standby forked from the launcher: what a new interpreter would have, as
     :func:`_spawn` starts it: the channel as standard input, standard output and error
     on /dev/null, no other file descriptor, no logging handler, SIGINT raising
-    KeyboardInterrupt and SIGTERM ending the process, unless the launcher was started with
-    them ignored."""
+    KeyboardInterrupt and SIGTERM and SIGHUP ending the process, unless the launcher was
+    started with them ignored."""
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
     logging.getLogger().handlers.clear()
     os.dup2(channel, 0)
