@@ -17,6 +17,7 @@ import subprocess
 import sys
 import termios
 import time
+from pathlib import Path
 
 import fullfs
 import pytest
@@ -240,6 +241,37 @@ def _sigint_as_a_terminal_gives_it():
         signal.signal(signal.SIGINT, before)
 
 
+def _run_to_stop(sample, tmp_path) -> tuple[str, Path, list[str], dict[str, str]]:
+    """``(out, TMPDIR, command, environment)`` of a conversion to stop while it writes.
+    No --quiet: a terminal or pipe on stderr shows no progress line either. Its shuffles
+    spill past 64 KiB, so it has spill files in its TMPDIR when it is stopped."""
+    out = str(tmp_path / "out")
+    temp = tmp_path / "tmpdir"
+    temp.mkdir()
+    command = [sys.executable, "-m", "recordbeam", "convert", "coco", "--images",
+               sample.images_dir, "--annotations", sample.annotations, "--output", out,
+               "--direct_num_workers=2"]
+    return out, temp, command, {**os.environ, "TMPDIR": str(temp),
+                                "RECORDBEAM_SHUFFLE_MEMORY": "65536"}
+
+
+def _writing_started(proc: subprocess.Popen, out: str, meanwhile=lambda: time.sleep(0.002)):
+    started = time.monotonic()
+    while proc.poll() is None and not _temp_shard_written(out, 0):
+        assert time.monotonic() - started < 120, "the run never started writing"
+        meanwhile()
+    return proc.poll() is None
+
+
+def _left_nothing(proc: subprocess.Popen, out: str, temp: Path) -> None:
+    deadline = time.monotonic() + 10
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(proc.pid), "processes outlived the stopped command"
+    assert snapshot(out) == {}  # no manifest, no shard, no temp folder
+    assert sorted(os.listdir(temp)) == []  # no spilled shuffle, no Beam temp folder
+
+
 @pytest.mark.parametrize(
     "whom, signum",
     [
@@ -268,23 +300,11 @@ def _sigint_as_a_terminal_gives_it():
     ids=["group", "launcher", "group-sigterm", "launcher-sigterm", "launcher-sighup"],
 )
 def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, signum):
-    out = str(tmp_path / "out")
-    temp = tmp_path / "tmpdir"
-    temp.mkdir()
-    # No --quiet: stderr is a pipe, so no progress line may appear either.
-    argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
-            larger_sample.annotations, "--output", out, "--direct_num_workers=2"]
-    # Shuffles spill past 64 KiB: the run has spill files in TMPDIR when it is stopped.
-    env = {**os.environ, "TMPDIR": str(temp), "RECORDBEAM_SHUFFLE_MEMORY": "65536"}
+    out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
     with _sigint_as_a_terminal_gives_it():
-        proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv],
-                                start_new_session=True, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
-    started = time.monotonic()
-    while proc.poll() is None and not _temp_shard_written(out, 0):
-        assert time.monotonic() - started < 120, "the run never started writing"
-        time.sleep(0.002)
-    assert proc.poll() is None, proc.communicate()
+    assert _writing_started(proc, out), proc.communicate()
     if whom == "group":
         os.killpg(proc.pid, signum)
     else:
@@ -301,12 +321,7 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
     assert os.path.isfile(log_path)
     os.unlink(log_path)
     assert "examples" not in stdout  # no summary: the run did not finish
-    deadline = time.monotonic() + 10
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _group_alive(proc.pid), "processes outlived the interrupted command"
-    assert snapshot(out) == {}  # no manifest, no shard, no temp folder
-    assert sorted(os.listdir(temp)) == []  # no spilled shuffle, no Beam temp folder
+    _left_nothing(proc, out, temp)
 
 
 @CASE("The terminal closes while shards are written (an ssh session drops: SIGHUP to "
@@ -314,12 +329,7 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
       "exit 129; nothing committed, the temp folder and the spilled shuffles in TMPDIR "
       "removed; no process lingers")
 def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
-    out = str(tmp_path / "out")
-    temp = tmp_path / "tmpdir"
-    temp.mkdir()
-    argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
-            larger_sample.annotations, "--output", out, "--direct_num_workers=2"]
-    env = {**os.environ, "TMPDIR": str(temp), "RECORDBEAM_SHUFFLE_MEMORY": "65536"}
+    out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
     master, terminal = os.openpty()
 
     def in_a_session_of_that_terminal():  # as a login shell's foreground command
@@ -327,27 +337,21 @@ def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
         fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
 
     with _sigint_as_a_terminal_gives_it():
-        proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv], stdin=terminal,
-                                stdout=terminal, stderr=terminal, env=env,
-                                preexec_fn=in_a_session_of_that_terminal)
+        proc = subprocess.Popen(command, stdin=terminal, stdout=terminal, stderr=terminal,
+                                env=env, preexec_fn=in_a_session_of_that_terminal)
     os.close(terminal)
     said = bytearray()
-    started = time.monotonic()
-    while proc.poll() is None and not _temp_shard_written(out, 0):
-        assert time.monotonic() - started < 120, "the run never started writing"
-        while select.select([master], [], [], 0.002)[0]:  # keep the terminal from filling
-            said += os.read(master, 65536)
-    assert proc.poll() is None, bytes(said)
+
+    def keep_the_terminal_from_filling():
+        while select.select([master], [], [], 0.002)[0]:
+            said.extend(os.read(master, 65536))
+
+    assert _writing_started(proc, out, keep_the_terminal_from_filling), bytes(said)
     os.close(master)  # the terminal hangs up: SIGHUP to its session's foreground group
     assert proc.wait(timeout=60) == 129, bytes(said)
-    deadline = time.monotonic() + 10
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _group_alive(proc.pid), "processes outlived the hung-up command"
-    assert snapshot(out) == {}  # no manifest, no shard, no temp folder
-    assert [n for n in os.listdir(temp) if not n.endswith(".log")] == []  # the run's log stays
-    for name in os.listdir(temp):
-        os.unlink(temp / name)
+    for log in temp.glob("recordbeam-*.log"):  # the log of a stopped run stays
+        log.unlink()
+    _left_nothing(proc, out, temp)
 
 
 # ----------------------------------------------------------------- full disk
