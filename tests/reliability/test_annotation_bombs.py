@@ -15,7 +15,6 @@ import base64
 import io
 import json
 import os
-import resource
 import subprocess
 import sys
 
@@ -41,16 +40,20 @@ ADDRESS_SPACE = 1 << 30
 TIMEOUT = 240
 
 
-def _cap_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+# The cap is set by the child itself before it becomes the command, not by a preexec_fn:
+# that makes subprocess fork rather than vfork, and gRPC (1.81 and later), active in this
+# process after earlier tests, then sometimes crashes the forked child before its exec.
+BOUNDED = ("import os, resource, sys; cap = int(sys.argv[1]); "
+           "resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); "
+           "os.execv(sys.executable, [sys.executable, '-m', 'recordbeam', *sys.argv[2:]])")
 
 
 def run_bounded(argv: list[str], output, *extra: str) -> Outcome:
     """``recordbeam convert ARGV`` in a child process within :data:`ADDRESS_SPACE`."""
     done = subprocess.run(
-        [sys.executable, "-m", "recordbeam", "convert", *argv, "--output", str(output),
-         "--quiet", *extra, *IN_MEMORY],
-        capture_output=True, text=True, timeout=TIMEOUT, preexec_fn=_cap_memory,
+        [sys.executable, "-c", BOUNDED, str(ADDRESS_SPACE), "convert", *argv, "--output",
+         str(output), "--quiet", *extra, *IN_MEMORY],
+        capture_output=True, text=True, timeout=TIMEOUT,
         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, check=False)
     return Outcome(done.returncode, done.stdout, done.stderr, output)
 

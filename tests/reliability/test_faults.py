@@ -8,14 +8,12 @@ is called again after it failed, as a runner that retries (Dataflow, Flink) woul
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
@@ -324,6 +322,15 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
     _left_nothing(proc, out, temp)
 
 
+# A new session's leader opening a terminal makes it its controlling terminal, as a login
+# shell's foreground command has it. Done in the child, not in a preexec_fn: that makes
+# subprocess fork rather than vfork, and gRPC (1.81 and later), active in this process
+# after earlier tests, then sometimes crashes the forked child before its exec.
+TAKE_TERMINAL = ("import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+                 "[os.dup2(fd, n) for n in (0, 1, 2)]; os.close(fd); "
+                 "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")
+
+
 @CASE("The terminal closes while shards are written (an ssh session drops: SIGHUP to "
       "the foreground group, and the terminal is gone)",
       "exit 129; nothing committed, the temp folder and the spilled shuffles in TMPDIR "
@@ -331,15 +338,11 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
 def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
     out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
     master, terminal = os.openpty()
-
-    def in_a_session_of_that_terminal():  # as a login shell's foreground command
-        os.setsid()
-        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
-
-    with _sigint_as_a_terminal_gives_it():
-        proc = subprocess.Popen(command, stdin=terminal, stdout=terminal, stderr=terminal,
-                                env=env, preexec_fn=in_a_session_of_that_terminal)
-    os.close(terminal)
+    with _sigint_as_a_terminal_gives_it():  # the command, in a session of that terminal
+        proc = subprocess.Popen([sys.executable, "-c", TAKE_TERMINAL, os.ttyname(terminal),
+                                 *command[1:]], start_new_session=True, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
     said = bytearray()
 
     def keep_the_terminal_from_filling():
@@ -347,6 +350,7 @@ def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
             said.extend(os.read(master, 65536))
 
     assert _writing_started(proc, out, keep_the_terminal_from_filling), bytes(said)
+    os.close(terminal)  # held until now: a terminal nobody holds reads as EIO
     os.close(master)  # the terminal hangs up: SIGHUP to its session's foreground group
     assert proc.wait(timeout=60) == 129, bytes(said)
     for log in temp.glob("recordbeam-*.log"):  # the log of a stopped run stays
