@@ -19,6 +19,7 @@ import difflib
 import errno
 import importlib
 import re
+import signal
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,11 @@ EXIT_TERMINATED = 143
 #: A run stopped by SIGHUP (its terminal closed, its ssh session dropped): 128 + 1.
 EXIT_HUNG_UP = 129
 
-_STOPPED_BY = {EXIT_TERMINATED - 128: "terminated (SIGTERM)", EXIT_HUNG_UP - 128: "hung up (SIGHUP)"}
+#: The signals that stop a run as Ctrl-C does (:class:`Terminated`), where the platform
+#: has them, with what the command's last line says of each.
+_STOPPED_BY = {getattr(signal, name): said for name, said in (
+    ("SIGTERM", "terminated (SIGTERM)"), ("SIGHUP", "hung up (SIGHUP)")) if hasattr(signal, name)}
+STOPPING_SIGNALS = tuple(_STOPPED_BY)
 
 
 class Terminated(KeyboardInterrupt):
@@ -39,7 +44,7 @@ class Terminated(KeyboardInterrupt):
     processes and temp files go with it. ``signum``: which signal; the command exits
     with 128 + it."""
 
-    def __init__(self, signum: int = EXIT_TERMINATED - 128) -> None:
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
         super().__init__(signum)
         self.signum = signum
 
@@ -50,7 +55,7 @@ class Terminated(KeyboardInterrupt):
     @property
     def said(self) -> str:
         """What the command's last line starts with."""
-        return _STOPPED_BY.get(self.signum, f"stopped by signal {self.signum}")
+        return _STOPPED_BY[self.signum]
 
 
 class RecordbeamError(Exception):

@@ -31,6 +31,7 @@ from recordbeam.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    STOPPING_SIGNALS,
     RecordbeamError,
     Terminated,
     describe,
@@ -74,10 +75,6 @@ def _terminate_once(signum: int, _frame: Any) -> None:
 def _terminated_at_once(signum: int, _frame: Any) -> None:
     os._exit(128 + signum)
 
-
-#: Signals that stop a run as Ctrl-C does, where the platform has them.
-STOPPING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
-                         if hasattr(signal, name))
 
 
 def console(argv: Sequence[str] | None = None) -> None:

@@ -48,6 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from recordbeam.errors import STOPPING_SIGNALS
 from recordbeam.local.malloc_arenas import tune_malloc
 
 #: Linux only: Windows cannot fork, and on macOS forking a process that has loaded native
@@ -237,7 +238,7 @@ def _as_new_process(channel: int) -> None:
     started with them ignored."""
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in STOPPING_SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
