@@ -10,6 +10,7 @@ by Beam; a command may run in a subprocess. For the last three, ``tests/startup`
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,3 +33,17 @@ def register(monkeypatch: Any, module: str, folder: str) -> None:
     """:func:`environment`, for the rest of one test."""
     for name, value in environment(module, folder, os.environ).items():
         monkeypatch.setenv(name, value)
+
+
+def set_up_then_exec(setup: str) -> list[str]:
+    """``[python, -c, CODE]``: a child that runs ``setup`` (Python statements; ``os`` and
+    ``sys`` are imported, ``sys.argv[1]`` is its argument), then becomes ``python`` with
+    the arguments after that one.
+
+    For what a ``preexec_fn`` would otherwise do: one makes subprocess fork rather than
+    vfork, and gRPC (1.81 and later), active in the test process once earlier tests have
+    run portable pipelines, then sometimes crashes the forked child before its exec.
+    """
+    return [sys.executable, "-c",
+            f"import os, sys; {setup}; "
+            "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"]

@@ -16,9 +16,9 @@ import io
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+from in_new_processes import set_up_then_exec
 from labelled_datasets import (
     IN_MEMORY,
     LENIENT,
@@ -40,18 +40,15 @@ ADDRESS_SPACE = 1 << 30
 TIMEOUT = 240
 
 
-# The cap is set by the child itself before it becomes the command, not by a preexec_fn:
-# that makes subprocess fork rather than vfork, and gRPC (1.81 and later), active in this
-# process after earlier tests, then sometimes crashes the forked child before its exec.
-BOUNDED = ("import os, resource, sys; cap = int(sys.argv[1]); "
-           "resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); "
-           "os.execv(sys.executable, [sys.executable, '-m', 'recordbeam', *sys.argv[2:]])")
+#: The child caps its own address space before it becomes the command.
+BOUNDED = set_up_then_exec(
+    "import resource; cap = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (cap, cap))")
 
 
 def run_bounded(argv: list[str], output, *extra: str) -> Outcome:
     """``recordbeam convert ARGV`` in a child process within :data:`ADDRESS_SPACE`."""
     done = subprocess.run(
-        [sys.executable, "-c", BOUNDED, str(ADDRESS_SPACE), "convert", *argv, "--output",
+        [*BOUNDED, str(ADDRESS_SPACE), "-m", "recordbeam", "convert", *argv, "--output",
          str(output), "--quiet", *extra, *IN_MEMORY],
         capture_output=True, text=True, timeout=TIMEOUT,
         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, check=False)

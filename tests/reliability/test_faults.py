@@ -21,6 +21,7 @@ import fullfs
 import pytest
 import shard_faults
 from apache_beam.coders import BytesCoder
+from in_new_processes import set_up_then_exec
 from reliability_data import convert_argv, snapshot
 
 from recordbeam.cli import main as cli
@@ -322,13 +323,10 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
     _left_nothing(proc, out, temp)
 
 
-# A new session's leader opening a terminal makes it its controlling terminal, as a login
-# shell's foreground command has it. Done in the child, not in a preexec_fn: that makes
-# subprocess fork rather than vfork, and gRPC (1.81 and later), active in this process
-# after earlier tests, then sometimes crashes the forked child before its exec.
-TAKE_TERMINAL = ("import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
-                 "[os.dup2(fd, n) for n in (0, 1, 2)]; os.close(fd); "
-                 "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")
+#: A new session's leader opening a terminal makes it its controlling terminal, as a login
+#: shell's foreground command has it.
+TAKE_TERMINAL = set_up_then_exec(
+    "fd = os.open(sys.argv[1], os.O_RDWR); [os.dup2(fd, n) for n in (0, 1, 2)]; os.close(fd)")
 
 
 @CASE("The terminal closes while shards are written (an ssh session drops: SIGHUP to "
@@ -339,7 +337,7 @@ def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
     out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
     master, terminal = os.openpty()
     with _sigint_as_a_terminal_gives_it():  # the command, in a session of that terminal
-        proc = subprocess.Popen([sys.executable, "-c", TAKE_TERMINAL, os.ttyname(terminal),
+        proc = subprocess.Popen([*TAKE_TERMINAL, os.ttyname(terminal),
                                  *command[1:]], start_new_session=True, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
