@@ -386,20 +386,25 @@ def row(case: str, n: int, result: dict[str, Any], reference: float | None) -> s
     )
 
 
-#: Issue 15's end-to-end targets: (other case, measure, recordbeam must be at most this
-#: fraction of the other case's measure).
+#: Issue 30's end-to-end targets: (other case, measure, recordbeam must be at most this
+#: fraction of the other case's measure). Measured on a quiet machine, outputs on tmpfs.
 TARGETS = (
-    ("loop", "wall", 1 / 1.6),  # >= 1.6x faster than the loop
-    ("loop", "cpu", 0.9),  # with at most 0.9x its CPU
-    ("model_garden", "wall", 1 / 4),  # >= 4x faster than Model Garden's converter
+    ("loop", "wall", 1 / 1.8),  # >= 1.8x faster than the loop
+    ("loop", "cpu", 0.8),  # with at most 0.8x its CPU
+    ("model_garden", "wall", 1 / 4.5),  # >= 4.5x faster than Model Garden's converter
+    ("beam", "wall", 1 / 10),  # >= 10x faster than Beam's WriteToTFRecord
 )
+#: From this size on the issue asks only for the wall time against the loop's, with the
+#: outputs on a disk (ext4): writing them is then most of either case's time.
+LARGE_IMAGES = 100_000
+LARGE_TARGETS = (("loop", "wall", 1 / 1.5),)  # >= 1.5x faster than the loop
 
 
-def target_lines(results: dict[str, dict[str, Any]]) -> list[str]:
-    """recordbeam against the other cases, as issue 15 states its targets."""
+def target_lines(results: dict[str, dict[str, Any]], n: int) -> list[str]:
+    """recordbeam against the other cases, as issue 30 states its targets for ``n`` images."""
     mine = results.get("recordbeam")
     lines = []
-    for other, measure, at_most in TARGETS:
+    for other, measure, at_most in LARGE_TARGETS if n >= LARGE_IMAGES else TARGETS:
         if mine is None or other not in results:
             continue
         ratio = mine[measure] / results[other][measure]
@@ -444,7 +449,9 @@ def bench_size(args: argparse.Namespace, n: int, scratch: str,
                by_size: dict[int, dict[str, dict[str, Any]]] | None = None) -> list[str]:
     ds = ensure_dataset(args.data_dir, n)
     shards = args.shards
-    if not shards and "recordbeam" not in args.cases:
+    if not shards and args.cases[:1] != ["recordbeam"]:
+        # A case runs before recordbeam's: every case gets a count planned from the image
+        # bytes (recordbeam's own plan also counts the labels' bytes, and may say one more).
         from recordbeam.write.planning import DEFAULT_SHARD_SIZE, shard_count
 
         shards = shard_count(ds.image_bytes, num_shards=None, shard_size=DEFAULT_SHARD_SIZE)
@@ -488,7 +495,7 @@ def bench_size(args: argparse.Namespace, n: int, scratch: str,
             shutil.rmtree(output, ignore_errors=True)
     reference = results["recordbeam"]["wall"] if "recordbeam" in results else None
     lines = [row(case, n, r, reference) for case, r in results.items()]
-    lines += target_lines(results)
+    lines += target_lines(results, n)
     for case, r in results.items():
         ok = "ok" if r["examples"] == n else f"MISMATCH (expected {n})"
         notes.append(f"{case}: {r['examples']} examples in {r['shards']} shards: {ok}")
