@@ -258,5 +258,5 @@ def test_workers_without_recordbeam_fail_the_job_saying_so(
     assert done.returncode == 3, lines
     assert lines[0].startswith("recordbeam: the PortableRunner failed: ModuleNotFoundError: No "
                                "module named 'recordbeam' (the workers do not have recordbeam"), lines
-    assert lines[1].startswith("recordbeam: the full log of the run is in "), lines
+    assert lines[1].startswith("recordbeam: the run's log is in "), lines
     Path(lines[1].rsplit(" ", 1)[1]).unlink()

@@ -319,7 +319,7 @@ def test_reject_limit_from_a_worker_process_exits_one_without_type_names(
     assert lines[0].startswith("recordbeam: 7 of 31 images were rejected (22.6%), above "
                                "--max-reject-fraction 0.01."), lines
     assert lines[0].endswith("if these losses are acceptable."), lines  # no Beam step
-    assert lines[1].startswith("recordbeam: the full log of the run is in ")
+    assert lines[1].startswith("recordbeam: the run's log is in ")
     assert not any("RejectLimitExceeded" in line or "Error" in line for line in lines)
 
 

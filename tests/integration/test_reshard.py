@@ -198,7 +198,7 @@ def test_inputs_that_are_not_tfrecord_files_are_refused_before_the_job(
     assert code == cli.EXIT_DATA, err
     assert f"{named}: not a TFRecord file" in err
     assert "CRC" not in err and "skip_corrupt" not in err
-    assert "full log of the run" not in err  # no job was started
+    assert "the run's log is in" not in err  # no job was started
     assert not out.exists()
 
 

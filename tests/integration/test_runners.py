@@ -110,7 +110,7 @@ def test_an_environment_the_job_service_cannot_start_is_one_line_and_a_log(
         "recordbeam: the PortableRunner failed: KeyError: 'beam:env:process:v1' (the job service "
         "cannot start --environment_type PROCESS workers; Beam's Python job service starts "
         "EXTERNAL, LOOPBACK and DOCKER ones)"), lines
-    log = re.fullmatch(r"recordbeam: the full log of the run is in (\S+)", lines[1])
+    log = re.fullmatch(r"recordbeam: the run's log is in (\S+)", lines[1])
     assert log and "KeyError: 'beam:env:process:v1'" in Path(log.group(1)).read_text()
     assert len(lines) == 2, lines
     Path(log.group(1)).unlink()

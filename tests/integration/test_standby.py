@@ -217,7 +217,7 @@ def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
     assert cli.main(_convert_args(coco_sample, tmp_path / "out")) == cli.EXIT_FAILED
     assert len(hand_offs) == 2 and all(hand_offs)
     err = capfd.readouterr().err
-    log_line = [line for line in err.splitlines() if "full log of the run" in line]
+    log_line = [line for line in err.splitlines() if "the run's log is in" in line]
     assert log_line, err
     log_path = log_line[0].rsplit(" ", 1)[1]
     with open(log_path) as log:

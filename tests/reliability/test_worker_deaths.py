@@ -145,7 +145,7 @@ def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp
     lines = err.splitlines()
     assert code == 3, err
     assert lines[0].startswith(f"recordbeam: worker process {victim} was killed by SIGKILL"), err
-    assert len(lines) == 2 and "full log of the run" in lines[1], err
+    assert len(lines) == 2 and "the run's log is in" in lines[1], err
     os.unlink(lines[1].rsplit(" ", 1)[1])
     assert seconds < 10, f"the run took {seconds:.1f} s to end after its worker died"
     files = snapshot(out) if os.path.isdir(out) else {}

@@ -166,7 +166,7 @@ def _report_error(error: Exception) -> int:
     print(f"recordbeam: {failure.message}", file=sys.stderr)
     log_path = getattr(error, "log_path", None)
     if log_path:
-        print(f"recordbeam: the full log of the run is in {log_path}", file=sys.stderr)
+        print(f"recordbeam: the run's log is in {log_path}", file=sys.stderr)
     return code
 
 
