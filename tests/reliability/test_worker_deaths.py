@@ -45,7 +45,8 @@ def _processes() -> dict[int, tuple[int, int, str]]:
 def _workers(launcher: int) -> list[int]:
     """The worker processes of a command: its standby's children that have taken over
     from the standby (their standard error is the launcher's during the run, the pipe to
-    the run's log, no longer /dev/null)."""
+    the run's log, no longer /dev/null; a child takes it on only once the launcher holds
+    it as the run's worker)."""
     table = _processes()
     standbys = [pid for pid, (parent, _group, _state) in table.items() if parent == launcher]
     try:

@@ -533,10 +533,13 @@ def _become_worker(stdout: int, stderr: int, status: int) -> None:
         os.chdir(message["cwd"])
         os.environ.clear()
         os.environ.update(message["environment"])
+        # Accepted before it takes on the launcher's output: once it writes to the
+        # launcher's standard error it is the run's worker, and its death is reported as
+        # one. Killed between the two, it would have been replaced unseen.
+        channel.sendall(_ACCEPTED + str(os.getpid()).encode() + b"\n")
+        channel.close()
         for fd, target in ((stdout, 1), (stderr, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        channel.sendall(_ACCEPTED + str(os.getpid()).encode() + b"\n")
-        channel.close()
     except BaseException:  # noqa: BLE001 - never return into the standby's loop
         os._exit(1)
