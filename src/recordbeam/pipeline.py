@@ -49,6 +49,7 @@ from recordbeam.local.runner import is_local, pipeline_options, worker_output_to
 from recordbeam.local.shuffle import spilled_under
 from recordbeam.local.standby import LOCAL_RUNNER
 from recordbeam.local.worker import fork_standby_from_launcher
+from recordbeam.local.worker_deaths import WorkerDied
 from recordbeam.sources.fingerprint import combine_terms, file_term, fingerprint
 from recordbeam.write.progress import ProgressReporter
 from recordbeam.write.sink import WriteShards
@@ -73,10 +74,12 @@ def _terminated(interrupt: KeyboardInterrupt) -> Terminated | None:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a finished run produced: its manifest and how long it took."""
+    """What a finished run produced: its manifest and how long it took; ``warnings``: what
+    went wrong once the output was complete (a worker that died after the commit)."""
 
     manifest: Mapping[str, Any]
     wall_seconds: float
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,16 +242,24 @@ def run(
     sink = build(p)
     dry_run = _is_dataflow(options) and options.view_as(TestOptions).dry_run
     lock = None
+    run_id = folder_lock.run_id_of(sink.temp_dir)
     failed_rejects = _failed_rejects_state(output_dir)
+    warnings: tuple[str, ...] = ()
     try:
         if not dry_run:
             # A job written for a later launch (--template_location) runs without this
             # process too: its commit gives the lock up.
             left = detach or bool(options.view_as(GoogleCloudOptions).template_location)
-            lock = folder_lock.acquire(output_dir, folder_lock.run_id_of(sink.temp_dir),
-                                       command=command, detached=left, break_lock=break_lock)
+            lock = folder_lock.acquire(output_dir, run_id, command=command, detached=left,
+                                       break_lock=break_lock)
         if is_local(options):
-            _run_locally(p, sink, output_dir, show_progress)
+            try:
+                _run_locally(p, sink, output_dir, show_progress, run_id)
+            except RunFailed as failed:
+                warning = _death_after_commit(failed, output_dir, sink.temp_dir, run_id)
+                if warning is None:
+                    raise
+                warnings = (warning,)
         else:
             submitted = _run_remotely(p, options, detach)
             if submitted is not None:
@@ -266,7 +277,29 @@ def run(
     if manifest is None:
         raise RecordbeamError(f"the run ended but {output_dir} has no manifest.json, so nothing "
                               "was committed; see the runner's log of the job")
-    return RunResult(manifest, time.monotonic() - started)
+    return RunResult(manifest, time.monotonic() - started, warnings)
+
+
+def _commit_done(output_dir: str, temp_dir: str, run_id: str) -> bool:
+    """Whether the run ``run_id`` committed ``output_dir`` whole: the last steps of its
+    commit removed its temp folder and gave the folder's lock up, and the manifest is in
+    place."""
+    with suppress(Exception):  # what cannot be read is not known to be done
+        current = folder_lock.read(output_dir)
+        return ((current is None or current.run != run_id)
+                and not filesystems.exists(temp_dir)
+                and filesystems.exists(filesystems.join(output_dir, layout.MANIFEST)))
+    return False
+
+
+def _death_after_commit(failed: RunFailed, output_dir: str, temp_dir: str,
+                        run_id: str) -> str | None:
+    """The warning for a local run that failed only because a worker died once its commit
+    was done (the output is whole); None for any other failure."""
+    if not isinstance(failed.cause, WorkerDied) or not _commit_done(output_dir, temp_dir, run_id):
+        return None
+    kept = f"; the run's log is in {failed.log_path}" if failed.log_path else ""
+    return failed.cause.after_commit(output_dir) + kept
 
 
 def _out_of_space(error: BaseException, output_dir: str, temp_dir: str) -> OutOfSpace | None:
@@ -320,7 +353,7 @@ def _give_up_after_failure(lock: folder_lock.FolderLock, temp_dir: str,
 
 
 def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
-                 show_progress: bool) -> None:
+                 show_progress: bool, run_id: str) -> None:
     tune_malloc()
     # The command's standby, if it left it for now: forked with the modules this process
     # has imported, before the run starts any thread. None where the local runner is
@@ -334,16 +367,19 @@ def _run_locally(p: beam.Pipeline, sink: WriteShards, output_dir: str,
                 p.run().wait_until_finish()
         except KeyboardInterrupt as interrupt:
             # The runner has stopped its workers on the way out; say what is left.
-            raise RunInterrupted(_after_interruption(output_dir, sink.temp_dir), log_path,
+            raise RunInterrupted(_after_interruption(output_dir, sink.temp_dir, run_id), log_path,
                                  terminated=_terminated(interrupt)) from None
         except Exception as error:
             raise RunFailed(error, log_path) from error
 
 
-def _after_interruption(output_dir: str, temp_dir: str) -> str:
+def _after_interruption(output_dir: str, temp_dir: str, run_id: str) -> str:
     """What a local run interrupted by Ctrl-C leaves in ``output_dir``. Before its commit
     began: nothing, and its temp folder is removed. During the commit: a folder without
-    a manifest, which the next run into it completes or replaces."""
+    a manifest, which the next run into it completes or replaces. After it: the output,
+    whole."""
+    if _commit_done(output_dir, temp_dir, run_id):
+        return f"the run had committed {output_dir} before it stopped: the output is complete"
     if filesystems.exists(filesystems.join(temp_dir, layout.COMMIT_PLAN)):
         return (f"the commit to {output_dir} had begun: it holds no manifest.json until a run "
                 "into it finishes; rerun the command")

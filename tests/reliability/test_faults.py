@@ -464,3 +464,29 @@ def test_foreign_files_are_never_deleted(sample, tmp_path, capsys):
     after = snapshot(out)
     assert {n: after[n] for n in foreign} == foreign
     assert _shards(after) == [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
+
+
+@CASE("Ctrl-C once the run's commit is done, before the runner has returned",
+      "exit 130; the one line says the run had committed the folder and the output is "
+      "complete; the folder equals a clean run's")
+def test_ctrl_c_after_the_commit_says_the_output_is_complete(larger_sample, larger_clean, tmp_path,
+                                                             capsys, monkeypatch):
+    import apache_beam as beam
+
+    real_run = beam.Pipeline.run
+
+    def runs_then_interrupted(pipeline, *args, **kwargs):
+        real_run(pipeline, *args, **kwargs).wait_until_finish()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(beam.Pipeline, "run", runs_then_interrupted)
+    out = tmp_path / "out"
+    code = cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
+                                 "--shards", "2"))
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 130, lines
+    prefix = (f"recordbeam: interrupted; the run had committed {out} before it stopped: the "
+              "output is complete; log: ")
+    assert len(lines) == 1 and lines[0].startswith(prefix), lines
+    os.unlink(lines[0][len(prefix):])
+    assert snapshot(out) == larger_clean

@@ -8,6 +8,7 @@ moment. Which input format is read makes no difference to the runner: COCO stand
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +26,8 @@ CASE = pytest.mark.case
 
 #: How long the command may take to end once its worker is killed.
 DEADLINE = 30.0
+#: The worker processes of each run here (--direct_num_workers).
+WORKERS = 2
 
 pytestmark = pytest.mark.skipif(not standby.SUPPORTED, reason="forked workers need Linux")
 
@@ -79,17 +82,27 @@ def _connected(pid: int) -> bool:
 
 
 def _kill_a_worker(argv, ready) -> tuple[int, int, str, float]:
-    """Start the command, SIGKILL the first worker for which ``ready(pid, out)`` holds;
-    returns (its pid, the command's exit code, its stderr, seconds from kill to end)."""
+    """Start the command, SIGKILL the first worker for which ``ready(pid)`` holds, and
+    still holds once the worker is stopped (SIGSTOP: it cannot move past the moment
+    between the check and the kill); returns (its pid, the command's exit code, its
+    stderr, seconds from kill to end)."""
     proc = subprocess.Popen([sys.executable, "-m", "recordbeam", *argv], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
     victim = None
+    workers: list[int] = []
     try:
         while victim is None:
             assert proc.poll() is None, "the run ended before a worker could be killed"
             assert time.monotonic() - started < 120, "no worker reached the moment"
-            victim = next((pid for pid in _workers(proc.pid) if ready(pid)), None)
+            if len(workers) < WORKERS:  # the whole process table: only until both are found
+                workers = _workers(proc.pid)
+            victim = next((pid for pid in workers if ready(pid)), None)
+            if victim is not None:
+                os.kill(victim, signal.SIGSTOP)
+                if not ready(victim):  # it moved on meanwhile
+                    os.kill(victim, signal.SIGCONT)
+                    victim = None
             if victim is None:
                 time.sleep(0.001)
         os.kill(victim, signal.SIGKILL)
@@ -108,9 +121,16 @@ def _kill_a_worker(argv, ready) -> tuple[int, int, str, float]:
 
 
 def _writing_shards(out: str):
-    def ready(_pid: int) -> bool:
-        return os.path.isdir(out) and any(
-            ".tfrecord." in name for name in snapshot(out) if name.startswith(".recordbeam-tmp-"))
+    """Whether a worker has a shard's temp file open: it is writing that shard, so the
+    commit, which waits for every shard, has not begun."""
+    temp = os.path.realpath(out) + "/.recordbeam-tmp-"
+
+    def ready(pid: int) -> bool:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            return False
+        return any(link.startswith(temp) and ".tfrecord." in link for link in links)
     return ready
 
 
@@ -141,7 +161,7 @@ def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp
     }[moment]
     argv = ["convert", "coco", "--images", larger_sample.images_dir, "--annotations",
             larger_sample.annotations, "--output", out, "--quiet", "--shards", "2",
-            "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+            "--direct_running_mode=multi_processing", f"--direct_num_workers={WORKERS}"]
     victim, code, err, seconds = _kill_a_worker(argv, ready)
     lines = err.splitlines()
     assert code == 3, err
@@ -153,3 +173,81 @@ def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp
     assert MANIFEST not in files
     assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, out, "--shards", "2")) == 0
     assert snapshot(out) == larger_clean
+
+
+def _runs_then_raises(error: BaseException):
+    """``beam.Pipeline.run`` that runs the pipeline to its end (its commit included), then
+    raises ``error`` as the runner would on its way out."""
+    import apache_beam as beam
+
+    real_run = beam.Pipeline.run
+
+    def run(pipeline, *args, **kwargs):
+        real_run(pipeline, *args, **kwargs).wait_until_finish()
+        raise error
+    return run
+
+
+@pytest.mark.parametrize("layout", ["fresh", "second split"])
+@CASE("Local worker killed once the run's commit is done, while the runner still waits for "
+      "its (empty) share of the commit's stage",
+      "the run succeeds (exit 0): the output equals a clean run's, and a warning names the "
+      "worker, SIGKILL and the log")
+def test_a_worker_killed_after_the_commit_is_a_warning(larger_sample, larger_clean, tmp_path,
+                                                       capsys, monkeypatch, layout):
+    import apache_beam as beam
+
+    from recordbeam.local.worker_deaths import WorkerDied
+
+    out = tmp_path / "out"
+    if layout == "second split":  # a manifest is there before the run: not taken for its commit
+        assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations,
+                                     str(out), "--shards", "2", "--split", "val")) == 0
+        capsys.readouterr()
+    monkeypatch.setattr(beam.Pipeline, "run", _runs_then_raises(WorkerDied.ended(4321, -9)))
+    code = cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
+                                 "--shards", "2"))
+    err = capsys.readouterr().err
+    assert code == 0, err
+    warning = next(line for line in err.splitlines() if "4321" in line)
+    assert warning.startswith("warning: worker process 4321 was killed by SIGKILL"), err
+    assert f"after the run had committed {out}: the output is complete" in warning
+    log = warning.rsplit("; the run's log is in ", 1)[1]
+    os.unlink(log)
+    files = snapshot(out)
+    assert not [name for name in files if name.startswith(".recordbeam-")]
+    if layout == "fresh":
+        assert files == larger_clean
+    else:
+        shards = {name: data for name, data in larger_clean.items() if name.startswith("train-")}
+        assert shards and {name: files[name] for name in shards} == shards
+        assert set(json.loads(files[MANIFEST])["splits"]) == {"train", "val"}
+
+
+@CASE("Local worker killed before the commit of a second split into a finished folder",
+      "exit 3 naming the worker: the folder's manifest (the first split's) is not taken for "
+      "this run's commit, and stays as it was")
+def test_a_worker_death_before_the_commit_still_fails_the_run(larger_sample, tmp_path, capsys,
+                                                              monkeypatch):
+    import apache_beam as beam
+
+    from recordbeam.local.worker_deaths import WorkerDied
+
+    out = tmp_path / "out"
+    assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
+                                 "--shards", "2", "--split", "val")) == 0
+    before = snapshot(out)
+    capsys.readouterr()
+
+    def dies_before_the_commit(pipeline, *args, **kwargs):
+        raise WorkerDied.ended(4321, -9)
+
+    monkeypatch.setattr(beam.Pipeline, "run", dies_before_the_commit)
+    code = cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
+                                 "--shards", "2"))
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 3, lines
+    assert lines[0].startswith("recordbeam: worker process 4321 was killed by SIGKILL"), lines
+    assert "before the run was done" in lines[0]
+    os.unlink(lines[1].rsplit(" ", 1)[1])
+    assert snapshot(out) == before

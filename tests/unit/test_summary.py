@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from recordbeam.cli.summary import summary_table
+from recordbeam.pipeline import RunResult
 
 
 def _result(counts):
     split = {"examples": 3, "bytes": 10, "shards": [{"examples": 3}],
              "rejects": {"by_reason": {}}, "counts": counts}
-    return SimpleNamespace(manifest={"splits": {"train": split}}, wall_seconds=1.0)
+    return RunResult(manifest={"splits": {"train": split}}, wall_seconds=1.0)
 
 
 def test_exif_count_row_says_the_orientation_was_not_applied():
@@ -33,10 +32,10 @@ def test_splits_written_with_different_compressions_are_a_warning(capsys):
     from recordbeam.cli.summary import print_summary
 
     for same in (_folder(train="", val=""), _folder(train=".gz", val=".gz")):
-        print_summary(SimpleNamespace(manifest=same, wall_seconds=1.0), ["train"], "out")
+        print_summary(RunResult(manifest=same, wall_seconds=1.0), ["train"], "out")
         assert capsys.readouterr().err == ""
     mixed = _folder(train=".gz", val="", test=".zz")
-    print_summary(SimpleNamespace(manifest=mixed, wall_seconds=1.0), ["train"], "out")
+    print_summary(RunResult(manifest=mixed, wall_seconds=1.0), ["train"], "out")
     assert capsys.readouterr().err == (
         "warning: the splits of this folder differ in compression (train: gzip; val: none; "
         "test: zlib): a reader given the folder needs one compression, and no TFDS files "

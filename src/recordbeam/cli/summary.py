@@ -157,7 +157,8 @@ def _missing_folder_note(examples: int, rejects: Counter[str], counts: Counter[s
 
 def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
     """The summary table and the output folder on stdout; warnings about what was
-    written (empty shards) on stderr."""
+    written (empty shards) and about the run (:attr:`recordbeam.pipeline.RunResult.warnings`)
+    on stderr."""
     from recordbeam.dataset.manifest import empty_shards_warning, mixed_compression_warning
 
     print(summary_table(result, splits))
@@ -166,6 +167,7 @@ def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
                 for split in splits if result.manifest["splits"].get(split)]
     warnings.append(mixed_compression_warning(result.manifest))
     warnings += duplicate_warnings(result.manifest, output_dir)
+    warnings += result.warnings
     for warning in filter(None, warnings):
         print(f"warning: {warning}", file=sys.stderr)
 

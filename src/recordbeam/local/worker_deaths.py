@@ -9,7 +9,10 @@ ends before the runner closed it, :meth:`RunWatch.worker_died` makes every wait 
 worker fail (:func:`fail_waits_on`) and the run raises :class:`WorkerDied`, naming the
 process and how it ended, whatever error Beam raised on the way.
 
-A death after the run's work is done does not fail the run: the output is complete.
+A death after the run's work is done does not fail the run: the output is complete. Nor
+does one after the commit's task has finished, while the runner still waits for the
+other workers' (empty) shares of that stage: :func:`recordbeam.pipeline.run` finds the
+commit done and reports the death as a warning.
 """
 
 from __future__ import annotations
@@ -29,10 +32,24 @@ class WorkerDied(RecordbeamError):
     """A worker process of a local run ended while the run still needed it, or could not
     be started (exit 3)."""
 
+    def __init__(self, message: str, *, pid: int | None = None,
+                 returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.returncode = returncode
+
     @classmethod
     def ended(cls, pid: int, returncode: int | None) -> WorkerDied:
         return cls(f"worker process {pid} {how_it_ended(returncode)} before the run was "
-                   "done, so the run stopped; see the log for what it was doing")
+                   "done, so the run stopped; see the log for what it was doing",
+                   pid=pid, returncode=returncode)
+
+    def after_commit(self, output_dir: str) -> str:
+        """What to say when the run's commit was done all the same: the runner still had
+        the dead worker's share of the commit's stage (an empty one) to wait for."""
+        who = (f"worker process {self.pid} {how_it_ended(self.returncode)}"
+               if self.pid is not None else str(self))
+        return f"{who} after the run had committed {output_dir}: the output is complete"
 
 
 def how_it_ended(returncode: int | None) -> str:
