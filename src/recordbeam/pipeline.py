@@ -230,8 +230,9 @@ def run(
     :mod:`recordbeam.dataset.folder_lock`; ``break_lock`` takes it anyway); ``UsageError``
     for options :func:`check_run_options` refuses; ``RunFailed`` when the run fails
     (a local worker that died once the commit was done does not fail it: the result's
-    ``warnings`` name it); ``RunInterrupted`` on Ctrl-C. A run that fails removes its temp folder (unless its
-    commit had begun: the next run completes it) and gives the lock up.
+    ``warnings`` name it); ``RunInterrupted`` on Ctrl-C. A run that fails removes its
+    temp folder (unless its commit had begun: the next run completes it) and gives the
+    lock up.
     """
     options = options or pipeline_options(beam_args)
     check_run_options(options, detach=detach)

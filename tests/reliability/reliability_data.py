@@ -39,6 +39,20 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict]:
 snapshot = folder_files
 
 
+def runs_then_raises(error: BaseException):
+    """A stand-in for ``apache_beam.Pipeline.run`` (to monkeypatch) that runs the pipeline
+    to its end, its commit included, then raises ``error`` as the runner would on its way
+    out."""
+    import apache_beam as beam
+
+    real_run = beam.Pipeline.run
+
+    def run(pipeline, *args, **kwargs):
+        real_run(pipeline, *args, **kwargs).wait_until_finish()
+        raise error
+    return run
+
+
 def convert_argv(images: str, annotations: str, output: str, *extra: str) -> list[str]:
     return [
         "convert",

@@ -17,12 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+import apache_beam as beam
 import fullfs
 import pytest
 import shard_faults
 from apache_beam.coders import BytesCoder
 from in_new_processes import set_up_then_exec
-from reliability_data import convert_argv, snapshot
+from reliability_data import convert_argv, runs_then_raises, snapshot
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import MANIFEST, TEMP_PREFIX
@@ -471,15 +472,7 @@ def test_foreign_files_are_never_deleted(sample, tmp_path, capsys):
       "complete; the folder equals a clean run's")
 def test_ctrl_c_after_the_commit_says_the_output_is_complete(larger_sample, larger_clean, tmp_path,
                                                              capsys, monkeypatch):
-    import apache_beam as beam
-
-    real_run = beam.Pipeline.run
-
-    def runs_then_interrupted(pipeline, *args, **kwargs):
-        real_run(pipeline, *args, **kwargs).wait_until_finish()
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(beam.Pipeline, "run", runs_then_interrupted)
+    monkeypatch.setattr(beam.Pipeline, "run", runs_then_raises(KeyboardInterrupt()))
     out = tmp_path / "out"
     code = cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
                                  "--shards", "2"))

@@ -15,12 +15,14 @@ import subprocess
 import sys
 import time
 
+import apache_beam as beam
 import pytest
-from reliability_data import convert_argv, snapshot
+from reliability_data import convert_argv, runs_then_raises, snapshot
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.layout import MANIFEST
 from recordbeam.local import standby
+from recordbeam.local.worker_deaths import WorkerDied
 
 CASE = pytest.mark.case
 
@@ -175,19 +177,6 @@ def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp
     assert snapshot(out) == larger_clean
 
 
-def _runs_then_raises(error: BaseException):
-    """``beam.Pipeline.run`` that runs the pipeline to its end (its commit included), then
-    raises ``error`` as the runner would on its way out."""
-    import apache_beam as beam
-
-    real_run = beam.Pipeline.run
-
-    def run(pipeline, *args, **kwargs):
-        real_run(pipeline, *args, **kwargs).wait_until_finish()
-        raise error
-    return run
-
-
 @pytest.mark.parametrize("layout", ["fresh", "second split"])
 @CASE("Local worker killed once the run's commit is done, while the runner still waits for "
       "its (empty) share of the commit's stage",
@@ -195,16 +184,12 @@ def _runs_then_raises(error: BaseException):
       "worker, SIGKILL and the log")
 def test_a_worker_killed_after_the_commit_is_a_warning(larger_sample, larger_clean, tmp_path,
                                                        capsys, monkeypatch, layout):
-    import apache_beam as beam
-
-    from recordbeam.local.worker_deaths import WorkerDied
-
     out = tmp_path / "out"
     if layout == "second split":  # a manifest is there before the run: not taken for its commit
         assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations,
                                      str(out), "--shards", "2", "--split", "val")) == 0
         capsys.readouterr()
-    monkeypatch.setattr(beam.Pipeline, "run", _runs_then_raises(WorkerDied.ended(4321, -9)))
+    monkeypatch.setattr(beam.Pipeline, "run", runs_then_raises(WorkerDied.ended(4321, -9)))
     code = cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
                                  "--shards", "2"))
     err = capsys.readouterr().err
@@ -229,10 +214,6 @@ def test_a_worker_killed_after_the_commit_is_a_warning(larger_sample, larger_cle
       "this run's commit, and stays as it was")
 def test_a_worker_death_before_the_commit_still_fails_the_run(larger_sample, tmp_path, capsys,
                                                               monkeypatch):
-    import apache_beam as beam
-
-    from recordbeam.local.worker_deaths import WorkerDied
-
     out = tmp_path / "out"
     assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations, str(out),
                                  "--shards", "2", "--split", "val")) == 0
