@@ -14,8 +14,10 @@ import json
 import os
 import tempfile
 
+import lanes
 import pretend_beam
 import pytest
+from hypothesis import settings
 
 RESULTS_ENV = "RECORDBEAM_RELIABILITY_JSON"
 
@@ -104,11 +106,11 @@ def pytest_sessionfinish(session, exitstatus):
             json.dump(_results, f, indent=1, sort_keys=True)
 
 
-# CI runs the property tests on fixed examples, so a red CI always reproduces (a rare
-# example found by a random local run is pinned with @example where it matters). Local
-# runs keep drawing new examples.
-if os.environ.get("CI"):
-    from hypothesis import settings
-
-    settings.register_profile("ci", derandomize=True, print_blob=True)
-    settings.load_profile("ci")
+# Property tests draw a few examples in `make test` and their full counts in `make
+# test-all` (lanes.examples). CI runs them on fixed examples, so a red CI always
+# reproduces (a rare example found by a random local run is pinned with @example where it
+# matters); local runs keep drawing new examples.
+settings.register_profile("make-test", max_examples=lanes.examples(100))
+settings.register_profile("ci", parent=settings.get_profile("make-test"), derandomize=True,
+                          print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "make-test")

@@ -21,7 +21,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-from recordbeam import gcs_credentials
+from recordbeam import gcs_credentials, s3_client
 from recordbeam.errors import DataError
 from recordbeam.local.internals import streamed_match
 
@@ -35,9 +35,16 @@ _LOCAL_FILESYSTEM = LocalFileSystem(pipeline_options=None)
 
 
 def _filesystem_of(path: str) -> FileSystem:
+    """The filesystem of the calls made once per file (open, create, exists, metadata):
+    one ``LocalFileSystem`` for local paths, one S3 client per thread for ``s3://``
+    (:mod:`recordbeam.s3_client`), else the one Beam picks."""
     if local_path(path) is not None:
         return _LOCAL_FILESYSTEM
     _before_remote_access(path)
+    if path.startswith("s3://"):
+        shared = s3_client.for_this_thread()
+        if shared is not None:
+            return shared
     return FileSystems.get_filesystem(path)
 
 
@@ -73,8 +80,7 @@ def join(base: str, *parts: str) -> str:
 
 
 def exists(path: str) -> bool:
-    _before_remote_access(path)
-    return FileSystems.exists(path)
+    return _filesystem_of(path).exists(path)
 
 
 def list_files(directory: str) -> Iterator[FileMetadata]:

@@ -44,8 +44,6 @@ from worker_env import (
 
 from recordbeam.testing.samples import make_coco_sample
 
-pytestmark = pytest.mark.slow
-
 JOB_SERVICE = "apache_beam.runners.portability.local_job_service_main"
 WORKER_POOL = "apache_beam.runners.worker.worker_pool_main"
 

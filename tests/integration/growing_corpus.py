@@ -263,7 +263,7 @@ def store_argv(kind: str, store_root: str, output: str, *extra: str) -> list[str
                        "--annotations", f"{store_root}/instances.json"],
               "imagefolder": ["--root", store_root]}[kind]
     return ["convert", kind, *inputs, "--output", output, "--quiet", "--max-reject-fraction",
-            "1", *extra, *IN_MEMORY]
+            "1", *extra]
 
 
 #: What an incremental run through an object store is tested on: an image gone, one

@@ -10,7 +10,6 @@ from PIL import Image
 from recordbeam.cli import main as cli
 from recordbeam.dataset.consumers import CONSUMERS
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 

@@ -11,8 +11,6 @@ import pytest
 from recordbeam.cli import main as cli
 from recordbeam.tfrecord.framing import open_records
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture()
 def folder(three_shards, tmp_path) -> str:

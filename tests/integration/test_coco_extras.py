@@ -21,7 +21,6 @@ from recordbeam.tfrecord.framing import open_records
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ShardOptions
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 KINDS = {
     "image/object/mask": "bytes",

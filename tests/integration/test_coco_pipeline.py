@@ -36,8 +36,6 @@ from recordbeam.tfrecord.index import read_index
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ShardOptions, WriteShards
 
-pytestmark = pytest.mark.slow
-
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 LENIENT = 0.5  # the sample rejects about a quarter of its images on purpose

@@ -22,7 +22,6 @@ from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.write.planning import order_key
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 

@@ -23,9 +23,6 @@ from growing_corpus import (
 from recordbeam import filesystems
 from recordbeam.cli.main import main
 
-pytestmark = pytest.mark.slow
-
-
 
 def _full(corpus: Corpus, output: Path) -> Path:
     assert main(corpus.argv(output, *SMALL_SHARDS)) == 0

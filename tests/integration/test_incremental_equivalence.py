@@ -25,8 +25,6 @@ from growing_corpus import (
 
 from recordbeam.cli.main import main
 
-pytestmark = pytest.mark.slow
-
 RUNS = 4
 
 

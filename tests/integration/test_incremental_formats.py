@@ -18,8 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 from format_datasets import FORMATS, HEIGHT, WIDTH, build  # noqa: E402
 from reliability_data import jpeg  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
 #: One shard per image, and a deleted image may leave a reject behind.
 OPTIONS = ("--shard-size", "1B", "--max-reject-fraction", "1")
 

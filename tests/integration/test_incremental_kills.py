@@ -23,7 +23,6 @@ from growing_corpus import Corpus, examples, globbed_examples, rejects, split_fa
 import recordbeam
 from recordbeam.cli.main import main
 
-pytestmark = pytest.mark.slow
 CASE = pytest.mark.case
 SMALL_SHARDS = ("--shard-size", "4KiB")
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,6 @@ from recordbeam.testing.samples import make_image_folder_sample
 from recordbeam.tfrecord.example import encode_example
 from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 LENIENT = ("--max-reject-fraction", "0.5", "--quiet")
 

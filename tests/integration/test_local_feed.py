@@ -15,7 +15,7 @@ from recordbeam.local.internals import minor_version
 from recordbeam.local.runner import pipeline_options
 
 # The local runner's own machinery: where it is off (an untested Beam), these skip.
-pytestmark = [pytest.mark.slow, pytest.mark.fast_path]
+pytestmark = pytest.mark.fast_path
 
 # cloudpickle (Beam 2.77's default): Beam 2.60's dill would send the lambdas of these tests
 # by reference to this module, which the worker processes cannot import.

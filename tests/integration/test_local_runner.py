@@ -103,7 +103,6 @@ def _make_internals_unusable(reason: str, monkeypatch) -> None:
     runner_internals.why_unusable.cache_clear()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("reason", ["untested version", "missing internal"])
 def test_without_usable_internals_a_run_is_beams_own_with_the_same_bytes(
         reason, fresh_check, convert, tmp_path, caplog, monkeypatch):
@@ -134,7 +133,6 @@ def test_the_installed_beam_is_one_the_local_runner_uses(fresh_check):
     assert runner_internals.missing_internals() == []
 
 
-@pytest.mark.slow
 def test_a_command_on_an_untested_beam_says_so_once_forks_no_standby_and_writes_the_same_bytes(
         coco_sample, tmp_path, fresh_check, monkeypatch, capfd):
     def convert(output, *beam_args):
@@ -173,7 +171,6 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.slow
 def test_a_beam_lacking_an_internal_the_runner_registers_with_runs_plain_with_the_same_bytes(
         coco_sample, tmp_path, fast_path):
     def convert(output, *python):

@@ -28,8 +28,6 @@ from recordbeam.testing.samples import make_boxes_sample
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ShardOptions
 
-pytestmark = pytest.mark.slow
-
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 BOXES = {"one_box": [1, 1, 1, 1], "no_box": [0, 0, 0], "mixed": [0, 1, 3, 1, 2]}

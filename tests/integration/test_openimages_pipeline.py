@@ -13,7 +13,6 @@ from read_back import split_examples
 
 from recordbeam.cli import main as cli
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 BOX_HEADER = ("ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax,IsOccluded,"
               "IsTruncated,IsGroupOf,IsDepiction,IsInside")

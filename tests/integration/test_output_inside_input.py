@@ -13,7 +13,6 @@ import pytest
 from recordbeam.cli import main as cli
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 LENIENT = ("--max-reject-fraction", "0.5", "--quiet")
 

@@ -20,7 +20,6 @@ from recordbeam.write import commit
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 LENIENT = ShardOptions(max_reject_fraction=0.5)
 

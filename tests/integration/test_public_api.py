@@ -108,7 +108,6 @@ def _voc_folder(root: Path) -> None:
             "</bndbox></object></annotation>", encoding="utf-8")
 
 
-@pytest.mark.slow
 def test_the_documented_pipeline_writes_what_convert_writes(tmp_path, monkeypatch):
     _voc_folder(tmp_path / "VOCdevkit" / "VOC2012")
     monkeypatch.chdir(tmp_path)

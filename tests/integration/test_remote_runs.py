@@ -21,8 +21,6 @@ from beam_services import fake_dataflow, free_port
 from recordbeam.cli.main import main
 from recordbeam.dataset import folder_lock
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "pipelines" / "coco_to_tfrecord.py"
 JOB_ID = "2026-11-26_02_00_00-4242424242"

@@ -15,8 +15,6 @@ import recordbeam
 from recordbeam.cli import main as cli
 from recordbeam.dataset.report import collect_stats, write_report
 
-pytestmark = pytest.mark.slow
-
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -323,7 +323,6 @@ def test_gallery_option_on_the_command_line(tmp_path, capsys):
     assert len(thumbnails(section(page.read_text(), "Gallery"))) == 1
 
 
-@pytest.mark.slow
 def test_gallery_renders_in_headless_chromium(tmp_path):
     binary = chromium()
     if binary is None:

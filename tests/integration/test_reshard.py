@@ -28,7 +28,6 @@ def shard_paths(folder: str) -> list[str]:
     )
 
 
-pytestmark = pytest.mark.slow
 
 
 def run_reshard(inputs, out, **options):

@@ -18,8 +18,6 @@ from beam_services import free_port, job_service, worker_pool
 
 from recordbeam.cli.main import main
 
-pytestmark = pytest.mark.slow
-
 
 def _convert(sample, output: Path, *beam_args: str) -> None:
     code = main([

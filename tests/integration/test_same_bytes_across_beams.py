@@ -21,7 +21,6 @@ import pytest
 REFERENCE_PYTHON = os.environ.get("RECORDBEAM_REFERENCE_PYTHON")
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.skipif(not REFERENCE_PYTHON, reason="RECORDBEAM_REFERENCE_PYTHON names no "
                        "second environment to compare with (make test-newest-beam sets it)"),
 ]

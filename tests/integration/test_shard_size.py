@@ -12,7 +12,6 @@ import pytest
 from recordbeam.cli import main as cli
 from recordbeam.testing.samples import make_coco_sample, make_image_folder_sample
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 TARGET = 8 * 1024
 

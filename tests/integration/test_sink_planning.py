@@ -12,7 +12,6 @@ from recordbeam.tfrecord.example import encode_example
 from recordbeam.tfrecord.framing import read_records
 from recordbeam.write.sink import ShardOptions, WriteShards
 
-pytestmark = pytest.mark.slow
 EXAMPLES = [encode_example({"x": [i]}) for i in range(10)]
 SMALL_SHARDS = ShardOptions(shard_size=1000)
 

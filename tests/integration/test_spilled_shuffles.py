@@ -13,8 +13,6 @@ from apache_beam.testing.util import assert_that, equal_to
 from recordbeam.local import shuffle as local_shuffle
 from recordbeam.local.runner import pipeline_options
 
-pytestmark = pytest.mark.slow
-
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 BEAMS_BUFFER = execution.GroupingBuffer

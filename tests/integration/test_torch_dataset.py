@@ -8,8 +8,6 @@ import pytest
 
 from recordbeam.dataset.torch_dataset import consumer_plan, shuffle_buffer
 
-pytestmark = pytest.mark.slow
-
 
 def test_consumer_plan_covers_every_shard_once():
     for shards in (1, 3, 8):

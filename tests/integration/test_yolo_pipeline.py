@@ -14,7 +14,6 @@ from read_back import split_examples
 
 from recordbeam.cli import main as cli
 
-pytestmark = pytest.mark.slow
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 KINDS = {"image/object/class/label": "int64", "image/object/bbox/xmin": "float",
          "image/object/bbox/xmax": "float", "image/object/bbox/ymin": "float",

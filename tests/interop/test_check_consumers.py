@@ -40,7 +40,7 @@ from recordbeam.tfrecord.protos import Example  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = pytest.mark.interop
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

@@ -15,6 +15,7 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from lanes import examples  # noqa: E402
 
 from recordbeam.tfrecord import protos  # noqa: E402
 from recordbeam.tfrecord.example import (  # noqa: E402
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.interop
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 TF_DTYPES = {"bytes": tf.string, "float": tf.float32, "int64": tf.int64}
 NP_DTYPES = {"bytes": np.dtype(object), "float": np.dtype(np.float32), "int64": np.dtype(np.int64)}
-INTEROP = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+INTEROP = settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------- import order
 

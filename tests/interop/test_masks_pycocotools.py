@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 coco_mask = pytest.importorskip("pycocotools.mask")
 
@@ -62,7 +63,7 @@ polygon = st.lists(st.tuples(coordinate, coordinate), min_size=3, max_size=9).ma
     lambda points: [v for point in points for v in point])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(polygons=st.lists(polygon, min_size=1, max_size=3), width=st.integers(1, 40),
        height=st.integers(1, 40))
 @pytest.mark.case(

@@ -25,7 +25,7 @@ from recordbeam.testing.samples import make_image_folder_sample, make_manifest_s
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = pytest.mark.interop
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 SHARDS = ShardOptions(num_shards=2, max_reject_fraction=0.5)
 IMAGE = {

@@ -24,7 +24,7 @@ from recordbeam.tfrecord.example import encode_example  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ExampleEncoder, ShardOptions, WriteShards  # noqa: E402
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = pytest.mark.interop
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

@@ -15,13 +15,14 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from recordbeam.cli import main as cli
 from recordbeam.tfrecord.example import decode_example, decode_sequence_example, encode_example
 from recordbeam.tfrecord.framing import Compression, RecordError, RecordWriter, read_records
 
 CASE = pytest.mark.case
-FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 MEMORY_LIMIT = 16 * 2**20  # peak Python allocation while reading a few KB of input
 
 

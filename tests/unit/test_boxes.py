@@ -7,6 +7,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from recordbeam.images.boxes import InvalidBox, normalize_box
 
@@ -68,7 +69,7 @@ def test_box_ending_on_the_right_edge_never_exceeds_one(width):
     assert box.xmax == pytest.approx(1.0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     width=st.integers(1, 5000),
     height=st.integers(1, 5000),

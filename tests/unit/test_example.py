@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from recordbeam.tfrecord.example import (
     Example,
@@ -91,7 +92,7 @@ def assert_decoded(array: np.ndarray, kind: str, expected: list) -> None:
 names = st.text(max_size=12)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(st.dictionaries(names, feature_values(), max_size=6))
 def test_example_round_trip(drawn: dict) -> None:
     features = {name: value for name, (value, _, _, _) in drawn.items()}
@@ -102,7 +103,7 @@ def test_example_round_trip(drawn: dict) -> None:
         assert_decoded(decoded[name], kind, expected)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(
     context=st.dictionaries(names, feature_values(), max_size=3),
     lists=st.dictionaries(
@@ -143,7 +144,7 @@ def test_sequence_example_round_trip(context: dict, lists: dict) -> None:
             assert_decoded(decoded_step, list_kind, step)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(feature_values())
 @example((float("nan"), None, "float", [float("nan")]))  # NaN != NaN: compare the bytes
 def test_encode_fast_paths_agree_with_make_feature(drawn) -> None:

@@ -17,6 +17,7 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from recordbeam.tfrecord.framing import (
     Compression,
@@ -149,7 +150,7 @@ def test_empty_input_has_no_records(c):
     assert read_all(write_all([], c), c) == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     records=st.lists(st.binary(max_size=300), max_size=12),
     c=st.sampled_from(ALL),
@@ -532,7 +533,7 @@ def test_write_chunks_equals_write_of_joined_chunks(c):
     assert read_all(got, c) == [joined(chunks) for chunks in CHUNKED]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.lists(st.binary(max_size=40), max_size=5), max_size=4),
     st.sampled_from(ALL),

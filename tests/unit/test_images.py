@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 from PIL import Image, ImageFile
 
 from recordbeam.images.checks import (
@@ -332,7 +333,7 @@ def test_trailing_junk_beyond_the_search_window_reads_as_truncated(pillow_format
 # --- robustness ------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     prefix=st.sampled_from([b"", b"\xff\xd8\xff", PNG_SIGNATURE, b"GIF89a"]),
     body=st.binary(max_size=300),
@@ -348,7 +349,7 @@ def test_arbitrary_bytes_either_pass_or_are_rejected_never_crash(prefix, body):
     assert describe_bytes(data).startswith("<")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(cut=st.integers(min_value=0, max_value=1000))
 def test_any_cut_of_a_jpeg_is_rejected(cut):
     data = encode("JPEG", size=(32, 32))

@@ -8,6 +8,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from recordbeam.sources.json_ranges import (
     JsonRangeError,
@@ -33,7 +34,7 @@ def _document(sections: dict, layout: dict) -> bytes:
     return json.dumps(sections, **layout).encode()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(items=st.lists(VALUES, max_size=8), other=VALUES, layout=LAYOUTS,
        range_bytes=st.integers(1, 64), data=st.data())
 def test_elements_of_a_section_are_what_json_loads_finds(items, other, layout, range_bytes, data):
@@ -47,7 +48,7 @@ def test_elements_of_a_section_are_what_json_loads_finds(items, other, layout, r
         assert document[offset:offset + len(body)] == body
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(items=st.lists(VALUES, min_size=1, max_size=6), range_bytes=st.integers(1, 32),
        data=st.data())
 def test_a_document_cut_short_is_refused(items, range_bytes, data):

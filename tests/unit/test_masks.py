@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from lanes import examples
 from PIL import Image
 
 from recordbeam.images.masks import (
@@ -57,7 +58,7 @@ masks = arrays(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(masks)
 def test_uncompressed_and_compressed_rle_decode_to_the_mask(mask):
     h, w = mask.shape

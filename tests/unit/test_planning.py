@@ -8,6 +8,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from recordbeam.write.planning import (
     DEFAULT_SALT,
@@ -60,13 +61,13 @@ def test_order_key_accepts_unicode_identities():
     assert order_key("photo-é.jpg") != order_key("photo-e.jpg")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(key=KEYS, n=st.integers(1, MAX_SHARDS))
 def test_shard_of_is_within_range(key, n):
     assert 0 <= shard_of(key, n) < n
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(a=KEYS, b=KEYS, n=st.integers(1, 1000))
 def test_shard_of_is_monotonic_so_shards_are_contiguous_key_ranges(a, b, n):
     low, high = sorted((a, b))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 from PIL import Image, ImageOps
 
 from recordbeam.images.checks import ImageRejected, inspect_image
@@ -148,7 +149,7 @@ def test_bad_options_are_refused():
             ImageFixes(**bad)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(1, 5000), st.integers(1, 5000), st.integers(1, 4000))
 def test_scaled_size_fits_and_keeps_aspect(width, height, max_side):
     w, h = scaled_size(width, height, max_side)

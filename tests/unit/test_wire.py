@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from lanes import examples
 
 from recordbeam.tfrecord import wire
 from recordbeam.tfrecord.example import Example, FeatureError, make_example
@@ -138,7 +139,7 @@ def feature_dicts(draw, values):
 # --- equality with protobuf ---------------------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(feature_dicts(good_values))
 def test_bytes_and_errors_equal_protobuf_for_random_features(drawn):
     features, kinds = drawn
@@ -147,14 +148,14 @@ def test_bytes_and_errors_equal_protobuf_for_random_features(drawn):
     assert outcome(encode_example_fast, features, kinds) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(feature_dicts(st.one_of(good_values, bad_values)))
 def test_bad_values_raise_the_same_errors_as_protobuf(drawn):
     features, kinds = drawn
     assert outcome(wire_bytes, features, kinds) == outcome(protobuf_bytes, features, kinds)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(feature_dicts(good_values))
 def test_observed_spec_equals_feature_spec_of_the_message(drawn):
     features, kinds = drawn

@@ -35,7 +35,6 @@ from recordbeam.errors import (
     RecordbeamError,
     Terminated,
     describe,
-    unknown_arguments_error,
 )
 from recordbeam.gcs_credentials import settle as settle_gcs_credentials
 from recordbeam.gcs_credentials import uses_gcs
@@ -135,8 +134,10 @@ def _dispatch(args: argparse.Namespace, extra: Sequence[str], handler: Any, *, g
         if gcs:
             settle_gcs_credentials(report=_say)
         if handler is None:
-            if extra:
-                raise unknown_arguments_error(extra, own_flags(command), command.prog, beam=False)
+            if extra:  # a folder in a store may need Beam's filesystem options
+                from recordbeam.local.runner import filesystem_options
+
+                filesystem_options(extra, command=command.prog, other_flags=own_flags(command))
             return args.handler(args)
         from recordbeam.local.runner import check_beam_args, pipeline_options
         from recordbeam.pipeline import check_run_options

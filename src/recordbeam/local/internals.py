@@ -34,6 +34,9 @@ TESTED_BEAM = ((2, 60), (2, 77))
 RUNNER_INTERNALS = (
     # The runner it extends, whose worker environment it replaces for a run.
     ("apache_beam.runners.portability.fn_api_runner", "FnApiRunner.run_pipeline"),
+    # The pipeline options its worker processes are told (the runner's _provision_info).
+    ("apache_beam.runners.portability.fn_api_runner.fn_runner", "ExtendedProvisionInfo"),
+    ("apache_beam.runners.portability.portable_runner", "JobServiceHandle.encode_pipeline_options"),
     # Workers started from our own environment, forked by the standby when there is one.
     ("apache_beam.runners.portability.fn_api_runner.worker_handlers",
      "WorkerHandler.register_environment"),
@@ -116,6 +119,8 @@ def missing_internals() -> list[str]:
         # would be ignored and the run would quietly use Beam's workers.
         if "_default_environment" not in names_used(FnApiRunner.run_pipeline):
             missing.append("FnApiRunner.run_pipeline reading _default_environment")
+        if "_provision_info" not in names_used(FnApiRunner.run_stages):
+            missing.append("FnApiRunner.run_stages reading _provision_info")
         if not _data_channels_report_errors():
             missing.append("_GrpcDataChannel.input_elements raising _exception")
     return missing
@@ -233,3 +238,15 @@ def answer_beam_anonymously() -> bool:
             cache._credentials = None
             cache._credentials_init = True
     return True
+
+
+def filesystems_options() -> tuple[bool, Any]:
+    """``(readable, options)``: the pipeline options Beam's ``FileSystems`` hands the
+    filesystems it builds in this process (``FileSystems.set_options``: the launcher's, or
+    those a worker was started with; None when none were set). ``readable`` is False when
+    this Beam keeps them elsewhere."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if not hasattr(FileSystems, "_pipeline_options"):
+        return False, None
+    return True, FileSystems._pipeline_options

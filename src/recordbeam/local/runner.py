@@ -97,7 +97,8 @@ class LocalRunner(FnApiRunner):
         notice = plain_runner_notice()
         if notice is not None:
             _LOG.warning("%s", notice)
-            return super().run_pipeline(pipeline, options)
+            return _plain_runner(options).run_pipeline(pipeline, options)
+        self._provision_info = _provision_info(options)
         with spilling_shuffles(), feeding_in_pieces(), grouping_flattens():
             if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
                 return super().run_pipeline(pipeline, options)
@@ -125,6 +126,32 @@ class LocalRunner(FnApiRunner):
         finally:
             direct.direct_running_mode = "multi_processing"
             self._default_environment = default
+
+
+def _provision_info(options: PipelineOptions) -> Any:
+    """What the runner tells its worker processes: the pipeline options, as a portable
+    runner sends them. Beam's FnApiRunner sends none, so its worker processes built their
+    filesystems without the run's options (``--s3_endpoint_url`` and the other S3
+    options, a GCS project...): an S3-compatible store's objects were looked for on AWS."""
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(
+        retrieval_token="unused-retrieval-token", pipeline_options=encoded))
+
+
+def _plain_runner(options: PipelineOptions) -> FnApiRunner:
+    """Beam's plain FnApiRunner, whose worker processes are told the pipeline options
+    where this Beam still takes them as before (else they start without them, as Beam's
+    own do, and the log says so)."""
+    try:
+        return FnApiRunner(provision_info=_provision_info(options))
+    except (ImportError, AttributeError, TypeError) as error:
+        _LOG.warning("worker processes start without the pipeline options (%s): a filesystem "
+                     "option such as --s3_endpoint_url reaches only this process", error)
+        return FnApiRunner()
 
 
 def plain_runner_notice() -> str | None:
@@ -366,6 +393,32 @@ def check_beam_args(beam_args: Sequence[str], *, command: str = "recordbeam",
     if unknown:
         flags = [*other_flags, *beam_option_flags()]
         raise unknown_arguments_error(unknown, flags, command, explained=explained)
+
+
+#: Beam's option groups that configure its filesystems: what a command that only reads a
+#: finished folder (inspect, verify, check...) takes of Beam's options.
+FILESYSTEM_OPTION_GROUPS = ("S3Options", "GoogleCloudOptions", "AzureOptions",
+                            "HadoopFileSystemOptions")
+
+
+def filesystem_options(args: Sequence[str], *, command: str,
+                       other_flags: Sequence[str] = ()) -> PipelineOptions:
+    """Hand Beam's ``FileSystems`` in this process the filesystem options among ``args``
+    (``--s3_endpoint_url`` and the other S3, GCS, Azure and HDFS options), for a command
+    that reads a folder without running a pipeline. Raises ``UsageError`` for any other
+    argument, naming the closest option the command takes."""
+    parser = _BeamOptionsParser(allow_abbrev=False, add_help=False)
+    for name in FILESYSTEM_OPTION_GROUPS:
+        group = getattr(beam_pipeline_options, name, None)
+        if group is not None:
+            group._add_argparse_args(parser)
+    _known, unknown = parser.parse_known_args(list(args))
+    if unknown:
+        flags = [*other_flags, *(f for a in parser._actions for f in a.option_strings)]
+        raise unknown_arguments_error(unknown, flags, command, beam=False)
+    options = PipelineOptions(list(args))
+    FileSystems.set_options(options)
+    return options
 
 
 def pipeline_options(beam_args: Sequence[str] = (), **overrides) -> PipelineOptions:
