@@ -93,7 +93,8 @@ def execute(fmt: Format, conversion: Conversion, values: Mapping[str, Any], beam
     result = run(lambda p: conversion.build(p, shards, checks, fixes), output,
                  options=beam_options, overwrite=values["overwrite"],
                  show_progress=not values["quiet"], detach=values["detach"],
-                 break_lock=values["break_lock"], command=f"convert {fmt.name}")
+                 break_lock=values["break_lock"], command=f"convert {fmt.name}",
+                 inputs=conversion.input_patterns)
     _after_run(conversion, result, output)
     return result
 

@@ -21,7 +21,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-from recordbeam import gcs_credentials, s3_client
+from recordbeam import gcs_credentials, s3_client, store_access
 from recordbeam.errors import DataError
 from recordbeam.local.internals import streamed_match
 
@@ -50,9 +50,12 @@ def _filesystem_of(path: str) -> FileSystem:
 
 def _before_remote_access(path: str) -> None:
     """A process's first ``gs://`` access finds its credentials at once and says which
-    (:mod:`recordbeam.gcs_credentials`), instead of Beam's search with retries."""
+    (:mod:`recordbeam.gcs_credentials`), instead of Beam's search with retries; its first
+    access to a bucket checks that the bucket can be used (:mod:`recordbeam.store_access`),
+    instead of minutes of retries against a store that cannot answer."""
     if path.startswith("gs://"):
         gcs_credentials.settle()
+    store_access.check_once(path)
 
 
 def open_read(path: str) -> BinaryIO:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from recordbeam.errors import (
     full_filesystem,
 )
 from recordbeam.job_server import check_job_server, no_job_server_error
+from recordbeam.local import internals
 from recordbeam.local.internals import submitted_job_id, why_unusable
 from recordbeam.local.malloc_arenas import tune_malloc
 from recordbeam.local.runner import is_local, pipeline_options, worker_output_to_log
@@ -93,6 +95,9 @@ class SubmittedRun:
     runner: str
     dry_run: bool
     template_location: str | None = None
+    #: A dry run's files built as the runner stages them for its workers (None: this
+    #: Beam's stager could not be asked).
+    staged: tuple[str, ...] | None = None
 
 
 def _listed_inputs(pattern: str, skip_below: str | None) -> Iterator[FileMetadata]:
@@ -196,6 +201,39 @@ def _check_setup_file(options: PipelineOptions) -> None:
             "--setup_file")
 
 
+def _staging_error(error: BaseException, log_path: str) -> UsageError | None:
+    """What was wrong, when Beam's stager could not build what a job stages for its
+    workers (``--setup_file``'s package, ``--requirements_file``, ``--extra_package``):
+    a setting to fix, said in one line. Beam wraps a failed build's
+    ``CalledProcessError`` in a ``RuntimeError``; the build's own output is in the log."""
+    failed = error
+    while failed is not None and not isinstance(failed, subprocess.CalledProcessError):
+        failed = failed.__cause__
+    if failed is not None:
+        command = " ".join(map(str, failed.cmd)) if isinstance(failed.cmd, list) else failed.cmd
+        said = (f"`{command}` ended with exit status {failed.returncode} (its output is in "
+                f"{log_path})")
+    elif isinstance(error, RuntimeError) and "command line option" in str(error):
+        said = " ".join(str(error).split())
+    else:
+        return None
+    return UsageError(f"what the job stages for its workers could not be built: {said}; "
+                      "check --setup_file, --requirements_file and --extra_package")
+
+
+def check_paths_for_runner(options: PipelineOptions, paths: Sequence[str]) -> None:
+    """Raise ``UsageError`` for a local path given to a runner whose workers run on other
+    machines (Dataflow): they could not read it, and the job would fail there."""
+    if not _is_dataflow(options):
+        return
+    for path in paths:
+        if filesystems.local_path(path) is not None:
+            path = filesystems.pattern_parts(path)[0].rstrip("/") or path
+            raise UsageError(f"{path} is a local path, and DataflowRunner's workers run on "
+                             "Google's machines, which cannot read it: copy it to gs:// "
+                             "(gcloud storage cp -r) and give that path")
+
+
 def _runner_name(options: PipelineOptions) -> str:
     runner = options.view_as(StandardOptions).runner or LOCAL_RUNNER
     return (runner if isinstance(runner, str) else type(runner).__name__).rsplit(".", 1)[-1]
@@ -215,7 +253,7 @@ def run(
     build: Callable[[beam.Pipeline], WriteShards], output_dir: str, *,
     beam_args: Sequence[str] = (), overwrite: bool = False, show_progress: bool = True,
     options: PipelineOptions | None = None, detach: bool = False, break_lock: bool = False,
-    command: str = "",
+    command: str = "", inputs: Sequence[str] = (),
 ) -> RunResult | SubmittedRun:
     """Check the output folder, build the pipeline, take the folder's lock, run, and
     return the manifest.
@@ -224,6 +262,9 @@ def run(
     Dataflow's ``--dry_run``, once its graph is built; with Dataflow's
     ``--template_location``, once the job is written there. All give a
     :class:`SubmittedRun`.
+
+    ``inputs`` are the paths the workers read: local ones are refused for a runner whose
+    workers run elsewhere (:func:`check_paths_for_runner`).
 
     Raises ``OutputFolderError`` before any work when the folder holds foreign files and
     ``overwrite`` is False; ``FolderLocked`` when another run holds the folder (see
@@ -236,6 +277,7 @@ def run(
     """
     options = options or pipeline_options(beam_args)
     check_run_options(options, detach=detach)
+    check_paths_for_runner(options, [*inputs, output_dir])
     layout.check_writable(output_dir, overwrite=overwrite)
     if is_local(options):
         layout.check_creatable(output_dir)
@@ -402,7 +444,7 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
         except RecordbeamError:
             raise
         except Exception as error:
-            refused = no_job_server_error(error, options)
+            refused = no_job_server_error(error, options) or _staging_error(error, log_path)
             if refused is not None:
                 raise refused from error
             raise RunFailed(error, log_path, runner) from error
@@ -437,7 +479,9 @@ def _submit_and_wait(p: beam.Pipeline, options: PipelineOptions, detach: bool, r
                      log_path: str) -> SubmittedRun | None:
     result = p.run()
     if _is_dataflow(options) and options.view_as(TestOptions).dry_run:
-        return SubmittedRun(None, runner, dry_run=True)
+        staged = internals.staged_names(result)
+        return SubmittedRun(None, runner, dry_run=True,
+                            staged=None if staged is None else tuple(staged))
     template = options.view_as(GoogleCloudOptions).template_location
     if template:  # Beam wrote the job there and submitted nothing: no job to wait for
         return SubmittedRun(None, runner, dry_run=False, template_location=template)

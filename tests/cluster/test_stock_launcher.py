@@ -5,8 +5,9 @@ from launchers a user makes with ``python -m venv`` and pip
 A dry run builds the job as a submission does: Beam's stager builds ``--setup_file``
 into a source package with the launcher's own setuptools (``python -m build
 --no-isolation`` if ``build`` is installed, else ``python setup.py sdist``), or takes the
-wheel given with ``--extra_package``, and recordbeam's launcher checks read the inputs
-and the output folder. Only the submission to Dataflow is left out.
+wheel given with ``--extra_package``, the line says what was built, and recordbeam's
+launcher checks read the inputs and the output folder. Only the submission to Dataflow is
+left out.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import glob
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 from launchers import (
@@ -29,8 +31,9 @@ from launchers import (
 )
 
 OUTPUT = "gs://data/coco-tfrecord"
-DRY_RUN_SAYS = ("dry run: the DataflowRunner job graph was built and checked; nothing was "
-                f"submitted and nothing was written to {OUTPUT}")
+DRY_RUN_STARTS = ("dry run: the DataflowRunner job graph was built and checked, and what it "
+                  "stages for its workers was built (")
+DRY_RUN_ENDS = f"); nothing was submitted and nothing was written to {OUTPUT}"
 
 
 #: Where users copy the Dataflow command from: the docs page, and the README's example.
@@ -84,7 +87,11 @@ def dry_run(venv, checkout, emulator, *, extra_package: str | None = None):
     done = run(launch(venv, extra_package=extra_package), cwd=checkout,
                env=launcher_environment(emulator.url), check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == DRY_RUN_SAYS
+    said = done.stdout.strip()
+    assert said.startswith(DRY_RUN_STARTS) and said.endswith(DRY_RUN_ENDS), said
+    # recordbeam itself, as the workers will install it: the setup file's package, or the wheel.
+    staged = said.removeprefix(DRY_RUN_STARTS).removesuffix(DRY_RUN_ENDS).split(", ")
+    assert (Path(extra_package).name if extra_package else "workflow.tar.gz") in staged, said
     assert "Traceback" not in done.stderr
     # The credentials line, and none of Beam's search for credentials.
     assert (f"recordbeam: gs:// goes to the storage emulator at {emulator.url} "

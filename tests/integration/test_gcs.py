@@ -123,16 +123,33 @@ def _dataflow(output: str, *extra: str) -> list[str]:
             "--max_num_workers", "20", *extra]
 
 
-def test_dataflow_dry_run_with_gcs_paths_checks_them_on_the_emulator(gcs):
+@pytest.mark.case("Dataflow dry run whose `--setup_file` does not build",
+                  "exit 2 naming the build's error, as the submission would have failed")
+def test_dataflow_dry_run_builds_what_the_job_stages_and_checks_the_paths(gcs, tmp_path):
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
     env = {**os.environ, gcs_emulator.VARIABLE: gcs.url}
-    done = subprocess.run(_dataflow("gs://data/dataflow-out", "--dry_run=True"), env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(_dataflow("gs://data/dataflow-out", "--dry_run=True",
+                                    "--setup_file", "./setup.py"),
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == (
-        "dry run: the DataflowRunner job graph was built and checked; nothing was submitted "
-        "and nothing was written to gs://data/dataflow-out")
+    said = done.stdout.strip()
+    assert said.startswith("dry run: the DataflowRunner job graph was built and checked, and "
+                           "what it stages for its workers was built (") and said.endswith(
+        "); nothing was submitted and nothing was written to gs://data/dataflow-out"), said
+    assert "workflow.tar.gz" in said  # the setup file's package
     assert gcs.names("gs://data/dataflow-out") == []
+    # A setup file that does not build fails the dry run, as it would fail the submission.
+    broken = tmp_path / "setup.py"
+    broken.write_text("raise SystemExit('this package cannot be built')\n")
+    done = subprocess.run(_dataflow("gs://data/dataflow-out", "--dry_run=True",
+                                    "--setup_file", str(broken)),
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("recordbeam: what the job stages for its workers could not be "
+                           "built: `") and "setup.py sdist" in last, last
+    log = last.split("(its output is in ", 1)[1].split(")", 1)[0]
+    assert "this package cannot be built" in Path(log).read_text()
     # The launcher's checks read the inputs there: a missing annotation file is named.
     missing = _dataflow("gs://data/dataflow-out", "--dry_run=True")
     missing[missing.index(ANNOTATIONS)] = "gs://data/coco/nothing-here.json"

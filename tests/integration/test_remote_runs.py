@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import stores
 from beam_services import fake_dataflow, free_port
 
 from recordbeam.cli.main import main
@@ -44,19 +45,32 @@ def dataflow_client():
     return pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
 
 
+@pytest.fixture
+def gcs(coco_sample):
+    """The COCO sample at gs://data/coco on the GCS emulator: Dataflow's workers read
+    nothing local."""
+    with stores.gcs() as store:
+        store.upload_folder(coco_sample.images_dir, IMAGES)
+        store.upload_file(coco_sample.annotations, ANNOTATIONS)
+        yield store
+
+
+IMAGES, ANNOTATIONS, OUT = "gs://data/coco/images", "gs://data/coco/instances.json", "gs://data/out"
+
+
 def test_dataflow_submission_shows_beams_job_lines_and_our_detach_line(
-        coco_sample, tmp_path, dataflow_client):
+        gcs, tmp_path, dataflow_client):
     port = free_port()
-    out = tmp_path / "out"
+    out = OUT
     with fake_dataflow(port, tmp_path / "fake_dataflow.log", JOB_ID):
-        done = _run_script("--images", coco_sample.images_dir, "--annotations",
-                           coco_sample.annotations, "--output", str(out), "--detach",
-                           *_dataflow_args(tmp_path), f"--dataflow_endpoint=http://localhost:{port}")
+        done = _run_script("--images", IMAGES, "--annotations", ANNOTATIONS, "--output", out,
+                           "--detach", *_dataflow_args(tmp_path),
+                           f"--dataflow_endpoint=http://localhost:{port}")
     assert done.returncode == 0, done.stderr
     # Our line, whole: stdout holds nothing else.
     assert done.stdout == (
         f"submitted job {JOB_ID} to the DataflowRunner; not waiting for it (--detach). The job "
-        f"commits its output itself: {out / 'manifest.json'} appears, last, when it has "
+        f"commits its output itself: {out}/manifest.json appears, last, when it has "
         "finished; follow the job on the runner's own console\n")
     # Beam's lines, as Beam logs them: what was staged, the job's id, its console.
     assert f"Staging file locally to {tmp_path / 'staging' / 'pipeline.pb'}" in done.stderr
@@ -67,17 +81,15 @@ def test_dataflow_submission_shows_beams_job_lines_and_our_detach_line(
     assert (tmp_path / "fake_dataflow.log").read_text().count('"POST /v1b3/projects/'
                                                               'example-project/locations/'
                                                               'us-central1/jobs') == 1
-    _held_for_the_job(out)  # the job writes the rest, and this job never runs
+    _held_for_the_job(gcs, out)  # the job writes the rest, and this job never runs
 
 
-def test_a_flex_template_launch_writes_the_job_and_exits_zero(coco_sample, tmp_path,
-                                                              dataflow_client):
+def test_a_flex_template_launch_writes_the_job_and_exits_zero(gcs, tmp_path, dataflow_client):
     """The launcher passes each template parameter as ``--name=value`` (switches as
     ``=true`` / ``=false``) and asks for the job in a file (``--template_location``)."""
-    out = tmp_path / "out"
+    out = OUT
     job_file = tmp_path / "staging" / "template_launches" / "job_object"
-    parameters = [f"--images={coco_sample.images_dir}",
-                  f"--annotations={coco_sample.annotations}", f"--output={out}",
+    parameters = [f"--images={IMAGES}", f"--annotations={ANNOTATIONS}", f"--output={out}",
                   "--include_masks=true", "--if_changed=false", "--max_reject_fraction=0.5",
                   "--shards=2"]
     # No API is called: an endpoint on loopback only keeps Beam from checking the real
@@ -91,7 +103,7 @@ def test_a_flex_template_launch_writes_the_job_and_exits_zero(coco_sample, tmp_p
     job = json.loads(job_file.read_text())
     assert job["type"] == "JOB_TYPE_BATCH"
     assert job["environment"]["tempStoragePrefix"] == str(tmp_path / "temp")
-    _held_for_the_job(out)
+    _held_for_the_job(gcs, out)
 
 
 def test_template_location_is_refused_off_dataflow(coco_sample, tmp_path, capsys):
@@ -104,10 +116,10 @@ def test_template_location_is_refused_off_dataflow(coco_sample, tmp_path, capsys
     assert not (tmp_path / "job").exists()
 
 
-def _held_for_the_job(out: Path) -> None:
+def _held_for_the_job(store, out: str) -> None:
     """OUT holds only its lock, naming the job's run and no process of this machine: the
     job's commit gives it up, and a later run here does not take it for a dead one."""
-    assert sorted(p.name for p in out.iterdir()) == [folder_lock.LOCK]
-    held = folder_lock.read(str(out))
+    assert store.names(out) == [folder_lock.LOCK]
+    held = folder_lock.read(out)
     assert held is not None and held.run is not None
     assert held.pid is None

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import stores
 from beam_services import free_port, job_service, worker_pool
 
 from recordbeam.cli.main import main
@@ -117,7 +118,9 @@ def test_an_environment_the_job_service_cannot_start_is_one_line_and_a_log(
 # --- Dataflow, offline ------------------------------------------------------------------
 
 
-def test_dataflow_dry_run_through_the_pipeline_script_exits_zero(coco_sample, tmp_path):
+@pytest.mark.case("A local input or output path given to DataflowRunner (a dry run too)",
+                  "exit 2 naming the path: Dataflow's workers could not read it")
+def test_dataflow_refuses_local_paths_its_workers_cannot_read(coco_sample, tmp_path):
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
     out = tmp_path / "out"
     done = subprocess.run(
@@ -127,10 +130,10 @@ def test_dataflow_dry_run_through_the_pipeline_script_exits_zero(coco_sample, tm
          "--project=example-project", "--region=us-central1",
          "--temp_location=gs://example-bucket/tmp"],
         capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == (
-        "dry run: the DataflowRunner job graph was built and checked; nothing was submitted "
-        f"and nothing was written to {out}")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"recordbeam: {coco_sample.images_dir} is a local path, and DataflowRunner's "
+        "workers run on Google's machines")
     assert not out.exists()
 
 
@@ -146,7 +149,7 @@ def _dataflow_job(images: str, annotations: str, output: str):
 
     options = pipeline_options([
         "--runner=DataflowRunner", "--dry_run=True", "--project=example-project",
-        "--region=us-central1", "--temp_location=gs://example-bucket/tmp",
+        "--region=us-central1", "--temp_location=gs://data/tmp",
         "--setup_file=" + str(Path(__file__).parents[2] / "setup.py"),
     ])
     p = beam.Pipeline(options=options)
@@ -167,16 +170,16 @@ def _write_annotations(path: Path, annotations: int) -> None:
         f.write("]}")
 
 
-def test_dataflow_job_graph_builds_offline_pickles_and_stays_small(tmp_path):
+def test_dataflow_job_graph_builds_offline_pickles_and_stays_small(coco_sample):
     from apache_beam.internal import pickler
     from apache_beam.portability import common_urns
     from apache_beam.portability.api import beam_runner_api_pb2
 
-    # The output is local: building the graph reads the output folder's manifest (label
-    # maps must agree across splits), and gs:// is not reachable offline.
-    job = _dataflow_job("gs://example-bucket/coco/train2017",
-                        "gs://example-bucket/coco/instances_train2017.json",
-                        str(tmp_path / "coco-tfrecord"))
+    with stores.gcs() as gcs:  # building the graph reads the inputs and the output folder
+        gcs.upload_folder(coco_sample.images_dir, "gs://data/coco/images")
+        gcs.upload_file(coco_sample.annotations, "gs://data/coco/instances.json")
+        job = _dataflow_job("gs://data/coco/images", "gs://data/coco/instances.json",
+                            "gs://data/coco-tfrecord")
     graph = job.proto_pipeline
     assert graph.ByteSize() < 1_000_000
     pardos = [t for t in graph.components.transforms.values()

@@ -294,3 +294,31 @@ def test_annotations_read_in_byte_ranges_write_what_the_stream_writes(store, mon
     assert {n: b for n, b in ranged.items() if n != MANIFEST} == {
         n: b for n, b in streamed.items() if n != MANIFEST}
     assert _split_facts(ranged[MANIFEST]) == _split_facts(streamed[MANIFEST])
+
+
+@pytest.mark.case(
+    "A store that cannot be used: its bucket missing, or its endpoint not answering",
+    "exit 2 within seconds, one line naming the store, the bucket or endpoint and what to "
+    "check; no retries of minutes")
+@pytest.mark.parametrize(("store", "case"), [
+    ("s3", "no bucket"), ("gs", "no endpoint"),
+    pytest.param("s3", "no endpoint", marks=exhaustive),
+    pytest.param("gs", "no bucket", marks=exhaustive)], indirect=["store"])
+def test_a_store_that_cannot_be_used_is_a_usage_error(store, case, samples, monkeypatch, capsys):
+    argv = _convert(store, "clean", f"{store.root}/unused")
+    closed = f"http://127.0.0.1:{free_port()}"
+    if case == "no bucket":
+        argv = _convert(store, "clean", f"{store.scheme}://no-such-bucket/out")
+        said = f"{store.scheme}://no-such-bucket"
+        expected = "the bucket does not exist"
+    elif store.scheme == "s3":
+        argv = [f"--s3_endpoint_url={closed}" if a.startswith("--s3_endpoint_url=") else a
+                for a in argv]
+        said, expected = f"s3://data at {closed}", "cannot be reached"
+    else:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", closed)
+        said, expected = f"gs://data on the storage emulator at {closed}", "cannot be reached"
+    capsys.readouterr()
+    assert main(argv) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"recordbeam: {said}") and expected in last, last

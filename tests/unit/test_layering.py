@@ -42,7 +42,9 @@ MAY_IMPORT = {
     "gcs_credentials": {"local"},
     # One S3 client per thread for the calls made once per file.
     "s3_client": {"local"},
-    "filesystems": {"errors", "local", "gcs_credentials", "s3_client"},
+    # Whether a bucket can be used, asked before a process's first access to it.
+    "store_access": {"errors", "local"},
+    "filesystems": {"errors", "local", "gcs_credentials", "s3_client", "store_access"},
     "testing": {"errors", "tfrecord", "images"},
     "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
     "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},

@@ -40,7 +40,7 @@ def cmd_reshard(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     _warn_if_the_local_runner_is_beams(args.beam_options)
     result = run(lambda p: reshard(p, args.output, options, shards), args.output,
                  beam_args=beam_args, overwrite=args.overwrite, show_progress=not args.quiet,
-                 break_lock=args.break_lock, command="reshard")
+                 break_lock=args.break_lock, command="reshard", inputs=[args.inputs])
     return _report_run(result, args, splits)
 
 

@@ -172,12 +172,19 @@ def print_summary(result: Any, splits: Sequence[str], output_dir: str) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def _staged(result: Any) -> str:
+    """What a dry run says of the files built for the job's workers."""
+    if not result.staged:
+        return ""
+    return f", and what it stages for its workers was built ({', '.join(result.staged)})"
+
+
 def submitted_text(result: Any, output: str) -> str:
     from recordbeam import filesystems
 
     if result.dry_run:
-        return (f"dry run: the {result.runner} job graph was built and checked; nothing was "
-                f"submitted and nothing was written to {output}")
+        return (f"dry run: the {result.runner} job graph was built and checked{_staged(result)}; "
+                f"nothing was submitted and nothing was written to {output}")
     manifest = filesystems.join(output, "manifest.json")
     if result.template_location:
         return (f"wrote the {result.runner} job to {result.template_location}; nothing runs "

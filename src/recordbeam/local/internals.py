@@ -250,3 +250,28 @@ def filesystems_options() -> tuple[bool, Any]:
     if not hasattr(FileSystems, "_pipeline_options"):
         return False, None
     return True, FileSystems._pipeline_options
+
+
+
+def staged_names(result: Any) -> list[str] | None:
+    """The files a Dataflow job built by ``result``'s run stages for its workers (its
+    setup file's package, requirements, extra packages...), as its job graph names them;
+    None where the result does not show its job graph (another runner, another Beam)."""
+    graph = getattr(getattr(result, "job", None), "proto_pipeline", None)
+    environments = getattr(getattr(graph, "components", None), "environments", None)
+    if environments is None:
+        return None
+    return sorted({_staged_name(artifact) for environment in environments.values()
+                   for artifact in environment.dependencies})
+
+
+def _staged_name(resource: Any) -> str:
+    """The file name an ``ArtifactInformation`` is staged under."""
+    role = getattr(resource, "role_payload", b"")
+    if role:
+        from apache_beam.portability.api import beam_runner_api_pb2
+
+        payload = beam_runner_api_pb2.ArtifactStagingToRolePayload.FromString(role)
+        if payload.staged_name:
+            return payload.staged_name
+    return str(resource)
