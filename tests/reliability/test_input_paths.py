@@ -15,15 +15,18 @@ from pathlib import Path
 
 import pytest
 from format_datasets import FORMATS, build
+from lanes import one_in_make_test
 from reliability_data import jpeg
 
 from recordbeam.cli import main as cli
 
 CASE = pytest.mark.case
-EVERY_FORMAT = pytest.mark.parametrize("kind", FORMATS)
+#: Paths are the shared plumbing's: one format in `make test`, every one in `make test-all`.
+EVERY_FORMAT = pytest.mark.parametrize("kind", one_in_make_test(FORMATS))
 #: Formats whose images sit in a folder below the one named on the command line (COCO's
 #: --images names the images folder itself).
-FOLDER_BELOW = pytest.mark.parametrize("kind", [k for k in FORMATS if k != "coco"])
+FOLDER_BELOW = pytest.mark.parametrize("kind", one_in_make_test([k for k in FORMATS
+                                                                  if k != "coco"]))
 #: Bytes that lie outside every dataset: they must never reach a shard.
 SECRET = jpeg(32, 24, (1, 2, 3))
 
@@ -263,7 +266,7 @@ def _link_out(path: Path, tmp_path: Path) -> Path:
       "reject `outside_root` naming the annotation file, never read; its image is not "
       "written (labelme, whose JSON names its image: written without objects, warned "
       "`no_annotation_file`); `--allow-outside-root` reads both")
-@pytest.mark.parametrize("kind", PER_IMAGE_ANNOTATIONS)
+@pytest.mark.parametrize("kind", one_in_make_test(PER_IMAGE_ANNOTATIONS))
 def test_an_annotation_file_linked_out_of_the_input_is_refused(tmp_path, kind):
     dataset = build(kind, tmp_path / "data")
     _link_out(dataset.annotation, tmp_path)
@@ -290,7 +293,7 @@ def test_an_annotation_file_linked_out_of_the_input_is_refused(tmp_path, kind):
       "(CVAT XML, box CSV or Open Images table, YOLO data.yaml)",
       "refused before the job (exit 1) naming it, where it leads and `--allow-outside-root`; "
       "never read; `--allow-outside-root` reads it")
-@pytest.mark.parametrize("kind", WHOLE_FILES)
+@pytest.mark.parametrize("kind", one_in_make_test(WHOLE_FILES))
 def test_a_whole_file_linked_out_of_the_input_is_refused(tmp_path, capsys, kind):
     dataset = build(kind, tmp_path / "data")
     moved = _link_out(dataset.whole_file, tmp_path)
@@ -335,3 +338,23 @@ def test_a_cvat_image_name_leading_out_is_never_read(tmp_path):
     assert SECRET not in _shard_bytes(out)
     missing = _rejects(out, "missing")
     assert len(missing) == 1 and "../../outside/secret.jpg" in missing[0]["detail"]
+
+
+@CASE("A folder (or a pipe) in OUT named like a file the run writes there "
+      "(`train-00000-of-00001.tfrecord/`, `labels.txt/`), for a full or an incremental run",
+      "refused before any work (exit 2) naming each one and what it is; nothing left in OUT")
+@pytest.mark.parametrize("incremental", one_in_make_test([False, True]), ids=["full", "incremental"])
+def test_a_non_file_named_like_an_output_file_is_refused_up_front(tmp_path, capsys, incremental):
+    dataset = build("coco", tmp_path / "in")
+    out = tmp_path / "out"
+    (out / "train-00000-of-00001.tfrecord").mkdir(parents=True)
+    (out / "labels.txt").mkdir()
+    os.mkfifo(out / "rejects.jsonl")
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert cli.main(dataset.argv(out, *(["--incremental"] if incremental else []))) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"recordbeam: {out} holds labels.txt (a folder), rejects.jsonl (a pipe), "
+        "train-00000-of-00001.tfrecord (a folder), named like files recordbeam writes there: "
+        "its commit could not put its files in place; move them away or choose another folder"]
+    assert sorted(p.name for p in out.iterdir()) == before

@@ -88,6 +88,13 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
     """
     if "://" not in output_dir and _is_plain_file(output_dir):
         raise OutputFolderError(f"{output_dir} is a file; --output must be a folder")
+    blocking = _non_files_named_like_ours(output_dir)
+    if blocking:
+        named = ", ".join(f"{name} (a {_kind_of(output_dir, name)})" for name in blocking[:3])
+        more = f" and {len(blocking) - 3} more" if len(blocking) > 3 else ""
+        raise OutputFolderError(
+            f"{output_dir} holds {named}{more}, named like files recordbeam writes there: its "
+            "commit could not put its files in place; move them away or choose another folder")
     files = existing_files(output_dir)
     ours = known_files(output_dir, files)
     foreign = [p for p in files if p not in ours]
@@ -97,6 +104,35 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
             f"{output_dir} holds files recordbeam did not write ({shown}). Choose an empty or "
             "recordbeam-only folder, or pass --overwrite to write beside them (they are never deleted)."
         )
+
+
+def _non_files_named_like_ours(output_dir: str) -> list[str]:
+    """Entries of a local output folder that are not files (folders, pipes, sockets, broken
+    links) but have the name of a file a run writes there: its commit could not rename a
+    file into their place. Object stores have no such entries."""
+    import os  # the local launcher's own argument, not a data path
+
+    local = filesystems.local_path(output_dir)
+    if local is None or not os.path.isdir(local):
+        return []
+    with os.scandir(local) as entries:
+        return sorted(entry.name for entry in entries
+                      if is_ours(entry.name) and not entry.name.startswith(TEMP_PREFIX)
+                      and not entry.is_file())
+
+
+def _kind_of(output_dir: str, name: str) -> str:
+    import os
+    import stat
+
+    path = os.path.join(filesystems.local_path(output_dir) or output_dir, name)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "broken symbolic link"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "pipe" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "special file"
 
 
 def _is_plain_file(path: str) -> bool:
