@@ -9,7 +9,14 @@ comma := ,
 # .venv holds it, whatever newer one the index has. pyproject.toml admits newer ones.
 NEWEST_BEAM ?= 2.77.0
 
-.PHONY: demo test test-fast test-cluster test-oldest test-newest-beam docs lint bench bench-coco clean
+.PHONY: demo wheel test test-fast test-exhaustive test-all test-cluster test-oldest test-newest-beam docs \
+	lint bench bench-coco clean
+
+# Test lanes (docs/development.md): test-fast is the edit loop, test proves every promise
+# once, test-all runs everything (CI). Tests run in one pytest process per core, at most 4
+# (each local run starts worker processes of its own).
+TEST_PROCESSES ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST_PARALLEL := -n $(TEST_PROCESSES) --dist worksteal
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -30,22 +37,44 @@ $(VENV)/.test: $(VENV)/.runtime
 	$(PY) -m pip install $(PIP_FLAGS) scipy opencv-python-headless pyyaml immutabledict
 	touch $@
 
+# The edit loop's environment: the runtime dependencies and the test runner, nothing else.
+$(VENV)/.fast: $(VENV)/.runtime
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test-fast]'
+	touch $@
+
 $(VENV)/.docs: $(VENV)/.runtime
 	$(PY) -m pip install $(PIP_FLAGS) -e '.[docs]'
 	touch $@
 
+# The wheel users and workers install (recordbeam is not on the package index):
+# dist/recordbeam-<version>-py3-none-any.whl. `pip install 'dist/recordbeam-...whl[gcp]'`.
+wheel: $(VENV)/.runtime
+	$(PY) -m pip wheel $(PIP_FLAGS) --no-deps . -w dist/
+
 demo: $(VENV)/.runtime
 	$(VENV)/bin/recordbeam demo --output demo-output --overwrite
 
-# tests/cluster is left out: it builds launchers in fresh venvs, minutes each (test-cluster).
+# Every promise proven once: each format converted and read back by TensorFlow, rejects
+# and limits, the commit and the lock, one kill point, one bomb... The other cases of each
+# matrix (marked exhaustive) run in test-exhaustive; tests/cluster in test-cluster.
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks tools deploy docs
-	$(PY) -m pytest tests --ignore=tests/cluster
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not exhaustive" tests --ignore=tests/cluster
 
-# The edit loop: the unit tests and one small conversion per format (tests/integration/
-# test_each_format.py), about a minute on 2 cores; CI runs the whole suite.
-test-fast: $(VENV)/.test
-	$(PY) -m pytest -q tests/unit tests/integration/test_each_format.py
+# The edit loop: the unit tests and one small conversion per format, with the runtime
+# dependencies and the test runner only (no TensorFlow, torch or cloud clients).
+test-fast: $(VENV)/.fast
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not exhaustive" tests/unit \
+		tests/integration/test_each_format.py
+
+# What test leaves out: every case of the matrices, and the property tests with their
+# full example counts.
+test-exhaustive: $(VENV)/.test
+	RECORDBEAM_TEST_LANE=all $(PY) -m pytest $(PYTEST_PARALLEL) -m "exhaustive or hypothesis" \
+		tests --ignore=tests/cluster
+
+# Everything, as CI runs it (.ci/run).
+test-all: test test-exhaustive test-newest-beam docs test-cluster test-oldest
 
 # The docs site into site/. --strict: a broken link or anchor, a page missing from the nav,
 # an unreadable docstring or an options table of a command that does not exist fails it.

@@ -91,7 +91,7 @@ def look_up() -> GcsCredentials:
         from google.auth.exceptions import DefaultCredentialsError
     except ImportError:
         return GcsCredentials(False, "gs:// needs Google's client libraries: "
-                                     "pip install 'recordbeam[gcp]'")
+                                     "pip install 'apache-beam[gcp]'")
     try:
         credentials, project = google.auth.default()
     except DefaultCredentialsError as error:

@@ -221,6 +221,35 @@ def _staging_error(error: BaseException, log_path: str) -> UsageError | None:
                       "check --setup_file, --requirements_file and --extra_package")
 
 
+def _no_worker_from_the_pool(error: BaseException, options: PipelineOptions
+                             ) -> RecordbeamError | None:
+    """What to say when an ``EXTERNAL`` worker pool started no worker the job service could
+    use before its wait ran out (gRPC's ``DEADLINE_EXCEEDED``, after 5 minutes): Beam's
+    worker pool starts each worker as ``python`` from its own ``PATH``, and a ``python``
+    without Beam or recordbeam dies at once, seen only in the pool's own output."""
+    portable = options.view_as(PortableOptions)
+    if (portable.environment_type or "").upper() != "EXTERNAL":
+        return None
+    text = " ".join(str(link) for link in _error_chain(error))
+    if "DEADLINE_EXCEEDED" not in text and "Deadline Exceeded" not in text:
+        return None
+    pool = portable.environment_config or "the worker pool"
+    return RecordbeamError(
+        f"no worker of the EXTERNAL worker pool at {pool} connected before the job service "
+        "stopped waiting (DEADLINE_EXCEEDED): the pool starts each worker as `python` from "
+        "its own PATH, which must be an environment holding recordbeam and this Beam (start "
+        "the pool with that environment's bin first on PATH); its output says why the "
+        "worker did not start")
+
+
+def _error_chain(error: BaseException) -> Iterator[BaseException]:
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
 def check_paths_for_runner(options: PipelineOptions, paths: Sequence[str]) -> None:
     """Raise ``UsageError`` for a local path given to a runner whose workers run on other
     machines (Dataflow): they could not read it, and the job would fail there."""
@@ -444,7 +473,8 @@ def _run_remotely(p: beam.Pipeline, options: PipelineOptions,
         except RecordbeamError:
             raise
         except Exception as error:
-            refused = no_job_server_error(error, options) or _staging_error(error, log_path)
+            refused = (no_job_server_error(error, options) or _staging_error(error, log_path)
+                       or _no_worker_from_the_pool(error, options))
             if refused is not None:
                 raise refused from error
             raise RunFailed(error, log_path, runner) from error

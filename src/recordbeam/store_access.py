@@ -95,7 +95,7 @@ def _check_s3(bucket: str, prefix: str, timeout: float) -> None:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
     except ImportError:
         raise UsageError("s3:// needs Amazon's client library: pip install "
-                         "'recordbeam[aws]'") from None
+                         "'apache-beam[aws]'") from None
     s3 = _s3_options()
     where = s3.s3_endpoint_url or "AWS S3" + (f" ({s3.s3_region_name})" if s3.s3_region_name
                                               else "")
@@ -152,7 +152,7 @@ def _check_gcs(bucket: str, prefix: str, timeout: float) -> None:
         from requests import exceptions as http
     except ImportError:
         raise UsageError("gs:// needs Google's client libraries: pip install "
-                         "'recordbeam[gcp]'") from None
+                         "'apache-beam[gcp]'") from None
     emulator = os.environ.get("STORAGE_EMULATOR_HOST")
     where = f"the storage emulator at {emulator}" if emulator else "Google Cloud Storage"
     store = f"gs://{bucket} on {where}"

@@ -12,7 +12,7 @@ up to date (``if_changed``) submits no job: the task ends without one.
 Set in the environment of the DAG processor and the workers:
 
 - ``RECORDBEAM_PYTHON``: the interpreter of recordbeam's own environment, with
-  ``recordbeam[gcp]`` installed (default ``/srv/recordbeam/.venv/bin/python``);
+  recordbeam's wheel installed with its ``gcp`` extra (default ``/srv/recordbeam/.venv/bin/python``);
 - ``RECORDBEAM_PIPELINES``: a copy of recordbeam's ``pipelines/`` folder (default
   ``/srv/recordbeam/pipelines``).
 

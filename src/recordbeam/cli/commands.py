@@ -158,7 +158,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                                gallery=args.gallery,
                                near_duplicates=getattr(args, "near_duplicates", False))
     write_output_file(args.html, page.encode("utf-8"), "--html")
-    note = "" if charts else " (tables only: install recordbeam[report] for charts)"
+    note = "" if charts else " (tables only: pip install matplotlib for charts)"
     print(f"report: {args.html}{note}")
     return EXIT_OK
 

@@ -2,7 +2,7 @@
 
 Numbers come from the manifest (examples per split and shard, rejects by reason) and
 from one pass over the records (classes, boxes per image, box sizes, image sizes and
-formats). Charts are drawn with matplotlib, an optional extra (``recordbeam[report]``),
+formats). Charts are drawn with matplotlib, an optional dependency (the ``report`` extra),
 as inline SVG, so the page is one self-contained file without scripts; without
 matplotlib the page has the same tables and no charts. The same pass picks each split's
 gallery (:mod:`recordbeam.dataset.gallery`: examples drawn from the records as inline
@@ -501,8 +501,8 @@ def render_report(
     ]
     if plt is None:
         overview.append(
-            "<p class='note'>Charts need matplotlib: pip install "
-            "'recordbeam[report]'. Tables only.</p>"
+            "<p class='note'>Charts need matplotlib: pip install matplotlib. "
+            "Tables only.</p>"
         )
     body = "\n".join(
         overview

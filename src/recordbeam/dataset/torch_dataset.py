@@ -87,7 +87,7 @@ def _make_class() -> type:
         import torch.utils.data
     except ImportError as error:
         raise ImportError(
-            "recordbeam.dataset.torch_dataset needs PyTorch: pip install 'recordbeam[torch]' (or torch)"
+            "recordbeam.dataset.torch_dataset needs PyTorch: pip install torch"
         ) from error
 
     class RecordIterableDataset(torch.utils.data.IterableDataset):
