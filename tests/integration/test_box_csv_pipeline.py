@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+from lanes import exhaustive
 from PIL import Image
 from read_back import split_examples
 
@@ -95,6 +96,7 @@ def test_a_table_without_its_columns_is_a_data_error_no_tables_a_usage_error(tmp
         assert code == expected, root
 
 
+@exhaustive  # --if-changed over any format: test_voc_pipeline.py, test_incremental.py
 def test_if_changed_skips_a_rerun_until_a_table_changes(box_root, tmp_path, capsys):
     args = ["convert", "box-csv", "--input", str(box_root), "--output", str(tmp_path / "out"),
             "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+from lanes import exhaustive
 from PIL import Image
 from read_back import split_examples
 
@@ -147,6 +148,7 @@ def test_split_option_against_declared_subsets_is_refused(cvat_root, tmp_path, c
     assert "--split val would be ignored" in capsys.readouterr().err
 
 
+@exhaustive  # --if-changed over any format: test_voc_pipeline.py, test_incremental.py
 def test_if_changed_skips_a_rerun_until_the_xml_changes(cvat_root, tmp_path, capsys):
     args = ["convert", "cvat", "--input", str(cvat_root), "--output", str(tmp_path / "out"),
             "--max-reject-fraction", "1", "--max-annotation-reject-fraction", "1",

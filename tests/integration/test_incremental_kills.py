@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from growing_corpus import Corpus, examples, globbed_examples, rejects, split_facts
+from lanes import exhaustive, one_in_make_test
 
 import recordbeam
 from recordbeam.cli.main import main
@@ -126,7 +127,7 @@ def _check_killed_then_rerun(corpus: Corpus, out: Path, v1: Path, full: Path) ->
       "version's files",
       "the previous version (or, once the manifest was replaced, the new one) whole, "
       "readable and verify-clean; the rerun completes as a full rebuild would")
-@pytest.mark.parametrize("point", list(POINTS))
+@pytest.mark.parametrize("point", one_in_make_test(list(POINTS)))
 def test_a_run_killed_at_a_point_of_its_commit(point, versions, tmp_path):
     corpus, v1, full = versions
     out = tmp_path / "out"
@@ -143,6 +144,7 @@ def test_a_run_killed_at_a_point_of_its_commit(point, versions, tmp_path):
 
 @CASE("Incremental run killed (SIGKILL) at random moments (seeded)",
       "each time the folder holds one whole version, verify-clean; every rerun completes")
+@exhaustive
 def test_runs_killed_at_random_moments(versions, tmp_path):
     corpus, v1, full = versions
     rng = random.Random(12)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from lanes import exhaustive
 from PIL import Image
 from read_back import split_examples
 
@@ -123,6 +124,7 @@ def test_source_counts_are_in_the_summary(kitti_root, tmp_path, capsys):
         assert said in summary.replace("_", " "), summary
 
 
+@exhaustive  # the same bytes on a rerun, for any format: test_cvat_pipeline.py
 def test_reruns_write_the_same_bytes(kitti_root, tmp_path):
     shards = []
     for run in ("one", "two"):
@@ -168,6 +170,7 @@ def test_flat_root_is_one_split_named_by_split_option(kitti_root, tmp_path):
     assert example["image/object/class/text"].tolist() == [b"Car", b"Person_sitting"]
 
 
+@exhaustive  # --if-changed over any format: test_voc_pipeline.py, test_incremental.py
 def test_if_changed_skips_a_rerun_until_a_label_file_changes(kitti_root, tmp_path, capsys):
     (kitti_root / "notes.txt").write_text("not an input: never read, never fingerprinted")
     args = ["convert", "kitti", "--input", str(kitti_root), "--output", str(tmp_path / "out"),

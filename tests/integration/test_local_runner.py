@@ -11,6 +11,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.testing.util import assert_that, equal_to
+from lanes import exhaustive, one_in_make_test
 
 from recordbeam.cli import main as cli
 from recordbeam.local import internals as runner_internals
@@ -103,7 +104,7 @@ def _make_internals_unusable(reason: str, monkeypatch) -> None:
     runner_internals.why_unusable.cache_clear()
 
 
-@pytest.mark.parametrize("reason", ["untested version", "missing internal"])
+@pytest.mark.parametrize("reason", one_in_make_test(["untested version", "missing internal"]))
 def test_without_usable_internals_a_run_is_beams_own_with_the_same_bytes(
         reason, fresh_check, convert, tmp_path, caplog, monkeypatch):
     ours = convert(tmp_path / "ours", shards=2, beam_args=MULTI_PROCESS)
@@ -133,6 +134,7 @@ def test_the_installed_beam_is_one_the_local_runner_uses(fresh_check):
     assert runner_internals.missing_internals() == []
 
 
+@exhaustive  # an untested Beam writes the same bytes: test_without_usable_internals_...[untested version]
 def test_a_command_on_an_untested_beam_says_so_once_forks_no_standby_and_writes_the_same_bytes(
         coco_sample, tmp_path, fresh_check, monkeypatch, capfd):
     def convert(output, *beam_args):
@@ -171,6 +173,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@exhaustive  # the same promise as [missing internal] above
 def test_a_beam_lacking_an_internal_the_runner_registers_with_runs_plain_with_the_same_bytes(
         coco_sample, tmp_path, fast_path):
     def convert(output, *python):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import stores
 from beam_services import free_port, job_service, worker_pool
+from lanes import exhaustive
 
 from recordbeam.cli.main import main
 
@@ -54,6 +55,7 @@ def test_portable_runner_loopback_equals_local_run(coco_sample, local_run, job_e
     assert _shards(out) and _shards(out) == _shards(local_run)
 
 
+@exhaustive  # the portable runner: test_portable_runner_loopback_equals_local_run
 def test_portable_runner_external_worker_pool_equals_local_run(
         coco_sample, local_run, job_endpoint, tmp_path):
     port = free_port()

@@ -9,6 +9,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.runners.portability.fn_api_runner import execution
 from apache_beam.testing.util import assert_that, equal_to
+from lanes import one_in_make_test
 
 from recordbeam.local import shuffle as local_shuffle
 from recordbeam.local.runner import pipeline_options
@@ -40,7 +41,8 @@ def spill_everything(monkeypatch, tmp_path):
     assert not [n for n in os.listdir(temp) if n.startswith("recordbeam-shuffle-")]
 
 
-@pytest.mark.parametrize("beam_args", [IN_MEMORY, MULTI_PROCESS], ids=["in_memory", "multi"])
+@pytest.mark.parametrize("beam_args", one_in_make_test(
+    [pytest.param(IN_MEMORY, id="in_memory"), pytest.param(MULTI_PROCESS, id="multi")], keep=1))
 def test_a_conversion_that_spills_writes_the_same_bytes(
         three_shards, convert, tmp_path, spill_everything, beam_args, fast_path):
     spilled = convert(tmp_path / "out", shards=3, beam_args=beam_args)

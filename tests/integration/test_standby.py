@@ -17,6 +17,7 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from lanes import exhaustive
 
 from recordbeam.cli import main as cli
 from recordbeam.local import runner, standby
@@ -258,6 +259,7 @@ def test_a_dead_standby_means_new_workers(hand_offs, tmp_path):
 
 
 @needs_standby
+@exhaustive  # a standby that cannot serve means new workers: test_a_dead_standby_means_new_workers
 def test_a_second_run_gets_new_workers(hand_offs, tmp_path):
     options = pipeline_options([*TWO_WORKERS, *CLOUDPICKLE])
     with standby.started(2):
@@ -269,6 +271,7 @@ def test_a_second_run_gets_new_workers(hand_offs, tmp_path):
 
 
 @needs_standby
+@exhaustive  # a standby that cannot give a worker means a new one: test_a_dead_standby_means_new_workers
 def test_a_standby_that_fails_before_forking_means_new_workers(hand_offs, monkeypatch, tmp_path):
     # Alive when asked, gone before it answers: an import that crashed.
     monkeypatch.setattr(standby, "_COMMAND",
@@ -305,6 +308,7 @@ def test_a_forked_worker_can_be_killed():
 
 
 @needs_standby
+@exhaustive  # a standby that cannot serve means new workers: test_a_dead_standby_means_new_workers
 def test_a_worker_whose_standby_died_is_waited_for_until_it_ends():
     environment = {**os.environ, "CONTROL_API_SERVICE_DESCRIPTOR": "url: 'localhost:1'",
                    "PIPELINE_OPTIONS": "{}"}
@@ -381,6 +385,7 @@ def test_the_standby_imports_the_preloaded_modules_once_for_all_its_workers(tmp_
 
 
 @needs_standby
+@exhaustive  # a standby that cannot give a worker means a new one: test_a_dead_standby_means_new_workers
 def test_a_preloaded_module_that_fails_to_import_still_gives_workers(hand_offs, tmp_path):
     with standby.started(2, preload=("recordbeam_no_such_module",)):
         pids = _worker_pids(pipeline_options([*TWO_WORKERS, *CLOUDPICKLE]), tmp_path / "pids")
@@ -449,6 +454,7 @@ def test_the_command_forks_its_standby_from_itself_once_the_pipeline_is_built(
 
 
 @needs_standby
+@exhaustive  # a standby that cannot serve means new workers: test_a_dead_standby_means_new_workers
 def test_with_other_threads_running_the_command_starts_a_new_standby_with_its_pipeline_module(
         coco_sample, tmp_path, monkeypatch, hand_offs):
     # A fork could copy a lock another thread holds: a new interpreter instead, which

@@ -211,7 +211,8 @@ def test_if_changed_finds_a_folder_in_a_store_up_to_date_then_rebuilds_it(store,
 @pytest.mark.case("Conversion into an object store that fails at its commit (rejects over "
                   "the limit)",
                   "exit 1; no manifest.json in the folder; `recordbeam.read` refuses it")
-@pytest.mark.parametrize("store", ["gs", pytest.param("s3", marks=exhaustive)], indirect=True)
+@pytest.mark.parametrize("store", [pytest.param("gs", marks=exhaustive),
+                                   pytest.param("s3", marks=exhaustive)], indirect=True)
 def test_a_run_that_fails_at_its_commit_leaves_no_finished_looking_folder(store):
     out = f"{store.root}/failed"
     argv = _convert(store, "rejects", out)

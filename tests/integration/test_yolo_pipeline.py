@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+from lanes import exhaustive
 from PIL import Image
 from read_back import split_examples
 
@@ -157,6 +158,7 @@ def test_ultralytics_folder_converts(ultralytics_root, tmp_path):
     assert manifest["label_map"] == {"1": "dog", "2": "traffic light"}
 
 
+@exhaustive  # the same bytes on a rerun, for any format: test_cvat_pipeline.py
 def test_ultralytics_output_is_byte_identical_on_rerun(ultralytics_root, tmp_path):
     outputs = []
     for name in ("one", "two"):
@@ -168,6 +170,7 @@ def test_ultralytics_output_is_byte_identical_on_rerun(ultralytics_root, tmp_pat
     assert outputs[0] == outputs[1] and outputs[0]
 
 
+@exhaustive  # --if-changed over any format: test_voc_pipeline.py, test_incremental.py
 def test_if_changed_skips_a_rerun_until_a_label_changes(ultralytics_root, tmp_path, capsys):
     args = ["convert", "yolo", "--input", str(ultralytics_root), "--output",
             str(tmp_path / "out"), *ALLOW_REJECTS, "--quiet", "--if-changed", *IN_MEMORY]

@@ -6,7 +6,8 @@ Each run is a ``recordbeam convert`` in a child process whose address space is c
 :data:`ADDRESS_SPACE` (a small run needs about 600 MiB of it), so a bomb that would
 allocate gigabytes fails the test quickly instead of the machine; every bomb here asks for
 more than the cap. One bad file or row is one reject, naming it; a bad class list or
-annotation file fails the run (exit 1) naming the file.
+annotation file fails the run (exit 1) naming the file. ``make test`` runs one bomb (a COCO
+polygon of a million vertices); the others run in ``make test-all``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from labelled_datasets import (
     labelme,
     yolo,
 )
+from lanes import exhaustive, one_in_make_test
 from PIL import Image
 
 CASE = pytest.mark.case
@@ -63,7 +65,8 @@ def _reasons(outcome: Outcome) -> dict[str, str]:
       "pixel mask from an RLE of two runs",
       "never drawn at parse; with `--include-masks` the object is rejected "
       "`mask_size_mismatch` against the image's header; run succeeds within 1 GiB")
-@pytest.mark.parametrize("masks", [True, False], ids=["masks", "boxes"])
+@pytest.mark.parametrize("masks", [pytest.param(True, id="masks", marks=exhaustive),
+                                   pytest.param(False, id="boxes", marks=exhaustive)])
 def test_a_cvat_mask_declared_huge_is_checked_before_it_is_drawn(tmp_path, masks):
     shape = ('<mask label="dog" rle="0, 1600000000" left="0" top="0" width="40000" '
              'height="40000"/>')
@@ -84,6 +87,7 @@ def test_a_cvat_mask_declared_huge_is_checked_before_it_is_drawn(tmp_path, masks
       "169 M pixel mask under the pixel limit",
       "kept as its patch at parse; with `--include-masks` the object is rejected "
       "`mask_size_mismatch` against the image's header; run succeeds within 1 GiB")
+@exhaustive
 def test_a_labelme_mask_in_a_json_declaring_a_huge_image_is_not_drawn_at_parse(tmp_path):
     argv = labelme(tmp_path / "in", ["dog"])
     buffer = io.BytesIO()
@@ -104,6 +108,7 @@ def test_a_labelme_mask_in_a_json_declaring_a_huge_image_is_not_drawn_at_parse(t
 @CASE("COCO RLE segmentation of 30000x30000 on a 32x24 image (0.9 G pixels)",
       "annotation reject `mask_size_mismatch` before any pixel is made; the image is "
       "written; run succeeds within 1 GiB")
+@exhaustive
 def test_a_coco_rle_larger_than_its_image_is_refused_before_decoding(tmp_path):
     argv = coco(tmp_path / "in", ["dog"],
                 segmentation={"size": [30000, 30000], "counts": [0, 900_000_000]})
@@ -143,9 +148,9 @@ def _polygon_dataset(root, kind: str, points: list[float]) -> list[str]:
       "that object is rejected, naming the count (COCO `invalid_mask`, CVAT "
       "`malformed_points`, labelme `invalid_shape`, YOLO `malformed_line`); the image is "
       "written; run succeeds within 1 GiB")
-@pytest.mark.parametrize("kind, reason", [
+@pytest.mark.parametrize("kind, reason", one_in_make_test([
     ("coco", "invalid_mask"), ("cvat", "malformed_points"), ("labelme", "invalid_shape"),
-    ("yolo", "malformed_line")])
+    ("yolo", "malformed_line")]))
 def test_a_polygon_of_a_million_vertices_is_one_reject(tmp_path, kind, reason):
     argv = _polygon_dataset(tmp_path / "in", kind, _zigzag(1_000_000))
     outcome = run_bounded(argv + ["--include-masks"], tmp_path / "out", *LENIENT)
@@ -158,7 +163,8 @@ def test_a_polygon_of_a_million_vertices_is_one_reject(tmp_path, kind, reason):
       "2.8 M pixels long), `--include-masks`",
       "annotation reject `invalid_mask` naming the outline's length, never traced; the "
       "image is written; run succeeds within 1 GiB")
-@pytest.mark.parametrize("kind", ["coco", "cvat", "labelme", "yolo"])
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=exhaustive)
+                                  for k in ("coco", "cvat", "labelme", "yolo")])
 def test_an_outline_far_longer_than_its_image_is_not_traced(tmp_path, kind):
     argv = _polygon_dataset(tmp_path / "in", kind, _zigzag(90_000))
     outcome = run_bounded(argv + ["--include-masks"], tmp_path / "out", *LENIENT)
@@ -181,6 +187,7 @@ _LAUGHS = "\n".join(
     (f"{_LAUGHS}\ntrain: images/train\nnames: *a8\n", "expands to more than 1,000,000 values"),
     ("train: images/train\nnc: 1000000000\n", "at most 100,000 class names"),
 ], ids=["aliases", "nc"])
+@exhaustive
 def test_yaml_that_stands_for_billions_of_names_is_refused(tmp_path, document, said):
     argv = yolo(tmp_path / "in", ["dog"])
     (tmp_path / "in" / "data.yaml").write_text(document)
@@ -197,7 +204,7 @@ _DEEP = "[" * 100_000 + "]" * 100_000
       "image reject `malformed_json` naming the file; the other image is written")
 @CASE("JSON Lines manifest row nested 100,000 deep",
       "reject `bad_row` naming `<manifest>:<line>`; the other rows are written")
-@pytest.mark.parametrize("kind", ["labelme", "jsonl"])
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=exhaustive) for k in ("labelme", "jsonl")])
 def test_one_deeply_nested_file_or_row_is_one_reject(tmp_path, kind):
     if kind == "labelme":
         argv = labelme(tmp_path / "in", ["dog", "cat"])
@@ -221,6 +228,7 @@ def test_one_deeply_nested_file_or_row_is_one_reject(tmp_path, kind):
 @CASE("COCO annotation file with a value nested 100,000 deep",
       "run fails (exit 1) naming the file and the byte range; parsing stops at 128 levels, "
       "within 1 GiB")
+@exhaustive
 def test_a_deeply_nested_coco_file_fails_naming_it(tmp_path):
     argv = coco(tmp_path / "in", ["dog"])
     path = tmp_path / "in" / "instances.json"
@@ -235,6 +243,7 @@ def test_a_deeply_nested_coco_file_fails_naming_it(tmp_path):
 @CASE("COCO category id 2^40 (legal: ids fit 64 bits)",
       "written; TFDS's files give that label as a plain integer instead of a ClassLabel of "
       "2^40 names; run succeeds within 1 GiB")
+@exhaustive
 def test_a_category_id_far_from_zero_is_no_list_of_names(tmp_path):
     argv = coco(tmp_path / "in", ["dog"])
 
@@ -253,6 +262,7 @@ def test_a_category_id_far_from_zero_is_no_list_of_names(tmp_path):
 @CASE("JSON Lines manifest with a row of 200 MB on one line",
       "reject `bad_row` naming `<manifest>:<line>` and its length, read past in pieces "
       "(rows are at most 64 MiB); the other rows are written; within 1 GiB")
+@exhaustive
 def test_a_row_of_200_mb_is_read_past_not_held(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()

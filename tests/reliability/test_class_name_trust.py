@@ -14,6 +14,7 @@ import json
 
 import pytest
 from labelled_datasets import CLASS_NAME_FORMATS, LENIENT, run
+from lanes import one_in_make_test
 
 from recordbeam.cli import main as cli
 
@@ -55,7 +56,7 @@ def _label_lines_match(outcome) -> None:
       "categories, YOLO names, CVAT `<meta>` labels, Open Images class descriptions, class "
       "folders",
       "run fails (exit 1) naming the file, the entry and the character; nothing written")
-@pytest.mark.parametrize("kind", sorted(LISTED))
+@pytest.mark.parametrize("kind", one_in_make_test(sorted(LISTED)))
 def test_a_listed_name_that_is_not_one_line_fails_the_run(tmp_path, capsys, kind):
     bad = LISTED[kind]
     outcome = _convert(tmp_path, capsys, kind, ["dog", bad, "cat"])
@@ -69,7 +70,7 @@ def test_a_listed_name_that_is_not_one_line_fails_the_run(tmp_path, capsys, kind
       "KITTI, box CSV",
       "annotation reject `invalid_class_name` naming the object; labels.txt holds one line "
       "per label")
-@pytest.mark.parametrize("kind", sorted(FOUND))
+@pytest.mark.parametrize("kind", one_in_make_test(sorted(FOUND)))
 def test_a_found_name_that_is_not_one_line_rejects_its_object(tmp_path, capsys, kind):
     bad = FOUND[kind]
     outcome = _convert(tmp_path, capsys, kind, ["dog", bad, "cat"])
@@ -82,7 +83,7 @@ def test_a_found_name_that_is_not_one_line_rejects_its_object(tmp_path, capsys, 
 
 @CASE("Class name that is only white space: a COCO category, a class folder",
       "run fails (exit 1) naming it: TFDS drops blank lines of its labels file")
-@pytest.mark.parametrize("kind", ["coco", "imagefolder"])
+@pytest.mark.parametrize("kind", one_in_make_test(["coco", "imagefolder"]))
 def test_a_blank_listed_name_fails_the_run(tmp_path, capsys, kind):
     outcome = _convert(tmp_path, capsys, kind, ["dog", " \t", "cat"])
     assert outcome.code == 1, outcome.err
@@ -93,8 +94,8 @@ def test_a_blank_listed_name_fails_the_run(tmp_path, capsys, kind):
       "class folders, YOLO names, CVAT `<meta>` labels; names found on objects (VOC, "
       "labelme, KITTI, box CSV, CVAT shapes)",
       "run fails (exit 1) showing both spellings escaped and where each is; nothing written")
-@pytest.mark.parametrize("kind", ["imagefolder", "yolo", "cvat", "cvat-shapes", "voc",
-                                  "labelme", "kitti", "box-csv"])
+@pytest.mark.parametrize("kind", one_in_make_test(["imagefolder", "yolo", "cvat", "cvat-shapes",
+                                                   "voc", "labelme", "kitti", "box-csv"]))
 def test_names_that_differ_only_in_normalisation_fail_the_run(tmp_path, capsys, kind):
     build = {"declared": False} if kind == "cvat-shapes" else {}
     outcome = _convert(tmp_path, capsys, kind.removesuffix("-shapes"),
@@ -109,7 +110,7 @@ def test_names_that_differ_only_in_normalisation_fail_the_run(tmp_path, capsys, 
       "normalisation; two Open Images label ids with one display name",
       "written, each under its own label; warning `duplicate_class_name` in the summary, "
       "the manifest and rejects.jsonl naming both")
-@pytest.mark.parametrize("kind", ["coco", "openimages"])
+@pytest.mark.parametrize("kind", one_in_make_test(["coco", "openimages"]))
 @pytest.mark.parametrize("names", [["dog", "dog"], ["caf\u00e9", "cafe\u0301"]],
                          ids=["same", "nfc-nfd"])
 def test_one_name_for_two_ids_is_written_with_a_warning(tmp_path, capsys, kind, names):

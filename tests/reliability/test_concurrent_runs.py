@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from lanes import exhaustive, one_in_make_test
 from read_back import write_folder_files
 from reliability_data import convert_argv, snapshot
 
@@ -54,7 +55,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 @pytest.mark.parametrize(
     "second",
-    [
+    one_in_make_test([
         pytest.param("convert", marks=CASE(
             "A second conversion into a folder another run is writing (a finished output "
             "there)",
@@ -63,7 +64,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
         pytest.param("reshard", marks=CASE(
             "`reshard` into a folder a conversion is writing",
             "refused (exit 2) naming the conversion's run; the conversion's output is whole")),
-    ],
+    ]),
 )
 def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean, tmp_path, second):
     out = tmp_path / "out"
@@ -102,6 +103,7 @@ def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean
     "one writes, any other is refused (exit 2) naming the run that writes; never both fail; "
     "the folder equals a clean run each time",
 )
+@exhaustive
 def test_runs_started_together_never_lose_the_output(larger_sample, larger_clean, tmp_path):
     out = tmp_path / "out"
     for trial in range(6):

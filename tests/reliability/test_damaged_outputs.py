@@ -14,6 +14,7 @@ import json
 import shutil
 
 import pytest
+from lanes import one_in_make_test
 from reliability_data import IN_MEMORY, snapshot
 
 import recordbeam
@@ -50,7 +51,7 @@ def _first_shard(out) -> str:
     return entry["shards"][0]["file"]
 
 
-@pytest.mark.parametrize("inputs", [_coco, _imagefolder, _table], ids=["coco", "imagefolder",
+@pytest.mark.parametrize("inputs", one_in_make_test([_coco, _imagefolder, _table]), ids=["coco", "imagefolder",
                                                                         "manifest"])
 @pytest.mark.parametrize(
     "damage",

@@ -23,6 +23,7 @@ import pytest
 import shard_faults
 from apache_beam.coders import BytesCoder
 from in_new_processes import set_up_then_exec
+from lanes import exhaustive, one_in_make_test
 from reliability_data import convert_argv, runs_then_raises, snapshot
 
 from recordbeam.cli import main as cli
@@ -187,6 +188,7 @@ def _check_not_finished_or_complete(out) -> None:
     "nothing looks finished (or the manifest is complete); no process lingers; the next run "
     "equals a clean run byte for byte",
 )
+@exhaustive  # one kill point and its rerun: test_failed_shard_then_rerun_equals_clean_run
 def test_sigkill_at_any_moment_then_rerun(sample, clean, tmp_path):
     out = str(tmp_path / "out")
     base = [
@@ -274,7 +276,7 @@ def _left_nothing(proc: subprocess.Popen, out: str, temp: Path) -> None:
 
 @pytest.mark.parametrize(
     "whom, signum",
-    [
+    one_in_make_test([
         pytest.param("group", signal.SIGINT, marks=CASE(
             "Ctrl-C while shards are written (SIGINT to the whole process group, as a "
             "terminal sends it)",
@@ -296,7 +298,7 @@ def _left_nothing(proc: subprocess.Popen, out: str, temp: Path) -> None:
             "SIGHUP to the launcher while shards are written (`kill -HUP`)",
             "one line 'hung up (SIGHUP)', exit 129; nothing committed or left in TMPDIR, no "
             "process lingers")),
-    ],
+    ]),
     ids=["group", "launcher", "group-sigterm", "launcher-sigterm", "launcher-sighup"],
 )
 def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, signum):
@@ -334,6 +336,7 @@ TAKE_TERMINAL = set_up_then_exec(
       "the foreground group, and the terminal is gone)",
       "exit 129; nothing committed, the temp folder and the spilled shuffles in TMPDIR "
       "removed; no process lingers")
+@exhaustive
 def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
     out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
     master, terminal = os.openpty()
@@ -373,7 +376,7 @@ def bytes_before_finalize(sample, tmp_path_factory) -> int:
 
 @pytest.mark.parametrize(
     "when",
-    [
+    one_in_make_test([
         pytest.param(
             "first write",
             marks=CASE(
@@ -398,7 +401,7 @@ def bytes_before_finalize(sample, tmp_path_factory) -> int:
                 "no temp file left; the rerun succeeds",
             ),
         ),
-    ],
+    ], keep=1),
 )
 def test_disk_full_fails_without_partial_output(
     sample, clean, bytes_before_finalize, tmp_path, capsys, when

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from lanes import exhaustive, one_in_make_test
 from reliability_data import snapshot
 
 from recordbeam.testing.samples import make_coco_sample
@@ -47,7 +48,7 @@ def _convert(sample, out, env=None, timeout=300) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=timeout, env=env)
 
 
-@pytest.mark.parametrize("limit", [
+@pytest.mark.parametrize("limit", one_in_make_test([
     pytest.param(("48k", 1000), marks=CASE(
         "Filesystem out of bytes under a run with worker processes (a 48 KiB tmpfs)",
         "exit 3, one line 'out of space on <folder>', nothing committed; nothing of the "
@@ -56,7 +57,7 @@ def _convert(sample, out, env=None, timeout=300) -> subprocess.CompletedProcess:
         "Filesystem out of inodes under a run with worker processes (a tmpfs of 6 inodes)",
         "the same: exit 3, 'out of space', nothing left; the rerun succeeds once inodes "
         "are free")),
-], ids=["bytes", "inodes"])
+]), ids=["bytes", "inodes"])
 def test_a_full_filesystem_is_named_and_left_clean(sample, small_disk, limit):
     disk, mount = small_disk
     mount(*limit)
@@ -80,6 +81,7 @@ def test_a_full_filesystem_is_named_and_left_clean(sample, small_disk, limit):
       "exit 3, 'out of space on <folder>', in seconds: the workers' failed writes are "
       "reported although their tracebacks cannot reach the log; nothing left but the log; "
       "the rerun succeeds once space is free")
+@exhaustive
 def test_a_full_disk_under_the_log_fails_the_run_instead_of_hanging_it(sample, small_disk):
     disk, mount = small_disk
     mount("64k", 1000)
@@ -106,6 +108,7 @@ def test_a_full_disk_under_the_log_fails_the_run_instead_of_hanging_it(sample, s
       "exit 3, 'out of space on <TMPDIR>, where the local runner spills shuffles', naming "
       "TMPDIR, not the output folder; nothing committed; the rerun succeeds once space is "
       "free")
+@exhaustive
 def test_a_full_spill_folder_is_named_as_such(sample, small_disk, tmp_path):
     disk, mount = small_disk
     mount("16k", 1000)

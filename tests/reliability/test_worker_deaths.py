@@ -17,6 +17,7 @@ import time
 
 import apache_beam as beam
 import pytest
+from lanes import one_in_make_test
 from reliability_data import convert_argv, runs_then_raises, snapshot
 
 from recordbeam.cli import main as cli
@@ -138,7 +139,7 @@ def _writing_shards(out: str):
 
 @pytest.mark.parametrize(
     "moment",
-    [
+    one_in_make_test([
         pytest.param("taken over", marks=CASE(
             "Local worker killed (SIGKILL, as the out-of-memory killer does) as soon as it "
             "has taken over from the standby, before it connected to the runner",
@@ -152,7 +153,7 @@ def _writing_shards(out: str):
             "Local worker killed (SIGKILL) while shards are written",
             "the same: exit 3 within seconds, naming its pid and SIGKILL; the rerun equals "
             "a clean run")),
-    ],
+    ], keep=2),
 )
 def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp_path, moment):
     out = str(tmp_path / "out")
@@ -177,7 +178,7 @@ def test_a_killed_worker_ends_the_run_naming_it(larger_sample, larger_clean, tmp
     assert snapshot(out) == larger_clean
 
 
-@pytest.mark.parametrize("layout", ["fresh", "second split"])
+@pytest.mark.parametrize("layout", one_in_make_test(["fresh", "second split"]))
 @CASE("Local worker killed once the run's commit is done, while the runner still waits for "
       "its (empty) share of the commit's stage",
       "the run succeeds (exit 0): the output equals a clean run's, and a warning names the "
