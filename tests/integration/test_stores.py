@@ -323,3 +323,34 @@ def test_a_store_that_cannot_be_used_is_a_usage_error(store, case, samples, monk
     assert main(argv) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"recordbeam: {said}") and expected in last, last
+
+
+@pytest.mark.case(
+    "Empty files written to an object store: the shard of a split with no example (an "
+    "empty `rejects.jsonl`: the store conversions of a clean dataset)",
+    "each is an object of 0 bytes, as the local run's file; the folder reads back")
+@pytest.mark.parametrize("store", [pytest.param("s3", marks=exhaustive),
+                                   pytest.param("gs", marks=exhaustive)], indirect=True)
+def test_empty_files_are_written_as_empty_objects(store, tmp_path):
+    images = tmp_path / "empty" / "images"
+    images.mkdir(parents=True)
+    (images / "a.jpg").write_bytes(b"not an image: its one example is a reject")
+    (tmp_path / "empty" / "instances.json").write_text(json.dumps(
+        {"images": [{"id": 1, "file_name": "a.jpg", "width": 4, "height": 3}],
+         "annotations": [], "categories": []}))
+    store.upload_folder(images, f"{store.root}/empty/images")
+    store.upload_file(tmp_path / "empty" / "instances.json", f"{store.root}/empty/instances.json")
+    local = tmp_path / "local"
+    argv = ["convert", "coco", "--images", str(images), "--annotations",
+            str(tmp_path / "empty" / "instances.json"), "--quiet", "--max-reject-fraction", "1"]
+    assert main([*argv, "--output", str(local), *IN_MEMORY]) == 0
+    out = f"{store.root}/out-empty"
+    assert main(["convert", "coco", "--images", f"{store.root}/empty/images", "--annotations",
+                 f"{store.root}/empty/instances.json", "--output", out, "--quiet",
+                 "--max-reject-fraction", "1", *store.argv]) == 0
+    written, expected = store.snapshot(out), _local_snapshot(local)
+    assert sorted(written) == sorted(expected)
+    empty = sorted(name for name, data in expected.items() if data == b"")
+    assert any(".tfrecord" in name for name in empty), empty  # the split's one shard
+    assert all(written[name] == b"" for name in empty)
+    assert main(["verify", out, *store.argv]) == 0

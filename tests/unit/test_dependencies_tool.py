@@ -22,9 +22,12 @@ def test_lists_the_project_and_each_named_extra_once():
     done = run("test", "gcp", "aws")
     assert done.returncode == 0, done.stderr
     listed = done.stdout.splitlines()
+    ours = f"{project['name']}[test-fast]"  # the test extra names the test-fast one
+    assert ours in project["optional-dependencies"]["test"]
     expected = (project["dependencies"] + project["optional-dependencies"]["test"]
+                + project["optional-dependencies"]["test-fast"]
                 + project["optional-dependencies"]["gcp"] + project["optional-dependencies"]["aws"])
-    assert set(listed) == set(expected)
+    assert set(listed) == set(expected) - {ours}
     assert len(listed) == len(set(listed))
     assert not set(listed) & (set(project["optional-dependencies"]["docs"]) - set(expected))
 
