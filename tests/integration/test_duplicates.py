@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+from lanes import exhaustive
 from PIL import Image
 from read_back import folder_files
 
@@ -270,6 +271,7 @@ def test_drop_across_splits_keeps_every_copy_of_the_first_split(tmp_path):
         ("test", "duplicate"), ("val", "duplicate")]
 
 
+@exhaustive  # the same bytes on every runner: test_coco_pipeline.py
 def test_drop_writes_the_same_bytes_on_every_runner(tmp_path):
     cat, dog = _photo(1), _photo(2)
     root = _tree(tmp_path / "in", {**{f"cats/{i}.jpg": cat for i in range(5)},

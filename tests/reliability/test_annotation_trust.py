@@ -261,3 +261,27 @@ def test_folder_prefix_of_missing_images_is_pointed_out(tmp_path, capsys):
     code, out, err = _run(capsys, str(tmp_path / "coco"), annotations, tmp_path / "right")
     assert code == 0, err
     assert "note:" not in out
+
+
+@CASE("A `file_name` that differs from the file on disk only in letter case or Unicode "
+      "normalisation (NFC and NFD)", "reject `missing` naming the file on disk and how it differs")
+def test_a_missing_image_names_the_file_that_differs_only_in_case_or_normalisation(
+        tmp_path, capsys):
+    nfc, nfd = "caf\u00e9.jpg", "cafe\u0301.jpg"
+    names = ["dog.jpg", nfc, "bird.jpg", "Bird.jpg", "OWL.jpg", "owl.jpg"]
+    entries = [{"id": i, "file_name": name, "width": 32, "height": 24}
+               for i, name in enumerate(names, start=1)]
+    files = {name: jpeg() for name in ["Dog.JPG", nfd, "bird.jpg", "Bird.jpg", "owl.jpg"]}
+    images, annotations = _dataset(tmp_path / "coco", entries, [], files=files)
+    code, _, err = _run(capsys, images, annotations, tmp_path / "out",
+                        "--max-reject-fraction", "1")
+    assert code == 0, err
+    missing = {r["source"]: r["detail"] for r in _rejects(tmp_path / "out")}
+    assert set(missing) == {"dog.jpg", nfc, "OWL.jpg"}  # each other entry has its file
+    assert missing["dog.jpg"].endswith(
+        "on disk: 'Dog.JPG' differs only in letter case; names match exactly: fix the "
+        "file_name or rename the file")
+    assert (f"on disk: {nfd!r} differs only in Unicode normalisation ('cafe\\u0301.jpg' on "
+            "disk, 'caf\\xe9.jpg' in the file_name)") in missing[nfc]
+    # owl.jpg is the file of its own entry, so no near match of OWL.jpg
+    assert missing["OWL.jpg"].endswith(f"which is not in the images folder {images}")

@@ -60,6 +60,12 @@ def _gif() -> bytes:
     return buffer.getvalue()
 
 
+def _gif_claiming(width: int, height: int) -> bytes:
+    data = bytearray(_gif())
+    data[6:10] = width.to_bytes(2, "little") + height.to_bytes(2, "little")  # logical screen
+    return bytes(data)
+
+
 #: file name -> (bytes written into the images folder, expected image reject reason)
 BAD_FILES = {
     "truncated.jpg": (jpeg()[:300], "truncated"),
@@ -69,6 +75,7 @@ BAD_FILES = {
     "bomb.png": (png(2000, 2000), "too_large"),
     "absurd.png": (_png_header(2**31 - 1, 2**31 - 1), "too_large"),
     "absurd.jpg": (_jpeg_claiming(65535, 65535), "too_large"),
+    "absurd.gif": (_gif_claiming(65535, 65535), "too_large"),
 }
 
 
@@ -227,6 +234,11 @@ def bad_run(tmp_path_factory) -> Run:
         pytest.param(
             "absurd.jpg",
             marks=CASE("JPEG header claiming 65535 x 65535 pixels", "reject `too_large`"),
+        ),
+        pytest.param(
+            "absurd.gif",
+            marks=CASE("GIF header claiming 65535 x 65535 pixels",
+                       "reject `too_large` (not `unsupported_format`)"),
         ),
     ],
 )

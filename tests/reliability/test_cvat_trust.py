@@ -71,6 +71,30 @@ def test_xml_broken_mid_stream_fails_the_run(tmp_path, capsys):
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+@CASE("CVAT subset that cannot be a split name (`my-split`, `../../evil`), declared in "
+      "<meta> or by a `<subset>.xml` file name", "refused before any work: exit 2 naming the "
+      "XML, the subset and what to rename; nothing written")
+@pytest.mark.parametrize(("subset", "xml_name", "said"), [
+    ("../../evil", "annotations.xml", "its <meta> declares the subset '../../evil'"),
+    ("my-split", "annotations.xml", "its <meta> declares the subset 'my-split'"),
+    (None, "my-split.xml", "its file name makes the subset 'my-split'"),
+], ids=["meta-path", "meta-dash", "file-name"])
+def test_a_subset_that_cannot_be_a_split_is_refused_naming_its_xml(tmp_path, capsys, subset,
+                                                                    xml_name, said):
+    declared = f"<subset>{subset}</subset>" if subset else ""
+    xml = (_META.replace("</labels>", f"</labels>{declared}")
+           + '<image name="good.jpg" width="32" height="32"/></annotations>')
+    _export(tmp_path / "cvat", xml)
+    os.rename(tmp_path / "cvat" / "annotations.xml", tmp_path / "cvat" / xml_name)
+    code = _convert(tmp_path / "cvat", tmp_path / "out")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{tmp_path / 'cvat' / xml_name}: {said}" in err
+    assert "must be letters, digits and underscores" in err and ": rename the " in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
 @CASE("CVAT <image> element without its file; image file without an <image> element",
       "image reject `missing` naming the XML and element; the image is written with no "
       "objects and a `no_annotation_element` warning")

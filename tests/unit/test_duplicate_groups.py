@@ -21,11 +21,13 @@ from recordbeam.dataset.duplicate_groups import (
     Group,
     Member,
     copies_to_drop,
+    copies_to_name,
     exact_groups,
     group_of,
     merge_group_lines,
     split_rank,
 )
+from recordbeam.dataset.duplicate_rules import duplicate_rules
 from recordbeam.dataset.find_duplicates import DuplicateFinder, RecordPlace
 from recordbeam.dataset.image_hashes import (
     DamagedHashFile,
@@ -459,3 +461,26 @@ def test_the_finder_finds_near_copies_and_counts_what_does_not_decode():
     (group,) = near.groups
     assert [(m.split, m.record) for _, m in group.members] == [("train", 0), ("val", 0)]
     assert group.across_splits
+
+
+def test_a_split_overlap_names_a_copy_in_each_split():
+    finder = DuplicateFinder()
+    leak = b"leak-bytes"
+    for record in range(5):
+        finder.add(RecordPlace("train", "train-0", record), leak)
+    finder.add(RecordPlace("val", "val-0", 0), leak)
+    rules = {rule.name: rule for rule in duplicate_rules(finder, max_shown=5)}
+    (overlap,) = rules["split-overlap"].shown
+    assert overlap.endswith("train-0 record 0, train-0 record 1, train-0 record 2, "
+                            "val-0 record 0, and 2 more")
+    (within,) = rules["duplicates"].shown
+    assert within.startswith("train: 5 copies") and within.endswith("train-0 record 3, and 1 more")
+
+
+def test_the_copies_named_include_the_first_of_each_split():
+    members = [Member("train", f"t{i}") for i in range(6)] + [Member("val", "v0"),
+                                                             Member("val", "v1"),
+                                                             Member("test", "x0")]
+    assert [m.source for m in copies_to_name(members, 4)] == ["t0", "t1", "v0", "x0"]
+    assert [m.source for m in copies_to_name(members, 2)] == ["t0", "v0", "x0"]
+    assert [m.source for m in copies_to_name(members[:3], 4)] == ["t0", "t1", "t2"]

@@ -192,6 +192,52 @@ def test_too_large_reads_only_the_header_of_a_20000_square_png():
     assert (info.width, info.height, info.mode) == (20000, 20000, "L")
 
 
+def claiming(kind: str, width: int, height: int) -> bytes:
+    """A small GIF, BMP, TIFF or WebP (``WEBP VP8X``, ``WEBP VP8L``, ``WEBP VP8``: its
+    extended, lossless or lossy header) whose header says ``width`` x ``height``."""
+    if kind == "WEBP VP8X":  # the header alone: the canvas is all a decoder needs to allocate
+        chunk = b"VP8X" + (10).to_bytes(4, "little") + bytes(4) + (
+            (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little"))
+        return b"RIFF" + (4 + len(chunk)).to_bytes(4, "little") + b"WEBP" + chunk
+    pillow_format, _, webp_kind = kind.partition(" ")
+    out = io.BytesIO()
+    Image.new("RGB", (16, 16)).save(out, pillow_format, lossless=webp_kind == "VP8L")
+    data = bytearray(out.getvalue())
+    if kind == "GIF":  # the logical screen
+        data[6:10] = width.to_bytes(2, "little") + height.to_bytes(2, "little")
+    elif kind == "BMP":
+        data[18:26] = width.to_bytes(4, "little") + height.to_bytes(4, "little")
+    elif kind == "TIFF":  # ImageWidth and ImageLength of the first IFD, as LONGs
+        ifd = int.from_bytes(data[4:8], "little")
+        for entry in range(ifd + 2, ifd + 2 + 12 * int.from_bytes(data[ifd:ifd + 2], "little"), 12):
+            tag = int.from_bytes(data[entry:entry + 2], "little")
+            if tag in (256, 257):
+                data[entry + 2:entry + 4] = (4).to_bytes(2, "little")
+                data[entry + 8:entry + 12] = (width if tag == 256 else height).to_bytes(4, "little")
+    elif kind == "WEBP VP8L":
+        bits = int.from_bytes(data[21:25], "little") & ~((1 << 28) - 1)
+        data[21:25] = (bits | (width - 1) | (height - 1) << 14).to_bytes(4, "little")
+    elif kind == "WEBP VP8":
+        data[26:30] = width.to_bytes(2, "little") + height.to_bytes(2, "little")
+    return bytes(data)
+
+
+@pytest.mark.case("GIF, BMP, TIFF or WebP header claiming more pixels than the limit "
+                  "(65535 x 65535; WebP's 16383 x 16383)",
+                  "reject `too_large` from the header, as PNG and JPEG, not `unsupported_format`")
+@pytest.mark.parametrize("kind", ["GIF", "BMP", "TIFF", "WEBP VP8X", "WEBP VP8L", "WEBP VP8"])
+def test_a_foreign_format_claiming_too_many_pixels_is_too_large(kind):
+    side = 16383 if kind in ("WEBP VP8L", "WEBP VP8") else 65535  # their largest
+    data = claiming(kind, side, side)
+    with pytest.raises(ImageRejected) as caught:
+        inspect_image(data)
+    assert caught.value.reason == "too_large"
+    assert f"{side}x{side} = {side * side:,} pixels" in caught.value.detail
+    assert "--max-pixels" in caught.value.detail
+    # Within the limit the format is what is refused (--transcode converts it).
+    assert reason_of(claiming(kind, 16, 16)) == "unsupported_format"
+
+
 def test_max_pixels_is_compared_to_width_times_height():
     data = encode("JPEG", size=(40, 30))
     assert inspect_image(data, max_pixels=1200).width == 40

@@ -120,6 +120,24 @@ def test_rle_of_another_size_and_broken_rles_are_refused():
             segmentation_to_mask(bad, 5, 4)
 
 
+@pytest.mark.case("COCO RLE with a negative count (its counts still summing to the mask's "
+                  "size)", "`invalid_mask` naming the negative count, not the runs' sum")
+def test_a_negative_run_is_named_not_the_sum():
+    # The counts sum to 24 x 32 = 768 all the same: only the negative run is wrong.
+    counts = [100, -50, 718]
+    for rle, said in (
+        ({"size": [24, 32], "counts": counts}, "RLE counts[1] is -50, a negative run length"),
+        ({"size": [24, 32], "counts": encode_rle_string(counts)},
+         "run 1 of the RLE counts decoded from the compressed string is -50, a negative"),
+        ({"size": [24, 32], "box": [0, 0, 4, 2], "runs": [9, -1]},
+         "box RLE runs[1] is -1, a negative run length"),
+    ):
+        with pytest.raises(InvalidMask) as error:
+            segmentation_to_mask(rle, 32, 24)
+        assert error.value.reason == "invalid_mask"
+        assert error.value.detail.startswith(said) and "cover" not in error.value.detail
+
+
 def test_png_holds_zeros_and_ones_moved_and_resized_like_the_image():
     mask = np.zeros((4, 6), np.uint8)
     mask[0, 0:2] = 1  # top-left

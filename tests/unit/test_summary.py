@@ -41,3 +41,22 @@ def test_splits_written_with_different_compressions_are_a_warning(capsys):
         "test: zlib): a reader given the folder needs one compression, and no TFDS files "
         "(dataset_info.json...) are written for it; write every split with the same "
         "--compression\n")
+
+
+def test_an_image_in_two_splits_is_named_in_each_of_them(tmp_path):
+    from recordbeam.cli.summary import duplicate_warnings
+    from recordbeam.dataset.duplicate_groups import Member, group_of
+    from recordbeam.write.duplicate_commit import stage_duplicates
+    from recordbeam.write.duplicates import EarlierSplits
+    from recordbeam.write.planning import ShardOptions
+
+    copies = [Member("train", f"cats/{i}.jpg", "train-00000-of-00001.tfrecord", i)
+              for i in range(5)] + [Member("val", "cats/leak.jpg", "val-00000-of-00001.tfrecord", 0)]
+    part = tmp_path / "part-0.jsonl"
+    part.write_text(group_of("ab" * 32, copies).to_line() + "\n", encoding="utf-8")
+    (tmp_path / "temp").mkdir()
+    staged = stage_duplicates(str(tmp_path / "out"), str(tmp_path / "temp"), ["train", "val"],
+                              ShardOptions(), True, EarlierSplits(), [(0, str(part))], [], [])
+    (warning, *_) = duplicate_warnings({"duplicates": staged.summary}, "out")
+    assert ("1 image is in more than one split (train: cats/0.jpg, train: cats/1.jpg, "
+            "train: cats/2.jpg, val: cats/leak.jpg):") in warning

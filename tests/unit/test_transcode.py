@@ -143,6 +143,18 @@ def test_foreign_formats_convert_only_when_asked():
     assert rejected.value.reason == "unsupported_format"
 
 
+def test_a_foreign_image_is_held_to_max_pixels_not_to_pillows_own_limit(monkeypatch):
+    # Pillow's Image.open refuses images of more than twice its global limit; here 2 M.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1_000_000)
+    gif = io.BytesIO()
+    Image.new("P", (2000, 1500), 3).save(gif, "GIF")  # 3 M pixels
+    fixed = convert_foreign(gif.getvalue(), ImageFixes("jpeg"), max_pixels=None)
+    assert (fixed.width, fixed.height) == (2000, 1500)
+    with pytest.raises(ImageRejected) as rejected:
+        convert_foreign(gif.getvalue(), ImageFixes("jpeg"), max_pixels=2_999_999)
+    assert rejected.value.reason == "too_large"
+
+
 def test_bad_options_are_refused():
     for bad in ({"transcode": "webp"}, {"quality": 0}, {"max_side": 0}):
         with pytest.raises(ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from recordbeam.dataset.duplicate_groups import Group, Member, split_rank
+from recordbeam.dataset.duplicate_groups import Group, Member, copies_to_name, split_rank
 from recordbeam.dataset.find_duplicates import RecordPlace
 from recordbeam.dataset.near_groups import NearGroup
 from recordbeam.dataset.reader import SplitReader
@@ -25,7 +25,7 @@ __all__ = ["DUPLICATE_ROWS", "ROW_FIGURES", "DuplicateRow", "exact_rows", "fetch
 
 #: Groups drawn per kind (exact, near); the others are counted.
 DUPLICATE_ROWS = 8
-#: Copies drawn per group.
+#: Copies drawn per group (one of each split at least).
 ROW_FIGURES = 6
 
 
@@ -53,11 +53,10 @@ def exact_rows(groups: Sequence[Group], limit: int = DUPLICATE_ROWS) -> list[Dup
     ordered = sorted(groups, key=lambda g: (not g.across_splits, g.digest))
     rows = []
     for group in ordered[:limit]:
-        members = [m for m in group.members if m.shard is not None]
+        drawn = copies_to_name([m for m in group.members if m.shard is not None], ROW_FIGURES)
         rows.append(DuplicateRow(f"{_splits_text(group.splits, group.size)} (sha256 "
                                  f"{group.digest[:12]}...)",
-                                 tuple(_place(m) for m in members[:ROW_FIGURES]),
-                                 group.size - min(len(members), ROW_FIGURES)))
+                                 tuple(_place(m) for m in drawn), group.size - len(drawn)))
     return rows
 
 
@@ -70,8 +69,8 @@ def near_rows(groups: Sequence[NearGroup], limit: int = DUPLICATE_ROWS) -> list[
         splits = sorted({m.split for m in members}, key=split_rank)
         caption = (f"{_splits_text(splits, group.size).replace('copies', 'pictures')}, at most "
                    f"{group.max_distance} bits apart")
-        rows.append(DuplicateRow(caption, tuple(_place(m) for m in members[:ROW_FIGURES]),
-                                 group.size - min(len(members), ROW_FIGURES)))
+        drawn = copies_to_name(members, ROW_FIGURES)
+        rows.append(DuplicateRow(caption, tuple(_place(m) for m in drawn), group.size - len(drawn)))
     return rows
 
 

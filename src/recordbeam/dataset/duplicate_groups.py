@@ -39,6 +39,7 @@ __all__ = [
     "Group",
     "Member",
     "copies_to_drop",
+    "copies_to_name",
     "exact_groups",
     "merge_group_lines",
     "split_rank",
@@ -57,6 +58,17 @@ def split_rank(split: str) -> tuple[int, str]:
     lowered = split.lower()
     rank = 0 if lowered.startswith("train") else 2 if lowered.startswith("test") else 1
     return rank, split
+
+
+def copies_to_name(members: Sequence[Member], limit: int) -> list[Member]:
+    """The copies of one image a message names, in the order of ``members``: the first
+    copy of each split, then the others in order, ``limit`` in all, or one per split
+    when there are more splits than that. An image in two splits is named in both, even
+    when one of them holds many copies."""
+    firsts = set({m.split: i for i, m in reversed(list(enumerate(members)))}.values())
+    others = [i for i in range(len(members)) if i not in firsts]
+    named = firsts | set(others[:max(limit - len(firsts), 0)])
+    return [m for i, m in enumerate(members) if i in named]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from recordbeam.dataset.consumers import RuleResult
-from recordbeam.dataset.duplicate_groups import Member, split_rank
+from recordbeam.dataset.duplicate_groups import Member, copies_to_name, split_rank
 from recordbeam.dataset.find_duplicates import DuplicateFinder
 from recordbeam.errors import counted
 from recordbeam.images.perceptual_hash import NEAR_THRESHOLD
@@ -30,9 +30,10 @@ _SHOWN_COPIES = 4
 
 def _places(members: Iterable[Member]) -> str:
     members = list(members)
-    shown = [f"{m.shard} record {m.record}" for m in members[:_SHOWN_COPIES]]
-    if len(members) > _SHOWN_COPIES:
-        shown.append(f"and {len(members) - _SHOWN_COPIES} more")
+    named = copies_to_name(members, _SHOWN_COPIES)
+    shown = [f"{m.shard} record {m.record}" for m in named]
+    if len(members) > len(named):
+        shown.append(f"and {len(members) - len(named)} more")
     return ", ".join(shown)
 
 

@@ -9,7 +9,9 @@ tests first and never decodes pixels unless asked (``verify_decode=True``):
 4. the header, without decoding: size, mode, EXIF orientation; plain JPEG headers are read by
    `recordbeam.images.jpeg_header` (a fraction of Pillow's cost), everything else by Pillow;
 5. a pixel budget, checked here rather than through Pillow's process-global
-   ``Image.MAX_IMAGE_PIXELS`` (which only warns below twice its value).
+   ``Image.MAX_IMAGE_PIXELS`` (which only warns below twice its value). A GIF, BMP, WebP or
+   TIFF is checked against it from its header too, before it is refused as a format that
+   is not stored as it is: a pixel bomb is ``too_large`` whatever its format.
 
 A rejected image raises `ImageRejected` with a short ``reason`` code from `REASONS` and a
 ``detail`` sentence saying what is wrong and what to do. This module imports neither Beam nor
@@ -166,6 +168,9 @@ def inspect_image(
             "image format; check that the file really holds an image.",
         )
     if fmt not in SUPPORTED_FORMATS:
+        declared = declared_size(data, fmt) if max_pixels is not None else None
+        if declared is not None:
+            _check_pixels(fmt, *declared, max_pixels)
         raise ImageRejected(
             "unsupported_format",
             f"the bytes are {fmt.upper()}, but only JPEG and PNG are stored as they are; "
@@ -338,7 +343,12 @@ def _check_size(fmt: str, width: int, height: int, max_pixels: int | None) -> No
             f"the {fmt.upper()} header says the image is {width}x{height} pixels; "
             "the file is damaged, re-export it.",
         )
-    if max_pixels is not None and width * height > max_pixels:
+    if max_pixels is not None:
+        _check_pixels(fmt, width, height, max_pixels)
+
+
+def _check_pixels(fmt: str, width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
         raise ImageRejected(
             "too_large",
             f"the image is {width}x{height} = {width * height:,} pixels, above the limit of "
@@ -347,16 +357,63 @@ def _check_size(fmt: str, width: int, height: int, max_pixels: int | None) -> No
         )
 
 
-def _open_header(data: bytes, fmt: str) -> Image.Image:
-    """Parses the header with Pillow, leaving pixels undecoded.
+def open_header(data: bytes, fmt: str) -> Image.Image:
+    """The image parsed by the Pillow plugin of ``fmt`` (a name `sniff_format` gives), its
+    pixels not decoded; raises what the plugin raises.
 
     The plugin class is built directly rather than through ``Image.open``: the format is already
     known, and ``Image.open`` would apply the process-global decompression-bomb limit (a warning,
     or an error at twice the limit) that `inspect_image` replaces with its own ``max_pixels``.
+    Only a format no plugin is registered under (HEIF, unless a plugin added it) goes
+    through ``Image.open``, which tries every plugin.
     """
-    plugin = JpegImagePlugin.JpegImageFile if fmt == "jpeg" else PngImagePlugin.PngImageFile
+    if fmt == "jpeg":
+        return JpegImagePlugin.JpegImageFile(io.BytesIO(data))
+    if fmt == "png":
+        return PngImagePlugin.PngImageFile(io.BytesIO(data))
+    Image.init()  # every plugin registered (Image.open does the same)
+    if fmt.upper() not in Image.OPEN:
+        return Image.open(io.BytesIO(data))
+    factory, _accept = Image.OPEN[fmt.upper()]
+    return factory(io.BytesIO(data))
+
+
+def declared_size(data: bytes, fmt: str) -> tuple[int, int] | None:
+    """The ``(width, height)`` the header of a GIF, BMP, TIFF or WebP (``fmt``) declares,
+    read without decoding or allocating pixels; None when it cannot be read (the converter
+    then says why)."""
+    if fmt == "webp":
+        # Pillow's WebP plugin opens a decoder that allocates the whole canvas: the
+        # header's few bytes are read here instead.
+        return _webp_size(data)
     try:
-        return plugin(io.BytesIO(data))
+        with open_header(data, fmt) as image:
+            return image.size
+    except Exception:  # Pillow signals bad headers with many exception types
+        return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    """The canvas of an extended WebP (``VP8X``), else the size of its one lossless
+    (``VP8L``) or lossy (``VP8 ``) bitstream."""
+    chunk = data[12:16]
+    if chunk == b"VP8X" and len(data) >= 30:
+        return (1 + int.from_bytes(data[24:27], "little"),
+                1 + int.from_bytes(data[27:30], "little"))
+    if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if chunk == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
+        return (int.from_bytes(data[26:28], "little") & 0x3FFF,
+                int.from_bytes(data[28:30], "little") & 0x3FFF)
+    return None
+
+
+def _open_header(data: bytes, fmt: str) -> Image.Image:
+    """Parses a JPEG or PNG header with Pillow (`open_header`), leaving pixels undecoded;
+    a header Pillow cannot parse is ``corrupt``."""
+    try:
+        return open_header(data, fmt)
     except Exception as e:  # Pillow signals bad headers with many exception types
         raise ImageRejected(
             "corrupt",

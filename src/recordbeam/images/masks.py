@@ -262,9 +262,16 @@ def _runs(rle: dict) -> list[int]:
     raise InvalidMask("invalid_mask", "RLE counts must be a string or a list of numbers")
 
 
-def _expand_runs(runs: list[int], pixels: int, what: str) -> np.ndarray:
-    """Runs of 0s and 1s (0s first) as a flat 0/1 array of ``pixels`` values."""
-    if any(r < 0 for r in runs) or sum(runs) != pixels:
+def _expand_runs(runs: list[int], pixels: int, what: str, run_name: str) -> np.ndarray:
+    """Runs of 0s and 1s (0s first) as a flat 0/1 array of ``pixels`` values; ``run_name``
+    names run ``{i}`` in a message."""
+    negative = next((i for i, r in enumerate(runs) if r < 0), None)
+    if negative is not None:
+        # Checked first: a negative run makes the sum below say nothing true.
+        raise InvalidMask("invalid_mask", f"{run_name.format(i=negative)} is "
+                          f"{runs[negative]}, a negative run length (a run counts pixels); "
+                          "fix or re-export the mask")
+    if sum(runs) != pixels:
         raise InvalidMask("invalid_mask", f"the RLE runs cover {sum(runs)} pixels but {what}")
     values = np.zeros(len(runs), dtype=np.uint8)
     values[1::2] = 1  # runs alternate 0s and 1s, starting with 0s
@@ -274,8 +281,10 @@ def _expand_runs(runs: list[int], pixels: int, what: str) -> np.ndarray:
 def rle_to_mask(rle: dict) -> np.ndarray:
     """A ``(height, width)`` uint8 array from a compressed or uncompressed COCO RLE."""
     height, width = _declared_size(rle)
+    run_name = ("run {i} of the RLE counts decoded from the compressed string"
+                if isinstance(rle.get("counts"), str) else "RLE counts[{i}]")
     flat = _expand_runs(_runs(rle), height * width,
-                        f"its size says {height}x{width} = {height * width}")
+                        f"its size says {height}x{width} = {height * width}", run_name)
     return flat.reshape((width, height)).T.copy()  # column-major, as COCO stores it
 
 
@@ -292,7 +301,8 @@ def box_rle_to_mask(rle: dict) -> np.ndarray:
         raise InvalidMask("invalid_mask", f"the mask box ({left}, {top}) {box_width}x"
                           f"{box_height} lies outside the {width}x{height} image")
     flat = _expand_runs(list(runs), box_width * box_height,
-                        f"its box is {box_width}x{box_height} = {box_width * box_height}")
+                        f"its box is {box_width}x{box_height} = {box_width * box_height}",
+                        "box RLE runs[{i}]")
     mask = np.zeros((height, width), dtype=np.uint8)
     mask[top:top + box_height, left:left + box_width] = flat.reshape(box_height, box_width)
     return mask

@@ -36,7 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, JpegImagePlugin, PngImagePlugin
 
-from recordbeam.images.checks import DEFAULT_MAX_PIXELS, ImageInfo, ImageRejected
+from recordbeam.images.checks import (
+    DEFAULT_MAX_PIXELS,
+    ImageInfo,
+    ImageRejected,
+    open_header,
+    sniff_format,
+)
 
 TRANSCODE_CHOICES = ("keep", "jpeg", "png")
 DEFAULT_JPEG_QUALITY = 95
@@ -293,7 +299,9 @@ def convert_foreign(
             "only JPEG and PNG are stored as they are; pass --transcode jpeg or png to convert it.",
         )
     try:
-        image = Image.open(io.BytesIO(data))
+        # Its plugin directly: Image.open's global bomb limit would refuse what max_pixels
+        # allows, and say so as a format it cannot read.
+        image = open_header(data, sniff_format(data) or "")
     except Exception as error:  # Pillow reports unknown formats with several types
         raise ImageRejected(
             "unsupported_format", f"Pillow cannot read this format ({error}); convert it first."

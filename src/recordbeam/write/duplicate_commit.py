@@ -21,6 +21,7 @@ from recordbeam.dataset import manifest, names
 from recordbeam.dataset.duplicate_groups import (
     DuplicateCounts,
     Group,
+    copies_to_name,
     merge_group_lines,
     split_rank,
 )
@@ -102,7 +103,7 @@ def _written(group: Group) -> dict[str, Any]:
     written = [m for m in group.members if not m.dropped]
     splits = sorted({m.split for m in written}, key=split_rank)
     return {"sha256": group.digest, "splits": splits,
-            "sources": [f"{m.split}: {m.source}" for m in written[:4]]}
+            "sources": [f"{m.split}: {m.source}" for m in copies_to_name(written, 4)]}
 
 
 def _stage_near(output_dir: str, temp_dir: str, owned: Sequence[str], options: ShardOptions,

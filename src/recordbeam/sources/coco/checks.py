@@ -27,6 +27,7 @@ from recordbeam.sources.coco.records import (
     JoinKey,
     Keypoints,
     join_key,
+    name_key,
     new_record,
 )
 from recordbeam.sources.text import is_text, printable
@@ -152,7 +153,7 @@ def check_image(item: dict, where: str, allow_outside_root: bool = False):
         ))
         yield _image_rejected(image_id, "outside_root")
         return
-    yield JoinKey(file_name), ImageEntry(image_id, file_name, *sizes)
+    yield JoinKey(name_key(file_name)), ImageEntry(image_id, file_name, *sizes)
 
 
 _ANNOTATION_KEYS = ("id", "image_id", "category_id", "bbox")

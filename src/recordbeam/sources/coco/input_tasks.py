@@ -50,6 +50,7 @@ from recordbeam.sources.coco.records import (
     JoinKey,
     ListedFile,
     join_key,
+    name_key,
     pack_annotations,
 )
 from recordbeam.sources.listing import is_skipped
@@ -413,7 +414,7 @@ def _file_key(images_dir: str, path: str, size: int,
         # entry can name it (lone surrogates are rejected there). The NUL, which no real
         # file name holds, keeps the escaped form from meeting a genuine name.
         return "\0" + printable(name), ListedFile(printable(path), size, modified)
-    return name, ListedFile(path, size, modified)
+    return name_key(name), ListedFile(path, size, modified)
 
 
 def _text_metadata(meta: FileMetadata) -> FileMetadata:

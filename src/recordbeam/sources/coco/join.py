@@ -7,6 +7,7 @@ unknown category) becomes a reject that says why."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
@@ -48,7 +49,12 @@ MISSING_UNDER_FOLDER_NAME = "missing_named_under_images_folder"
 class JoinFiles(beam.DoFn):
     """file name -> (image entries from JSON, files on disk) -> the located file, keyed by
     :func:`join_key` of the image id. Messages keyed by image id (annotation batches,
-    entries rejected earlier) pass through."""
+    entries rejected earlier) pass through.
+
+    Entries and files meet under the :func:`name_key` of their names, so a group holds
+    the few names that differ only in letter case or Unicode normalisation: an entry
+    takes the file of exactly its name, and a ``missing`` one names the files of the
+    group no entry takes."""
 
     def __init__(self, images_dir: str = "") -> None:
         self._unlisted = Metrics.counter(COUNTER_NAMESPACE, "unlisted_files")
@@ -63,36 +69,41 @@ class JoinFiles(beam.DoFn):
             for message in messages:
                 yield key.text, message
             return
-        file_name = key.text
-        entries = [m for m in messages if type(m) is ImageEntry]
-        files = [m for m in messages if type(m) is ListedFile]
-        if not entries:
+        entries: dict[str, list[ImageEntry]] = {}
+        files: dict[str, ListedFile] = {}
+        for message in messages:
+            if type(message) is ImageEntry:
+                entries.setdefault(message.file_name, []).append(message)
+            elif type(message) is ListedFile:
+                files[self._listed_name(key.text, message.path)] = message
+        unlisted = sorted(files.keys() - entries.keys())
+        for _name in unlisted:
             self._unlisted.inc()
             yield TaggedOutput("counts", ("unlisted_files", 1))
-            return
-        if len(entries) > 1:
-            for entry in entries:
-                yield TaggedOutput("rejects", Reject(
-                    "image", f"{file_name} (image id {entry.image_id})", "duplicate_file_name",
-                    f"{len(entries)} image entries name the file {file_name!r}; each file must be "
-                    "listed once. All of them were rejected.",
-                ))
-                yield join_key(entry.image_id), ImageNotLocated("duplicate_file_name")
-            return
-        entry = entries[0]
-        image_id, name = entry.image_id, entry.file_name
-        if not files:
-            yield from self._missing(image_id, name)
-            return
-        # A file that links lead out of the images folder is refused where images are read
-        # (ImageExampleEncoder.refuse_outside), as for every format.
-        path, size = files[0].path, files[0].size
-        yield join_key(image_id), LocatedImage(image_id, name, path, size, entry.width,
-                                               entry.height, files[0].modified)
+        for file_name, named in sorted(entries.items()):
+            if len(named) > 1:
+                yield from _duplicate_file_name(file_name, named)
+            elif file_name in files:
+                # A file that links lead out of the images folder is refused where images
+                # are read (ImageExampleEncoder.refuse_outside), as for every format.
+                entry, file = named[0], files[file_name]
+                yield join_key(entry.image_id), LocatedImage(
+                    entry.image_id, file_name, file.path, file.size, entry.width, entry.height,
+                    file.modified)
+            else:
+                yield from self._missing(named[0].image_id, file_name, unlisted)
 
-    def _missing(self, image_id: Any, name: str):
+    def _listed_name(self, key: str, path: str) -> str:
+        """A listed file's name as entries spell it; a name that is not UTF-8 on disk
+        keeps its key's NUL, which no entry's name holds (input_tasks._file_key)."""
+        name = filesystems.relative_name(self._images_dir, path)
+        return "\0" + name if key.startswith("\0") else name
+
+    def _missing(self, image_id: Any, name: str, unlisted: list[str]):
         detail = (f"image id {image_id} names {name!r}, which is not in the images folder "
                   f"{self._images_dir}")
+        if unlisted:
+            detail += "; " + _near_names(name, unlisted)
         if self._folder_prefix and name.startswith(self._folder_prefix):
             # The commonest wrong path: --images train2017/ for names like train2017/x.jpg.
             detail += (
@@ -103,6 +114,41 @@ class JoinFiles(beam.DoFn):
             yield TaggedOutput("counts", (MISSING_UNDER_FOLDER_NAME, 1))
         yield TaggedOutput("rejects", Reject("image", name, "missing", detail))
         yield join_key(image_id), ImageNotLocated("missing")
+
+
+def _duplicate_file_name(file_name: str, entries: list[ImageEntry]):
+    for entry in entries:
+        yield TaggedOutput("rejects", Reject(
+            "image", f"{file_name} (image id {entry.image_id})", "duplicate_file_name",
+            f"{len(entries)} image entries name the file {file_name!r}; each file must be "
+            "listed once. All of them were rejected.",
+        ))
+        yield join_key(entry.image_id), ImageNotLocated("duplicate_file_name")
+
+
+#: Files named in a missing image's reject as near matches of its file_name.
+_NEAR_NAMES_SHOWN = 3
+
+
+def _near_names(wanted: str, on_disk: list[str]) -> str:
+    """What a ``missing`` reject says of the files ``on_disk`` whose names differ from
+    ``wanted`` only in letter case or Unicode normalisation: the join matches names
+    exactly, as Linux filesystems and object stores do."""
+    shown = [f"{name!r} differs {_difference(wanted, name)}"
+             for name in on_disk[:_NEAR_NAMES_SHOWN]]
+    more = len(on_disk) - len(shown)
+    return (f"on disk: {', '.join(shown)}{f' (and {more} more)' if more else ''}; names "
+            "match exactly: fix the file_name or rename the file")
+
+
+def _difference(wanted: str, on_disk: str) -> str:
+    if unicodedata.normalize("NFC", wanted) == unicodedata.normalize("NFC", on_disk):
+        # The two look alike when printed; their escapes show the code points.
+        return (f"only in Unicode normalisation ({ascii(on_disk)} on disk, {ascii(wanted)} "
+                "in the file_name)")
+    if wanted.casefold() == on_disk.casefold():
+        return "only in letter case"
+    return "in letter case and Unicode normalisation"
 
 
 def planned_size(located: tuple[str, JoinMessage], split: str) -> list[tuple[str, int]]:

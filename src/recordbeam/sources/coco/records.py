@@ -16,6 +16,7 @@ blob costs a fraction of the memory of the nested tuples it holds.
 from __future__ import annotations
 
 import pickle
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -147,10 +148,21 @@ def join_key(image_id: Any) -> str:
     return str(image_id)
 
 
+def name_key(file_name: str) -> str:
+    """The key image entries and listed files meet under in the join by file name: the
+    name with letter case and Unicode normalisation folded. A ``file_name`` that differs
+    from a file on disk only in those meets that file, so its ``missing`` reject can name
+    it; names still match exactly. Only names that fold alike share a key: the join
+    holds a handful of names per key, never a folder."""
+    if file_name.isascii():
+        return file_name.lower()
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", file_name).casefold())
+
+
 @dataclass(frozen=True, slots=True)
 class JoinKey:
-    """Key of the join by file name: a file name, or (``by_image_id``) the
-    :func:`join_key` of a message for the join by image id."""
+    """Key of the join by file name: a file name's :func:`name_key`, or (``by_image_id``)
+    the :func:`join_key` of a message for the join by image id."""
 
     text: str
     by_image_id: bool = False

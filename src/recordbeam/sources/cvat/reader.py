@@ -53,6 +53,7 @@ from defusedxml.ElementTree import iterparse
 from recordbeam import feature_keys, filesystems
 from recordbeam.dataset import layout
 from recordbeam.dataset.class_names import check_class_list
+from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.masks import too_many_vertices
 from recordbeam.images.transcode import ImageFixes
@@ -246,7 +247,8 @@ def plan(options: CvatOptions) -> CvatPlan:
         frames, tracks = frames or meta.frames, tracks or meta.tracks
         subset = file_subset(path)
         planned.append((path, subset))
-        splits.extend([subset] if subset else meta.subsets)
+        splits.extend(_checked_subsets(path, [subset] if subset else meta.subsets,
+                                       named_by_file=subset is not None))
         if meta.labels:
             if classes is None:
                 classes, first = list(meta.labels), path
@@ -257,6 +259,23 @@ def plan(options: CvatOptions) -> CvatPlan:
                                 f"declares {classes}; export every subset with the same labels")
     splits = list(dict.fromkeys(splits)) or [options.split]
     return CvatPlan(tuple(planned), tuple(splits), classes, frames, tracks)
+
+
+def _checked_subsets(path: str, subsets: Sequence[str], named_by_file: bool) -> Sequence[str]:
+    """``subsets``, each a name a split can have; else a ``UsageError`` naming ``path``,
+    where the name comes from, and what to rename."""
+    for subset in subsets:
+        try:
+            check_split_name(subset)
+        except OutputFolderError as error:
+            if named_by_file:
+                where, fix = "its file name makes", "rename the file"
+            else:
+                where, fix = ("its <meta> declares", "rename the subset in CVAT and export "
+                              "again, or in the XML's <meta> and the subset= of its <image>s")
+            raise UsageError(f"{path}: {where} the subset {subset!r}, the split its images are "
+                             f"written to; {error}: {fix}") from None
+    return subsets
 
 
 # --- one <image> -----------------------------------------------------------------------
