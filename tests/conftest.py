@@ -101,6 +101,9 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_sessionfinish(session, exitstatus):
     path = os.environ.get(RESULTS_ENV)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if path and worker:  # each test process writes its own; the tool reads them all
+        path = f"{path}.{worker}"
     if path and _results:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(_results, f, indent=1, sort_keys=True)

@@ -84,13 +84,17 @@ def run_suite(tests: Path = TESTS) -> dict[str, dict]:
         results = os.path.join(folder, "results.json")
         env = {**os.environ, RESULTS_ENV: results}
         subprocess.run(
-            [sys.executable, "-m", "pytest", *node_ids, "-q", "-p", "no:cacheprovider"],
+            [sys.executable, "-m", "pytest", *node_ids, "-q", "-p", "no:cacheprovider",
+             "-n", str(min(os.cpu_count() or 1, 4))],
             cwd=ROOT,
             env=env,
             check=False,
         )
-        with open(results, encoding="utf-8") as f:
-            return json.load(f)
+        merged: dict[str, dict] = {}
+        for name in sorted(os.listdir(folder)):  # one file per test process
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                merged.update(json.load(f))
+        return merged
 
 
 def _results_by_case(results: dict[str, dict]) -> dict[tuple[str, str], list[dict]]:

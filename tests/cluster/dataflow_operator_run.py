@@ -9,7 +9,8 @@ its task with the DAG's params updated by ``--params`` (as a run's conf does), a
 calls the operator's own ``execute``. Only the two calls that reach Google's API after
 the submission (the job's page link, the wait for the job's end) are replaced: everything
 up to the job id reaching XCom is the provider's code and recordbeam's. Prints, as JSON,
-what was pushed to XCom and what ``execute`` returned.
+what was pushed to XCom, what ``execute`` returned, and the project of the hook those two
+calls would use (its credentials loaded from the connection, as they would be).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def main() -> None:
     task.pipeline_options.update(args.beam_options)
     returned = task.execute(context)
     print(json.dumps({"xcom": ti.xcom, "returned": returned,
-                      "job_name": task.dataflow_job_name}))
+                      "job_name": task.dataflow_job_name,
+                      "connection_project": task.dataflow_hook.project_id}))
 
 
 if __name__ == "__main__":
