@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from growing_corpus import (
+    IN_MEMORY,
     KINDS,
     SMALL_SHARDS,
     Corpus,
@@ -211,7 +212,7 @@ def test_every_reader_sees_the_live_examples(tmp_path, capsys):
                     ["index", str(out)], ["verify", str(out)]):
         assert main(command) == 0, command
     assert f"total: {len(source_ids)} clean records" in capsys.readouterr().out
-    assert main(["reshard", str(out), str(tmp_path / "resharded"), "--quiet"]) == 0
+    assert main(["reshard", str(out), str(tmp_path / "resharded"), "--quiet", *IN_MEMORY]) == 0
     assert examples(tmp_path / "resharded") == live
 
 

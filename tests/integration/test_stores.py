@@ -75,17 +75,27 @@ def _converted(store, dataset: str) -> str:
     return store.runs[dataset]
 
 
-@pytest.fixture(scope="module")
-def local_runs(samples, tmp_path_factory):
-    """Each sample converted from and into local folders, with the same options."""
-    runs = {}
-    for name, sample in samples.items():
-        out = tmp_path_factory.mktemp(f"local-{name}") / "out"
+class _LocalRuns(dict):
+    """Each sample converted from and into local folders with the same options, on first
+    use."""
+
+    def __init__(self, samples, tmp_path_factory) -> None:
+        super().__init__()
+        self._samples, self._tmp = samples, tmp_path_factory
+
+    def __missing__(self, name: str) -> Path:
+        sample = self._samples[name]
+        out = self._tmp.mktemp(f"local-{name}") / "out"
         assert main(["convert", "coco", "--images", sample.images_dir, "--annotations",
                      sample.annotations, "--output", str(out), "--shards", "2",
                      "--max-reject-fraction", LENIENT, "--quiet", *IN_MEMORY]) == 0
-        runs[name] = out
-    return runs
+        self[name] = out
+        return out
+
+
+@pytest.fixture(scope="module")
+def local_runs(samples, tmp_path_factory):
+    return _LocalRuns(samples, tmp_path_factory)
 
 
 def _local_snapshot(folder: Path) -> dict[str, bytes]:
