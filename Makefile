@@ -110,11 +110,14 @@ test-cluster: $(VENV)/.test $(AIRFLOW_VENV)/.airflow
 
 # The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
 # numpy that Beam accepts (4.25 and 2.1 for 2.60). It runs what depends on Beam's version
-# or on those: the unit tests (the format core under protobuf 4.25, quick) and the
-# integration tests of make test (the local runner, the sink, every format's pipeline).
-# Not the interop tests: the bytes TensorFlow reads come from the format core, whose unit
-# tests run here; not the reliability tests nor the matrices' other cases: they prove
-# recordbeam's own behaviour, which make test and test-exhaustive prove on the newest Beam.
+# or on those (OLDEST_TESTS): the unit tests (the format core under protobuf 4.25, quick),
+# every format's pipeline (test_each_format), the local runner and what it changes of
+# Beam's (runner, standby, spilled shuffles, feed, flattens), the portable and Dataflow
+# runners, the sink and its commit, Beam's filesystems on object stores, and the reads in
+# byte ranges (COCO's, and the tables' through Beam's text source). Not the interop tests
+# (the bytes TensorFlow reads come from the format core, whose unit tests run here), nor
+# the formats' own parsing, the reliability tests or the matrices' other cases: recordbeam's
+# own code, which make test and test-exhaustive prove on the newest Beam.
 # Its dependencies (.deps) are installed apart from recordbeam itself, so CI can build
 # them while `make test` runs (.ci/run) without a second build of the project beside it.
 OLDEST_VENV ?= .venv-oldest
@@ -133,9 +136,12 @@ $(OLDEST_VENV)/.test: $(OLDEST_VENV)/.deps setup.py
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) -e '.[$(OLDEST_EXTRAS)]' $(OLDEST_PINS)
 	touch $@
 
+OLDEST_TESTS := tests/unit $(addprefix tests/integration/test_,each_format.py local_runner.py \
+	standby.py spilled_shuffles.py local_feed.py grouped_flattens.py runners.py remote_runs.py \
+	sink_planning.py shard_size.py ownership.py stores.py coco_annotation_ranges.py \
+	tabular_pipeline.py)
 test-oldest: $(OLDEST_VENV)/.test
-	$(OLDEST_VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not exhaustive" tests/unit \
-		tests/integration
+	$(OLDEST_VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not exhaustive" $(OLDEST_TESTS)
 
 # The newest Beam on the index, the day it is released: pyproject.toml admits it, so users
 # get it. When it is newer than NEWEST_BEAM, it goes into its own environment (built once
