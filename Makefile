@@ -123,7 +123,7 @@ test-cluster: $(VENV)/.test $(AIRFLOW_VENV)/.airflow
 OLDEST_VENV ?= .venv-oldest
 OLDEST_BEAM ?= 2.60.0
 OLDEST_EXTRAS := test,gcp,aws,report
-OLDEST_PINS := 'apache-beam[gcp,aws]==$(OLDEST_BEAM)' torch==2.13.0
+OLDEST_PINS := 'apache-beam[gcp,aws]==$(OLDEST_BEAM)'
 $(OLDEST_VENV)/.deps: pyproject.toml tools/dependencies.py
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip

@@ -23,7 +23,18 @@ import apache_beam
 import dockerfile
 import pytest
 from beam_services import free_port, job_service, worker_pool
-from launchers import PIP, REPO, Venv, base_python, make_venv, run, venv_environment
+from launchers import (
+    ANNOTATIONS,
+    IMAGES,
+    PIP,
+    REPO,
+    Venv,
+    base_python,
+    launcher_environment,
+    make_venv,
+    run,
+    venv_environment,
+)
 
 SDK = dockerfile.parse(REPO / "deploy" / "sdk-container" / "Dockerfile")
 LAUNCHER = dockerfile.parse(REPO / "deploy" / "flex-template" / "Dockerfile")
@@ -104,7 +115,7 @@ def test_sdk_image_install_keeps_beams_version_and_serves_workers(
 
 
 def test_flex_template_launcher_install_writes_the_templates_job(
-        tmp_path, wheelhouse, coco_sample):
+        tmp_path, wheelhouse, emulator):
     venv = make_venv(base_python(), tmp_path / "launcher")
     _replay(LAUNCHER, venv, wheelhouse)
     assert venv.package_version("apache-beam") == LAUNCHER.args["BEAM_VERSION"]
@@ -114,14 +125,15 @@ def test_flex_template_launcher_install_writes_the_templates_job(
                                   LAUNCHER.copies, {"pipelines/": REPO / "pipelines"})[0]
     assert Path(script).is_file(), script
     # What the Flex Template launcher does: parameters as --name=value, the job to a file.
+    # The data is where Dataflow's workers can read it: gs://, on the emulator.
     staging, job = tmp_path / "staging", tmp_path / "staging" / "job_object"
     staging.mkdir()
-    printed = run([venv.python, script, f"--images={coco_sample.images_dir}",
-                   f"--annotations={coco_sample.annotations}", f"--output={tmp_path / 'out'}",
-                   "--if_changed=true", "--runner=DataflowRunner", "--project=example-project",
-                   "--region=us-central1", f"--staging_location={staging}",
+    printed = run([venv.python, script, f"--images={IMAGES}", f"--annotations={ANNOTATIONS}",
+                   "--output=gs://data/flex-template-out", "--if_changed=true",
+                   "--runner=DataflowRunner", "--project=example-project", "--region=us-central1", f"--staging_location={staging}",
                    f"--temp_location={staging}", f"--template_location={job}", "--no_auth",
-                   f"--dataflow_endpoint=http://localhost:{free_port()}"]).stdout
+                   f"--dataflow_endpoint=http://localhost:{free_port()}"],
+                  env=launcher_environment(emulator.url)).stdout
     assert printed.startswith(f"wrote the DataflowRunner job to {job}"), printed
     assert job.stat().st_size > 0
     shutil.rmtree(venv.path, ignore_errors=True)
