@@ -35,9 +35,8 @@ _LOCAL_FILESYSTEM = LocalFileSystem(pipeline_options=None)
 
 
 def _filesystem_of(path: str) -> FileSystem:
-    """The filesystem of the calls made once per file (open, create, exists, metadata):
-    one ``LocalFileSystem`` for local paths, one S3 client per thread for ``s3://``
-    (:mod:`recordbeam.s3_client`), else the one Beam picks."""
+    """The filesystem of ``path``: one ``LocalFileSystem`` for local paths, one S3 client
+    per thread for ``s3://`` (:mod:`recordbeam.s3_client`), else the one Beam picks."""
     if local_path(path) is not None:
         return _LOCAL_FILESYSTEM
     _before_remote_access(path)
@@ -114,11 +113,10 @@ def iter_match(pattern: str) -> Iterator[FileMetadata]:
         if found is not None:
             yield found
         return
-    system = FileSystems.get_filesystem(pattern)
     if FileSystems.get_scheme(pattern) is None:  # a local path
-        yield from _match_local(system, pattern, where)
+        yield from _match_local(_LOCAL_FILESYSTEM, pattern, where)
     else:
-        yield from match_listed(system, pattern, where)
+        yield from match_listed(_filesystem_of(pattern), pattern, where)
 
 
 def _match_local(system: FileSystem, pattern: str, where: str) -> Iterator[FileMetadata]:
@@ -275,9 +273,8 @@ def relative_name(directory: str, path: str) -> str:
 
 def size_of(path: str) -> int | None:
     """Size in bytes of one file (no glob expansion), or None when it does not exist."""
-    _before_remote_access(path)
     try:
-        return FileSystems.get_filesystem(path).size(path)
+        return _filesystem_of(path).size(path)
     except Exception:  # noqa: BLE001 - each filesystem reports a missing file its own way
         return None
 
@@ -424,7 +421,7 @@ def delete(paths: list[str]) -> None:
             remote.append(literal(path) if FileSystems.get_scheme(path) == "gs"
                           and not path.endswith("/") else path)
     if remote:
-        FileSystems.delete(remote)
+        _filesystem_of(remote[0]).delete(remote)
 
 
 def _remove_local(path: str) -> None:
@@ -447,14 +444,13 @@ def remove_tree(directory: str) -> None:
 
 def rename(sources: list[str], destinations: list[str]) -> None:
     if sources:
-        _before_remote_access(sources[0])
-        FileSystems.rename(sources, destinations)
+        _filesystem_of(sources[0]).rename(sources, destinations)
 
 
 def make_folder(path: str) -> None:
     """Create a folder (and its parents) unless it exists; filesystems without folders
     (object stores) need none."""
-    if not FileSystems.exists(path):
+    if not exists(path):
         FileSystems.mkdirs(path)
 
 

@@ -1,14 +1,13 @@
-"""The calls made once per file on ``s3://`` (open, create, exists, metadata), through one
-S3 client per thread.
+"""Every ``s3://`` call through one S3 client per thread.
 
 Beam's ``S3FileSystem`` builds a new boto3 client for every call (``S3IO(options=...)``),
-and building one loads botocore's service model: 0.13-0.28 s of CPU here, several times
-per image read, whatever the endpoint. Here each thread keeps one Beam ``S3IO`` per set
-of S3 options, built from the options Beam's ``FileSystems`` holds in this process (the
-launcher's own, or the ones a worker was started with), so a worker pays for its client
-once. One per thread, not per process: Beam's S3 client keeps the position of its open
-download in the client itself. Everything else (listings, deletes, renames: a few calls
-per run) stays Beam's.
+and building one loads botocore's service model: 0.13-0.28 s of CPU here, whatever the
+endpoint, once per image read and a dozen times per run for the listings, sizes, renames
+and deletes around it. ``SharedS3`` is Beam's ``S3FileSystem`` with one ``S3IO``
+instead, kept per thread and per set of S3 options, built from the options Beam's
+``FileSystems`` holds in this process (the launcher's own, or the ones a worker was
+started with), so a process pays for its client once. One per thread, not per process:
+Beam's S3 client keeps the position of its open download in the client itself.
 
 An empty object is written with one ``PutObject``: Beam's writer always makes a multipart
 upload, and S3 refuses to complete one of no parts (``MalformedXML``), which made an empty
@@ -17,6 +16,7 @@ upload, and S3 refuses to complete one of no parts (``MalformedXML``), which mad
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 import time
@@ -32,7 +32,7 @@ _CLIENT_OPTIONS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token
 _clients = threading.local()
 
 
-def for_this_thread() -> SharedS3 | None:
+def for_this_thread() -> Any:
     """This thread's client for the S3 options Beam's ``FileSystems`` holds; None when
     they cannot be read here (Beam's filesystem then serves the calls as it would)."""
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
@@ -40,44 +40,94 @@ def for_this_thread() -> SharedS3 | None:
     readable, options = filesystems_options()
     if not readable or not isinstance(options, (PipelineOptions, type(None))):
         return None
-    options = options or PipelineOptions([])
+    held = getattr(_clients, "held", None)
+    if held is not None and options is not None and held.given is options:
+        return held  # the options it was built from: no need to read them again
+    given, options = options, options or PipelineOptions([])
     s3 = options.view_as(S3Options)
     key = tuple(getattr(s3, name, None) for name in _CLIENT_OPTIONS)
-    held = getattr(_clients, "held", None)
     if held is None or held.key != key:
-        _clients.held = held = SharedS3(key, options)
+        _clients.held = held = _shared_s3_class()(key, options)
+    held.given = given
     return held
 
 
-class SharedS3:
-    """The per-file calls of Beam's ``FileSystem`` API on ``s3://``, through one client."""
+@functools.cache
+def _shared_s3_class() -> type:
+    """``SharedS3``'s class, made on first use: Beam's S3 filesystem imports boto3."""
+    from apache_beam.io.aws import s3io
+    from apache_beam.io.aws.s3filesystem import S3FileSystem
+    from apache_beam.io.filesystem import BeamIOError, FileMetadata
 
-    def __init__(self, key: tuple, options: Any) -> None:
-        from apache_beam.io.aws import s3io
+    def failed(operation: str, errors: dict) -> BeamIOError:
+        return BeamIOError(f"{operation} operation failed", errors)
 
-        self.key = key
-        self._io = s3io.S3IO(options=options)
+    class SharedS3(S3FileSystem):
+        """Beam's ``S3FileSystem``, each call through this one ``S3IO``; errors raised as
+        Beam's raises them (``BeamIOError`` naming the paths)."""
 
-    def open(self, path: str, mime_type: str, compression_type: Any = None) -> BinaryIO:
-        return self._io.open(path, "rb", mime_type=mime_type)
+        @classmethod
+        def scheme(cls) -> str:
+            # Beam finds a path's filesystem among FileSystem's subclasses by this name:
+            # s3:// stays Beam's own S3FileSystem there, this one is handed out here only.
+            return "recordbeam-shared-s3"
 
-    def create(self, path: str, mime_type: str, compression_type: Any = None) -> BinaryIO:
-        return _Upload(self._io, path, mime_type)
+        def __init__(self, key: tuple, options: Any) -> None:
+            super().__init__(options)
+            self.key, self.given = key, None
+            self._io = s3io.S3IO(options=options)
 
-    def exists(self, path: str) -> bool:
-        return self._io.exists(path)
+        def open(self, path, mime_type="application/octet-stream", compression_type=None):
+            return self._io.open(path, "rb", mime_type=mime_type)
 
-    def metadata(self, path: str) -> Any:
-        """Beam's ``FileMetadata`` of one object, with the modification time Beam's
-        listing gives it; raises as Beam's S3 client does for a missing one (404)."""
-        from apache_beam.io.aws.clients.s3 import messages
-        from apache_beam.io.aws.s3io import parse_s3_path
-        from apache_beam.io.filesystem import FileMetadata
+        def create(self, path, mime_type="application/octet-stream", compression_type=None):
+            return _Upload(self._io, path, mime_type)
 
-        found = self._io.client.get_object_metadata(messages.GetRequest(*parse_s3_path(path)))
-        updated = found.last_modified  # as S3IO turns it into seconds in its listings
-        seconds = time.mktime(updated.timetuple()) - time.timezone + updated.microsecond / 1e6
-        return FileMetadata(path, found.size, seconds)
+        def exists(self, path):
+            return self._io.exists(path)
+
+        def _list(self, dir_or_prefix):
+            try:
+                for path, (size, updated) in self._io.list_files(dir_or_prefix,
+                                                                 with_metadata=True):
+                    yield FileMetadata(path, size, updated)
+            except Exception as error:  # noqa: BLE001 - as Beam's lister reports it
+                raise failed("List", {dir_or_prefix: error}) from error
+
+        def size(self, path):
+            try:
+                return self._io.size(path)
+            except Exception as error:  # noqa: BLE001
+                raise failed("size()", {path: error}) from error
+
+        def metadata(self, path):
+            """Beam's ``FileMetadata`` of one object, with the modification time Beam's
+            listing gives it; raises as Beam's S3 client does for a missing one (404)."""
+            from apache_beam.io.aws.clients.s3 import messages
+
+            found = self._io.client.get_object_metadata(
+                messages.GetRequest(*s3io.parse_s3_path(path)))
+            updated = found.last_modified  # as S3IO turns it into seconds in its listings
+            seconds = (time.mktime(updated.timetuple()) - time.timezone
+                       + updated.microsecond / 1e6)
+            return FileMetadata(path, found.size, seconds)
+
+        def rename(self, source_file_names, destination_file_names):
+            if len(source_file_names) != len(destination_file_names):
+                raise BeamIOError("Unable to rename unequal number of sources and destinations")
+            results = self._io.rename_files(list(zip(source_file_names, destination_file_names,
+                                                     strict=True)))
+            errors = {(src, dest): error for src, dest, error in results if error is not None}
+            if errors:
+                raise failed("Rename", errors)
+
+        def delete(self, paths):
+            errors = {path: error for path, error in self._io.delete_paths(paths).items()
+                      if error is not None}
+            if errors:
+                raise failed("Delete", errors)
+
+    return SharedS3
 
 
 class _Upload(io.RawIOBase):
