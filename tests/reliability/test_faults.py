@@ -225,22 +225,27 @@ def test_sigkill_at_any_moment_then_rerun(sample, clean, tmp_path):
 
 
 @contextlib.contextmanager
-def _sigint_as_a_terminal_gives_it():
-    """Start the command with SIGINT handled and unblocked, as a command typed at a terminal.
+def _signals_as_a_terminal_gives_them():
+    """Start the command with SIGINT, SIGTERM and SIGHUP at their defaults and unblocked,
+    as a command typed at a terminal has them.
 
-    A process inherits an ignored or blocked SIGINT across exec, and a non-interactive
-    shell ignores it for the jobs it starts with ``&``: pytest started that way would
-    pass it on, and the command keeps an ignored SIGINT on purpose (a background job must
-    not stop on the terminal's Ctrl-C), so the run would finish and this test fail.
-    A handled signal is reset to its default in the new program, so catching it here
-    for the moment of the start gives the command the default."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    A process inherits an ignored or blocked signal across exec: a non-interactive shell
+    ignores SIGINT for the jobs it starts with ``&``, and ``nohup`` ignores SIGHUP. pytest
+    started that way would pass them on, and the command keeps an ignored signal on
+    purpose (a background job must not stop on the terminal's Ctrl-C, a ``nohup`` run
+    not on its hang-up), so the run would finish and these tests fail. A handled signal
+    is reset to its default in the new program, so catching each here for the moment of
+    the start gives the command the default."""
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {signum: signal.signal(signum, signal.default_int_handler if signum ==
+                                    signal.SIGINT else lambda *_: None) for signum in stops}
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, set(stops))
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        signal.signal(signal.SIGINT, before)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def _run_to_stop(sample, tmp_path) -> tuple[str, Path, list[str], dict[str, str]]:
@@ -303,7 +308,7 @@ def _left_nothing(proc: subprocess.Popen, out: str, temp: Path) -> None:
 )
 def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, signum):
     out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
-    with _sigint_as_a_terminal_gives_it():
+    with _signals_as_a_terminal_gives_them():
         proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
     assert _writing_started(proc, out), proc.communicate()
@@ -340,7 +345,7 @@ TAKE_TERMINAL = set_up_then_exec(
 def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
     out, temp, command, env = _run_to_stop(larger_sample, tmp_path)
     master, terminal = os.openpty()
-    with _sigint_as_a_terminal_gives_it():  # the command, in a session of that terminal
+    with _signals_as_a_terminal_gives_them():  # the command, in a session of that terminal
         proc = subprocess.Popen([*TAKE_TERMINAL, os.ttyname(terminal),
                                  *command[1:]], start_new_session=True, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
