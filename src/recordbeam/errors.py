@@ -109,7 +109,7 @@ def full_filesystem(error: BaseException) -> str | None:
     """Where a write found its filesystem full, when ``error`` (or what it wraps, or a
     worker's traceback carried as its text) is such an ``OSError``: the file's path, ''
     when not known. None for any other error."""
-    for link in _chain(error):
+    for link in error_chain(error):
         if isinstance(link, OSError) and link.errno in FULL_ERRNOS:
             return str(link.filename or "")
     found = list(_FULL_IN_TEXT.finditer(str(error)))
@@ -172,7 +172,7 @@ def describe(error: BaseException) -> Failure:
     runner's own error, with its type (``KeyError: 'beam:env:process:v1'`` means little
     without it), and the runner named.
     """
-    for link in _chain(error):
+    for link in error_chain(error):
         if isinstance(link, RecordbeamError):
             return Failure(_without_step(str(link)), link.exit_code)
     found = _ours_in_text(str(error))
@@ -181,13 +181,13 @@ def describe(error: BaseException) -> Failure:
     if isinstance(error, RunFailed) and error.runner:
         return Failure(f"the {error.runner} failed: {_runner_error(error.cause)}", EXIT_FAILED)
     # The innermost error that is not a runner's wrapping says most.
-    original = [link for link in _chain(error) if not _is_wrapper(link)]
+    original = [link for link in error_chain(error) if not _is_wrapper(link)]
     if original:
         return Failure(_plain_message(original[-1]), EXIT_FAILED)
     return Failure(_message_in_text(str(error)), EXIT_FAILED)
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
+def error_chain(error: BaseException) -> Iterator[BaseException]:
     """``error``, then what it wraps: ``cause`` (a failed run's) or ``__cause__``. Not
     ``__context__``: an error raised while handling another is the one that counts."""
     seen: set[int] = set()
@@ -241,7 +241,7 @@ def _runner_error(error: BaseException) -> str:
     if matches:
         line = f"{matches[-1].group(2)}: {_without_step(matches[-1].group(3))}"
     else:
-        innermost = list(_chain(error))[-1]
+        innermost = list(error_chain(error))[-1]
         message = _plain_message(innermost) if str(innermost).strip() else ""
         line = f"{type(innermost).__name__}: {message}" if message else type(innermost).__name__
     if line == "ModuleNotFoundError: No module named 'recordbeam'":

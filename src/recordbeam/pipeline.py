@@ -41,6 +41,7 @@ from recordbeam.errors import (
     RunFailed,
     Terminated,
     UsageError,
+    error_chain,
     full_filesystem,
 )
 from recordbeam.job_server import check_job_server, no_job_server_error
@@ -206,9 +207,8 @@ def _staging_error(error: BaseException, log_path: str) -> UsageError | None:
     workers (``--setup_file``'s package, ``--requirements_file``, ``--extra_package``):
     a setting to fix, said in one line. Beam wraps a failed build's
     ``CalledProcessError`` in a ``RuntimeError``; the build's own output is in the log."""
-    failed = error
-    while failed is not None and not isinstance(failed, subprocess.CalledProcessError):
-        failed = failed.__cause__
+    failed = next((link for link in error_chain(error)
+                   if isinstance(link, subprocess.CalledProcessError)), None)
     if failed is not None:
         command = " ".join(map(str, failed.cmd)) if isinstance(failed.cmd, list) else failed.cmd
         said = (f"`{command}` ended with exit status {failed.returncode} (its output is in "
@@ -230,7 +230,7 @@ def _no_worker_from_the_pool(error: BaseException, options: PipelineOptions
     portable = options.view_as(PortableOptions)
     if (portable.environment_type or "").upper() != "EXTERNAL":
         return None
-    text = " ".join(str(link) for link in _error_chain(error))
+    text = " ".join(str(link) for link in error_chain(error))
     if "DEADLINE_EXCEEDED" not in text and "Deadline Exceeded" not in text:
         return None
     pool = portable.environment_config or "the worker pool"
@@ -240,14 +240,6 @@ def _no_worker_from_the_pool(error: BaseException, options: PipelineOptions
         "its own PATH, which must be an environment holding recordbeam and this Beam (start "
         "the pool with that environment's bin first on PATH); its output says why the "
         "worker did not start")
-
-
-def _error_chain(error: BaseException) -> Iterator[BaseException]:
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 def check_paths_for_runner(options: PipelineOptions, paths: Sequence[str]) -> None:

@@ -41,8 +41,8 @@ def for_this_thread() -> Any:
     if not readable or not isinstance(options, (PipelineOptions, type(None))):
         return None
     held = getattr(_clients, "held", None)
-    if held is not None and options is not None and held.given is options:
-        return held  # the options it was built from: no need to read them again
+    if held is not None and held.given is options:
+        return held  # the options it was last checked against: no need to read them again
     given, options = options, options or PipelineOptions([])
     s3 = options.view_as(S3Options)
     key = tuple(getattr(s3, name, None) for name in _CLIENT_OPTIONS)
@@ -74,7 +74,8 @@ def _shared_s3_class() -> type:
 
         def __init__(self, key: tuple, options: Any) -> None:
             super().__init__(options)
-            self.key, self.given = key, None
+            self.key = key
+            self.given: Any = None  # the FileSystems options it was last checked against
             self._io = s3io.S3IO(options=options)
 
         def open(self, path, mime_type="application/octet-stream", compression_type=None):

@@ -90,7 +90,7 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
         raise OutputFolderError(f"{output_dir} is a file; --output must be a folder")
     blocking = _non_files_named_like_ours(output_dir)
     if blocking:
-        named = ", ".join(f"{name} (a {_kind_of(output_dir, name)})" for name in blocking[:3])
+        named = ", ".join(f"{name} (a {kind})" for name, kind in blocking[:3])
         more = f" and {len(blocking) - 3} more" if len(blocking) > 3 else ""
         raise OutputFolderError(
             f"{output_dir} holds {named}{more}, named like files recordbeam writes there: its "
@@ -106,33 +106,30 @@ def check_writable(output_dir: str, *, overwrite: bool) -> None:
         )
 
 
-def _non_files_named_like_ours(output_dir: str) -> list[str]:
-    """Entries of a local output folder that are not files (folders, pipes, sockets, broken
-    links) but have the name of a file a run writes there: its commit could not rename a
-    file into their place. Object stores have no such entries."""
+def _non_files_named_like_ours(output_dir: str) -> list[tuple[str, str]]:
+    """``(name, what it is)`` of each entry of a local output folder that is not a file (a
+    folder, pipe, socket, broken link) but has the name of a file a run writes there: its
+    commit could not rename a file into its place. Object stores have no such entries."""
     import os  # the local launcher's own argument, not a data path
+    import stat
 
     local = filesystems.local_path(output_dir)
     if local is None or not os.path.isdir(local):
         return []
+    found = []
     with os.scandir(local) as entries:
-        return sorted(entry.name for entry in entries
-                      if is_ours(entry.name) and not entry.name.startswith(TEMP_PREFIX)
-                      and not entry.is_file())
-
-
-def _kind_of(output_dir: str, name: str) -> str:
-    import os
-    import stat
-
-    path = os.path.join(filesystems.local_path(output_dir) or output_dir, name)
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return "broken symbolic link"
-    if stat.S_ISDIR(mode):
-        return "folder"
-    return "pipe" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "special file"
+        for entry in entries:
+            if not is_ours(entry.name) or entry.name.startswith(TEMP_PREFIX) or entry.is_file():
+                continue
+            try:
+                mode = entry.stat().st_mode
+            except OSError:
+                found.append((entry.name, "broken symbolic link"))
+                continue
+            kind = ("folder" if stat.S_ISDIR(mode) else "pipe" if stat.S_ISFIFO(mode)
+                    else "socket" if stat.S_ISSOCK(mode) else "special file")
+            found.append((entry.name, kind))
+    return sorted(found)
 
 
 def _is_plain_file(path: str) -> bool:
