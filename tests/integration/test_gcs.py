@@ -24,6 +24,8 @@ from recordbeam.dataset.reader import ReaderError
 REPO = Path(__file__).parents[2]
 IMAGES = "gs://data/coco/images"
 ANNOTATIONS = "gs://data/coco/instances.json"
+#: In memory: the killed run's fault is planted in its own process, and the folder it is
+#: compared with is written the same way. The default runner on gs:// is test_stores.py's.
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 #: The sample rejects about a quarter of its images on purpose.
 LENIENT = "0.5"

@@ -37,6 +37,8 @@ def _shards(folder: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def local_run(coco_sample, tmp_path_factory):
     out = tmp_path_factory.mktemp("local") / "out"
+    # The reference the other runners' bytes are compared with; the default runner's
+    # bytes equal it (test_coco_pipeline.py::test_runner_modes_write_byte_identical_shards).
     _convert(coco_sample, out, "--direct_running_mode=in_memory", "--direct_num_workers=1")
     return out
 
