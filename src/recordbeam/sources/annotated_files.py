@@ -42,7 +42,7 @@ from recordbeam.dataset.class_names import (
 )
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.detection import DetectionObject, object_fields
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import is_text, printable
@@ -734,17 +734,20 @@ class SortedNames(beam.CombineFn):
         return names
 
 
-class FoundClassNames(beam.PTransform):
-    """``ParsedImage``s -> one list: the sorted class names of their objects
-    (see :class:`SortedNames`)."""
-
-    def expand(self, parsed):
-        return (
-            parsed
-            | "ClassNames" >> beam.Map(lambda image: [(obj.name, obj.source)
-                                                      for obj in image.objects])
-            | "Sorted" >> beam.CombineGlobally(SortedNames())
-        )
+def class_names(parsed: beam.PCollection, given: Sequence[str] | None) -> Any:
+    """The class names of ``ParsedImage``s, for :func:`build_record` and the metadata:
+    ``given`` as it is, else the side input of the sorted names of their objects (see
+    :class:`SortedNames`), ``[]`` when there is none. The combine leaves out Beam's
+    default element; the side input's default stands in for it."""
+    if given is not None:
+        return given
+    names = (
+        parsed
+        | "ClassNames" >> beam.Map(lambda image: [(obj.name, obj.source)
+                                                  for obj in image.objects])
+        | "SortedClasses" >> beam.CombineGlobally(SortedNames()).without_defaults()
+    )
+    return AsSingleton(names, default_value=[])
 
 
 def build_record(parsed: ParsedImage, classes: Sequence[str],
@@ -841,17 +844,14 @@ class ReadAnnotatedImages(beam.PTransform):
             | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists), self._roots))
             .with_outputs("rejects", "counts", main="parsed")
         )
-        if fmt.classes is not None:
-            classes = pbegin | "ClassList" >> beam.Create([fmt.classes])
-        else:
-            classes = parsed.parsed | "SortedClasses" >> FoundClassNames()
+        classes = class_names(parsed.parsed, fmt.classes)
         built = parsed.parsed | "BuildRecords" >> beam.FlatMap(
-            build_record, AsSingleton(classes), fmt.class_list,
+            build_record, classes, fmt.class_list,
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
-        terms = listed.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+        terms = input_terms(listed.inputs)
+        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
             lambda _, found, t: detection_metadata(found, t),
-            AsSingleton(classes), AsSingleton(terms))
+            classes, terms)
         rejects = (listed.rejects, parsed.rejects, built.rejects) | "Rejects" >> beam.Flatten()
         counts = (listed.counts, parsed.counts, built.counts) | "Counts" >> beam.Flatten()
         sizes = parsed.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))

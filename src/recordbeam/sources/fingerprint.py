@@ -64,3 +64,11 @@ class FileTermsFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return acc
+
+
+def input_terms(files: beam.PCollection) -> beam.pvalue.AsSingleton:
+    """``FileMetadata`` -> the side input of their ``(sum of terms, file count)``, ``(0, 0)``
+    when there is none. The combine leaves out Beam's default element (a branch of its
+    own in every pipeline); the side input's default stands in for it."""
+    terms = files | "InputTerms" >> beam.CombineGlobally(FileTermsFn()).without_defaults()
+    return beam.pvalue.AsSingleton(terms, default_value=(0, 0))

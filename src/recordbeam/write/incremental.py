@@ -499,7 +499,7 @@ def expand_incremental(keyed: Any, output_dir: str, temp_dir: str, splits: Seque
     p = keyed.pipeline
     previous = (
         p
-        | "PreviousTrigger" >> beam.Create([None])
+        | "PreviousTrigger" >> beam.Impulse()
         | "ReadPreviousVersion" >> beam.ParDo(_ReadPreviousVersion(
             output_dir, splits, incremental, record, options.shard_size)
         ).with_outputs("shards", main="version")

@@ -224,7 +224,7 @@ class _WriteShard(beam.DoFn):
         )
 
 
-def _write_plan(_unused: None, temp_dir: str, totals: Mapping[str, int]) -> None:
+def _write_plan(_unused: bytes, temp_dir: str, totals: Mapping[str, int]) -> None:
     """Expected input bytes per split, for progress reports while shards are written."""
     plan = json.dumps({"input_bytes": dict(sorted(totals.items()))}).encode()
     filesystems.write_bytes(filesystems.join(temp_dir, names.PLAN), plan)
@@ -431,7 +431,7 @@ class WriteShards(beam.PTransform):
             p, written.rejects, *dropped_rejects)
         return (
             p
-            | "FinalizeTrigger" >> beam.Create([None])
+            | "FinalizeTrigger" >> beam.Impulse()
             | "Finalize" >> beam.ParDo(
                 _Finalize(self._output_dir, self.temp_dir, self._options,
                           (self._encoder.default_split, *self._splits), finding, earlier),
@@ -448,7 +448,7 @@ class WriteShards(beam.PTransform):
     def _plan_written(self, p, totals):
         return (
             p
-            | "PlanTrigger" >> beam.Create([None])
+            | "PlanTrigger" >> beam.Impulse()
             | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))  # None
         )
 
@@ -493,7 +493,7 @@ class WriteShards(beam.PTransform):
         all_rejects, summed, metadata = self._rejects_counts_metadata(p, written.rejects)
         return (
             p
-            | "FinalizeTrigger" >> beam.Create([None])
+            | "FinalizeTrigger" >> beam.Impulse()
             | "Finalize" >> beam.ParDo(
                 IncrementalFinalize(self._output_dir, self.temp_dir, options, declared, record),
                 shards=AsList(written.shards),

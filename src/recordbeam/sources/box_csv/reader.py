@@ -22,15 +22,15 @@ from math import isfinite
 from typing import BinaryIO
 
 import apache_beam as beam
-from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    FoundClassNames,
     build_record,
+    class_names,
     detection_metadata,
     listed_images,
     listed_time,
@@ -45,7 +45,7 @@ from recordbeam.sources.csv_boxes import (
     image_key,
 )
 from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
 from recordbeam.sources.result import SourceRead
@@ -292,19 +292,19 @@ class ReadBoxCsv(beam.PTransform):
             .with_outputs("rejects", "counts", main="joined")
         )
         parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
-        classes = parsed | "SortedClasses" >> FoundClassNames()
+        classes = class_names(parsed, None)
         built = parsed | "BuildRecords" >> beam.FlatMap(
-            build_record, AsSingleton(classes), "the classes found",
+            build_record, classes, "the classes found",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
         tables = pbegin | "Tables" >> beam.Create(
             [self._options.table(split) for split in self.splits]) | "TableMetadata" >> beam.FlatMap(
             lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
                 filesystems.literal(path))])
         inputs = (read.inputs, tables) | "Inputs" >> beam.Flatten()
-        terms = inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+        terms = input_terms(inputs)
+        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
             lambda _, found, t: detection_metadata(found, t),
-            AsSingleton(classes), AsSingleton(terms))
+            classes, terms)
         rejects = (read.rejects, joined.rejects, built.rejects) | "Rejects" >> beam.Flatten()
         counts = (read.counts, joined.counts, built.counts) | "Counts" >> beam.Flatten()
         sizes = parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))

@@ -48,7 +48,7 @@ from recordbeam.sources.coco.labels import category_name_warnings, label_map, me
 from recordbeam.sources.coco.options import CocoOptions
 from recordbeam.sources.coco.records import JoinKey, JoinMessage
 from recordbeam.sources.conversion import settings_of, write_read
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import require_file, require_folder, require_json_object
 from recordbeam.sources.listing import skipped_prefix
@@ -149,12 +149,12 @@ class ReadCoco(beam.PTransform):
                 AsList(duplicate_ids),
             ).with_output_types(ImageRecord).with_outputs("rejects", main="records")
         )
-        terms = inputs.inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
+        terms = input_terms(inputs.inputs)
         contiguous, keypoints = opts.contiguous_labels, opts.include_keypoints
         task = "detection" if opts.annotations else "captioning"
-        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
             lambda _, cats, t: metadata_of(list(cats), contiguous, t, keypoints, task),
-            AsList(categories), beam.pvalue.AsSingleton(terms),
+            AsList(categories), terms,
         )
         if opts.annotations:
             rejects.append(pbegin | "ClassNames" >> beam.Create([opts.annotations])

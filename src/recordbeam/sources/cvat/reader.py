@@ -46,7 +46,7 @@ from xml.etree.ElementTree import Element, ParseError
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.pvalue import TaggedOutput
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
@@ -59,12 +59,12 @@ from recordbeam.images.masks import too_many_vertices
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
-    FoundClassNames,
     ImageFile,
     JoinMessage,
     NamedObject,
     ParsedImage,
     build_record,
+    class_names,
     detection_metadata,
     listed_images,
     listed_time,
@@ -72,7 +72,7 @@ from recordbeam.sources.annotated_files import (
 )
 from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
 from recordbeam.sources.result import SourceRead
@@ -987,18 +987,15 @@ class ReadCvat(beam.PTransform):
             | "Pair" >> beam.ParDo(_Pair(splits, options.image_folder, self.tracks, frames))
             .with_outputs("rejects", "counts", main="parsed")
         )
-        if self.classes is not None:
-            classes = pbegin | "ClassList" >> beam.Create([self.classes])
-        else:
-            classes = paired.parsed | "SortedClasses" >> FoundClassNames()
+        classes = class_names(paired.parsed, self.classes)
         built = paired.parsed | "BuildRecords" >> beam.FlatMap(
-            build_record, AsSingleton(classes), "the labels of <meta>",
+            build_record, classes, "the labels of <meta>",
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
         inputs = (streamed.inputs, listed.inputs) | "Inputs" >> beam.Flatten()
-        terms = inputs | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
+        terms = input_terms(inputs)
+        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
             lambda _, found, t: detection_metadata(found, t),
-            AsSingleton(classes), AsSingleton(terms))
+            classes, terms)
         rejects = ((streamed.rejects, listed.rejects, paired.rejects, built.rejects)
                    | "Rejects" >> beam.Flatten())
         counts = ((streamed.counts, listed.counts, paired.counts, built.counts)

@@ -31,7 +31,7 @@ from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import MAX_LABEL, ImageRecord, Reject
 from recordbeam.sources.classes_file import read_classes_file
 from recordbeam.sources.conversion import settings_of, write_format
-from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_classes_file, require_folder
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, is_skipped, skipped_prefix
@@ -328,20 +328,16 @@ class ReadImageFolder(beam.PTransform):
         records = classified.files | "Label" >> beam.ParDo(
             _Label(opts.label_offset), AsSingleton(classes, default_value=[])
         ).with_output_types(ImageRecord).with_outputs("rejects", main="records")
-        terms = (
-            tuple(listed)
-            | "AllInputs" >> beam.Flatten()
-            | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        )
+        terms = input_terms(tuple(listed) | "AllInputs" >> beam.Flatten())
         offset = opts.label_offset
         metadata = (
             pbegin
-            | "Metadata" >> beam.Create([None])
+            | "Metadata" >> beam.Impulse()
             | "LabelMap"
             >> beam.Map(
                 lambda _, c, t: _metadata(list(c), offset, t),
                 AsSingleton(classes, default_value=[]),
-                AsSingleton(terms),
+                terms,
             )
         )
         rejects = (classified.rejects, records.rejects) | "FolderRejects" >> beam.Flatten()

@@ -60,7 +60,7 @@ from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.conversion import settings_of, write_read
-from recordbeam.sources.fingerprint import FileTermsFn, inputs_entry
+from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_file
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
@@ -1173,18 +1173,14 @@ class ReadTable(beam.PTransform):
             records = built.rows | "BuildRecords" >> beam.Map(
                 _row_record, opts).with_output_types(ImageRecord)
         manifest_file = pbegin | "ManifestFile" >> MatchFile(opts.manifest)
-        terms = (
-            (listing, manifest_file)
-            | "AllInputs" >> beam.Flatten()
-            | "InputTerms" >> beam.CombineGlobally(FileTermsFn())
-        )
+        terms = input_terms((listing, manifest_file) | "AllInputs" >> beam.Flatten())
         schema_json = {**schema.to_json(), "group_by": opts.group_by}
-        metadata = terms | "Metadata" >> beam.Map(
-            lambda t: {
+        metadata = pbegin | "Metadata" >> beam.Impulse() | "Schema" >> beam.Map(
+            lambda _, t: {
                 "task": "sequence" if schema_json["group_by"] else "table",
                 "schema": schema_json,
                 "inputs": inputs_entry(t),
-            }
+            }, terms,
         )
         rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()
         counts = pbegin | "NoCounts" >> beam.Create([])

@@ -44,7 +44,7 @@ from math import isfinite
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import (
@@ -73,7 +73,7 @@ from recordbeam.sources.csv_boxes import (
     image_key,
 )
 from recordbeam.sources.detection import DetectionEncoder, DetectionObject, object_fields
-from recordbeam.sources.fingerprint import FileTermsFn
+from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
 from recordbeam.sources.result import SourceRead
@@ -556,11 +556,10 @@ class ReadOpenImages(beam.PTransform):
             [*table_paths, tables.class_descriptions]) | "TableMetadata" >> beam.FlatMap(
             lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
                 filesystems.literal(path))])
-        terms = ((listed.inputs, table_meta) | "Inputs" >> beam.Flatten()
-                 | "InputTerms" >> beam.CombineGlobally(FileTermsFn()))
+        terms = input_terms((listed.inputs, table_meta) | "Inputs" >> beam.Flatten())
         display_names = list(self.display_names)
-        metadata = pbegin | "Metadata" >> beam.Create([None]) | "LabelMap" >> beam.Map(
-            lambda _, t: detection_metadata(display_names, t), AsSingleton(terms))
+        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
+            lambda _, t: detection_metadata(display_names, t), terms)
         rejects += [joined.rejects, built.rejects]
         counts += [joined.counts, built.counts]
         sizes = joined.joined | "PlannedSizes" >> beam.Map(
