@@ -22,7 +22,6 @@ from recordbeam.sources.manifest.reader import (
     _NumberRows,
     _ReadRange,
     convert_value,
-    first_lines,
     infer_schema,
     iter_rows,
     merge_types,
@@ -309,9 +308,9 @@ def _read_in_ranges(options: TableOptions) -> tuple[list, list, int]:
                 counts.append(out.value)
             else:
                 found.append(out)
-    starts = first_lines(counts)
     rows, rejects = [], []
-    for out in (o for f in found for o in _NumberRows(options.manifest).process(f, starts)):
+    numbering = _NumberRows(options.manifest)
+    for out in (o for f in found for o in numbering.process(f, counts)):
         (rejects if isinstance(out, TaggedOutput) else rows).append(
             out.value if isinstance(out, TaggedOutput) else out)
     return sorted(rows, key=lambda r: r[0]), sorted(rejects, key=lambda r: r.source), len(ranges)

@@ -38,8 +38,9 @@ class ListFilesBelow(beam.PTransform):
         # listing there as one list, ~270 bytes per file (2.7 GB for 10M images).
         files = (
             pbegin
-            | "Folder" >> beam.Create([filesystems.everything_below(self._root)])  # glob
-            | "Match" >> beam.FlatMap(filesystems.iter_match)  # FileMetadata
+            | "Folder" >> beam.Impulse()
+            | "Match" >> beam.FlatMap(lambda _, glob: filesystems.iter_match(glob),
+                                      filesystems.everything_below(self._root))  # FileMetadata
         )
         if self._prefix:
             files = files | "SkipOutputFolder" >> beam.Filter(
@@ -58,6 +59,7 @@ class MatchFile(beam.PTransform):
 
     def expand(self, pbegin):
         return (pbegin
-                | "Name" >> beam.Create([self._path])
+                | "Name" >> beam.Impulse()
                 | "Metadata" >> beam.FlatMap(
-                    lambda path: [m for m in [filesystems.file_metadata(path)] if m is not None]))
+                    lambda _, path: [m for m in [filesystems.file_metadata(path)] if m is not None],
+                    self._path))

@@ -157,10 +157,9 @@ class ReadCoco(beam.PTransform):
             AsList(categories), terms,
         )
         if opts.annotations:
-            rejects.append(pbegin | "ClassNames" >> beam.Create([opts.annotations])
-                           | "RepeatedNames" >> beam.FlatMap(
-                               lambda path, cats: category_name_warnings(list(cats), path),
-                               AsList(categories)))
+            rejects.append(pbegin | "ClassNames" >> beam.Impulse() | "RepeatedNames" >> beam.FlatMap(
+                lambda _, path, cats: category_name_warnings(list(cats), path),
+                opts.annotations, AsList(categories)))
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(planned_size, opts.split)
         counts = (joined.counts, *counts) | "CocoCounts" >> beam.Flatten()

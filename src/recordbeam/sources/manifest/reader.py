@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
-from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.pvalue import AsList, AsSingleton, TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.dataset import layout
@@ -883,9 +883,12 @@ class _NumberRows(beam.DoFn):
 
     def __init__(self, manifest: str) -> None:
         self._manifest = manifest
+        self._starts: dict[int, int] | None = None
 
-    def process(self, found: RangeRow, starts: dict[int, int]):
-        line = starts[found.range_index] + found.local_line - 1
+    def process(self, found: RangeRow, line_counts: list[tuple[int, int]]):
+        if self._starts is None:  # the side input is the same for every element
+            self._starts = first_lines(line_counts)
+        line = self._starts[found.range_index] + found.local_line - 1
         if found.row is None:
             yield TaggedOutput("rejects", Reject(
                 "image", f"{self._manifest}:{line}", found.reason, found.detail))
@@ -1133,13 +1136,9 @@ class ReadTable(beam.PTransform):
             | "ReadRanges" >> beam.ParDo(_ReadRange(opts, schema)).with_output_types(RangeRow)
             .with_outputs("line_counts", main="rows")
         )
-        starts = (
-            found.line_counts
-            | "LineCounts" >> beam.combiners.ToList()  # [(range index, lines)], one per range
-            | "FirstLines" >> beam.Map(first_lines)
-        )
-        read = found.rows | "NumberRows" >> beam.ParDo(
-            _NumberRows(opts.manifest), AsSingleton(starts)).with_outputs("rejects", main="rows")
+        read = found.rows | "NumberRows" >> beam.ParDo(  # line_counts: (range index, lines)
+            _NumberRows(opts.manifest), AsList(found.line_counts)
+        ).with_outputs("rejects", main="rows")
         image_columns = schema.image_columns
         refs = read.rows | "ImageRefs" >> beam.FlatMap(_image_refs, image_columns)  # (path, line)
         base = manifest_dir(opts.manifest).rstrip("/")
