@@ -1,13 +1,13 @@
 """One package per input format, each declaring itself in its ``__init__``
 (:mod:`.format`): ``coco`` (COCO instances, keypoints, captions, LVIS), ``voc`` (Pascal
 VOC), ``yolo`` (darknet and Ultralytics), ``labelme``, ``cvat`` (CVAT XML), ``kitti``,
-``openimages`` and ``box_csv`` (box tables, joined with their images by ``csv_boxes``),
-``imagefolder`` (class folders), ``manifest`` (CSV / JSON Lines manifests); ``reshard``
-reads finished TFRecord files. Detection sources share ``detection`` (the object record
-and ``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend); formats with one
-annotation file per image (VOC, YOLO, labelme, KITTI) share ``annotated_files``: they
-describe their folders and parse one file, and ``ReadAnnotatedImages`` lists, joins, parses
-on workers and turns class names into labels.
+``openimages`` and ``box_csv`` (box tables), ``imagefolder`` (class folders), ``manifest``
+(CSV / JSON Lines manifests); ``reshard`` reads finished TFRecord files. Detection sources
+share ``detection`` (the object record and ``DetectionEncoder``, which ``CocoEncoder`` and
+``VocEncoder`` extend) and box tables ``csv_boxes`` (rows joined with their images);
+formats with one annotation file per image (VOC, YOLO, labelme, KITTI) share
+``annotated_files``: they describe their folders and parse one file, and
+``ReadAnnotatedImages`` lists, joins, parses on workers and turns class names into labels.
 
 Every format's reader follows one small interface, which :mod:`.conversion` relies on:
 
@@ -19,7 +19,7 @@ Every format's reader follows one small interface, which :mod:`.conversion` reli
   typed as such with ``.with_output_types(ImageRecord)`` so the writer's shuffle uses the
   compact coder of :mod:`.record_coder`; ``identity`` fixes shard and order, ``labels`` is
   read by the kind's encoder), ``rejects``, ``counts``, ``metadata`` (its ``inputs`` made
-  by :class:`.fingerprint.FileTermsFn`) and, when the source knows them early,
+  by :func:`.fingerprint.input_terms`) and, when the source knows them early,
   ``sizes``.
 
 * an encoder beside it (``CocoEncoder``, ``VocEncoder``, ``ClassificationEncoder``, ``TableEncoder``,
