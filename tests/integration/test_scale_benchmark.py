@@ -61,6 +61,7 @@ def test_quick_prints_one_row_per_run_with_its_memory(quick_output: list[str]) -
     assert len(two[8].split()) > len(one[8].split()), "the second worker shows up"
 
 
+@exhaustive  # likewise
 def test_quick_prints_every_stage_with_its_speed_up(quick_output: list[str]) -> None:
     header, *rows = _table(quick_output, "case", "speed-up")
     assert header == STAGE_COLUMNS
