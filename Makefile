@@ -12,11 +12,6 @@ NEWEST_BEAM ?= 2.77.0
 .PHONY: demo wheel test test-fast test-exhaustive test-all test-cluster test-oldest test-newest-beam docs \
 	lint bench bench-coco clean
 
-# Python caches compiled modules, and pytest its rewritten test modules, even where the
-# environment says not to (PYTHONDONTWRITEBYTECODE): the lanes start hundreds of
-# interpreters, each of which would compile recordbeam again.
-export PYTHONDONTWRITEBYTECODE :=
-
 # Test lanes (docs/development.md): test-fast is the edit loop, test proves every promise
 # once, test-all runs everything (CI). Tests run in one pytest process per core, at most 4
 # (each local run starts worker processes of its own).
