@@ -122,7 +122,6 @@ def test_verify_unchanged_compares_bytes_not_modification_times(tmp_path):
     path = corpus.image_path(repainted)
     _incremental(corpus, out, "--verify-unchanged")
     assert (last_run(out)["changed"], last_run(out)["added"]) == (1, 0)
-    _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
     # Without it, a file replaced by one of the same size and time is not seen: said in
     # docs/deploy/scheduled.md. With it, it is.
     stat = path.stat()
@@ -134,7 +133,7 @@ def test_verify_unchanged_compares_bytes_not_modification_times(tmp_path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     _incremental(corpus, out, "--verify-unchanged")
     assert last_run(out)["changed"] == 1
-    _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full2"))
+    _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
 
 
 def test_other_options_or_a_folder_of_a_plain_run_rebuild_the_split_and_say_why(
@@ -168,17 +167,17 @@ def test_compaction_folds_small_shards_into_full_ones(tmp_path):
     rng = random.Random(11)
     corpus = Corpus.make("imagefolder", tmp_path / "in", 6)
     out = _incremental(corpus, tmp_path / "out", "--shard-size", "64KiB")
-    for _ in range(4):  # nightly runs, each adding a few images: one small shard each
+    for _ in range(2):  # nightly runs, each adding a few images: one small shard each
         for _ in range(2):
             corpus.mutate("add", rng)
         corpus.write()
         _incremental(corpus, out, "--shard-size", "64KiB")
-    assert len(_shard_files(out)) == 5
+    assert len(_shard_files(out)) == 3
     _incremental(corpus, out, "--shard-size", "64KiB", "--compact-below", "0.5")
     assert len(_shard_files(out)) == 1
     run = last_run(out)
-    assert run["shards_rewritten"] == 1 and run["records_copied"] == 14
-    assert (run["shards_kept"], run["shards_removed"]) == (0, 5)
+    assert run["shards_rewritten"] == 1 and run["records_copied"] == 10
+    assert (run["shards_kept"], run["shards_removed"]) == (0, 3)
     assert run["added"] == run["changed"] == 0
     _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
 
@@ -263,9 +262,9 @@ def test_a_second_writer_is_refused_and_the_version_stays(tmp_path, capsys):
         assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != folder_lock.LOCK} == before
     finally:
         held.release()
+    # Refused, it changed nothing: the next run starts from the version as it was.
     _incremental(corpus, out)
     assert last_run(out)["added"] == 1
-    _assert_same_as_rebuild(out, _full(corpus, tmp_path / "full"))
 
 
 def test_a_file_we_did_not_write_is_never_replaced_by_a_new_shard(tmp_path, capsys):
