@@ -13,9 +13,10 @@ NEWEST_BEAM ?= 2.77.0
 	lint bench bench-coco clean
 
 # Test lanes (docs/development.md): test-fast is the edit loop, test proves every promise
-# once, test-all runs everything (CI). Tests run in one pytest process per core, at most 4
-# (each local run starts worker processes of its own).
-TEST_PROCESSES ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+# once, test-all runs everything (CI). Tests run in one pytest process per core and one
+# more, at most 4: the tests that wait on processes of their own (commands, workers,
+# emulators) leave a core idle otherwise.
+TEST_PROCESSES ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 2) + 1 )); [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST_PARALLEL := -n $(TEST_PROCESSES) --dist worksteal
 
 $(VENV)/.runtime: pyproject.toml setup.py
