@@ -71,6 +71,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--formats", default=",".join(format_inputs.INPUTS))
     args = parser.parse_args()
+    unknown = set(args.formats.split(",")) - set(format_inputs.INPUTS)
+    if unknown:
+        parser.error(f"--formats: no format {', '.join(sorted(unknown))} "
+                     f"(formats: {', '.join(format_inputs.INPUTS)})")
     work = Path(tempfile.mkdtemp(prefix="launch-bench-"))
     _trivial()
     trivial = statistics.median(_cpu(_trivial) for _ in range(args.repeats))
