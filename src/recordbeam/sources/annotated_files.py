@@ -42,7 +42,7 @@ from recordbeam.dataset.class_names import (
 )
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.detection import DetectionObject, object_fields
-from recordbeam.sources.fingerprint import input_terms
+from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import is_text, printable
@@ -787,14 +787,14 @@ def label_metadata(classes: Sequence[str]) -> dict[str, Any]:
     return {"label_map": {str(label): name for label, name in enumerate(classes, 1)}}
 
 
-def detection_metadata(classes: Sequence[str], terms: tuple[int, int]) -> dict[str, Any]:
-    """A detection source's ``metadata``: task, label map and the inputs' fingerprint."""
-    return {
-        "task": "detection",
-        **label_metadata(classes),
-        "label_names": list(classes),
-        "inputs": {"files": terms[1], "terms": f"{terms[0]:032x}"},
-    }
+def detection_metadata(pbegin: beam.pvalue.PBegin, classes: Any, terms: Any) -> beam.PCollection:
+    """A detection source's ``metadata``, once: task, label map and the inputs' terms.
+    ``classes``: the class names or their side input (:func:`class_names`); ``terms``:
+    the side input of :func:`.fingerprint.input_terms`."""
+    return pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
+        lambda _, found, t: {"task": "detection", **label_metadata(found),
+                             "label_names": list(found), "inputs": inputs_entry(t)},
+        classes, terms)
 
 
 class ReadAnnotatedImages(beam.PTransform):
@@ -849,9 +849,7 @@ class ReadAnnotatedImages(beam.PTransform):
             build_record, classes, fmt.class_list,
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
         terms = input_terms(listed.inputs)
-        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
-            lambda _, found, t: detection_metadata(found, t),
-            classes, terms)
+        metadata = detection_metadata(pbegin, classes, terms)
         rejects = (listed.rejects, parsed.rejects, built.rejects) | "Rejects" >> beam.Flatten()
         counts = (listed.counts, parsed.counts, built.counts) | "Counts" >> beam.Flatten()
         sizes = parsed.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))

@@ -302,9 +302,7 @@ class ReadBoxCsv(beam.PTransform):
                 filesystems.literal(path))])
         inputs = (read.inputs, tables) | "Inputs" >> beam.Flatten()
         terms = input_terms(inputs)
-        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
-            lambda _, found, t: detection_metadata(found, t),
-            classes, terms)
+        metadata = detection_metadata(pbegin, classes, terms)
         rejects = (read.rejects, joined.rejects, built.rejects) | "Rejects" >> beam.Flatten()
         counts = (read.counts, joined.counts, built.counts) | "Counts" >> beam.Flatten()
         sizes = parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))

@@ -993,9 +993,7 @@ class ReadCvat(beam.PTransform):
         ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
         inputs = (streamed.inputs, listed.inputs) | "Inputs" >> beam.Flatten()
         terms = input_terms(inputs)
-        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
-            lambda _, found, t: detection_metadata(found, t),
-            classes, terms)
+        metadata = detection_metadata(pbegin, classes, terms)
         rejects = ((streamed.rejects, listed.rejects, paired.rejects, built.rejects)
                    | "Rejects" >> beam.Flatten())
         counts = ((streamed.counts, listed.counts, paired.counts, built.counts)

@@ -557,9 +557,7 @@ class ReadOpenImages(beam.PTransform):
             lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
                 filesystems.literal(path))])
         terms = input_terms((listed.inputs, table_meta) | "Inputs" >> beam.Flatten())
-        display_names = list(self.display_names)
-        metadata = pbegin | "Metadata" >> beam.Impulse() | "LabelMap" >> beam.Map(
-            lambda _, t: detection_metadata(display_names, t), terms)
+        metadata = detection_metadata(pbegin, list(self.display_names), terms)
         rejects += [joined.rejects, built.rejects]
         counts += [joined.counts, built.counts]
         sizes = joined.joined | "PlannedSizes" >> beam.Map(
