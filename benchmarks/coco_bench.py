@@ -1,7 +1,7 @@
 """End-to-end COCO -> TFRecord: recordbeam against Beam's WriteToTFRecord and the tutorial loop.
 
 For each dataset size N (a COCO-like benchmark dataset from
-``recordbeam.testing.samples.make_coco_benchmark``, generated once into --data-dir and reused), runs:
+``make_coco_benchmark`` of ``tests/samples.py``, generated once into --data-dir and reused), runs:
 
   recordbeam   ``recordbeam convert coco ... --quiet`` (FnApiRunner, multi_processing, one
                worker per core; shard count from its default shard size);
@@ -53,6 +53,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # samples.py
+
 CASES = ("recordbeam", "beam", "loop", "model_garden")
 LABELS = {
     "recordbeam": "recordbeam convert coco",
@@ -85,7 +87,7 @@ def ensure_dataset(data_dir: str, num_images: int) -> Dataset:
     root = os.path.join(data_dir, f"coco_{num_images}")
     marker = os.path.join(root, DATASET_MARKER)
     if not os.path.exists(marker):
-        from recordbeam.testing.samples import make_coco_benchmark
+        from samples import make_coco_benchmark
 
         if os.path.exists(root):
             shutil.rmtree(root)  # an interrupted generation; start over

@@ -1,6 +1,6 @@
 """Peak memory of a local COCO conversion as the dataset grows: does it stay flat?
 
-Generates COCO-like datasets (``recordbeam.testing.samples.make_coco_benchmark``: ~7 boxes per
+Generates COCO-like datasets (``make_coco_benchmark`` of ``tests/samples.py``: ~7 boxes per
 image, 80 categories) whose few distinct image files are then replaced by small 640x480
 JPEGs (a few KB), so that a 300k-image run writes ~1.5 GB instead of 40 GB: what a local
 run holds in memory is the per-image records of its shuffles, not the image bytes. Every
@@ -30,6 +30,8 @@ import time
 
 from PIL import Image
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # samples.py
+
 
 def _small_jpeg() -> bytes:
     out = io.BytesIO()
@@ -41,7 +43,7 @@ def dataset(data_dir: str, images: int) -> str:
     """A tiny-image dataset of ``images`` images, generated once and reused."""
     root = os.path.join(data_dir, f"coco_small_{images}")
     if not os.path.exists(os.path.join(root, "annotations", "instances.json")):
-        from recordbeam.testing.samples import make_coco_benchmark
+        from samples import make_coco_benchmark
 
         # Enough distinct files that none needs more hard links than ext4 allows (65,000).
         distinct = max(8, -(-images // LINKS_PER_FILE))

@@ -11,7 +11,7 @@ images per second, and this process's peak RSS growth (what the pass holds).
         [--scratch DIR] [--repeat 3]
 
 Best of ``--repeat`` runs; the inputs are written once into a temp folder (deleted after).
-The COCO file is ``make_coco_benchmark``'s (``memory_scale.py``'s data when
+The COCO file is ``make_coco_benchmark``'s (``tests/samples.py``; ``memory_scale.py``'s data when
 ``--data-dir`` holds it).
 """
 
@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # samples.py
 
 BOXES_PER_IMAGE = 7
 
@@ -56,9 +58,10 @@ def _count_in_file(path: str, token: bytes) -> int:
 
 def coco_pass(folder: str, images: int, data_dir: str | None) -> tuple[Callable[[], int], int]:
     """The worker's read of a COCO file's ``annotations`` section (checks included)."""
+    from samples import make_coco_benchmark
+
     from recordbeam.sources.coco.input_tasks import ReadInputs
     from recordbeam.sources.coco.reader import CocoOptions
-    from recordbeam.testing.samples import make_coco_benchmark
 
     root = os.path.join(data_dir, f"coco_small_{images}") if data_dir else None
     if root is None or not os.path.exists(os.path.join(root, "annotations", "instances.json")):

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+from samples import EXTRAS_KEYPOINT_NAMES, EXTRAS_SKELETON, make_coco_extras_sample
 
 from recordbeam import pipeline
 from recordbeam.cli.main import main as cli_main
@@ -16,12 +17,7 @@ from recordbeam.images.transcode import ImageFixes
 from recordbeam.sources.coco.input_tasks import DENSEPOSE_NOT_WRITTEN, KEYPOINTS_NOT_WRITTEN
 from recordbeam.sources.coco.reader import CocoOptions
 from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
-from recordbeam.testing.samples import (
-    EXTRAS_KEYPOINT_NAMES,
-    EXTRAS_SKELETON,
-    make_coco_extras_sample,
-    make_coco_sample,
-)
+from recordbeam.testing.samples import make_coco_sample
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.write.image_encoder import ImageChecks

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import pytest
+from samples import make_boxes_sample
 
 import recordbeam
 from recordbeam import pipeline
@@ -24,7 +25,6 @@ from recordbeam.sources.coco.encoder import OBJECT_KINDS
 from recordbeam.sources.coco.reader import CocoOptions
 from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord
 from recordbeam.sources.reshard import ReshardOptions, reshard
-from recordbeam.testing.samples import make_boxes_sample
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.sink import ShardOptions
 

@@ -13,11 +13,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 tf = pytest.importorskip("tensorflow")
 
 import numpy as np  # noqa: E402
+from samples import make_coco_extras_sample  # noqa: E402
 
 from recordbeam import pipeline  # noqa: E402
 from recordbeam.sources.coco.reader import CocoOptions  # noqa: E402
 from recordbeam.sources.coco.reader import to_tfrecord as coco_to_tfrecord  # noqa: E402
-from recordbeam.testing.samples import make_coco_extras_sample  # noqa: E402
 from recordbeam.write.image_encoder import ImageChecks  # noqa: E402
 from recordbeam.write.sink import ShardOptions  # noqa: E402
 

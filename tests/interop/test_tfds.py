@@ -145,7 +145,7 @@ def test_classification_with_empty_shard_and_as_supervised(tmp_path):
 )
 def test_object_features_load_as_vectors_whatever_the_box_counts(tmp_path, boxes):
     """features.json must not fix the object count: one box per image today, more tomorrow."""
-    from recordbeam.testing.samples import make_boxes_sample
+    from samples import make_boxes_sample
 
     sample = make_boxes_sample(tmp_path / "sample", boxes)
     out = str(tmp_path / "out")

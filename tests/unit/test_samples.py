@@ -1,4 +1,6 @@
-"""Unit tests for recordbeam.testing.samples: the generated files match what `expected` promises.
+"""Unit tests for the COCO sample generators (`recordbeam.testing.samples.make_coco_sample`, the
+demo's, and `make_coco_benchmark` of tests/samples.py): the generated files match what
+`expected` promises.
 
 Every claim in `expected` is re-derived here from the files themselves (headers through
 recordbeam.images.checks, the JSON through ijson as a converter reads it), not taken on trust.
@@ -14,14 +16,10 @@ from collections import Counter
 import ijson
 import pytest
 from read_back import folder_files
+from samples import make_coco_benchmark
 
 from recordbeam.images.checks import ImageRejected, inspect_file
-from recordbeam.testing.samples import (
-    ANNOTATION_REASONS,
-    MIN_SAMPLE_IMAGES,
-    make_coco_benchmark,
-    make_coco_sample,
-)
+from recordbeam.testing.samples import ANNOTATION_REASONS, MIN_SAMPLE_IMAGES, make_coco_sample
 
 
 @pytest.fixture(scope="module")
