@@ -1,7 +1,7 @@
 """Near duplicates: recall on transformed copies, false pairs among distinct pictures, and
 the perceptual hash's CPU per image against Pillow's reduced-scale decode.
 
-**Recall and false pairs.** N distinct photo-like pictures (``recordbeam.testing.photos``,
+**Recall and false pairs.** N distinct photo-like pictures (``tests/photos.py``,
 640x480 by default, JPEG quality 90) and one transformed copy of each, a third of them
 each kind:
 
@@ -46,7 +46,10 @@ from PIL import Image
 from recordbeam.dataset.duplicate_groups import Member
 from recordbeam.dataset.near_groups import NearImage, image_keys, near_pairs
 from recordbeam.images.perceptual_hash import NEAR_THRESHOLD, PerceptualHash, perceptual_hash
-from recordbeam.testing.photos import photo_like_jpeg, photo_like_pixels
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # photos.py
+
+from photos import photo_like_jpeg, photo_like_pixels  # noqa: E402
 
 KINDS = ("re-encoded", "resized", "cropped", "all three")
 TARGET_KINDS = KINDS[:3]

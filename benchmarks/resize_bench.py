@@ -1,7 +1,7 @@
 """CPU per image of ``--max-side``'s resize step against a plain Pillow loop, and how far
 its pictures are from the loop's.
 
-Photo-like JPEGs (``recordbeam.testing.photos``, quality 90, 4:2:0; their bytes per pixel
+Photo-like JPEGs (``tests/photos.py``, quality 90, 4:2:0; their bytes per pixel
 are printed) are downsized three ways, each to a JPEG at recordbeam's default quality:
 
 - ``loop``: ``Image.open``, decode whole, ``resize(LANCZOS)``, save: the baseline (1.00);
@@ -50,7 +50,10 @@ from PIL import Image, JpegImagePlugin
 from recordbeam.images import transcode
 from recordbeam.images.checks import inspect_image
 from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, ImageFixes, fix_image, scaled_size
-from recordbeam.testing.photos import photo_like_jpeg
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # photos.py
+
+from photos import photo_like_jpeg  # noqa: E402
 
 CASES = ((4000, 3000, 640), (1600, 1200, 512))
 #: Issue 30's bars: recordbeam's CPU against the loop's, and PSNR against its pictures.

@@ -12,13 +12,13 @@ import os
 import numpy as np
 import pytest
 from lanes import exhaustive
+from photos import photo_like_jpeg, photo_like_pixels
 from PIL import Image
 from read_back import folder_files
 
 from recordbeam.cli import main as cli
 from recordbeam.dataset.image_hashes import decode_hash_file
 from recordbeam.dataset.report import report_page
-from recordbeam.testing.photos import photo_like_jpeg, photo_like_pixels
 from recordbeam.tfrecord.example import decode_example
 from recordbeam.tfrecord.framing import open_records
 from recordbeam.write.planning import order_key

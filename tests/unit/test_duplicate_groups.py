@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 import pytest
+from photos import photo_like_pixels
 from PIL import Image
 
 from recordbeam.dataset.duplicate_groups import (
@@ -50,7 +51,6 @@ from recordbeam.dataset.near_groups import (
     near_pairs,
 )
 from recordbeam.images.perceptual_hash import PerceptualHash, perceptual_hash
-from recordbeam.testing.photos import photo_like_pixels
 
 
 def _sha(text: str) -> bytes:

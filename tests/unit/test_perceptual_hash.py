@@ -8,6 +8,7 @@ import io
 
 import numpy as np
 import pytest
+from photos import photo_like_pixels
 from PIL import Image
 
 from recordbeam.images.perceptual_hash import (
@@ -20,7 +21,6 @@ from recordbeam.images.perceptual_hash import (
     near_distance,
     perceptual_hash,
 )
-from recordbeam.testing.photos import photo_like_pixels
 
 
 def _encode(picture: np.ndarray | Image.Image, fmt: str = "JPEG", **options) -> bytes:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import subprocess
 import sys
 
 import numpy as np
+import photos
 import pytest
+from photos import photo_like_jpeg, photo_like_pixels
 from PIL import Image, ImageOps
 
 from recordbeam.images.checks import inspect_image
@@ -19,7 +22,6 @@ from recordbeam.images.transcode import DEFAULT_JPEG_QUALITY, ImageFixes, fix_im
 from recordbeam.records import ImageRecord
 from recordbeam.sources.coco.encoder import CocoEncoder
 from recordbeam.sources.coco.records import NamedKeypoints, ObjectLabel, pack_annotations
-from recordbeam.testing.photos import photo_like_jpeg, photo_like_pixels
 
 # Odd sizes: a DCT-scaled decode of them ends in a pixel that holds part of a source pixel.
 WIDTH, HEIGHT = 1601, 1201
@@ -178,11 +180,12 @@ def test_runs_that_do_not_resize_decode_whole_and_write_what_they_always_wrote(
 
 def test_the_same_jpeg_and_options_give_the_same_bytes_in_a_fresh_interpreter():
     program = (
-        "import hashlib, io\n"
+        "import hashlib, io, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(photos.__file__)!r})\n"
         "from PIL import Image\n"
         "from recordbeam.images.checks import inspect_image\n"
         "from recordbeam.images.transcode import ImageFixes, fix_image\n"
-        "from recordbeam.testing.photos import photo_like_jpeg\n"
+        "from photos import photo_like_jpeg\n"
         "data = photo_like_jpeg(1601, 1201, seed=5, orientation=7)\n"
         "fixed = fix_image(data, inspect_image(data), ImageFixes(max_side=300, apply_exif=True))\n"
         "print(hashlib.sha256(fixed.data).hexdigest())\n"

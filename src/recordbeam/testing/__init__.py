@@ -1,1 +1,1 @@
-"""Sample datasets for the demo, tests and benchmarks; not used by conversions."""
+"""Sample datasets for `recordbeam demo` and the docs' examples; not used by conversions."""
