@@ -45,7 +45,7 @@ MAY_IMPORT = {
     # Whether a bucket can be used, asked before a process's first access to it.
     "store_access": {"errors", "local"},
     "filesystems": {"errors", "local", "gcs_credentials", "s3_client", "store_access"},
-    "testing": {"errors", "tfrecord", "images"},
+    "testing": set(),
     "dataset": {"errors", "records", "filesystems", "tfrecord", "images", "local"},
     "write": {"errors", "records", "filesystems", "tfrecord", "images", "dataset", "local"},
     # What a conversion can be told, declared once for the command, the API and the docs.
