@@ -123,8 +123,8 @@ def test_buckets_are_sized_by_bytes_or_by_images_whichever_makes_more():
     assert bucket_count(5_500 * 10**6, 0, 10**6) == -(-10**6 // BUCKET_IMAGES) == 62
     # What the folder keeps counts too, and the count stays within its bounds.
     earlier = EarlierSplits(bytes=BUCKET_BYTES, images=3 * BUCKET_IMAGES)
-    assert earlier.buckets({"train": 1}, {"train": BUCKET_IMAGES}) == 4
-    assert earlier.buckets({"train": 1}, {"train": 10**12}) == MAX_BUCKETS
+    assert earlier.buckets({"train": (1, BUCKET_IMAGES)}) == 4
+    assert earlier.buckets({"train": (1, 10**12)}) == MAX_BUCKETS
 
 
 # ---------------------------------------------------------------- exact groups

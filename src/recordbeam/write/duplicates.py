@@ -139,11 +139,11 @@ class EarlierSplits:
     bytes: int = 0
     images: int = 0
 
-    def buckets(self, totals: Mapping[str, int], counts: Mapping[str, int]) -> int:
-        """The bucket count of a run whose splits plan ``totals`` bytes and ``counts``
-        images, with these splits kept."""
-        return bucket_count(sum(totals.values()), self.bytes,
-                            sum(counts.values()) + self.images)
+    def buckets(self, planned: Mapping[str, tuple[int, int]]) -> int:
+        """The bucket count of a run whose splits plan ``(bytes, images)`` as ``planned``
+        says, with these splits kept."""
+        return bucket_count(sum(b for b, _ in planned.values()), self.bytes,
+                            sum(n for _, n in planned.values()) + self.images)
 
 
 def earlier_splits(output_dir: str, written: Iterable[str]) -> EarlierSplits:
@@ -203,9 +203,8 @@ class _SpreadByBucket(beam.DoFn):
         self._near = near
         self._earlier = earlier
 
-    def process(self, data: bytes, totals: Mapping[str, int],
-                counts: Mapping[str, int]) -> Iterator[Any]:
-        buckets = self._earlier.buckets(totals, counts)
+    def process(self, data: bytes, planned: Mapping[str, tuple[int, int]]) -> Iterator[Any]:
+        buckets = self._earlier.buckets(planned)
         table = HashTable(data)
         yield from split_by_bucket(table, buckets)
         if not self._near or not table.near_computed:
@@ -262,10 +261,10 @@ class _FindNearPairs(beam.DoFn):
     def __init__(self, earlier: EarlierSplits) -> None:
         self._earlier = earlier
 
-    def process(self, keyed: tuple[int, Iterable[bytes]], totals: Mapping[str, int],
-                counts: Mapping[str, int]) -> Iterator[tuple]:
+    def process(self, keyed: tuple[int, Iterable[bytes]],
+                planned: Mapping[str, tuple[int, int]]) -> Iterator[tuple]:
         bucket, blobs = keyed
-        buckets = self._earlier.buckets(totals, counts)
+        buckets = self._earlier.buckets(planned)
         images = list(_near_images(blobs))
         found = near_pairs(images, bucket=bucket, buckets=buckets)
         if not found.pairs and not found.beyond:
@@ -343,23 +342,22 @@ class FindDuplicates(beam.PTransform):
         temp_dir: the run's temp folder, where the parts are written.
         options: the sink's options (``near_duplicates``).
         earlier: the splits the folder keeps (their bytes and images size the buckets).
-        totals: the sink's planned bytes per split (a ``(split, bytes)`` PCollection).
-        counts: the sink's planned images per split (a ``(split, count)`` PCollection).
+        planned: the sink's planned bytes and images per split (a ``(split, (bytes,
+            images))`` PCollection).
     """
 
     def __init__(self, temp_dir: str, options: ShardOptions, earlier: EarlierSplits,
-                 totals: beam.PCollection, counts: beam.PCollection) -> None:
+                 planned: beam.PCollection) -> None:
         super().__init__()
         self._temp_dir = temp_dir
         self._near = options.near_duplicates
         self._earlier = earlier
-        self._totals = totals
-        self._counts = counts
+        self._planned = planned
 
     def expand(self, hashes):
-        totals, counts = AsDict(self._totals), AsDict(self._counts)
+        planned = AsDict(self._planned)
         spread = hashes | "SpreadByBucket" >> beam.ParDo(
-            _SpreadByBucket(self._near, self._earlier), totals=totals, counts=counts
+            _SpreadByBucket(self._near, self._earlier), planned=planned
         ).with_outputs("near", main="exact")
         # exact / near: (bucket, hash file bytes of the entries in it)
         parts = (
@@ -373,7 +371,7 @@ class FindDuplicates(beam.PTransform):
                 spread.near
                 | "GroupByKeyBucket" >> beam.GroupByKey()  # (bucket, [hash file bytes])
                 | "FindNearPairs" >> beam.ParDo(
-                    _FindNearPairs(self._earlier), totals=totals, counts=counts)
+                    _FindNearPairs(self._earlier), planned=planned)
                 # (pairs, members, pairs let go)
                 | "AllNearPairs" >> beam.Map(lambda found: (None, found))
                 | "GatherNearPairs" >> beam.GroupByKey()  # (None, [per-bucket pairs])

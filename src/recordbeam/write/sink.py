@@ -108,6 +108,27 @@ class _KeyElements(beam.DoFn):
             yield (*keyed, element_input_key(enc, element, self._input_keys))
 
 
+class _BytesAndImages(beam.CombineFn):
+    """``planned bytes`` of one split's elements -> ``(total bytes, elements)``: the shard
+    count and the duplicate buckets are sized from one combine."""
+
+    def create_accumulator(self) -> tuple[int, int]:
+        return 0, 0
+
+    def add_input(self, accumulator: tuple[int, int], size: int) -> tuple[int, int]:
+        return accumulator[0] + size, accumulator[1] + 1
+
+    def merge_accumulators(self, accumulators: Iterable[tuple[int, int]]) -> tuple[int, int]:
+        total = images = 0
+        for size, count in accumulators:
+            total += size
+            images += count
+        return total, images
+
+    def extract_output(self, accumulator: tuple[int, int]) -> tuple[int, int]:
+        return accumulator
+
+
 class _AssignShard(beam.DoFn):
     """``(split, index, count) -> packed element``: its order key and its encoding in one
     ``bytes``. Beam's local runner keeps a shuffle's values as decoded Python objects in
@@ -400,7 +421,10 @@ class WriteShards(beam.PTransform):
             overhead = self._encoder.size_overhead()
             sizes = sizes | "AddRecordOverhead" >> beam.Map(
                 lambda split_bytes: (split_bytes[0], split_bytes[1] + overhead))  # (split, bytes)
-        totals = sizes | "SumSizes" >> beam.CombinePerKey(sum)  # (split, total_bytes)
+        planned = sizes | "SumSizes" >> beam.CombinePerKey(_BytesAndImages())
+        # (split, (total_bytes, images))
+        totals = planned | "TotalBytes" >> beam.Map(lambda kv: (kv[0], kv[1][0]))
+        # (split, total_bytes)
         plan_written = self._plan_written(p, totals)
         written = (
             keyed
@@ -418,9 +442,7 @@ class WriteShards(beam.PTransform):
             found = (
                 (written.hashes, *duplicate_inputs)
                 | "AllImageHashes" >> beam.Flatten()  # hash file bytes
-                | "FindDuplicates" >> FindDuplicates(
-                    self.temp_dir, self._options, earlier, totals,
-                    sizes | "CountBySplit" >> beam.combiners.Count.PerKey())  # (split, images)
+                | "FindDuplicates" >> FindDuplicates(self.temp_dir, self._options, earlier, planned)
             )
             duplicates = {"duplicate_parts": AsList(found["parts"])}
             if kept:
