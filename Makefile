@@ -49,7 +49,9 @@ $(VENV)/.docs: $(VENV)/.runtime
 
 # The wheel users and workers install (recordbeam is not on the package index):
 # dist/recordbeam-<version>-py3-none-any.whl. `pip install 'dist/recordbeam-...whl[gcp]'`.
+# build/ goes first: setuptools packs what an earlier build left there, deleted modules too.
 wheel: $(VENV)/.runtime
+	rm -rf build
 	$(PY) -m pip wheel $(PIP_FLAGS) --no-deps . -w dist/
 
 demo: $(VENV)/.runtime
