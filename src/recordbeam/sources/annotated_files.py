@@ -529,6 +529,8 @@ class ParsedImage(NamedTuple):
     annotation: str | None  # the annotation file's path
     embedded: bool = False  # ``path`` is the annotation file, whose embedded image is written
     modified: float = 0.0  # of the file at ``path``, as listed
+    #: Classes of the whole image (Label Studio's choices), as ``(name, where)``.
+    image_labels: tuple[tuple[str, str], ...] = ()
 
 
 class _JoinAndParse(beam.DoFn):
@@ -743,8 +745,8 @@ def class_names(parsed: beam.PCollection, given: Sequence[str] | None) -> Any:
         return given
     names = (
         parsed
-        | "ClassNames" >> beam.Map(lambda image: [(obj.name, obj.source)
-                                                  for obj in image.objects])
+        | "ClassNames" >> beam.Map(lambda image: [
+            *((obj.name, obj.source) for obj in image.objects), *image.image_labels])
         | "SortedClasses" >> beam.CombineGlobally(SortedNames()).without_defaults()
     )
     return AsSingleton(names, default_value=[])
@@ -752,34 +754,48 @@ def class_names(parsed: beam.PCollection, given: Sequence[str] | None) -> Any:
 
 def build_record(parsed: ParsedImage, classes: Sequence[str],
                  class_list: str = "the class list") -> Iterator[Any]:
-    """ParsedImage -> ImageRecord whose objects carry labels 1..K; unknown classes are
-    annotation rejects naming ``class_list``."""
+    """ParsedImage -> ImageRecord whose objects (and image labels) carry labels 1..K;
+    unknown classes are annotation rejects naming ``class_list``."""
     labels = {name: label for label, name in enumerate(classes, 1)}
     objects = []
     for obj in parsed.objects:
-        label = labels.get(obj.name)
-        if label is None and name_problem(obj.name):
-            yield TaggedOutput("rejects", Reject(
-                "annotation", obj.source, INVALID_CLASS_NAME,
-                f"{obj.source}: the class name {shown(obj.name)} {name_problem(obj.name)}; a "
-                "class name is written as one line of labels.txt. Fix the name. The image was "
-                "written without this object", parsed.split))
-            continue
-        if label is None:
-            yield TaggedOutput("rejects", Reject(
-                "annotation", obj.source, "unknown_category",
-                f"{obj.source}: class {obj.name!r} is not in {class_list}; add it there, or "
-                "fix the name. The image was written without this object", parsed.split))
-            continue
-        objects.append(object_fields(DetectionObject(
-            obj.source, label, obj.name, obj.bbox, obj.extra, obj.segmentation,
-            obj.normalized)))
-    labels = {"source_id": parsed.image_id, "filename": parsed.filename,
+        label = yield from _label(obj.name, obj.source, labels, class_list, parsed.split,
+                                  "this object")
+        if label is not None:
+            objects.append(object_fields(DetectionObject(
+                obj.source, label, obj.name, obj.bbox, obj.extra, obj.segmentation,
+                obj.normalized)))
+    image_labels: dict[str, int] = {}
+    for name, source in parsed.image_labels:
+        label = yield from _label(name, source, labels, class_list, parsed.split, "this label")
+        if label is not None:
+            image_labels.setdefault(name, label)
+    fields = {"source_id": parsed.image_id, "filename": parsed.filename,
               "width": parsed.width, "height": parsed.height, "objects": tuple(objects)}
     if parsed.embedded:  # only then: every other record keeps the labels it always had
-        labels[IMAGE_IN_ANNOTATION] = True
+        fields[IMAGE_IN_ANNOTATION] = True
+    if image_labels:
+        fields["image_labels"] = tuple((label, name) for name, label in image_labels.items())
     yield ImageRecord(identity=parsed.image_id, path=parsed.path, size=parsed.size,
-                      split=parsed.split, labels=labels, modified=(parsed.modified,))
+                      split=parsed.split, labels=fields, modified=(parsed.modified,))
+
+
+def _label(name: str, source: str, labels: dict[str, int], class_list: str, split: str,
+           what: str) -> Iterator[Any]:
+    """The label of class ``name`` (a generator: its reject is yielded, None returned)."""
+    label = labels.get(name)
+    if label is None and name_problem(name):
+        yield TaggedOutput("rejects", Reject(
+            "annotation", source, INVALID_CLASS_NAME,
+            f"{source}: the class name {shown(name)} {name_problem(name)}; a class name is "
+            f"written as one line of labels.txt. Fix the name. The image was written without "
+            f"{what}", split))
+    elif label is None:
+        yield TaggedOutput("rejects", Reject(
+            "annotation", source, "unknown_category",
+            f"{source}: class {name!r} is not in {class_list}; add it there, or fix the name. "
+            f"The image was written without {what}", split))
+    return label
 
 
 def label_metadata(classes: Sequence[str]) -> dict[str, Any]:

@@ -92,7 +92,9 @@ class DetectionEncoder(ImageExampleEncoder):
     object's ``source``. ``extra_kinds`` (feature -> kind) names the per-object features
     a format adds beside the boxes; each object's ``extra`` holds their values in order.
     ``flat_kinds`` names features to which each object adds any number of values
-    (COCO's keypoints), from :meth:`flat_values`.
+    (COCO's keypoints), from :meth:`flat_values`. With ``image_labels``, the classes of the
+    whole image (``labels["image_labels"]``: ``(label, name)`` pairs) are written too, as
+    ``image/class/label`` and ``image/class/text``.
     """
 
     #: Objects assumed per image when planning shards before the annotations are read.
@@ -101,7 +103,7 @@ class DetectionEncoder(ImageExampleEncoder):
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  extra_kinds: Mapping[str, str] | None = None,
                  include_masks: bool = False,
-                 flat_kinds: Mapping[str, str] | None = None) -> None:
+                 flat_kinds: Mapping[str, str] | None = None, image_labels: bool = False) -> None:
         super().__init__(checks, split, fixes)
         self.extra_kinds = dict(extra_kinds or {})
         self.include_masks = include_masks
@@ -109,7 +111,9 @@ class DetectionEncoder(ImageExampleEncoder):
             self.extra_kinds[feature_keys.MASK] = "bytes"
         self.flat_kinds = dict(flat_kinds or {})
         self.object_kinds = {**BOX_KINDS, **self.extra_kinds, **self.flat_kinds}
-        self.list_features = frozenset(self.object_kinds)
+        self.image_labels = image_labels
+        self.list_features = frozenset({
+            *self.object_kinds, *(feature_keys.IMAGE_LABEL_KINDS if image_labels else ())})
 
     def objects(self, record: ImageRecord) -> Sequence[Any]:
         """The objects of ``record``: :class:`DetectionObject`s from the plain tuples of
@@ -277,7 +281,13 @@ class DetectionEncoder(ImageExampleEncoder):
         if self.include_masks and type(self).extra_values is DetectionEncoder.extra_values:
             counts["masks_written"] = len(columns[feature_keys.MASK])
             counts["masks_from_boxes"] = masks_from_boxes
-        return columns, dict(self.object_kinds), rejects, counts
+        kinds = dict(self.object_kinds)
+        if self.image_labels:
+            image_labels = record.labels.get("image_labels", ())
+            columns[feature_keys.CLASS_LABEL] = [label for label, _text in image_labels]
+            columns[feature_keys.CLASS_TEXT] = [text for _label, text in image_labels]
+            kinds.update(feature_keys.IMAGE_LABEL_KINDS)
+        return columns, kinds, rejects, counts
 
     def object_counts(self, columns: Mapping[str, list]) -> dict[str, int]:
         """Counts a format adds for the objects written (``columns``: the features)."""

@@ -58,9 +58,10 @@ def require_classes_file(path: str | None) -> None:
         read_classes_file(path)
 
 
-def require_json_object(path: str, flag: str, what: str) -> None:
+def require_json_object(path: str, flag: str, what: str, opening: bytes = b"{") -> None:
     """A local file given as a JSON document starts like one (not an image, a CSV...): its
-    first bytes are named, not the parser's error from a worker. Files on object stores are
+    first bytes are named, not the parser's error from a worker. ``opening`` is how the
+    document starts: ``{`` for an object, ``[`` for an array. Files on object stores are
     left to the parser: a small read there can fetch a large block."""
     if filesystems.local_path(path) is None:
         return
@@ -70,12 +71,13 @@ def require_json_object(path: str, flag: str, what: str) -> None:
             start = (start + chunk).removeprefix(b"\xef\xbb\xbf").lstrip()
             if start:
                 break
-    if start.startswith(b"{"):
+    if start.startswith(opening):
         return
     if not start:
         raise UsageError(f"{path} holds no JSON (it is empty or blank); {flag} takes {what}")
+    kind = "a JSON array" if opening == b"[" else "a JSON object"
     raise UsageError(
-        f"{path} is not a JSON object (it starts with {shown_start(start)}); {flag} takes {what}")
+        f"{path} is not {kind} (it starts with {shown_start(start)}); {flag} takes {what}")
 
 
 def shown_start(data: bytes) -> str:

@@ -578,15 +578,7 @@ class OpenImagesEncoder(DetectionEncoder):
     ``depiction``, and the positive image-level labels (``image/class/label``, ``text``)."""
 
     def __init__(self, checks=None, split: str = "train", fixes=None) -> None:
-        super().__init__(checks, split, fixes, extra_kinds=OID_OBJECT_KINDS)
-        self.list_features = frozenset({*self.list_features, *feature_keys.IMAGE_LABEL_KINDS})
-
-    def label_features(self, record: ImageRecord, info):
-        columns, kinds, rejects, counts = super().label_features(record, info)
-        image_labels = record.labels.get("image_labels", ())
-        columns[feature_keys.CLASS_LABEL] = [label for label, _text in image_labels]
-        columns[feature_keys.CLASS_TEXT] = [text for _label, text in image_labels]
-        return columns, {**kinds, **feature_keys.IMAGE_LABEL_KINDS}, rejects, counts
+        super().__init__(checks, split, fixes, extra_kinds=OID_OBJECT_KINDS, image_labels=True)
 
     def object_counts(self, columns) -> dict[str, int]:
         return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
