@@ -1,0 +1,368 @@
+"""Formats that ship one or a few export files describing many images, beside a folder of
+the images (Label Studio's JSON; the shape of CVAT's XML and of COCO-like JSON).
+
+A format describes itself with an :class:`ExportFormat`: its export files, its images
+folder, its splits and classes, and ``parse``, plain Python that streams one export file
+into :class:`ExportEntry`s (one per image it describes), ``Reject``s and ``(counter, n)``
+counts. :class:`ReadExport` does the rest the same way for every such format:
+
+* each export file is streamed on one worker (``parse``), the images folder listed on
+  another, and the two joined on workers by the image's key: its path below the folder;
+* an entry and one file make a ``ParsedImage``; an entry without file is rejected
+  ``missing``; two entries of one split naming one image are rejected
+  ``duplicate_file_name``, neither written; an image file no entry names is written with
+  no objects, with a warning;
+* class names become labels as for formats with one annotation file per image
+  (:func:`~recordbeam.sources.annotated_files.class_names`,
+  :func:`~recordbeam.sources.annotated_files.build_record`).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import posixpath
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO, NamedTuple
+
+import apache_beam as beam
+import ijson
+from apache_beam.pvalue import TaggedOutput
+
+from recordbeam import filesystems
+from recordbeam.errors import DataError
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import (
+    ImageFile,
+    JoinMessage,
+    NamedObject,
+    ParsedImage,
+    build_record,
+    class_names,
+    detection_metadata,
+    listed_images,
+    listed_time,
+    text_metadata,
+)
+from recordbeam.sources.classes_file import read_classes_file
+from recordbeam.sources.fingerprint import input_terms
+from recordbeam.sources.json_depth import DepthLimitedReader, JsonTooDeep
+from recordbeam.sources.result import SourceRead
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class ExportError(DataError, ValueError):
+    """An export file that cannot be read at all: the run stops, naming it."""
+
+
+def json_array_items(path: str, data: BinaryIO, what: str) -> Iterator[Any]:
+    """The items of a JSON export holding one array (``data``, seekable), streamed: after a
+    UTF-8 byte order mark, their nesting bounded (:mod:`.json_depth`). Where ijson's C
+    parser refuses valid JSON (integers beyond 64 bits, ``\\udcxx`` escapes) its Python
+    parser reads on. Raises :class:`ExportError` for a file that is no such array (``what``
+    says what is expected)."""
+    done = 0
+    for backend in (ijson, ijson.get_backend("python")):
+        data.seek(0)
+        if data.read(len(_BOM)) != _BOM:
+            data.seek(0)
+        reader = DepthLimitedReader(data)
+        try:
+            for position, item in enumerate(backend.items(reader, "item", use_float=True)):
+                if position >= done:
+                    done += 1
+                    yield item
+            break
+        except JsonTooDeep as error:
+            raise ExportError(f"{path}: {error}; fix or export it again") from None
+        except (ijson.JSONError, UnicodeDecodeError) as error:
+            if backend is ijson and (isinstance(error, UnicodeDecodeError)
+                                     or "integer overflow" in str(error)):
+                continue
+            raise ExportError(f"{path}: malformed JSON (in the 64 KiB before byte "
+                              f"{reader.tell()}): {error}; fix or export it again") from None
+    if not done:  # an empty array, or another document, whose "item"s are none
+        data.seek(0)
+        events = ijson.parse(io.BytesIO(data.read(1 << 16).removeprefix(_BOM)))
+        if next(events, ("", ""))[1] != "start_array":
+            raise ExportError(f"{path} holds no JSON array; {what}")
+
+
+class ExportEntry(NamedTuple):
+    """One image as an export file describes it.
+
+    Attributes:
+        key: the image's path below the images folder, which its file is joined by.
+        where: the export file and the element, for messages (``export.json: task 12``).
+        split: the split it is written to.
+        width, height: its size as the export says, or None.
+        objects: its objects.
+        image_labels: classes of the whole image, as ``(name, where)``.
+        skipped: a counter: the image is not written, only counted (a task nobody
+            annotated); its file is no image without entry either.
+    """
+
+    key: str
+    where: str
+    split: str
+    width: int | None = None
+    height: int | None = None
+    objects: tuple[NamedObject, ...] = ()
+    image_labels: tuple[tuple[str, str], ...] = ()
+    skipped: str | None = None
+
+
+class ExportEntryCoder(beam.coders.Coder):
+    """An :class:`ExportEntry` as Beam's primitive values, its objects as plain tuples;
+    pickled when some text is not UTF-8 (surrogate escapes), which Beam writes strictly."""
+
+    _primitives = beam.coders.FastPrimitivesCoder()
+
+    def encode(self, value: ExportEntry) -> bytes:
+        fields = (*value[:5], tuple(tuple(obj) for obj in value.objects), *value[6:])
+        try:
+            return b"\0" + self._primitives.encode(fields)
+        except UnicodeEncodeError:
+            return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> ExportEntry:
+        fields = (self._primitives.decode(encoded[1:]) if encoded[:1] == b"\0"
+                  else pickle.loads(encoded[1:]))  # noqa: S301 - written by encode
+        objects = tuple(NamedObject(*obj) for obj in fields[5])
+        labels = tuple(tuple(label) for label in fields[6])
+        return ExportEntry(*fields[:5], objects, labels, *fields[7:])
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self) -> type:
+        return ExportEntry
+
+
+beam.coders.registry.register_coder(ExportEntry, ExportEntryCoder)
+
+
+class ExportFormat:
+    """What :class:`ReadExport` needs to know about a format; subclass it (an instance
+    travels to the workers).
+
+    Attributes:
+        name: the format's name, the prefix of its counters.
+        image_folder: the folder the images are listed in.
+        splits: the splits written.
+        classes: the class names in label order, or None for the sorted names found.
+        classes_file: a ``--classes`` file giving them (read on the launcher), or None.
+        class_list: where ``classes`` come from, named in unknown-class rejects.
+        entry: what describes one image in the export (``task``), for messages.
+        split_folders: a first folder named like a split (``images/val/``) holds that
+            split's images: it is left out of their keys.
+        unnamed_reason: the reason of the warning about an image no entry names.
+    """
+
+    name = "export"
+    image_folder: str
+    splits: tuple[str, ...] = ("train",)
+    classes: Sequence[str] | None = None
+    classes_file: str | None = None
+    class_list = "the class list"
+    entry = "entry"
+    split_folders = False
+    unnamed_reason = "no_annotation_element"
+
+    def export_files(self) -> list[str]:
+        """The export files, each streamed on one worker."""
+        raise NotImplementedError
+
+    def small_inputs(self) -> list[str]:
+        """Patterns of the other files a run reads, for the inputs fingerprint: the
+        classes file; a file's own name escaped (``filesystems.literal``)."""
+        return [filesystems.literal(self.classes_file)] if self.classes_file else []
+
+    def input_patterns(self) -> list[str]:
+        """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
+        return [*map(filesystems.literal, self.export_files()),
+                filesystems.everything_below(self.image_folder), *self.small_inputs()]
+
+    def parse(self, path: str, data: BinaryIO) -> Iterator[ExportEntry | Reject | tuple[str, int]]:
+        """Stream one export file (``data``, opened for reading): an entry per image, a
+        reject per part that cannot be used, a count per thing skipped on purpose. A file
+        that cannot be read at all raises a ``DataError`` naming it."""
+        raise NotImplementedError
+
+    def missing_hint(self, key: str) -> str:
+        """What to do about an entry whose image is not in the folder."""
+        return "pass --images if the images are elsewhere"
+
+    def filename(self, key: str, path: str) -> str:
+        """The ``image/filename`` written for the image of ``key`` found at ``path``."""
+        return posixpath.basename(path)
+
+    def unnamed(self, key: str) -> str:
+        """The warning about an image file no entry names (it is written without objects)."""
+        return (f"no {self.entry} of {', '.join(self.export_files())} names {key!r}; written "
+                "with no objects (annotate it and export again, or remove it from the folder)")
+
+
+class _StreamExport(beam.DoFn):
+    """One export file -> (key, :class:`ExportEntry`) per image it describes; its counts
+    summed per file."""
+
+    def __init__(self, fmt: ExportFormat) -> None:
+        self._format = fmt
+
+    def process(self, path: str):
+        meta = filesystems.file_metadata(path)
+        if meta is not None:
+            yield TaggedOutput("inputs", text_metadata(meta))
+        counts: Counter[str] = Counter()
+        with filesystems.open_read(path) as f:
+            for item in self._format.parse(path, f):
+                if isinstance(item, ExportEntry):
+                    yield item.key, item
+                elif isinstance(item, Reject):
+                    yield TaggedOutput("rejects", item)
+                else:
+                    counts[item[0]] += item[1]
+        for counter, n in sorted(counts.items()):
+            if n:
+                yield TaggedOutput("counts", (counter, n))
+
+
+class _ListImages(beam.DoFn):
+    """The images folder -> (key, ``ImageFile``); the small inputs -> their metadata."""
+
+    def __init__(self, fmt: ExportFormat, skip_prefix: str | None) -> None:
+        self._format = fmt
+        self._skip = skip_prefix
+
+    def process(self, _, small_inputs: Sequence[str]):
+        fmt = self._format
+        for pattern in small_inputs:
+            for meta in filesystems.iter_match(pattern):
+                yield TaggedOutput("inputs", text_metadata(meta))
+        folder = fmt.image_folder
+        for meta in listed_images(folder, self._skip, f"{fmt.name}_non_image_files_skipped"):
+            if isinstance(meta, TaggedOutput):
+                yield meta
+                continue
+            key, split = filesystems.relative_name(folder, meta.path), ""
+            first, _, rest = key.partition("/")
+            if fmt.split_folders and rest and first in fmt.splits:
+                key, split = rest, first
+            yield key, ImageFile(meta.path, meta.size_in_bytes, split, listed_time(meta))
+
+
+class _Pair(beam.DoFn):
+    """(key, {entries, files}) -> a ``ParsedImage`` per entry that finds its file (the one
+    in its split's folder, else the one in the folder itself); files no entry names are
+    written with no objects, with a warning."""
+
+    def __init__(self, fmt: ExportFormat) -> None:
+        self._format = fmt
+
+    def process(self, element):
+        key, grouped = element
+        fmt = self._format
+        files = {f.split: f for f in sorted(grouped["files"], key=lambda f: f.path)}
+        by_split: dict[str, list[ExportEntry]] = {}
+        for entry in sorted(grouped["entries"], key=lambda e: (e.split, e.where)):
+            by_split.setdefault(entry.split, []).append(entry)
+        used: set[str] = set()
+        for split, entries in by_split.items():
+            file = files.get(split) or files.get("")
+            if file is not None:
+                used.add(file.split)
+            if len(entries) > 1:
+                yield TaggedOutput("rejects", Reject("image", entries[0].where,
+                                                     "duplicate_file_name", (
+                    f"{len(entries)} entries name the image {key!r} "
+                    f"({'; '.join(e.where for e in entries)}); keep one. None of them was "
+                    "written"), split))
+            elif entries[0].skipped:
+                yield TaggedOutput("counts", (entries[0].skipped, 1))
+            elif file is None:
+                entry = entries[0]
+                yield TaggedOutput("rejects", Reject("image", entry.where, "missing", (
+                    f"{entry.where} has no image: no {key} in {fmt.image_folder}"
+                    f"{f' (nor in its {split}/ folder)' if fmt.split_folders else ''}; "
+                    f"{fmt.missing_hint(key)}"), split))
+            else:
+                yield _parsed(fmt, key, file, entries[0])
+        for folder_split, file in sorted(files.items()):
+            if folder_split in used:
+                continue
+            split = folder_split or (fmt.splits[0] if len(fmt.splits) == 1 else None)
+            if split is None:
+                yield TaggedOutput("rejects", Reject("image", file.path, fmt.unnamed_reason, (
+                    f"{fmt.unnamed(key)}; with several splits ({', '.join(fmt.splits)}) its "
+                    "split is unknown, so it was not written")))
+                continue
+            yield TaggedOutput("rejects", Reject("warning", file.path, fmt.unnamed_reason,
+                                                 fmt.unnamed(key), split))
+            yield _parsed(fmt, key, file, ExportEntry(key, "", split))
+
+
+def _parsed(fmt: ExportFormat, key: str, file: ImageFile, entry: ExportEntry) -> ParsedImage:
+    return ParsedImage(key, entry.split, file.path, file.size, fmt.filename(key, file.path),
+                       entry.width, entry.height, entry.objects, entry.where or None,
+                       modified=file.modified, image_labels=entry.image_labels)
+
+
+class ReadExport(beam.PTransform):
+    """Read a format of export files and an images folder into ``ImageRecord``s for a
+    :class:`~recordbeam.sources.detection.DetectionEncoder` (image labels in their
+    ``image_labels``).
+
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``skip_below``, the output
+    folder when it lies inside the images folder, is left out of the listing; ``roots``
+    are the folders the encoder may read images from (``input_roots``).
+    """
+
+    def __init__(self, fmt: ExportFormat, skip_below: str | None = None,
+                 roots: filesystems.InputRoots | None = None) -> None:
+        super().__init__()
+        self._format = fmt
+        self._skip_prefix = (filesystems.prefix_below(fmt.image_folder, skip_below)
+                             if skip_below else None)
+        self.input_roots = roots
+        self.splits = tuple(fmt.splits)
+        classes = fmt.classes
+        if classes is None and fmt.classes_file:
+            classes = read_classes_file(fmt.classes_file)
+        self.classes = list(classes) if classes is not None else None
+        self._class_list = fmt.classes_file or fmt.class_list
+
+    def expand(self, pbegin):
+        fmt = self._format
+        streamed = (
+            pbegin
+            | "ExportFiles" >> beam.Create(fmt.export_files())
+            | "StreamExports" >> beam.ParDo(_StreamExport(fmt))
+            .with_output_types(tuple[str, ExportEntry])
+            .with_outputs("rejects", "counts", "inputs", main="entries")
+        )  # (key, ExportEntry)
+        listed = (
+            pbegin
+            | "ImageFolder" >> beam.Impulse()
+            | "ListImages" >> beam.ParDo(_ListImages(fmt, self._skip_prefix), fmt.small_inputs())
+            .with_output_types(tuple[str, JoinMessage])
+            .with_outputs("rejects", "counts", "inputs", main="files")
+        )  # (key, ImageFile)
+        paired = (
+            {"entries": streamed.entries, "files": listed.files}
+            | "JoinByKey" >> beam.CoGroupByKey()  # (key, {entries: [...], files: [...]})
+            | "Pair" >> beam.ParDo(_Pair(fmt)).with_outputs("rejects", "counts", main="parsed")
+        )
+        classes = class_names(paired.parsed, self.classes)
+        built = paired.parsed | "BuildRecords" >> beam.FlatMap(
+            build_record, classes, self._class_list,
+        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
+        terms = input_terms((streamed.inputs, listed.inputs) | "Inputs" >> beam.Flatten())
+        metadata = detection_metadata(pbegin, classes, terms)
+        outputs = (streamed, listed, paired, built)
+        rejects = tuple(o.rejects for o in outputs) | "Rejects" >> beam.Flatten()
+        counts = tuple(o.counts for o in outputs) | "Counts" >> beam.Flatten()
+        sizes = paired.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
+        return SourceRead(built.records, rejects, counts, metadata, sizes)
