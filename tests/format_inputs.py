@@ -99,6 +99,23 @@ def _cvat(root: Path) -> dict:
     return {"input": str(root)}
 
 
+def _labelstudio(root: Path) -> dict:
+    x0, y0, x1, y1 = BOX
+    tasks = []
+    for i, name in enumerate(NAMES, 1):
+        stored = f"upload/1/0c5e1d7{i}-{name}.jpg"  # as Label Studio stores an upload
+        _jpeg(root / "media" / stored)
+        tasks.append({"id": i, "data": {"image": f"/data/{stored}"}, "annotations": [{
+            "id": i, "was_cancelled": False, "ground_truth": False, "result": [{
+                "id": f"box{i}", "type": "rectanglelabels", "from_name": "label",
+                "to_name": "image", "original_width": WIDTH, "original_height": HEIGHT,
+                "value": {"x": x0 / WIDTH * 100, "y": y0 / HEIGHT * 100,
+                          "width": (x1 - x0) / WIDTH * 100, "height": (y1 - y0) / HEIGHT * 100,
+                          "rotation": 0, "rectanglelabels": ["dog"]}}]}]})
+    _write(root / "export.json", json.dumps(tasks))
+    return {"input": str(root / "export.json"), "images": str(root / "media")}
+
+
 def _kitti(root: Path) -> dict:
     x0, y0, x1, y1 = BOX
     for name in NAMES:
@@ -147,7 +164,8 @@ def _manifest(root: Path) -> dict:
 #: Each format's small input, and whether its examples carry boxes.
 INPUTS: dict[str, tuple[Callable[[Path], dict], bool]] = {
     "coco": (_coco, True), "voc": (_voc, True), "yolo": (_yolo, True),
-    "labelme": (_labelme, True), "cvat": (_cvat, True), "kitti": (_kitti, True),
+    "labelme": (_labelme, True), "cvat": (_cvat, True), "labelstudio": (_labelstudio, True),
+    "kitti": (_kitti, True),
     "openimages": (_openimages, True), "box-csv": (_box_csv, True),
     "imagefolder": (_imagefolder, False), "manifest": (_manifest, False),
 }

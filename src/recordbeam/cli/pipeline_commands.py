@@ -1,5 +1,5 @@
-"""The commands that run a pipeline: ``convert coco|voc|yolo|labelme|cvat|kitti|openimages|box-csv|
-imagefolder|manifest``, ``reshard``
+"""The commands that run a pipeline: ``convert coco|voc|yolo|labelme|cvat|labelstudio|kitti|
+openimages|box-csv|imagefolder|manifest``, ``reshard``
 and ``demo``. Each checks its inputs before Beam starts, builds the library's options
 from the arguments, runs, and prints what the run did."""
 

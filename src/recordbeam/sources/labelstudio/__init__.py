@@ -1,0 +1,47 @@
+"""Label Studio: its JSON export (an array of tasks) + the folder its image references
+resolve under. The reader is :mod:`recordbeam.sources.labelstudio.reader`."""
+
+from recordbeam.options import Choice, Flag, Option, Path, Text
+from recordbeam.sources.format import (
+    Format,
+    allow_outside_root_option,
+    annotation_rejects_option,
+    classes_option,
+    include_masks_option,
+    input_option,
+    prepared_in,
+    public_in,
+)
+
+FORMAT = Format(
+    name="labelstudio",
+    summary="Label Studio JSON export (an array of tasks) + the folder of its images",
+    options=(
+        input_option("Label Studio's JSON export (Export > JSON): one file holding an array "
+                     "of tasks", metavar="FILE"),
+        Option("images", "the folder the tasks' images resolve under: Label Studio's media "
+               "folder (holding upload/) for uploads, its LOCAL_FILES_DOCUMENT_ROOT for local "
+               "files, the bucket folder (s3://B/P, gs://B/P) for cloud storage (default: "
+               "the folder holding the export)", Path(), metavar="DIR"),
+        Option("image_key", "the task's data field naming its image, the $name of the labeling "
+               "config's <Image value=\"$name\"> (default: image)", Text(), default="image",
+               metavar="FIELD"),
+        Option("annotation", "which annotation of a task is written: ground-truth (the one "
+               "marked ground truth, else the latest), latest (the last updated), first (the "
+               "first created); never a cancelled one (default: ground-truth)",
+               Choice(("ground-truth", "latest", "first")), default="ground-truth"),
+        Option("use_predictions", "write a task's latest prediction when it has no annotation "
+               "(default: off; predictions are counted, not written)", Flag(), default=False),
+        classes_option("file with one class name per line, in label order, labels 1..K "
+                       "(default: the labels and choices found, sorted)"),
+        include_masks_option("its polygon or turned rectangle (an upright rectangle's is its "
+                             "box)"),
+        allow_outside_root_option("--images"),
+        annotation_rejects_option("objects", "unknown class, invalid rectangle or polygon, "
+                                  "result without value"),
+    ),
+    prepare=prepared_in(f"{__name__}.reader"),
+    public=public_in(f"{__name__}.reader", "ReadLabelStudio", "LabelStudioOptions",
+                     "LabelStudioEncoder"),
+    example=("--input", "project-1-export.json", "--images", "media"),
+)

@@ -1,0 +1,344 @@
+"""Label Studio's JSON export: an array of tasks, each naming its image in
+``data.<image key>``, with its ``annotations`` (and ``predictions``) whose ``result``
+items are regions and choices in percent of the image.
+
+Plain Python over :mod:`recordbeam.sources.exports`: each task becomes one
+``ExportEntry`` keyed by its image's path below ``--images`` (:func:`image_key`).
+Rectangles (turned by ``rotation`` about their top-left corner, as Label Studio draws
+them: the upright box around the turned one is written) and polygons are objects, in
+fractions of the image; choices are classes of the whole image; other results
+(keypoints, brushes, text...) are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from recordbeam import feature_keys, filesystems
+from recordbeam.images.transcode import ImageFixes
+from recordbeam.records import Reject
+from recordbeam.sources import input_checks
+from recordbeam.sources.annotated_files import NamedObject
+from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.exports import ExportEntry, ExportFormat, ReadExport, json_array_items
+from recordbeam.sources.format import Conversion, Request
+from recordbeam.write.image_encoder import ImageChecks
+from recordbeam.write.planning import ShardOptions
+from recordbeam.write.sink import WriteShards
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+
+#: What --input takes, for messages.
+EXPORT = ("Label Studio's JSON export (Export > JSON: an array of tasks; a COCO export goes "
+          "to convert coco)")
+#: An upload as Label Studio stores it: 8 hex digits of a uuid4, a dash, the name uploaded.
+_UPLOADED = re.compile(r"[0-9a-f]{8}-(.+)", re.S)
+_SHAPES = {"rectanglelabels": "box", "rectangle": "box", "polygonlabels": "polygon",
+           "polygon": "polygon", "choices": "choices"}
+
+
+@dataclass(frozen=True)
+class LabelStudioOptions:
+    """What ``convert labelstudio`` reads (its options; ``export`` is --input,
+    ``images_dir`` --images)."""
+
+    export: str
+    images_dir: str
+    split: str = "train"
+    image_key: str = "image"
+    annotation: str = "ground-truth"  # or latest, first
+    use_predictions: bool = False
+    classes_file: str | None = None
+    include_masks: bool = False
+    allow_outside_root: bool = False
+
+    def input_roots(self) -> filesystems.InputRoots | None:
+        return filesystems.input_roots((self.images_dir,), self.allow_outside_root)
+
+
+class _Unusable(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def image_key(reference: str, roots: tuple[str, ...]) -> str:
+    """A task's image reference -> its path below --images (``roots``: --images spelled
+    as given and, when local, absolute, each ending in ``/``). Uploads
+    (``/data/upload/<project>/<file>``) lie below the media folder, local files
+    (``/data/local-files/?d=<path>``, read as Label Studio's server reads it) below the
+    document root; bucket URLs and absolute paths must lie below --images itself."""
+    parts = urlsplit(reference)
+    served = parts.scheme.lower() in ("", "http", "https")
+    local = (parse_qs(parts.query).get("d") or [""])[0] if parts.path.rstrip("/") in (
+        "/data", "/data/local-files") else ""
+    if served and parts.path.startswith("/data/upload/"):
+        key = unquote(parts.path.removeprefix("/data/"))
+    elif served and local:
+        key = local
+    elif parts.scheme.lower() in ("http", "https"):
+        raise _Unusable("unsupported_url", f"{reference} is a web address: images are not "
+                        "downloaded. Keep them in a folder or bucket Label Studio's storage "
+                        "reads (local files, S3, GCS) and export again")
+    else:
+        key = reference.removeprefix("file://")
+    if key.startswith("/") or not (served or parts.scheme == "file"):
+        below = next((key[len(root):] for root in roots if key.startswith(root)), None)
+        if below is None:
+            raise _Unusable("outside_root", (
+                f"{reference} does not lie below --images {roots[0].rstrip('/')}; pass as "
+                "--images the folder (or bucket folder) holding the images"))
+        key = below
+    key = posixpath.normpath(key)
+    if key in (".", "..") or key.startswith(("../", "/")):
+        raise _Unusable("outside_root", f"{reference} leads outside --images; not read")
+    return key
+
+
+def written_name(key: str) -> str:
+    """An image's name as its user knows it: an upload's without its ``<8 hex>-``."""
+    name = posixpath.basename(key)
+    uploaded = _UPLOADED.fullmatch(name) if key.startswith("upload/") else None
+    return uploaded.group(1) if uploaded else name
+
+
+def chosen(task: dict, which: str, use_predictions: bool, counts: Counter) -> dict | None:
+    """The annotation of ``task`` written (``which``: ground-truth, latest, first; never
+    a cancelled one), else with ``use_predictions`` its latest prediction, else None.
+    What is not written is counted."""
+    found = [a for a in _list(task.get("annotations", task.get("completions")))
+             if isinstance(a, dict)]
+    kept = [a for a in found if not (a.get("was_cancelled") or a.get("skipped"))]
+    predictions = [p for p in _list(task.get("predictions")) if isinstance(p, dict)]
+    pool = [a for a in kept if a.get("ground_truth")] if which == "ground-truth" else []
+    pool = pool or kept or (predictions if use_predictions else [])
+    counts["labelstudio_cancelled_annotations_skipped"] += len(found) - len(kept)
+    counts["labelstudio_annotations_not_written"] += max(len(kept) - 1, 0)
+    predicted = bool(pool) and pool is predictions
+    counts["labelstudio_predictions_not_written"] += len(predictions) - predicted
+    counts["labelstudio_predictions_written"] += predicted
+    field = "created_at" if which == "first" and pool is kept else "updated_at"
+    order = sorted(range(len(pool)), key=lambda i: (
+        str(pool[i].get(field) or pool[i].get("created_at") or ""), i))
+    return pool[order[0] if field == "created_at" else order[-1]] if pool else None
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _percent(value: float) -> bool:
+    return -1e-6 <= value <= 100 + 1e-6  # float rounding at the edges
+
+
+def parse_result(result: dict, where: str, masks: bool, counts: Counter) -> Any:
+    """One ``result`` item -> its objects (one per label of a region), the image labels
+    ``(name, where)`` of its choices, a ``Reject``, or None (counted and skipped)."""
+    kind, value = result.get("type"), result.get("value")
+    if (kind in _SHAPES or kind == "labels") and not isinstance(value, dict):
+        return _reject(where, "missing_field", "has no value")
+    shape = _SHAPES.get(kind)
+    if kind == "labels":  # a <Labels> tag beside a <Rectangle> or <Polygon>; or text spans
+        shape = "polygon" if "points" in value else "box" if "x" in value else None
+    if shape is None:
+        name = kind if isinstance(kind, str) and re.fullmatch("[a-z]+", kind) else "unknown"
+        counts[f"labelstudio_{name}_results_skipped"] += 1
+        return None
+    names = value.get(kind)
+    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        return _reject(where, "missing_field", f"holds no labels in value.{kind}")
+    if shape == "choices":
+        return [(name, where) for name in names]
+    geometry = (_box(value, result, where, masks, counts) if shape == "box"
+                else _polygon(value, where, masks))
+    if isinstance(geometry, Reject):
+        return geometry
+    return [NamedObject(where, name, *geometry, True) for name in dict.fromkeys(names)]
+
+
+def _reject(where: str, reason: str, what: str) -> Reject:
+    return Reject("annotation", where, reason, f"{where} {what}; the image was written "
+                  "without it")
+
+
+def _box(value: dict, result: dict, where: str, masks: bool, counts: Counter) -> Any:
+    numbers = [_number(value.get(k)) for k in ("x", "y", "width", "height")]
+    turn = _number(value.get("rotation") or 0)
+    if None in numbers or turn is None:
+        return _reject(where, "invalid_bbox", "needs numbers in x, y, width, height, rotation")
+    x, y, w, h = numbers
+    if not w or not h:
+        return _reject(where, "degenerate_bbox", f"has no area (width {w:g}, height {h:g})")
+    if not all(map(_percent, (x, y, abs(w), abs(h)))):
+        return _reject(where, "invalid_bbox", f"lies outside the image: x={x:g} y={y:g} "
+                       f"width={w:g} height={h:g} are percentages of it, 0 to 100")
+    width = height = 100.0  # unturned, any scale gives the same corners
+    if turn % 360:
+        width, height = (_number(result.get(k)) for k in ("original_width", "original_height"))
+        if not (width and height and width > 0 and height > 0):
+            return _reject(where, "missing_field", "is turned but has no original_width and "
+                           "original_height, which its corners depend on")
+        counts["labelstudio_rotated_boxes_enclosed"] += 1
+    # Turned about the top-left corner in pixels: a turn keeps distances there only.
+    cos, sin = math.cos(math.radians(turn)), math.sin(math.radians(turn))
+    w, h = w / 100 * width, h / 100 * height
+    corners = [(x / 100 + (dx * cos - dy * sin) / width, y / 100 + (dx * sin + dy * cos) / height)
+               for dx, dy in ((0, 0), (w, 0), (w, h), (0, h))]
+    outline = [[v for corner in corners for v in corner]] if masks and turn % 360 else None
+    return _around(corners), (), outline
+
+
+def _polygon(value: dict, where: str, masks: bool) -> Any:
+    points = _list(value.get("points"))
+    corners = [(_number(p[0]), _number(p[1])) for p in points if len(_list(p)) == 2]
+    if len(corners) < 3 or len(corners) != len(points) or any(None in p for p in corners):
+        return _reject(where, "malformed_points", "needs points: 3 or more [x, y] numbers")
+    if not all(_percent(v) for corner in corners for v in corner):
+        return _reject(where, "malformed_points", "has points outside the image (percentages "
+                       "of it, 0 to 100)")
+    corners = [(x / 100, y / 100) for x, y in corners]
+    box = _around(corners)
+    if not box[2] or not box[3]:
+        return _reject(where, "degenerate_bbox", "has no area")
+    return box, (), [[v for corner in corners for v in corner]] if masks else None
+
+
+def _around(corners: list[tuple[float, float]]) -> tuple[float, float, float, float]:
+    xs, ys = [x for x, _y in corners], [y for _x, y in corners]
+    return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
+
+
+class LabelStudioExport(ExportFormat):
+    """Label Studio's JSON export, for :class:`~recordbeam.sources.exports.ReadExport`."""
+
+    name, entry, unnamed_reason = "labelstudio", "task", "no_task"
+
+    def __init__(self, options: LabelStudioOptions) -> None:
+        self.options, self.classes_file = options, options.classes_file
+        self.image_folder, self.splits = options.images_dir, (options.split,)
+        local = filesystems.local_path(options.images_dir)
+        self.roots = (options.images_dir.rstrip("/") + "/",
+                      *([os.path.abspath(local) + "/"] if local is not None else []))
+
+    def export_files(self) -> list[str]:
+        return [self.options.export]
+
+    def parse(self, path: str, data: BinaryIO) -> Iterator[Any]:
+        for index, task in enumerate(json_array_items(path, data, f"--input takes {EXPORT}")):
+            yield from self.parse_task(path, index, task if isinstance(task, dict) else {})
+
+    def parse_task(self, path: str, index: int, task: dict) -> Iterator[Any]:
+        """One task -> its entry, rejects and ``(counter, n)`` counts."""
+        opts, split = self.options, self.options.split
+        where = f"{path}: task {task['id']}" if "id" in task else f"{path}: task [{index}]"
+        data = task.get("data")
+        reference = data.get(opts.image_key) if isinstance(data, dict) else None
+        if not isinstance(reference, str) or not reference.strip():
+            yield Reject("image", where, "missing_field", (
+                f"{where} has no data.{opts.image_key} naming its image; pass --image-key with "
+                "the $name of the labeling config's <Image value=\"$name\"> (a JSON-MIN export "
+                "has no data: export as JSON)"), split)
+            return
+        try:
+            key = image_key(reference.strip(), self.roots)
+        except _Unusable as bad:
+            yield Reject("image", where, bad.reason, f"{where}: {bad.detail}", split)
+            return
+        counts: Counter[str] = Counter()
+        annotation = chosen(task, opts.annotation, opts.use_predictions, counts)
+        results = [r if isinstance(r, dict) else {}
+                   for r in _list((annotation or {}).get("result"))]
+        # A <Labels> tag beside a <Rectangle> or <Polygon> gives the region a second result.
+        labelled = {r.get("id") for r in results if r.get("type") == "labels"}
+        found: list[Any] = []
+        for number, result in enumerate(results):
+            if result.get("id") in labelled and result.get("type") in ("rectangle", "polygon"):
+                continue
+            shown = f"result {result['id']}" if "id" in result else f"result [{number}]"
+            parsed = parse_result(result, f"{where} {shown}", opts.include_masks, counts)
+            if isinstance(parsed, Reject):
+                yield replace(parsed, split=split)
+            else:
+                found += parsed or []
+        sizes = ((r.get("original_width"), r.get("original_height")) for r in results)
+        size = next((s for s in sizes if all(isinstance(v, int) and v > 0 for v in s)),
+                    (None, None))
+        yield from (+counts).items()  # those above 0
+        yield ExportEntry(
+            key, where, split, *size, tuple(o for o in found if isinstance(o, NamedObject)),
+            tuple(o for o in found if not isinstance(o, NamedObject)),
+            None if annotation is not None else "labelstudio_tasks_not_annotated")
+
+    def filename(self, key: str, path: str) -> str:
+        return written_name(key)
+
+    def missing_hint(self, key: str) -> str:
+        if key.startswith("upload/"):
+            return "for uploads, --images takes Label Studio's media folder (holding upload/)"
+        return ("pass as --images the folder the task's path is relative to (for local "
+                "files, Label Studio's LOCAL_FILES_DOCUMENT_ROOT)")
+
+
+class ReadLabelStudio(ReadExport):
+    """Read a Label Studio JSON export into ``ImageRecord``s for
+    :class:`LabelStudioEncoder` (a ``SourceRead``); a classes file is read here."""
+
+    def __init__(self, options: LabelStudioOptions, skip_below: str | None = None) -> None:
+        super().__init__(LabelStudioExport(options), skip_below, options.input_roots())
+
+
+class LabelStudioEncoder(DetectionEncoder):
+    """The detection features (masks with ``include_masks``), and the choices as classes
+    of the whole image: ``image/class/label`` and ``image/class/text``."""
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 include_masks: bool = False) -> None:
+        super().__init__(checks, split, fixes, include_masks=include_masks, image_labels=True)
+
+    def object_counts(self, columns) -> dict[str, int]:
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
+
+
+def to_tfrecord(p: beam.Pipeline, output_dir: str, options: LabelStudioOptions,
+                shards: ShardOptions, checks: ImageChecks,
+                fixes: ImageFixes | None = None) -> WriteShards:
+    """Add the Label Studio conversion to ``p``; returns the sink."""
+    read = ReadLabelStudio(options, skip_below=output_dir)
+    encoder = LabelStudioEncoder(checks, options.split, fixes, options.include_masks)
+    return write_format(p, output_dir, "ReadLabelStudio", read, classes_known(read.classes),
+                        encoder, shards, settings_of("labelstudio", options, shards, checks, fixes))
+
+
+def prepare(request: Request) -> Conversion:
+    """``convert labelstudio``: the export is a JSON array, the images folder and the
+    classes file are there, before any job."""
+    input_checks.require_file(request.input, "--input", "Label Studio export", EXPORT)
+    input_checks.require_json_object(request.input, "--input", EXPORT, opening=b"[")
+    images = request.images or posixpath.dirname(request.input) or "."
+    input_checks.require_folder(images, " (check --images)")
+    input_checks.require_classes_file(request.classes)
+    options = LabelStudioOptions(
+        request.input, images, request.split, request.image_key, request.annotation,
+        request.use_predictions, request.classes, request.include_masks,
+        request.allow_outside_root)
+    return Conversion(
+        splits=(options.split,), input_patterns=LabelStudioExport(options).input_patterns(),
+        settings=lambda shards, checks, fixes: settings_of("labelstudio", options, shards,
+                                                           checks, fixes),
+        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, options, shards,
+                                                            checks, fixes))
