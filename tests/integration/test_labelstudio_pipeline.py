@@ -54,6 +54,8 @@ def test_an_export_with_every_kind_of_loss_converts_what_pairs(tmp_path):
                for e in recordbeam.read(str(out), split="train")}
     assert sorted(written) == [b"a.jpg", b"c.jpg"]
     a, c = written[b"a.jpg"], written[b"c.jpg"]
+    assert a[feature_keys.SOURCE_ID].item() == b"1"  # the task's id, a number as trainers want
+    assert c[feature_keys.SOURCE_ID].item() == b"upload/3/33333333-c.jpg"  # no task: its path
     assert list(a[feature_keys.OBJECT_TEXT]) == [b"dog"]
     assert list(a[feature_keys.CLASS_LABEL]) == [2] and list(a[feature_keys.CLASS_TEXT]) == [
         b"indoor"]

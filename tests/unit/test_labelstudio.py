@@ -102,8 +102,8 @@ def test_an_upload_is_written_under_the_name_uploaded_other_files_under_their_ow
 def test_a_rectangle_is_fractions_of_the_image_and_the_task_gives_key_size_and_name():
     (entry,), rejects, _ = _parse([_task(_box(10, 20, 30, 40))])
     assert not rejects
-    assert (entry.key, entry.where, entry.width, entry.height) == (
-        "upload/1/0a1b2c3d-a.jpg", "export.json: task 1", 200, 100)
+    assert (entry.key, entry.where, entry.width, entry.height, entry.source_id) == (
+        "upload/1/0a1b2c3d-a.jpg", "export.json: task 1", 200, 100, "1")
     (obj,) = entry.objects
     assert obj.normalized and obj.name == "dog" and obj.source == "export.json: task 1 result r1"
     assert _close(obj.bbox, (0.1, 0.2, 0.3, 0.4))
@@ -294,10 +294,10 @@ def test_an_entry_and_its_file_make_one_image_written_under_its_name():
     entry = ExportEntry("upload/1/0a1b2c3d-a.jpg", "export.json: task 1", "train",
                         objects=(NamedObject("s", "dog", (0, 0, 1, 1)),),
                         image_labels=(("indoor", "s"),))
-    (image,), tagged = _pair([entry], [FILE])
+    (image,), tagged = _pair([entry._replace(source_id="1")], [FILE])
     assert not tagged
-    assert (image.path, image.filename, image.modified, image.image_labels) == (
-        FILE.path, "a.jpg", 1.5, (("indoor", "s"),))
+    assert (image.path, image.filename, image.modified, image.image_labels, image.source_id) == (
+        FILE.path, "a.jpg", 1.5, (("indoor", "s"),), "1")
 
 
 def test_missing_duplicate_unnamed_and_skipped_entries():
@@ -321,5 +321,5 @@ def test_an_export_entry_crosses_the_shuffle_whole_even_with_names_that_are_not_
     for key in ("a.jpg", "b\udcff.jpg"):
         entry = ExportEntry(key, f"e.json: task {key}", "train", 40, 30, (NamedObject(
             "s", "dog", (0.1, 0.2, 0.3, 0.4), (), [[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]], True),),
-            (("indoor", "s"),), "counter")
+            (("indoor", "s"),), "counter", "12")
         assert coder.decode(coder.encode(entry)) == entry

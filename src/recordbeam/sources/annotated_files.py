@@ -531,6 +531,7 @@ class ParsedImage(NamedTuple):
     modified: float = 0.0  # of the file at ``path``, as listed
     #: Classes of the whole image (Label Studio's choices), as ``(name, where)``.
     image_labels: tuple[tuple[str, str], ...] = ()
+    source_id: str | None = None  # ``image/source_id`` when not ``image_id`` (a task's id)
 
 
 class _JoinAndParse(beam.DoFn):
@@ -770,7 +771,7 @@ def build_record(parsed: ParsedImage, classes: Sequence[str],
         label = yield from _label(name, source, labels, class_list, parsed.split, "this label")
         if label is not None:
             image_labels.setdefault(name, label)
-    fields = {"source_id": parsed.image_id, "filename": parsed.filename,
+    fields = {"source_id": parsed.source_id or parsed.image_id, "filename": parsed.filename,
               "width": parsed.width, "height": parsed.height, "objects": tuple(objects)}
     if parsed.embedded:  # only then: every other record keeps the labels it always had
         fields[IMAGE_IN_ANNOTATION] = True

@@ -102,6 +102,7 @@ class ExportEntry(NamedTuple):
         image_labels: classes of the whole image, as ``(name, where)``.
         skipped: a counter: the image is not written, only counted (a task nobody
             annotated); its file is no image without entry either.
+        source_id: the ``image/source_id`` written (a task's id); None: ``key``.
     """
 
     key: str
@@ -112,6 +113,7 @@ class ExportEntry(NamedTuple):
     objects: tuple[NamedObject, ...] = ()
     image_labels: tuple[tuple[str, str], ...] = ()
     skipped: str | None = None
+    source_id: str | None = None
 
 
 class ExportEntryCoder(beam.coders.Coder):
@@ -307,7 +309,8 @@ class _Pair(beam.DoFn):
 def _parsed(fmt: ExportFormat, key: str, file: ImageFile, entry: ExportEntry) -> ParsedImage:
     return ParsedImage(key, entry.split, file.path, file.size, fmt.filename(key, file.path),
                        entry.width, entry.height, entry.objects, entry.where or None,
-                       modified=file.modified, image_labels=entry.image_labels)
+                       modified=file.modified, image_labels=entry.image_labels,
+                       source_id=entry.source_id)
 
 
 class ReadExport(beam.PTransform):

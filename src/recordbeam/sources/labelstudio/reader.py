@@ -282,7 +282,8 @@ class LabelStudioExport(ExportFormat):
         yield ExportEntry(
             key, where, split, *size, tuple(o for o in found if isinstance(o, NamedObject)),
             tuple(o for o in found if not isinstance(o, NamedObject)),
-            None if annotation is not None else "labelstudio_tasks_not_annotated")
+            None if annotation is not None else "labelstudio_tasks_not_annotated",
+            str(task["id"]) if "id" in task else None)
 
     def filename(self, key: str, path: str) -> str:
         return written_name(key)
