@@ -700,6 +700,7 @@ class _ParseNamingImage(beam.DoFn):
                                     modified=message.modified))
 
 
+@beam.typehints.with_output_types(Any)
 class SortedNames(beam.CombineFn):
     """The sorted class names found in the annotations (when no class list is given),
     from ``(name, where)`` pairs: names that cannot be class names are left out (their
@@ -859,7 +860,7 @@ class ReadAnnotatedImages(beam.PTransform):
             by_id
             | "JoinById" >> beam.GroupByKey()  # (image id, [JoinMessage])
             | "Parse" >> beam.ParDo(_JoinAndParse(fmt, bool(split_lists), self._roots))
-            .with_outputs("rejects", "counts", main="parsed")
+            .with_output_types(Any).with_outputs("rejects", "counts", main="parsed")
         )
         classes = class_names(parsed.parsed, fmt.classes)
         built = parsed.parsed | "BuildRecords" >> beam.FlatMap(

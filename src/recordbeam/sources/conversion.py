@@ -63,7 +63,7 @@ def write_read(p: beam.Pipeline, name: str, read_transform: beam.PTransform, out
     read = p | name >> read_transform
     metadata = read.metadata | "Fingerprint" >> beam.Map(
         lambda m: {**_with_fingerprint(m, settings), "settings": settings}
-    )
+    ).with_output_types(Any)
     incremental = (Incremental(settings, shards.input_key, shards.compact_below)
                    if shards.incremental else None)
     sink = WriteShards(

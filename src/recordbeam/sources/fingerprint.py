@@ -46,6 +46,7 @@ def inputs_entry(terms: tuple[int, int]) -> dict[str, Any]:
     return {"files": count, "terms": f"{total:032x}"}
 
 
+@beam.typehints.with_output_types(Any)
 class FileTermsFn(beam.CombineFn):
     """Combines ``FileMetadata`` into ``(sum of terms, file count)``."""
 

@@ -7,6 +7,8 @@ of the inputs fingerprint, the same way.
 
 from __future__ import annotations
 
+from typing import Any
+
 import apache_beam as beam
 
 from recordbeam import filesystems
@@ -40,7 +42,8 @@ class ListFilesBelow(beam.PTransform):
             pbegin
             | "Folder" >> beam.Impulse()
             | "Match" >> beam.FlatMap(lambda _, glob: filesystems.iter_match(glob),
-                                      filesystems.everything_below(self._root))  # FileMetadata
+                                      filesystems.everything_below(self._root))
+            .with_output_types(Any)  # FileMetadata
         )
         if self._prefix:
             files = files | "SkipOutputFolder" >> beam.Filter(
@@ -62,4 +65,4 @@ class MatchFile(beam.PTransform):
                 | "Name" >> beam.Impulse()
                 | "Metadata" >> beam.FlatMap(
                     lambda _, path: [m for m in [filesystems.file_metadata(path)] if m is not None],
-                    self._path))
+                    self._path).with_output_types(Any))

@@ -108,6 +108,7 @@ class _KeyElements(beam.DoFn):
             yield (*keyed, element_input_key(enc, element, self._input_keys))
 
 
+@beam.typehints.with_output_types(Any)
 class _BytesAndImages(beam.CombineFn):
     """``planned bytes`` of one split's elements -> ``(total bytes, elements)``: the shard
     count and the duplicate buckets are sized from one combine."""
@@ -434,7 +435,7 @@ class WriteShards(beam.PTransform):
             # ((split, shard_index, shard_count), [packed element])
             | "WriteShard" >> beam.ParDo(
                 _WriteShard(self._encoder, self._options, self.temp_dir, coder, hashes=finding)
-            ).with_outputs("rejects", "hashes", main="shards")
+            ).with_output_types(Any).with_outputs("rejects", "hashes", main="shards")
         )  # shards: ShardResult (one per written temp file); rejects: Reject;
         # hashes: the shard's hash file bytes (with duplicates looked for)
         duplicates = {}
@@ -464,14 +465,15 @@ class WriteShards(beam.PTransform):
                 totals=AsDict(totals),
                 plan_written=AsList(plan_written),  # finalize only after the plan file exists
                 **duplicates,  # the parts of duplicates.jsonl, near groups, unread hash files
-            )
+            ).with_output_types(Any)
         )  # the manifest dict, once the output is committed
 
     def _plan_written(self, p, totals):
         return (
             p
             | "PlanTrigger" >> beam.Impulse()
-            | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))  # None
+            | "WritePlan" >> beam.Map(_write_plan, self.temp_dir, AsDict(totals))
+            .with_output_types(Any)  # None
         )
 
     def _rejects_counts_metadata(self, p, *written_rejects):
@@ -510,7 +512,7 @@ class WriteShards(beam.PTransform):
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShard" >> beam.ParDo(
                 _WriteShard(enc, options, self.temp_dir, coder, keys=True)
-            ).with_outputs("rejects", main="shards")
+            ).with_output_types(Any).with_outputs("rejects", main="shards")
         )  # shards: ShardResult with its key file; rejects: Reject
         all_rejects, summed, metadata = self._rejects_counts_metadata(p, written.rejects)
         return (
@@ -529,5 +531,5 @@ class WriteShards(beam.PTransform):
                 metadata=AsIter(metadata),
                 totals=AsDict(totals),
                 plan_written=AsList(plan_written),
-            )
+            ).with_output_types(Any)
         )  # the manifest dict, once the new version is committed

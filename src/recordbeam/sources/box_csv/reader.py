@@ -19,7 +19,7 @@ import io
 import posixpath
 from dataclasses import dataclass
 from math import isfinite
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
@@ -289,7 +289,7 @@ class ReadBoxCsv(beam.PTransform):
             | "JoinByFilename" >> beam.GroupByKey()  # (split/filename, [RowMessage])
             | "Join" >> beam.ParDo(JoinRowsWithImages(
                 "box_csv", (self._options.images_dir or self._options.root).rstrip("/")))
-            .with_outputs("rejects", "counts", main="joined")
+            .with_output_types(Any).with_outputs("rejects", "counts", main="joined")
         )
         parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
         classes = class_names(parsed, None)
@@ -299,7 +299,7 @@ class ReadBoxCsv(beam.PTransform):
         tables = pbegin | "Tables" >> beam.Create(
             [self._options.table(split) for split in self.splits]) | "TableMetadata" >> beam.FlatMap(
             lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
-                filesystems.literal(path))])
+                filesystems.literal(path))]).with_output_types(Any)
         inputs = (read.inputs, tables) | "Inputs" >> beam.Flatten()
         terms = input_terms(inputs)
         metadata = detection_metadata(pbegin, classes, terms)

@@ -159,7 +159,7 @@ class ReadCoco(beam.PTransform):
         if opts.annotations:
             rejects.append(pbegin | "ClassNames" >> beam.Impulse() | "RepeatedNames" >> beam.FlatMap(
                 lambda _, path, cats: category_name_warnings(list(cats), path),
-                opts.annotations, AsList(categories)))
+                opts.annotations, AsList(categories)).with_output_types(Any))
         all_rejects = (*rejects, records.rejects) | "CocoRejects" >> beam.Flatten()
         planned = located | "PlannedSizes" >> beam.FlatMap(planned_size, opts.split)
         counts = (joined.counts, *counts) | "CocoCounts" >> beam.Flatten()

@@ -1147,7 +1147,7 @@ class ReadTable(beam.PTransform):
         sizes = (
             {"refs": refs, "files": files}
             | "JoinImages" >> beam.CoGroupByKey()
-            | "ImageSizes" >> beam.ParDo(_SizeImages())
+            | "ImageSizes" >> beam.ParDo(_SizeImages()).with_output_types(Any)
         )
         built = (
             {"rows": read.rows, "sizes": sizes}
@@ -1180,7 +1180,7 @@ class ReadTable(beam.PTransform):
                 "schema": schema_json,
                 "inputs": inputs_entry(t),
             }, terms,
-        )
+        ).with_output_types(Any)
         rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()
         counts = pbegin | "NoCounts" >> beam.Create([])
         return SourceRead(records, rejects, counts, metadata)

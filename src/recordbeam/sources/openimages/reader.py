@@ -545,7 +545,7 @@ class ReadOpenImages(beam.PTransform):
             | "AllRows" >> beam.Flatten()
             | "JoinByImageId" >> beam.GroupByKey()  # (split/ImageID, [RowMessage])
             | "Join" >> beam.ParDo(JoinRowsWithImages("openimages", self._options.image_root))
-            .with_outputs("rejects", "counts", main="joined")
+            .with_output_types(Any).with_outputs("rejects", "counts", main="joined")
         )
         built = joined.joined | "BuildRecords" >> beam.FlatMap(
             build_openimages_record, self.label_ids, self.display_names,
@@ -555,7 +555,7 @@ class ReadOpenImages(beam.PTransform):
         table_meta = pbegin | "Tables" >> beam.Create(
             [*table_paths, tables.class_descriptions]) | "TableMetadata" >> beam.FlatMap(
             lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
-                filesystems.literal(path))])
+                filesystems.literal(path))]).with_output_types(Any)
         terms = input_terms((listed.inputs, table_meta) | "Inputs" >> beam.Flatten())
         metadata = detection_metadata(pbegin, list(self.display_names), terms)
         rejects += [joined.rejects, built.rejects]
