@@ -356,7 +356,8 @@ class ReadExport(beam.PTransform):
         paired = (
             {"entries": streamed.entries, "files": listed.files}
             | "JoinByKey" >> beam.CoGroupByKey()  # (key, {entries: [...], files: [...]})
-            | "Pair" >> beam.ParDo(_Pair(fmt)).with_outputs("rejects", "counts", main="parsed")
+            | "Pair" >> beam.ParDo(_Pair(fmt))
+            .with_output_types(Any).with_outputs("rejects", "counts", main="parsed")
         )
         classes = class_names(paired.parsed, self.classes)
         built = paired.parsed | "BuildRecords" >> beam.FlatMap(
