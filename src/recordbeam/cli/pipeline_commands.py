@@ -1,7 +1,6 @@
-"""The commands that run a pipeline: ``convert coco|voc|yolo|labelme|cvat|labelstudio|kitti|
-openimages|box-csv|imagefolder|manifest``, ``reshard``
-and ``demo``. Each checks its inputs before Beam starts, builds the library's options
-from the arguments, runs, and prints what the run did."""
+"""The commands that run a pipeline: ``convert <format>`` (one per declared format),
+``reshard`` and ``demo``. Each checks its inputs before Beam starts, builds the library's
+options from the arguments, runs, and prints what the run did."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """One package per input format, each declaring itself in its ``__init__``
-(:mod:`.format`): ``coco`` (COCO instances, keypoints, captions, LVIS), ``voc`` (Pascal
-VOC), ``yolo`` (darknet and Ultralytics), ``labelme``, ``cvat`` (CVAT XML), ``labelstudio``
-(Label Studio's JSON export), ``kitti``, ``openimages`` and ``box_csv`` (box tables),
-``imagefolder`` (class folders), ``manifest`` (CSV / JSON Lines manifests); ``reshard`` reads
-finished TFRecord files. Detection sources
-share ``detection`` (the object record and ``DetectionEncoder``, which ``CocoEncoder`` and
-``VocEncoder`` extend) and box tables ``csv_boxes`` (rows joined with their images);
+(:mod:`.format`; ``recordbeam convert --help`` lists them); ``reshard`` reads finished
+TFRecord files. Detection sources share ``detection`` (the object record and
+``DetectionEncoder``, which ``CocoEncoder`` and ``VocEncoder`` extend) and box tables
+``csv_boxes`` (rows joined with their images);
 formats with one annotation file per image (VOC, YOLO, labelme, KITTI) share
 ``annotated_files``: they describe their folders and parse one file, and
 ``ReadAnnotatedImages`` lists, joins, parses on workers and turns class names into labels;
