@@ -1,17 +1,18 @@
 """Formats that ship one or a few export files describing many images, beside a folder of
-the images (Label Studio's JSON; the shape of CVAT's XML and of COCO-like JSON).
+the images (Label Studio's JSON, CVAT's XML; the shape of COCO-like JSON).
 
 A format describes itself with an :class:`ExportFormat`: its export files, its images
 folder, its splits and classes, and ``parse``, plain Python that streams one export file
 into :class:`ExportEntry`s (one per image it describes), ``Reject``s and ``(counter, n)``
-counts. :class:`ReadExport` does the rest the same way for every such format:
+counts, and :class:`Part`s where the export spreads an image over other elements (a
+video's tracks). :class:`ReadExport` does the rest the same way for every such format:
 
 * each export file is streamed on one worker (``parse``), the images folder listed on
   another, and the two joined on workers by the image's key: its path below the folder;
-* an entry and one file make a ``ParsedImage``; an entry without file is rejected
-  ``missing``; two entries of one split naming one image are rejected
-  ``duplicate_file_name``, neither written; an image file no entry names is written with
-  no objects, with a warning;
+* the parts of one key are merged into its entries (``assemble``); an entry and one file
+  make a ``ParsedImage``; an entry without file is rejected ``missing``; two entries of
+  one split naming one image are rejected ``duplicate_file_name``, neither written; an
+  image file no entry names is written with no objects, with a warning;
 * class names become labels as for formats with one annotation file per image
   (:func:`~recordbeam.sources.annotated_files.class_names`,
   :func:`~recordbeam.sources.annotated_files.build_record`).
@@ -23,7 +24,7 @@ import io
 import pickle
 import posixpath
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
@@ -103,6 +104,7 @@ class ExportEntry(NamedTuple):
         skipped: a counter: the image is not written, only counted (a task nobody
             annotated); its file is no image without entry either.
         source_id: the ``image/source_id`` written (a task's id); None: ``key``.
+        export: the export file it was read from, where the format's messages name it.
     """
 
     key: str
@@ -114,33 +116,64 @@ class ExportEntry(NamedTuple):
     image_labels: tuple[tuple[str, str], ...] = ()
     skipped: str | None = None
     source_id: str | None = None
+    export: str | None = None
 
 
-class ExportEntryCoder(beam.coders.Coder):
-    """An :class:`ExportEntry` as Beam's primitive values, its objects as plain tuples;
-    pickled when some text is not UTF-8 (surrogate escapes), which Beam writes strictly."""
+class Part(NamedTuple):
+    """A piece of the image of ``key`` that an export keeps apart from its entry (a video
+    track's shape on one frame): joined by ``key`` with the entries and the file, and
+    merged into them by :meth:`ExportFormat.assemble`. ``value`` is of the format's
+    ``part_type``."""
+
+    key: str
+    value: Any
+
+
+class FieldsCoder(beam.coders.Coder):
+    """A record that crosses a join as Beam's primitive values (its nested records as
+    plain tuples: :meth:`fields`, :meth:`of_fields`); pickled when some text is not UTF-8
+    (surrogate escapes), which Beam writes strictly. Subclasses name the ``kind``."""
 
     _primitives = beam.coders.FastPrimitivesCoder()
+    kind: type = tuple
 
-    def encode(self, value: ExportEntry) -> bytes:
-        fields = (*value[:5], tuple(tuple(obj) for obj in value.objects), *value[6:])
+    def fields(self, value: Any) -> tuple:
+        raise NotImplementedError
+
+    def of_fields(self, fields: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+    def encode(self, value: Any) -> bytes:
+        fields = self.fields(value)
         try:
             return b"\0" + self._primitives.encode(fields)
         except UnicodeEncodeError:
             return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def decode(self, encoded: bytes) -> ExportEntry:
+    def decode(self, encoded: bytes) -> Any:
         fields = (self._primitives.decode(encoded[1:]) if encoded[:1] == b"\0"
                   else pickle.loads(encoded[1:]))  # noqa: S301 - written by encode
+        return self.of_fields(fields)
+
+    def is_deterministic(self) -> bool:
+        return False  # a value, never a key
+
+    def to_type_hint(self) -> type:
+        return self.kind
+
+
+class ExportEntryCoder(FieldsCoder):
+    """An :class:`ExportEntry`, its objects as plain tuples."""
+
+    kind = ExportEntry
+
+    def fields(self, value: ExportEntry) -> tuple:
+        return (*value[:5], tuple(tuple(obj) for obj in value.objects), *value[6:])
+
+    def of_fields(self, fields: Sequence[Any]) -> ExportEntry:
         objects = tuple(NamedObject(*obj) for obj in fields[5])
         labels = tuple(tuple(label) for label in fields[6])
         return ExportEntry(*fields[:5], objects, labels, *fields[7:])
-
-    def is_deterministic(self) -> bool:
-        return True
-
-    def to_type_hint(self) -> type:
-        return ExportEntry
 
 
 beam.coders.registry.register_coder(ExportEntry, ExportEntryCoder)
@@ -161,6 +194,10 @@ class ExportFormat:
         split_folders: a first folder named like a split (``images/val/``) holds that
             split's images: it is left out of their keys.
         unnamed_reason: the reason of the warning about an image no entry names.
+        duplicated_image_written: the image of entries rejected ``duplicate_file_name`` is
+            written as one no entry names (else not at all).
+        part_type: the type of the values of the :class:`Part`s ``parse`` yields (with a
+            registered coder), or None when it yields none.
     """
 
     name = "export"
@@ -172,6 +209,8 @@ class ExportFormat:
     entry = "entry"
     split_folders = False
     unnamed_reason = "no_annotation_element"
+    duplicated_image_written = False
+    part_type: type | None = None
 
     def export_files(self) -> list[str]:
         """The export files, each streamed on one worker."""
@@ -187,15 +226,37 @@ class ExportFormat:
         return [*map(filesystems.literal, self.export_files()),
                 filesystems.everything_below(self.image_folder), *self.small_inputs()]
 
-    def parse(self, path: str, data: BinaryIO) -> Iterator[ExportEntry | Reject | tuple[str, int]]:
+    def parse(self, path: str, data: BinaryIO) -> Iterator[ExportEntry | Reject | tuple[str, int]
+                                                            | Part]:
         """Stream one export file (``data``, opened for reading): an entry per image, a
-        reject per part that cannot be used, a count per thing skipped on purpose. A file
-        that cannot be read at all raises a ``DataError`` naming it."""
+        reject per element that cannot be used, a count per thing skipped on purpose, a
+        :class:`Part` per piece of an image kept apart from its entry. A file that cannot
+        be read at all raises a ``DataError`` naming it."""
         raise NotImplementedError
+
+    def assemble(self, key: str, entries: list[ExportEntry],
+                 parts: Iterable[Any]) -> Iterator[ExportEntry | Reject | tuple[str, int]]:
+        """The entries of ``key`` (sorted by split, then ``where``) with the values of its
+        parts merged in, and the rejects and counts of merging them."""
+        yield from entries
+
+    def file_key(self, name: str) -> str:
+        """The key of an image file at ``name`` below the folder (less its split folder)."""
+        return name
+
+    def key_shown(self, key: str) -> str:
+        """The file ``key`` names, as a message about a missing image says it."""
+        return key
 
     def missing_hint(self, key: str) -> str:
         """What to do about an entry whose image is not in the folder."""
         return "pass --images if the images are elsewhere"
+
+    def duplicated(self, key: str, split: str, entries: list[ExportEntry]) -> str:
+        """The ``duplicate_file_name`` reject's detail: ``entries``, of one split, name
+        one image; none of them is written."""
+        return (f"{len(entries)} entries name the image {key!r} "
+                f"({'; '.join(e.where for e in entries)}); keep one. None of them was written")
 
     def filename(self, key: str, path: str) -> str:
         """The ``image/filename`` written for the image of ``key`` found at ``path``."""
@@ -206,10 +267,25 @@ class ExportFormat:
         return (f"no {self.entry} of {', '.join(self.export_files())} names {key!r}; written "
                 "with no objects (annotate it and export again, or remove it from the folder)")
 
+    def unnamed_written(self, key: str, path: str, split: str) -> Reject | tuple[str, int]:
+        """What is said of the image file at ``path`` that no entry names, written with no
+        objects in ``split``: a warning, or a count."""
+        return Reject("warning", path, self.unnamed_reason, self.unnamed(key), split)
+
+    def unplaced(self, key: str) -> str:
+        """Why an image file no entry names, outside the splits' folders, was not written
+        when there are several splits."""
+        return (f"{self.unnamed(key)}; with several splits ({', '.join(self.splits)}) its "
+                "split is unknown, so it was not written")
+
+
+def _tagged(item: Reject | tuple[str, int]) -> TaggedOutput:
+    return TaggedOutput("rejects" if isinstance(item, Reject) else "counts", item)
+
 
 class _StreamExport(beam.DoFn):
-    """One export file -> (key, :class:`ExportEntry`) per image it describes; its counts
-    summed per file."""
+    """One export file -> (key, :class:`ExportEntry`) per image it describes, tagged
+    ``parts`` (key, value) per :class:`Part`; its counts summed per file."""
 
     def __init__(self, fmt: ExportFormat) -> None:
         self._format = fmt
@@ -225,6 +301,8 @@ class _StreamExport(beam.DoFn):
                     yield item.key, item
                 elif isinstance(item, Reject):
                     yield TaggedOutput("rejects", item)
+                elif isinstance(item, Part):
+                    yield TaggedOutput("parts", tuple(item))
                 else:
                     counts[item[0]] += item[1]
         for counter, n in sorted(counts.items()):
@@ -253,13 +331,14 @@ class _ListImages(beam.DoFn):
             first, _, rest = key.partition("/")
             if fmt.split_folders and rest and first in fmt.splits:
                 key, split = rest, first
-            yield key, ImageFile(meta.path, meta.size_in_bytes, split, listed_time(meta))
+            yield fmt.file_key(key), ImageFile(meta.path, meta.size_in_bytes, split,
+                                               listed_time(meta))
 
 
 class _Pair(beam.DoFn):
-    """(key, {entries, files}) -> a ``ParsedImage`` per entry that finds its file (the one
-    in its split's folder, else the one in the folder itself); files no entry names are
-    written with no objects, with a warning."""
+    """(key, {entries, files[, parts]}) -> a ``ParsedImage`` per entry that finds its file
+    (the one in its split's folder, else the one in the folder itself); files no entry
+    names are written with no objects, with a warning."""
 
     def __init__(self, fmt: ExportFormat) -> None:
         self._format = fmt
@@ -269,25 +348,28 @@ class _Pair(beam.DoFn):
         fmt = self._format
         files = {f.split: f for f in sorted(grouped["files"], key=lambda f: f.path)}
         by_split: dict[str, list[ExportEntry]] = {}
-        for entry in sorted(grouped["entries"], key=lambda e: (e.split, e.where)):
-            by_split.setdefault(entry.split, []).append(entry)
+        entries = sorted(grouped["entries"], key=lambda e: (e.split, e.where))
+        for item in fmt.assemble(key, entries, grouped.get("parts", ())):
+            if isinstance(item, ExportEntry):
+                by_split.setdefault(item.split, []).append(item)
+            else:
+                yield _tagged(item)
         used: set[str] = set()
         for split, entries in by_split.items():
             file = files.get(split) or files.get("")
-            if file is not None:
+            if file is not None and (len(entries) == 1 or not fmt.duplicated_image_written):
                 used.add(file.split)
             if len(entries) > 1:
                 yield TaggedOutput("rejects", Reject("image", entries[0].where,
-                                                     "duplicate_file_name", (
-                    f"{len(entries)} entries name the image {key!r} "
-                    f"({'; '.join(e.where for e in entries)}); keep one. None of them was "
-                    "written"), split))
+                                                     "duplicate_file_name",
+                                                     fmt.duplicated(key, split, entries), split))
             elif entries[0].skipped:
                 yield TaggedOutput("counts", (entries[0].skipped, 1))
             elif file is None:
                 entry = entries[0]
                 yield TaggedOutput("rejects", Reject("image", entry.where, "missing", (
-                    f"{entry.where} has no image: no {key} in {fmt.image_folder}"
+                    f"{entry.where} has no image: no {fmt.key_shown(key)} in "
+                    f"{fmt.image_folder}"
                     f"{f' (nor in its {split}/ folder)' if fmt.split_folders else ''}; "
                     f"{fmt.missing_hint(key)}"), split))
             else:
@@ -297,12 +379,10 @@ class _Pair(beam.DoFn):
                 continue
             split = folder_split or (fmt.splits[0] if len(fmt.splits) == 1 else None)
             if split is None:
-                yield TaggedOutput("rejects", Reject("image", file.path, fmt.unnamed_reason, (
-                    f"{fmt.unnamed(key)}; with several splits ({', '.join(fmt.splits)}) its "
-                    "split is unknown, so it was not written")))
+                yield TaggedOutput("rejects", Reject("image", file.path, fmt.unnamed_reason,
+                                                     fmt.unplaced(key)))
                 continue
-            yield TaggedOutput("rejects", Reject("warning", file.path, fmt.unnamed_reason,
-                                                 fmt.unnamed(key), split))
+            yield _tagged(fmt.unnamed_written(key, file.path, split))
             yield _parsed(fmt, key, file, ExportEntry(key, "", split))
 
 
@@ -344,8 +424,8 @@ class ReadExport(beam.PTransform):
             | "ExportFiles" >> beam.Create(fmt.export_files())
             | "StreamExports" >> beam.ParDo(_StreamExport(fmt))
             .with_output_types(tuple[str, ExportEntry])
-            .with_outputs("rejects", "counts", "inputs", main="entries")
-        )  # (key, ExportEntry)
+            .with_outputs("rejects", "counts", "inputs", "parts", main="entries")
+        )  # (key, ExportEntry); parts: (key, part_type)
         listed = (
             pbegin
             | "ImageFolder" >> beam.Impulse()
@@ -353,9 +433,13 @@ class ReadExport(beam.PTransform):
             .with_output_types(tuple[str, JoinMessage])
             .with_outputs("rejects", "counts", "inputs", main="files")
         )  # (key, ImageFile)
+        joined = {"entries": streamed.entries, "files": listed.files}
+        if fmt.part_type is not None:  # typed, so that the join codes them compactly
+            joined["parts"] = streamed.parts | "Parts" >> beam.Map(
+                lambda keyed: keyed).with_output_types(tuple[str, fmt.part_type])
         paired = (
-            {"entries": streamed.entries, "files": listed.files}
-            | "JoinByKey" >> beam.CoGroupByKey()  # (key, {entries: [...], files: [...]})
+            joined
+            | "JoinByKey" >> beam.CoGroupByKey()  # (key, {entries, files[, parts]: [...]})
             | "Pair" >> beam.ParDo(_Pair(fmt))
             .with_output_types(Any).with_outputs("rejects", "counts", main="parsed")
         )
