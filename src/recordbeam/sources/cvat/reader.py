@@ -14,8 +14,9 @@ The launcher lists ``ROOT/*.xml`` and reads only each file's head, up to its fir
 the subsets (the splits). Each XML is then streamed on one worker (like COCO's JSON: this
 pass is one worker's per file) with ``defusedxml``'s ``iterparse`` (no entity expansion,
 no external entities), clearing every element once read, so memory stays flat at any
-size; each ``<image>`` becomes one record, joined on workers with the listing of the
-images folder.
+size. Plain Python over :mod:`recordbeam.sources.exports` (:class:`CvatExport`): each
+``<image>`` becomes one ``ExportEntry``, joined on workers with the listing of the images
+folder by its name.
 
 Shapes: ``<box>`` (pixel corners; a ``rotation`` gives the box around the turned one),
 ``<polygon>`` (its box, and its mask with ``--include-masks``) and ``<mask>`` (CVAT's RLE:
@@ -28,20 +29,19 @@ A video task's images are its frames, ``frame_<number>.<ext>``: they join by tha
 without its extension (:func:`frame_key`). Its "CVAT for video" export holds ``<track>``s
 instead of ``<image>``s: each shape of a track on a frame that is not ``outside`` the frame
 is one of that frame's objects, with the track's label and its id
-(``image/object/track_id``).
+(``image/object/track_id``); its shapes are the export's ``Part``s of their frames.
 """
 
 from __future__ import annotations
 
 import math
-import pickle
 import posixpath
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 from xml.etree.ElementTree import Element, ParseError
 
 import apache_beam as beam
@@ -57,25 +57,13 @@ from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.masks import too_many_vertices
 from recordbeam.images.transcode import ImageFixes
-from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.annotated_files import (
-    ImageFile,
-    JoinMessage,
-    NamedObject,
-    ParsedImage,
-    build_record,
-    class_names,
-    detection_metadata,
-    listed_images,
-    listed_time,
-    text_metadata,
-)
+from recordbeam.records import Reject
+from recordbeam.sources.annotated_files import NamedObject
 from recordbeam.sources.conversion import classes_known, settings_of, write_format
 from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.fingerprint import input_terms
+from recordbeam.sources.exports import ExportEntry, ExportFormat, FieldsCoder, Part, ReadExport
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
-from recordbeam.sources.result import SourceRead
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -282,7 +270,8 @@ def _checked_subsets(path: str, subsets: Sequence[str], named_by_file: bool) -> 
 
 
 class CvatImage(NamedTuple):
-    """One ``<image>`` element, parsed on the worker that streams its file."""
+    """One ``<image>`` element, parsed on the worker that streams its file
+    (:func:`stream_images`)."""
 
     where: str  # "<file>: <image name='a.jpg'>", for messages
     name: str
@@ -293,50 +282,17 @@ class CvatImage(NamedTuple):
     xml: str
 
 
-class _FieldsCoder(beam.coders.Coder):
-    """A record the join holds one of per element, as Beam's primitive values (its nested
-    records as plain tuples: :meth:`fields`, :meth:`of_fields`); pickled only when a path
-    is not UTF-8 text (surrogate escapes), which Beam's coder writes strictly."""
-
-    _primitives = beam.coders.FastPrimitivesCoder()
-    kind: type = tuple
-
-    def fields(self, value: Any) -> tuple:
-        raise NotImplementedError
-
-    def of_fields(self, fields: list) -> Any:
-        raise NotImplementedError
-
-    def encode(self, value: Any) -> bytes:
-        fields = self.fields(value)
-        try:
-            return b"\0" + self._primitives.encode(fields)
-        except UnicodeEncodeError:
-            return b"\1" + pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def decode(self, encoded: bytes) -> Any:
-        if encoded[:1] == b"\1":
-            fields = pickle.loads(encoded[1:])  # noqa: S301 - written by encode, in this pipeline
-        else:
-            fields = self._primitives.decode(encoded[1:])
-        return self.of_fields(list(fields))
-
-    def is_deterministic(self) -> bool:
-        return False  # a value, never a key
-
-    def to_type_hint(self) -> type:
-        return self.kind
-
-
-class CvatImageCoder(_FieldsCoder):
-    """A :class:`CvatImage`, its objects as plain tuples."""
+class CvatImageCoder(FieldsCoder):
+    """A :class:`CvatImage`, its objects as plain tuples, for a pipeline that carries
+    :func:`stream_images`' output between stages (:class:`ReadCvat` carries the
+    ``ExportEntry``s made of it)."""
 
     kind = CvatImage
 
     def fields(self, value: CvatImage) -> tuple:
         return (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
 
-    def of_fields(self, fields: list) -> CvatImage:
+    def of_fields(self, fields: Sequence[Any]) -> CvatImage:
         *head, objects, xml = fields
         return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
 
@@ -597,8 +553,8 @@ def frame_key(name: str) -> str:
 
 class CvatTrackShape(NamedTuple):
     """One shape of a ``<track>`` on one frame (not ``outside`` it), streamed on its XML's
-    worker and joined with that frame's image. ``order`` (the track's place in its file)
-    keeps a frame's objects in the tracks' order."""
+    worker and joined with that frame's image (the value of a ``Part``). ``order`` (the
+    track's place in its file) keeps a frame's objects in the tracks' order."""
 
     where: str
     split: str
@@ -610,7 +566,7 @@ class CvatTrackShape(NamedTuple):
     xml: str
 
 
-class CvatTrackShapeCoder(_FieldsCoder):
+class CvatTrackShapeCoder(FieldsCoder):
     """A :class:`CvatTrackShape`, its shape as a plain tuple."""
 
     kind = CvatTrackShape
@@ -618,7 +574,7 @@ class CvatTrackShapeCoder(_FieldsCoder):
     def fields(self, value: CvatTrackShape) -> tuple:
         return (*value[:6], tuple(value.shape), value.xml)
 
-    def of_fields(self, fields: list) -> CvatTrackShape:
+    def of_fields(self, fields: Sequence[Any]) -> CvatTrackShape:
         *head, shape, xml = fields
         return CvatTrackShape(*head, _Shape(*shape), xml)
 
@@ -770,142 +726,100 @@ def _image(path: str, element: Element, index: int, subset: str | None,
         parsed.objects, path)
 
 
-# --- the pipeline ----------------------------------------------------------------------
+# --- on the export plumbing ------------------------------------------------------------
 
 
-class _StreamXml(beam.DoFn):
-    """One XML file -> (image name, :class:`CvatImage`) per ``<image>`` and, for a video's
-    frames, (frame name, :class:`CvatTrackShape`) per shape of its tracks, on this worker."""
+class CvatExport(ExportFormat):
+    """CVAT's XMLs and images folder, for :class:`~recordbeam.sources.exports.ReadExport`.
+    Construction reads the head of each XML (:func:`plan`). Images join by their name (a
+    video's frames by :func:`frame_key`), found in ``images/`` or ``images/<subset>/``;
+    with ``frames``, the shapes of the ``<track>``s are the parts of their frames."""
 
-    def __init__(self, options: CvatOptions, splits: Sequence[str], frames: bool = False) -> None:
-        self._options = options
-        self._splits = tuple(splits)
-        self._frames = frames
+    name, entry, class_list = "cvat", "<image>", "the labels of <meta>"
+    split_folders = duplicated_image_written = True
 
-    def process(self, task: tuple[str, str | None]):
-        path, subset = task
-        meta = filesystems.file_metadata(path)
-        if meta is not None:
-            yield TaggedOutput("inputs", text_metadata(meta))
-        with filesystems.open_read(path) as f:
-            yield from stream_images(path, f, subset, self._splits, self._options.split,
-                                     self._options.include_masks, self._frames)
+    def __init__(self, options: CvatOptions) -> None:
+        self.options, self.image_folder = options, options.image_folder
+        planned = plan(options)
+        self.splits, self.classes = planned.splits, planned.classes
+        self.frames, self.tracks = planned.frames, planned.tracks
+        self.part_type = CvatTrackShape if planned.frames else None
+        self._files = [path for path, _subset in planned.files]
 
+    def export_files(self) -> list[str]:
+        return self._files
 
-class _ListImages(beam.DoFn):
-    """The images folder -> (name, :class:`ImageFile`): the name is the path below the
-    folder, less a first folder named like a split (``images/<subset>/``), which becomes
-    the file's split; a video's frames are named by :func:`frame_key`."""
+    def input_patterns(self) -> list[str]:
+        return cvat_input_patterns(self.options)
 
-    def __init__(self, splits: Sequence[str], skip_prefix: str | None,
-                 frames: bool = False) -> None:
-        self._splits = frozenset(splits)
-        self._skip = skip_prefix
-        self._frames = frames
-
-    def process(self, folder: str):
-        for meta in listed_images(folder, self._skip, "cvat_non_image_files_skipped"):
-            if isinstance(meta, TaggedOutput):
-                yield meta
+    def parse(self, path: str, data: BinaryIO) -> Iterator[Any]:
+        """:func:`stream_images`: an entry per ``<image>`` (with ``tracks``, its objects'
+        track id -1), a part per shape of a track."""
+        opts = self.options
+        for out in stream_images(path, data, file_subset(path), self.splits, opts.split,
+                                 opts.include_masks, self.frames):
+            if isinstance(out, TaggedOutput):
+                yield Part(*out.value) if out.tag == "tracks" else out.value
                 continue
-            name = filesystems.relative_name(folder, meta.path)
-            first, _, rest = name.partition("/")
-            split = first if rest and first in self._splits else ""
-            name = rest if split else name
-            yield (frame_key(name) if self._frames else name), ImageFile(
-                meta.path, meta.size_in_bytes, split, listed_time(meta))
+            key, image = out
+            objects = image.objects  # with tracks, an <image>'s objects are of no track: -1
+            if self.tracks:
+                objects = tuple(_with_track_id(obj, -1) for obj in objects)
+            yield ExportEntry(key, image.where, image.split, image.width, image.height, objects,
+                              export=path)
 
-
-class _Pair(beam.DoFn):
-    """(name, {elements, files}) -> a :class:`ParsedImage` per element that finds its
-    file (the one in its subset's folder, else the one in the images folder itself);
-    files no element names are written with no objects, with a warning."""
-
-    def __init__(self, splits: Sequence[str], image_folder: str, track_ids: bool = False,
-                 frames: bool = False) -> None:
-        self._splits = tuple(splits)
-        self._image_folder = image_folder
-        self._track_ids = track_ids
-        self._frames = frames
-
-    def process(self, element):
-        name, grouped = element
-        elements = sorted(grouped["elements"], key=lambda e: (e.split, e.where))
-        files = {f.split: f for f in sorted(grouped["files"], key=lambda f: f.path)}
-        used: set[str] = set()
-        by_split: dict[str, list[CvatImage]] = {}
-        for image in elements:
-            by_split.setdefault(image.split, []).append(image)
-        if self._track_ids:  # objects of <image>s carry no track: -1
-            by_split = {split: [_with_objects(image, [_with_track_id(obj, -1)
-                                                      for obj in image.objects])
-                                for image in images] for split, images in by_split.items()}
-        for split, shapes in self._track_shapes(grouped.get("tracks", ())).items():
-            frame = yield from _frame_of_tracks(name, split, shapes, self._track_ids)
+    def assemble(self, key: str, entries: list[ExportEntry],
+                 parts: Iterable[CvatTrackShape]) -> Iterator[Any]:
+        """A frame's ``<image>``s and, per subset, the frame its tracks' shapes make: its
+        objects follow those of the subset's one ``<image>``; with none or several, it is
+        one more entry."""
+        by_split: dict[str, list[ExportEntry]] = {}
+        for entry in entries:
+            by_split.setdefault(entry.split, []).append(entry)
+        shapes_by_split: dict[str, list[CvatTrackShape]] = {}
+        for shape in sorted(parts, key=lambda t: (t.xml, t.order, t.where)):
+            shapes_by_split.setdefault(shape.split, []).append(shape)
+        for split, shapes in shapes_by_split.items():
+            frame = yield from _frame_of_tracks(key, split, shapes, self.tracks)
             images = by_split.setdefault(split, [])
-            if len(images) == 1:  # an <image> of this frame too: its objects, then the tracks'
+            if len(images) == 1:
                 images[0] = _with_objects(images[0], images[0].objects + frame.objects)
             else:
                 images.append(frame)
-        for split, images in by_split.items():
-            if len(images) > 1:
-                yield TaggedOutput("rejects", Reject("image", images[0].where,
-                                                     "duplicate_file_name", (
-                    f"{len(images)} <image> elements of subset {split!r} are named {name!r} "
-                    f"({images[0].xml}); keep one. None of them was written"), split))
-                continue
-            image = images[0]
-            file = files.get(split) or files.get("")
-            if file is None:
-                shown = f"{name}.*" if self._frames and frame_key(name) == name else name
-                yield TaggedOutput("rejects", Reject("image", image.where, "missing", (
-                    f"{image.where} has no image: no {shown} in {self._image_folder} (nor in "
-                    f"its {split}/ folder); pass --images if the images are elsewhere"), split))
-                continue
-            used.add(file.split)
-            yield self._parsed(name, split, file, image)
-        for folder_split, file in sorted(files.items()):
-            if folder_split in used:
-                continue
-            split = folder_split or (self._splits[0] if len(self._splits) == 1 else None)
-            if split is None:
-                yield TaggedOutput("rejects", Reject("image", file.path, "no_annotation_element", (
-                    f"no <image name={name!r}> in the XMLs, and with several subsets "
-                    f"({', '.join(self._splits)}) its split is unknown; not written. Add it to "
-                    "an XML, or move it to images/<subset>/")))
-                continue
-            if self._track_ids:  # a frame that no track's shape is on: nothing to see there
-                yield TaggedOutput("counts", ("cvat_frames_without_shapes", 1))
-            else:
-                yield TaggedOutput("rejects", Reject(
-                    "warning", file.path, "no_annotation_element", (
-                        f"no <image name={name!r}> in the XMLs; written with no objects "
-                        "(annotate it in CVAT, or remove the image if it should not be in the "
-                        "dataset)"), split))
-            yield self._parsed(name, split, file, None)
+        for images in by_split.values():
+            yield from images
 
-    @staticmethod
-    def _track_shapes(shapes) -> dict[str, list[CvatTrackShape]]:
-        by_split: dict[str, list[CvatTrackShape]] = {}
-        for shape in sorted(shapes, key=lambda t: (t.xml, t.order, t.where)):
-            by_split.setdefault(shape.split, []).append(shape)
-        return by_split
+    def file_key(self, name: str) -> str:
+        return frame_key(name) if self.frames else name
 
-    @staticmethod
-    def _parsed(name: str, split: str, file: ImageFile, image: CvatImage | None) -> ParsedImage:
-        # The name as CVAT shows it (with its extension: a.jpg and a.png may both be there).
-        return ParsedImage(name, split, file.path, file.size, posixpath.basename(file.path),
-                           image.width if image else None, image.height if image else None,
-                           image.objects if image else (), image.xml if image else None,
-                           modified=file.modified)
+    def key_shown(self, key: str) -> str:
+        return f"{key}.*" if self.frames and frame_key(key) == key else key
+
+    def duplicated(self, key: str, split: str, entries: list[ExportEntry]) -> str:
+        return (f"{len(entries)} <image> elements of subset {split!r} are named {key!r} "
+                f"({entries[0].export}); keep one. None of them was written")
+
+    def unnamed(self, key: str) -> str:
+        return (f"no <image name={key!r}> in the XMLs; written with no objects (annotate it "
+                "in CVAT, or remove the image if it should not be in the dataset)")
+
+    def unnamed_written(self, key: str, path: str, split: str) -> Reject | tuple[str, int]:
+        if self.tracks:  # a frame that no track's shape is on: nothing to see there
+            return ("cvat_frames_without_shapes", 1)
+        return super().unnamed_written(key, path, split)
+
+    def unplaced(self, key: str) -> str:
+        return (f"no <image name={key!r}> in the XMLs, and with several subsets "
+                f"({', '.join(self.splits)}) its split is unknown; not written. Add it to an "
+                "XML, or move it to images/<subset>/")
 
 
 def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],
                      track_ids: bool) -> Iterator[Any]:
-    """The :class:`CvatImage` of one frame made of its tracks' shapes (a generator: its
-    rejects and counts are yielded, the image returned): shapes of tracks sharing a
-    ``group_id`` merged as an ``<image>``'s are; with ``track_ids``, each object's extras
-    end with its track's id (a group's: its first track's)."""
+    """The entry of one frame made of its tracks' shapes (a generator: its rejects and
+    counts are yielded, the entry returned): shapes of tracks sharing a ``group_id``
+    merged as an ``<image>``'s are; with ``track_ids``, each object's extras end with its
+    track's id (a group's: its first track's)."""
     first = shapes[0]
     where = f"{first.xml}: frame {name}"
     singles: list[tuple[Any, _Shape]] = []
@@ -923,17 +837,18 @@ def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],
     objects = []
     for merged in _grouped(singles, groups, where, counts):
         if isinstance(merged, Reject):
-            yield TaggedOutput("rejects", replace(merged, split=split))
+            yield replace(merged, split=split)
         else:
             objects.append(_with_track_id(merged, track_of[merged.source]) if track_ids
                            else merged)
-    for counter, n in counts.items():
-        yield TaggedOutput("counts", (counter, n))
-    return CvatImage(where, name, split, first.width, first.height, tuple(objects), first.xml)
+    yield from counts.items()
+    return ExportEntry(name, where, split, first.width, first.height, tuple(objects),
+                       export=first.xml)
 
 
-def _with_objects(image: CvatImage, objects: Sequence[NamedObject]) -> CvatImage:
-    return CvatImage(*image[:5], tuple(objects), image.xml)
+def _with_objects(entry: ExportEntry, objects: tuple[NamedObject, ...]) -> ExportEntry:
+    return ExportEntry(entry.key, entry.where, entry.split, entry.width, entry.height, objects,
+                       export=entry.export)
 
 
 def _with_track_id(obj: NamedObject, track_id: int) -> NamedObject:
@@ -942,65 +857,20 @@ def _with_track_id(obj: NamedObject, track_id: int) -> NamedObject:
                        obj.segmentation, obj.normalized)
 
 
-class ReadCvat(beam.PTransform):
-    """Read a CVAT for images 1.1 export into ``ImageRecord``s for :class:`CvatEncoder`.
+class ReadCvat(ReadExport):
+    """Read a CVAT for images (or video) 1.1 export into ``ImageRecord``s for
+    :class:`CvatEncoder`.
 
-    Returns a :class:`~recordbeam.sources.result.SourceRead`. Construction reads the head of each XML (:func:`plan`): ``splits`` and
-    ``classes`` are known then. ``skip_below``, the output folder when it lies inside the
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. Construction reads the head
+    of each XML (:func:`plan`): ``splits``, ``classes`` and ``tracks`` (objects carry
+    track ids) are known then. ``skip_below``, the output folder when it lies inside the
     images folder, is left out of the listing.
     """
 
     def __init__(self, options: CvatOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
-        self._skip_prefix = (filesystems.prefix_below(options.image_folder, skip_below)
-                             if skip_below else None)
-        self.input_roots = options.input_roots()
-        self._plan = plan(options)
-        self.splits = self._plan.splits
-        self.classes = self._plan.classes
-        self.tracks = self._plan.tracks
-
-    def expand(self, pbegin):
-        options, splits, frames = self._options, self.splits, self._plan.frames
-        streamed = (
-            pbegin
-            | "XmlFiles" >> beam.Create(list(self._plan.files))
-            | "StreamXml" >> beam.ParDo(_StreamXml(options, splits, frames))
-            .with_output_types(tuple[str, CvatImage])
-            .with_outputs("rejects", "counts", "inputs", "tracks", main="elements")
-        )  # (image name, CvatImage); tracks: (frame name, CvatTrackShape)
-        listed = (
-            pbegin
-            | "ImageFolder" >> beam.Create([options.image_folder])
-            | "ListImages" >> beam.ParDo(_ListImages(splits, self._skip_prefix, frames))
-            .with_output_types(tuple[str, JoinMessage])
-            .with_outputs("rejects", "counts", "inputs", main="files")
-        )  # (image name, ImageFile)
-        joined = {"elements": streamed.elements, "files": listed.files}
-        if frames:  # typed, so that the join codes them compactly
-            joined["tracks"] = streamed.tracks | "TrackShapes" >> beam.Map(
-                lambda keyed: keyed).with_output_types(tuple[str, CvatTrackShape])
-        paired = (
-            joined
-            | "JoinByName" >> beam.CoGroupByKey()  # (name, {elements, files[, tracks]: [...]})
-            | "Pair" >> beam.ParDo(_Pair(splits, options.image_folder, self.tracks, frames))
-            .with_outputs("rejects", "counts", main="parsed")
-        )
-        classes = class_names(paired.parsed, self.classes)
-        built = paired.parsed | "BuildRecords" >> beam.FlatMap(
-            build_record, classes, "the labels of <meta>",
-        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
-        inputs = (streamed.inputs, listed.inputs) | "Inputs" >> beam.Flatten()
-        terms = input_terms(inputs)
-        metadata = detection_metadata(pbegin, classes, terms)
-        rejects = ((streamed.rejects, listed.rejects, paired.rejects, built.rejects)
-                   | "Rejects" >> beam.Flatten())
-        counts = ((streamed.counts, listed.counts, paired.counts, built.counts)
-                  | "Counts" >> beam.Flatten())
-        sizes = paired.parsed | "PlannedSizes" >> beam.Map(
-            lambda image: (image.split, image.size))
-        return SourceRead(built.records, rejects, counts, metadata, sizes)
+        fmt = CvatExport(options)
+        super().__init__(fmt, skip_below, options.input_roots())
+        self.tracks = fmt.tracks
 
 
 class CvatEncoder(DetectionEncoder):
