@@ -82,6 +82,7 @@ def test_a_bucket_url_is_its_path_below_the_bucket_folder_given():
     ("/data/local-files/?d=../secret.jpg", "outside_root"),
     ("/elsewhere/a.jpg", "outside_root"),
     ("https://example.com/a.jpg", "unsupported_url"),
+    ("http://[::1/data/upload/1/a.jpg", "unsupported_url"),  # no URL: an unclosed [
 ])
 def test_a_reference_outside_images_or_on_the_web_is_refused_with_its_reason(reference, reason):
     with pytest.raises(_Unusable) as refused:
@@ -255,6 +256,28 @@ def test_a_task_without_its_image_field_or_with_an_unusable_one_is_an_image_reje
     assert entry.key == "upload/1/a.jpg"
 
 
+def test_text_that_utf8_cannot_write_is_rejected_or_shown_escaped():
+    # JSON's \udcxx escapes are lone surrogates: no later step could carry them.
+    named = _task(_box(1, 1, 5, 5), image="/data/upload/1/0a1b2c3d-\udcff.jpg")
+    labelled = _task(_box(1, 1, 5, 5, label="d\udcffg"), _box(1, 1, 5, 5, rid="ok"),
+                     task_id="2\udcfe")
+    entries, rejects, _ = _parse([named, labelled])
+    assert [(r.kind, r.reason, r.source) for r in rejects] == [
+        ("image", "invalid_file_name", "export.json: task 1"),
+        ("annotation", "invalid_class_name", "export.json: task 2\\udcfe result r1")]
+    assert "0a1b2c3d-\\udcff.jpg" in rejects[0].detail and "'d\\udcffg'" in rejects[1].detail
+    (entry,) = entries
+    assert [o.name for o in entry.objects] == ["dog"] and entry.source_id == "2\\udcfe"
+    assert all(f.encode("utf-8") for r in rejects for f in (r.source, r.detail))
+
+
+def test_result_ids_that_are_no_text_or_number_are_results_of_their_own():
+    labels = {"id": ["r"], "type": "labels", "value": {"x": 1, "y": 1, "width": 5,
+                                                      "height": 5, "labels": ["dog"]}}
+    (entry,), rejects, _ = _parse([_task(labels, {**_box(1, 1, 5, 5), "id": {"r": 1}})])
+    assert not rejects and [o.name for o in entry.objects] == ["dog", "dog"]
+
+
 @pytest.mark.parametrize(("text", "says"), [
     (b'{"images": []}', "holds no JSON array"),
     (b'[{"id": 1, "data": }]', "malformed JSON"),
@@ -271,8 +294,12 @@ def test_json_the_c_parser_refuses_is_read_by_the_python_parser():
     tasks = [_task(task_id=2**70), _task(task_id=2, image="/data/upload/1/\udcff.jpg")]
     text = json.dumps(tasks).encode()  # \udcff escaped, as Python writes it
     fmt = LabelStudioExport(LabelStudioOptions("export.json", "media"))
-    entries = [e for e in fmt.parse("export.json", io.BytesIO(text)) if isinstance(e, ExportEntry)]
-    assert [e.where for e in entries] == [f"export.json: task {2**70}", "export.json: task 2"]
+    items = list(fmt.parse("export.json", io.BytesIO(text)))
+    entries = [e for e in items if isinstance(e, ExportEntry)]
+    assert [e.where for e in entries] == [f"export.json: task {2**70}"]
+    # Read on past the escape; a name UTF-8 cannot write is no file's: rejected.
+    assert [(r.source, r.reason) for r in items if isinstance(r, Reject)] == [
+        ("export.json: task 2", "invalid_file_name")]
 
 
 # --- pairing entries with files (sources.exports) -------------------------------------------

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from recordbeam import feature_keys, filesystems
+from recordbeam.dataset.class_names import INVALID_CLASS_NAME, name_problem, shown
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources import input_checks
@@ -31,6 +32,7 @@ from recordbeam.sources.conversion import classes_known, settings_of, write_form
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.exports import ExportEntry, ExportFormat, ReadExport, json_array_items
 from recordbeam.sources.format import Conversion, Request
+from recordbeam.sources.text import is_text, printable
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -78,7 +80,11 @@ def image_key(reference: str, roots: tuple[str, ...]) -> str:
     (``/data/upload/<project>/<file>``) lie below the media folder, local files
     (``/data/local-files/?d=<path>``, read as Label Studio's server reads it) below the
     document root; bucket URLs and absolute paths must lie below --images itself."""
-    parts = urlsplit(reference)
+    try:
+        parts = urlsplit(reference)
+    except ValueError as error:  # a host part opening [ without closing it
+        raise _Unusable("unsupported_url", f"{reference} is no URL ({error}); name the image "
+                        "by its upload, local-files or bucket URL") from None
     served = parts.scheme.lower() in ("", "http", "https")
     local = (parse_qs(parts.query).get("d") or [""])[0] if parts.path.rstrip("/") in (
         "/data", "/data/local-files") else ""
@@ -133,6 +139,12 @@ def chosen(task: dict, which: str, use_predictions: bool, counts: Counter) -> di
     return pool[order[0] if field == "created_at" else order[-1]] if pool else None
 
 
+def _region(result: dict) -> str | int | None:
+    """The id a result shares with the other results of its region (None: none usable)."""
+    region = result.get("id")
+    return region if isinstance(region, str | int) and not isinstance(region, bool) else None
+
+
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
@@ -162,6 +174,12 @@ def parse_result(result: dict, where: str, masks: bool, counts: Counter) -> Any:
     names = value.get(kind)
     if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
         return _reject(where, "missing_field", f"holds no labels in value.{kind}")
+    # A JSON \udcxx escape: no later step could carry the name (UTF-8 refuses it).
+    untext = next((name for name in names if not is_text(name)), None)
+    if untext is not None:
+        return _reject(where, INVALID_CLASS_NAME, f"has the class name {shown(untext)}, which "
+                       f"{name_problem(untext)}; a class name is written as one line of "
+                       "labels.txt. Fix the name")
     if shape == "choices":
         return [(name, where) for name in names]
     geometry = (_box(value, result, where, masks, counts) if shape == "box"
@@ -245,7 +263,8 @@ class LabelStudioExport(ExportFormat):
     def parse_task(self, path: str, index: int, task: dict) -> Iterator[Any]:
         """One task -> its entry, rejects and ``(counter, n)`` counts."""
         opts, split = self.options, self.options.split
-        where = f"{path}: task {task['id']}" if "id" in task else f"{path}: task [{index}]"
+        # Printable: JSON's \udcxx escapes reach here as lone surrogates, which UTF-8 refuses.
+        where = printable(f"{path}: task {task['id']}" if "id" in task else f"{path}: task [{index}]")
         data = task.get("data")
         reference = data.get(opts.image_key) if isinstance(data, dict) else None
         if not isinstance(reference, str) or not reference.strip():
@@ -257,20 +276,26 @@ class LabelStudioExport(ExportFormat):
         try:
             key = image_key(reference.strip(), self.roots)
         except _Unusable as bad:
-            yield Reject("image", where, bad.reason, f"{where}: {bad.detail}", split)
+            yield Reject("image", where, bad.reason, printable(f"{where}: {bad.detail}"), split)
+            return
+        if not is_text(key):
+            yield Reject("image", where, "invalid_file_name", (
+                f"{where}: {printable(reference)} names a file whose name is not valid "
+                "Unicode text (a lone surrogate escape); rename the file and its task"), split)
             return
         counts: Counter[str] = Counter()
         annotation = chosen(task, opts.annotation, opts.use_predictions, counts)
         results = [r if isinstance(r, dict) else {}
                    for r in _list((annotation or {}).get("result"))]
         # A <Labels> tag beside a <Rectangle> or <Polygon> gives the region a second result.
-        labelled = {r.get("id") for r in results if r.get("type") == "labels"}
+        labelled = {_region(r) for r in results if r.get("type") == "labels"} - {None}
         found: list[Any] = []
         for number, result in enumerate(results):
-            if result.get("id") in labelled and result.get("type") in ("rectangle", "polygon"):
+            if _region(result) in labelled and result.get("type") in ("rectangle", "polygon"):
                 continue
             shown = f"result {result['id']}" if "id" in result else f"result [{number}]"
-            parsed = parse_result(result, f"{where} {shown}", opts.include_masks, counts)
+            parsed = parse_result(result, printable(f"{where} {shown}"), opts.include_masks,
+                                  counts)
             if isinstance(parsed, Reject):
                 yield replace(parsed, split=split)
             else:
@@ -283,7 +308,7 @@ class LabelStudioExport(ExportFormat):
             key, where, split, *size, tuple(o for o in found if isinstance(o, NamedObject)),
             tuple(o for o in found if not isinstance(o, NamedObject)),
             None if annotation is not None else "labelstudio_tasks_not_annotated",
-            str(task["id"]) if "id" in task else None)
+            printable(str(task["id"])) if "id" in task else None)
 
     def filename(self, key: str, path: str) -> str:
         return written_name(key)
