@@ -106,8 +106,9 @@ def _make_internals_unusable(reason: str, monkeypatch) -> None:
 
 @pytest.mark.parametrize("reason", one_in_make_test(["untested version", "missing internal"]))
 def test_without_usable_internals_a_run_is_beams_own_with_the_same_bytes(
-        reason, fresh_check, convert, tmp_path, caplog, monkeypatch):
-    ours = convert(tmp_path / "ours", shards=2, beam_args=MULTI_PROCESS)
+        reason, fresh_check, convert, three_shards, tmp_path, caplog, monkeypatch):
+    # The local runner's own output, on any of its modes (test_coco_pipeline's
+    # test_runner_modes_write_byte_identical_shards: the same on each).
     _make_internals_unusable(reason, monkeypatch)
 
     def must_not_run(*args, **kwargs):
@@ -119,8 +120,8 @@ def test_without_usable_internals_a_run_is_beams_own_with_the_same_bytes(
     monkeypatch.setattr(runner.standby, "take", must_not_run)
     caplog.clear()  # where the fast path is off, the first run said so too
     with caplog.at_level(logging.WARNING, logger="recordbeam.local.runner"):
-        plain = convert(tmp_path / "plain", shards=2, beam_args=MULTI_PROCESS)
-    assert plain.snapshot() == ours.snapshot()
+        plain = convert(tmp_path / "plain", shards=3, beam_args=MULTI_PROCESS)
+    assert plain.snapshot() == three_shards.snapshot()
     said = [r.getMessage() for r in caplog.records if "plain FnApiRunner" in r.getMessage()]
     expected = "2.59.0 is not one" if reason == "untested version" else "_gone_in_a_release"
     assert len(said) == 1 and expected in said[0]
