@@ -230,6 +230,9 @@ def test_predictions_are_not_written_beside_an_annotation():
     ({"id": "r1", "type": "polygonlabels", "value": {"points": [[1, 1], [2, 2], [1, 120]],
                                                      "polygonlabels": ["dog"]}},
      "malformed_points", "outside the image"),
+    ({"id": "r1", "type": "polygonlabels", "value": {"points": [[1, 1], [2, 2]] * 50_001,
+                                                     "polygonlabels": ["dog"]}},
+     "malformed_points", "100,002 vertices, more than the 100,000"),
     ({"id": "r1", "type": "rectangle", "value": {"x": 1, "y": 1, "width": 5, "height": 5}},
      "missing_field", "value.rectangle"),
 ])

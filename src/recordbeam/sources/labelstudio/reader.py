@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import INVALID_CLASS_NAME, name_problem, shown
+from recordbeam.images.masks import too_many_vertices
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources import input_checks
@@ -223,6 +224,9 @@ def _box(value: dict, result: dict, where: str, masks: bool, counts: Counter) ->
 
 def _polygon(value: dict, where: str, masks: bool) -> Any:
     points = _list(value.get("points"))
+    too_many = too_many_vertices(len(points))
+    if too_many:
+        return _reject(where, "malformed_points", f"is refused: {too_many}")
     corners = [(_number(p[0]), _number(p[1])) for p in points if len(_list(p)) == 2]
     if len(corners) < 3 or len(corners) != len(points) or any(None in p for p in corners):
         return _reject(where, "malformed_points", "needs points: 3 or more [x, y] numbers")
