@@ -380,7 +380,7 @@ def encode_image(pixels: np.ndarray, fmt: str, mode: str, orientation: int | Non
     the EXIF ``orientation`` when one is given."""
     image = Image.fromarray(pixels, "RGB")
     if mode == "P":
-        image = image.quantize(colors=16)
+        image = image.quantize(colors=16, method=Image.Quantize.FASTOCTREE)
     elif mode != "RGB":
         image = image.convert(mode)
     out = io.BytesIO()
@@ -466,7 +466,7 @@ def odd_image(kind: str, width: int = 40, height: int = 30, seed: int = 0) -> by
     elif kind == "gray_png":
         rgb.convert("L").save(out, "PNG")
     elif kind == "palette_png":
-        rgb.quantize(colors=16).save(out, "PNG")
+        rgb.quantize(colors=16, method=Image.Quantize.FASTOCTREE).save(out, "PNG")
     elif kind == "rgba_png":
         rgba = rgb.convert("RGBA")
         rgba.putalpha(Image.fromarray((xx * 255 // max(width - 1, 1)).astype(np.uint8), "L"))
