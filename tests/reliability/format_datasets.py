@@ -15,9 +15,11 @@ from pathlib import Path
 
 from reliability_data import IN_MEMORY, jpeg
 
-#: Every ``convert`` kind.
-FORMATS = ("coco", "imagefolder", "manifest", "yolo", "voc", "kitti", "cvat", "box-csv",
-           "labelme", "openimages")
+from recordbeam.sources.format import formats
+
+#: Every ``convert`` kind, as declared (a format without a builder here fails its tests),
+#: COCO first: the case ``make test`` runs of a matrix over them (``lanes.one_in_make_test``).
+FORMATS = tuple(sorted(formats(), key=lambda kind: kind != "coco"))
 IMAGES = ("a.jpg", "b.jpg")
 WIDTH, HEIGHT = 32, 24
 
@@ -44,8 +46,11 @@ class FormatDataset:
 
 def build(kind: str, root: Path) -> FormatDataset:
     """Write the dataset of ``kind`` into ``root`` (created)."""
+    if kind not in BUILDERS:
+        raise LookupError(f"format_datasets has no dataset of the format {kind!r}: add a "
+                          "builder to its BUILDERS")
     root.mkdir(parents=True, exist_ok=True)
-    return _BUILDERS[kind](root)
+    return BUILDERS[kind](root)
 
 
 def _images(folder: Path, blue: int = 160) -> Path:
@@ -165,6 +170,29 @@ def _openimages(root: Path) -> FormatDataset:
                          whole_file=tables / "train-annotations-bbox.csv")
 
 
-_BUILDERS = {"coco": _coco, "imagefolder": _imagefolder, "manifest": _manifest, "yolo": _yolo,
+def _labelstudio(root: Path) -> FormatDataset:
+    """Local files: ``root`` is Label Studio's document root (--images), each task names
+    its image as ``/data/local-files/?d=images/<name>``; the export lies there too."""
+    images = _images(root / "images")
+    tasks = [{"id": i + 1, "data": {"image": f"/data/local-files/?d=images/{name}"},
+              "annotations": [{
+                  "id": i + 1, "completed_by": 1, "was_cancelled": False, "ground_truth": False,
+                  "created_at": "2026-11-02T10:00:00.000000Z",
+                  "updated_at": "2026-11-02T10:00:00.000000Z", "lead_time": 4.2,
+                  "result": [{
+                      "id": f"r{i + 1}", "type": "rectanglelabels", "from_name": "label",
+                      "to_name": "image", "origin": "manual", "original_width": WIDTH,
+                      "original_height": HEIGHT, "image_rotation": 0,
+                      "value": {"x": 2 / WIDTH * 100, "y": 2 / HEIGHT * 100,
+                                "width": 10 / WIDTH * 100, "height": 10 / HEIGHT * 100,
+                                "rotation": 0, "rectanglelabels": ["dog"]}}]}],
+              "predictions": []}
+             for i, name in enumerate(IMAGES)]
+    (root / "export.json").write_text(json.dumps(tasks))
+    return FormatDataset("labelstudio", ("--input", str(root / "export.json"), "--images",
+                                         str(root)), images)
+
+
+BUILDERS = {"coco": _coco, "imagefolder": _imagefolder, "manifest": _manifest, "yolo": _yolo,
              "voc": _voc, "kitti": _kitti, "cvat": _cvat, "box-csv": _box_csv,
-             "labelme": _labelme, "openimages": _openimages}
+             "labelme": _labelme, "openimages": _openimages, "labelstudio": _labelstudio}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from format_datasets import FORMATS, build
-from lanes import one_in_make_test
+from lanes import exhaustive, one_in_make_test
 from reliability_data import jpeg
 
 from recordbeam.cli import main as cli
@@ -24,9 +24,10 @@ CASE = pytest.mark.case
 #: Paths are the shared plumbing's: one format in `make test`, every one in `make test-all`.
 EVERY_FORMAT = pytest.mark.parametrize("kind", one_in_make_test(FORMATS))
 #: Formats whose images sit in a folder below the one named on the command line (COCO's
-#: --images names the images folder itself).
-FOLDER_BELOW = pytest.mark.parametrize("kind", one_in_make_test([k for k in FORMATS
-                                                                  if k != "coco"]))
+#: --images names the images folder itself); class folders in `make test`.
+_FOLDER_BELOW = [k for k in FORMATS if k != "coco"]
+FOLDER_BELOW = pytest.mark.parametrize("kind", one_in_make_test(
+    _FOLDER_BELOW, keep=_FOLDER_BELOW.index("imagefolder")))
 #: Bytes that lie outside every dataset: they must never reach a shard.
 SECRET = jpeg(32, 24, (1, 2, 3))
 
@@ -65,8 +66,7 @@ def _link_folder_out(dataset, tmp_path: Path) -> Path:
     return elsewhere
 
 
-@CASE("Image file that is a symbolic link leading out of the input, in every format "
-      "(COCO, class folders, manifest, YOLO, VOC, KITTI, CVAT, box CSV, labelme, Open Images)",
+@CASE("Image file that is a symbolic link leading out of the input, in every format",
       "reject `outside_root` naming the link and `--allow-outside-root`; the target is never "
       "read; the other images are written")
 @EVERY_FORMAT
@@ -247,8 +247,9 @@ def test_the_report_never_opens_files_the_run_refused(tmp_path):
     assert strip.refused == 1 and strip.image_rejects == 2 and strip.not_tried == 0
 
 
-PER_IMAGE_ANNOTATIONS = [k for k in FORMATS if k in ("voc", "yolo", "kitti", "labelme")]
-WHOLE_FILES = [k for k in FORMATS if k in ("yolo", "cvat", "box-csv", "openimages")]
+#: YOLO first in each: the case `make test` runs.
+PER_IMAGE_ANNOTATIONS = ["yolo", "voc", "kitti", "labelme"]
+WHOLE_FILES = ["yolo", "cvat", "box-csv", "openimages"]
 
 
 def _link_out(path: Path, tmp_path: Path) -> Path:
@@ -338,6 +339,36 @@ def test_a_cvat_image_name_leading_out_is_never_read(tmp_path):
     assert SECRET not in _shard_bytes(out)
     missing = _rejects(out, "missing")
     assert len(missing) == 1 and "../../outside/secret.jpg" in missing[0]["detail"]
+
+
+@CASE("Label Studio task whose image reference leads out of `--images` (`?d=../`, "
+      "`/data/upload/../../`, an absolute path or `file://` URL elsewhere, `--images/../`)",
+      "never read: image reject `outside_root` naming the export and the task; the other "
+      "image is written")
+@pytest.mark.parametrize("reference", [pytest.param(r, id=i, marks=exhaustive) for i, r in [
+    ("dotdot", "/data/local-files/?d=../outside/secret.jpg"),
+    ("escaped-dotdot", "/data/local-files/?d=..%2Foutside%2Fsecret.jpg"),
+    ("upload-dotdot", "/data/upload/../../outside/secret.jpg"),
+    ("absolute", "/data/local-files/?d={secret}"),
+    ("path", "{secret}"),
+    ("file-url", "file://{secret}"),
+    ("below-then-out", "{images}/../outside/secret.jpg"),
+]])
+def test_a_labelstudio_reference_leading_out_is_never_read(tmp_path, reference):
+    dataset = build("labelstudio", tmp_path / "data")
+    secret = _secret_file(tmp_path)
+    export = Path(dataset.args[dataset.args.index("--input") + 1])
+    named = reference.format(secret=secret, images=tmp_path / "data")
+    tasks = json.loads(export.read_text())
+    tasks[0]["data"]["image"] = named
+    export.write_text(json.dumps(tasks))
+    out = tmp_path / "out"
+
+    assert cli.main(dataset.argv(out, "--max-reject-fraction", "1")) == 0
+    assert SECRET not in _shard_bytes(out)
+    [refused] = _rejects(out, "outside_root")
+    assert refused["source"] == f"{export}: task 1" and named in refused["detail"]
+    assert dataset.image("b.jpg").read_bytes() in _shard_bytes(out)
 
 
 @CASE("A folder (or a pipe) in OUT named like a file the run writes there "
