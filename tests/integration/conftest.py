@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from once import once_per_run
 
 from recordbeam import pipeline
 from recordbeam.dataset.layout import MANIFEST, REJECTS
@@ -111,8 +112,10 @@ def output_at() -> Callable[[str | os.PathLike[str]], Converted]:
 
 @pytest.fixture(scope="session")
 def coco_sample(tmp_path_factory) -> SampleDataset:
-    """The generated COCO sample with every bad case; never modified by tests."""
-    return make_coco_sample(tmp_path_factory.mktemp("coco-sample"), num_images=24, seed=0)
+    """The generated COCO sample with every bad case; never modified by tests. Made once
+    per test run."""
+    return once_per_run(tmp_path_factory, "coco-sample",
+                        lambda folder: make_coco_sample(folder, num_images=24, seed=0))
 
 
 @pytest.fixture(scope="session")
@@ -170,10 +173,11 @@ def convert(coco_sample) -> ConvertFn:
 @pytest.fixture(scope="session")
 def converted(convert, tmp_path_factory) -> Converted:
     """The sample converted with default options (one shard, uncompressed). Read only."""
-    return convert(tmp_path_factory.mktemp("converted") / "out")
+    return once_per_run(tmp_path_factory, "converted", lambda folder: convert(folder / "out"))
 
 
 @pytest.fixture(scope="session")
 def three_shards(convert, tmp_path_factory) -> Converted:
     """The sample converted into three shards, in memory. Read only."""
-    return convert(tmp_path_factory.mktemp("three-shards") / "out", shards=3)
+    return once_per_run(tmp_path_factory, "three-shards",
+                        lambda folder: convert(folder / "out", shards=3))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from once import once_per_run
 from reliability_data import convert_argv, snapshot
 
 from recordbeam.testing.samples import make_coco_sample
@@ -21,9 +22,9 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def larger_sample(tmp_path_factory):
     """A COCO sample with enough pixels that a run takes a few seconds to write its shards
-    (so a signal, a second run or a kill lands while it writes)."""
-    return make_coco_sample(tmp_path_factory.mktemp("larger"), num_images=400,
-                            image_size=(320, 240), include_bad=False)
+    (so a signal, a second run or a kill lands while it writes). Made once per test run."""
+    return once_per_run(tmp_path_factory, "larger", lambda folder: make_coco_sample(
+        folder, num_images=400, image_size=(320, 240), include_bad=False))
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +32,10 @@ def larger_clean(larger_sample, tmp_path_factory) -> dict[str, bytes]:
     """Every file of an undisturbed run of :func:`larger_sample` into two shards."""
     from recordbeam.cli import main as cli
 
-    out = tmp_path_factory.mktemp("larger-clean") / "out"
-    assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations,
-                                 str(out), "--shards", "2")) == 0
-    return snapshot(out)
+    def run(folder):
+        out = folder / "out"
+        assert cli.main(convert_argv(larger_sample.images_dir, larger_sample.annotations,
+                                     str(out), "--shards", "2")) == 0
+        return snapshot(out)
+
+    return once_per_run(tmp_path_factory, "larger-clean", run)
