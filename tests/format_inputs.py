@@ -1,5 +1,5 @@
 """Each declared format's smallest input: two 40x30 pictures with one box (or class)
-each, and that input converted once per test process on Beam's in-memory runner
+each, and that input converted once per test run on Beam's in-memory runner
 (:func:`converted`), for the tests that every format still converts
 (``tests/integration/test_each_format.py``) and that TensorFlow reads each format's
 output (``tests/interop/test_each_format_tf.py``)."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import io
 import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from once import once_per_run
 from PIL import Image
 
 import recordbeam
@@ -182,16 +182,14 @@ class Converted:
     manifest: dict
 
 
-_converted: dict[str, Converted] = {}
+def converted(kind: str, tmp_path_factory) -> Converted:
+    """``kind``'s small input converted, once per test run (read only)."""
 
-
-def converted(kind: str) -> Converted:
-    """``kind``'s small input converted, once per process (read only)."""
-    if kind not in _converted:
-        root = Path(tempfile.mkdtemp(prefix=f"each-format-{kind}-"))
+    def convert(root: Path) -> Converted:
         options = INPUTS[kind][0](root / "in")
         result = recordbeam.convert(kind, output=str(root / "out"), beam_args=IN_MEMORY,
                                     quiet=True, **options)
         (split,) = result.manifest["splits"]
-        _converted[kind] = Converted(root / "out", split, dict(result.manifest))
-    return _converted[kind]
+        return Converted(root / "out", split, dict(result.manifest))
+
+    return once_per_run(tmp_path_factory, f"each-format-{kind}", convert)

@@ -19,9 +19,9 @@ def test_every_declared_format_has_a_small_input_here():
 
 
 @pytest.mark.parametrize("kind", sorted(INPUTS))
-def test_each_format_converts_two_pictures_whole(kind):
+def test_each_format_converts_two_pictures_whole(kind, tmp_path_factory):
     has_boxes = INPUTS[kind][1]
-    done = converted(kind)
+    done = converted(kind, tmp_path_factory)
     out, split = done.output, done.split
     assert done.manifest["splits"][split]["examples"] == len(NAMES)
     assert not (out / "rejects.jsonl").exists() or (out / "rejects.jsonl").read_text() == ""

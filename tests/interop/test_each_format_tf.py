@@ -23,8 +23,8 @@ pytestmark = pytest.mark.interop
 
 
 @pytest.mark.parametrize("kind", sorted(INPUTS))
-def test_tensorflow_parses_what_each_format_writes(kind, capsys):
-    done = converted(kind)
+def test_tensorflow_parses_what_each_format_writes(kind, capsys, tmp_path_factory):
+    done = converted(kind, tmp_path_factory)
     capsys.readouterr()
     assert cli.main(["schema", str(done.output), "--split", done.split]) == cli.EXIT_OK
     namespace: dict = {}
