@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from PIL import Image
@@ -108,6 +109,32 @@ def cvat(root: Path, names: Sequence[str], *, declared: bool = True,
     return ["cvat", "--input", str(root)]
 
 
+def labelstudio(root: Path, names: Sequence[str], *, choices: bool = False) -> list[str]:
+    """A Label Studio JSON export of one task per name, its image uploaded (stored in the
+    media folder as ``upload/1/<8 hex>-a<i>.jpg``), annotated with one rectangle labelled
+    with the name; ``choices``: a choice of the whole image instead. Found names meet in
+    the class list, not in one task."""
+    tasks = []
+    for i, name in enumerate(names):
+        stored = f"upload/1/{0x3f2a9c00 + i:08x}-a{i}.jpg"
+        _write(root / "media" / stored, jpeg())
+        if choices:
+            result = {"id": f"c{i}", "type": "choices", "from_name": "scene",
+                      "to_name": "image", "origin": "manual", "value": {"choices": [name]}}
+        else:
+            result = {"id": f"r{i}", "type": "rectanglelabels", "from_name": "label",
+                      "to_name": "image", "origin": "manual", "original_width": 32,
+                      "original_height": 24, "image_rotation": 0,
+                      "value": {"x": 2 / 32 * 100, "y": 2 / 24 * 100, "width": 7 / 32 * 100,
+                                "height": 7 / 24 * 100, "rotation": 0,
+                                "rectanglelabels": [name]}}
+        tasks.append({"id": i + 1, "data": {"image": f"/data/{stored}"}, "predictions": [],
+                      "annotations": [{"id": i + 1, "completed_by": 1, "was_cancelled": False,
+                                       "ground_truth": False, "result": [result]}]})
+    export = _write(root / "project-1-at-2026-11-02-10-00-3f2a9c00.json", json.dumps(tasks))
+    return ["labelstudio", "--input", str(export), "--images", str(root / "media")]
+
+
 def kitti(root: Path, names: Sequence[str]) -> list[str]:
     """One image per name, each label file one object of that type."""
     for i, name in enumerate(names):
@@ -155,8 +182,9 @@ def class_folders(root: Path, names: Sequence[str]) -> list[str]:
     return ["imagefolder", "--root", str(root / "classes")]
 
 
-def edit_json(path: Path, change: Callable[[dict], object]) -> dict:
-    """Apply ``change`` to the JSON document at ``path`` and write it back."""
+def edit_json(path: Path, change: Callable[[Any], object]) -> Any:
+    """Apply ``change`` to the JSON document at ``path`` (an object or an array) and write
+    it back."""
     document = json.loads(path.read_text(encoding="utf-8"))
     change(document)
     path.write_text(json.dumps(document), encoding="utf-8")
@@ -200,9 +228,12 @@ def run(capsys, argv: Sequence[str], output: Path, *extra: str) -> Outcome:
     return Outcome(code, captured.out, captured.err, output)
 
 
-#: Every format whose class names a run writes, by its ``convert`` subcommand.
+#: Every format whose class names a run writes, by its ``convert`` subcommand
+#: (``tests/reliability/test_format_tables.py`` holds it to the declared formats).
 CLASS_NAME_FORMATS: dict[str, Callable[[Path, Sequence[str]], list[str]]] = {
     "coco": coco, "voc": voc, "yolo": yolo, "labelme": labelme, "cvat": cvat,
     "kitti": kitti, "openimages": openimages, "box-csv": box_csv,
-    "imagefolder": class_folders,
+    "imagefolder": class_folders, "labelstudio": labelstudio,
 }
+#: The formats whose runs write no class names: a manifest's labels are its numbers.
+NO_CLASS_NAMES = ("manifest",)

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from in_new_processes import set_up_then_exec
@@ -29,6 +30,7 @@ from labelled_datasets import (
     edit_json,
     jpeg,
     labelme,
+    labelstudio,
     yolo,
 )
 from lanes import exhaustive, one_in_make_test
@@ -131,6 +133,16 @@ def _polygon_dataset(root, kind: str, points: list[float]) -> list[str]:
     if kind == "cvat":
         text = ";".join(f"{x:g},{y:g}" for x, y in pairs)
         return cvat(root, ["dog"], shapes=f'<polygon label="dog" points="{text}"/>')
+    if kind == "labelstudio":  # in percent of the image
+        argv = labelstudio(root, ["dog"])
+        value = {"points": [[x / 32 * 100, y / 24 * 100] for x, y in pairs], "closed": True,
+                 "polygonlabels": ["dog"]}
+        edit_json(Path(argv[argv.index("--input") + 1]),
+                  lambda tasks: tasks[0]["annotations"][0].update(result=[{
+                      "id": "p", "type": "polygonlabels", "from_name": "label",
+                      "to_name": "image", "original_width": 32, "original_height": 24,
+                      "image_rotation": 0, "value": value}]))
+        return argv
     if kind == "yolo":
         argv = yolo(root, ["dog"])
         line = " ".join(f"{x / 32:.4f} {y / 24:.4f}" for x, y in pairs)
@@ -143,14 +155,14 @@ def _polygon_dataset(root, kind: str, points: list[float]) -> list[str]:
     return argv
 
 
-@CASE("Polygon of a million vertices (COCO, CVAT, labelme; a YOLO segment line of two "
-      "million values)",
-      "that object is rejected, naming the count (COCO `invalid_mask`, CVAT "
+@CASE("Polygon of a million vertices (COCO, CVAT, labelme, Label Studio; a YOLO segment "
+      "line of two million values)",
+      "that object is rejected, naming the count (COCO `invalid_mask`, CVAT and Label Studio "
       "`malformed_points`, labelme `invalid_shape`, YOLO `malformed_line`); the image is "
       "written; run succeeds within 1 GiB")
 @pytest.mark.parametrize("kind, reason", one_in_make_test([
     ("coco", "invalid_mask"), ("cvat", "malformed_points"), ("labelme", "invalid_shape"),
-    ("yolo", "malformed_line")]))
+    ("yolo", "malformed_line"), ("labelstudio", "malformed_points")]))
 def test_a_polygon_of_a_million_vertices_is_one_reject(tmp_path, kind, reason):
     argv = _polygon_dataset(tmp_path / "in", kind, _zigzag(1_000_000))
     outcome = run_bounded(argv + ["--include-masks"], tmp_path / "out", *LENIENT)
@@ -164,7 +176,7 @@ def test_a_polygon_of_a_million_vertices_is_one_reject(tmp_path, kind, reason):
       "annotation reject `invalid_mask` naming the outline's length, never traced; the "
       "image is written; run succeeds within 1 GiB")
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=exhaustive)
-                                  for k in ("coco", "cvat", "labelme", "yolo")])
+                                  for k in ("coco", "cvat", "labelme", "yolo", "labelstudio")])
 def test_an_outline_far_longer_than_its_image_is_not_traced(tmp_path, kind):
     argv = _polygon_dataset(tmp_path / "in", kind, _zigzag(90_000))
     outcome = run_bounded(argv + ["--include-masks"], tmp_path / "out", *LENIENT)
@@ -225,14 +237,20 @@ def test_one_deeply_nested_file_or_row_is_one_reject(tmp_path, kind):
     assert deep["reason"] == reason and "too deeply" in deep["detail"]
 
 
-@CASE("COCO annotation file with a value nested 100,000 deep",
+@CASE("COCO annotation file or Label Studio export with a value nested 100,000 deep",
       "run fails (exit 1) naming the file and the byte range; parsing stops at 128 levels, "
       "within 1 GiB")
-@exhaustive
-def test_a_deeply_nested_coco_file_fails_naming_it(tmp_path):
-    argv = coco(tmp_path / "in", ["dog"])
-    path = tmp_path / "in" / "instances.json"
-    edit_json(path, lambda d: d["annotations"][0].update(attributes="DEEP"))
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=exhaustive)
+                                  for k in ("coco", "labelstudio")])
+def test_a_deeply_nested_export_fails_naming_it(tmp_path, kind):
+    if kind == "coco":
+        argv = coco(tmp_path / "in", ["dog"])
+        path = tmp_path / "in" / "instances.json"
+        edit_json(path, lambda d: d["annotations"][0].update(attributes="DEEP"))
+    else:  # a task's data holds any fields the project imported
+        argv = labelstudio(tmp_path / "in", ["dog"])
+        path = Path(argv[argv.index("--input") + 1])
+        edit_json(path, lambda tasks: tasks[0]["data"].update(meta="DEEP"))
     path.write_text(path.read_text().replace('"DEEP"', _DEEP))
     outcome = run_bounded(argv, tmp_path / "out")
     assert outcome.code == 1, outcome.err
