@@ -221,6 +221,8 @@ def test_predictions_are_not_written_beside_an_annotation():
     (_box(150, 1, 5, 5), "invalid_bbox", "x=150"),
     ({**_box(1, 1, 5, 5), "value": {"x": "1", "y": 1, "width": 5, "height": 5,
                                      "rectanglelabels": ["dog"]}}, "invalid_bbox", "numbers"),
+    ({**_box(1, 1, 5, 5), "value": {"x": 10**400, "y": 1, "width": 5, "height": 5,
+                                     "rectanglelabels": ["dog"]}}, "invalid_bbox", "numbers"),
     (_box(1, 1, 0, 5), "degenerate_bbox", "no area"),
     ({**_box(1, 1, 5, 5, rotation=10), "original_width": None}, "missing_field",
      "original_width"),

@@ -151,8 +151,13 @@ def _list(value: Any) -> list:
 
 
 def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range (10^400)
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _percent(value: float) -> bool:
