@@ -8,10 +8,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
-from labelled_datasets import LENIENT, class_folders, coco, kitti, labelme, openimages, run
-from lanes import one_in_make_test
+from labelled_datasets import (
+    LENIENT,
+    class_folders,
+    coco,
+    edit_json,
+    kitti,
+    labelme,
+    labelstudio,
+    openimages,
+    run,
+)
+from lanes import exhaustive, one_in_make_test
 
 import recordbeam
 from recordbeam.cli import main as cli
@@ -163,6 +174,15 @@ def _numbers_dataset(root, kind: str) -> list[str]:
         document["shapes"].append(good)
         (root / "a0.json").write_text(json.dumps(document).replace('"BIG"', "1" + "0" * 400))
         return argv
+    if kind == "labelstudio":
+        argv = labelstudio(root, ["dog"])
+        export = Path(argv[argv.index("--input") + 1])
+        tasks = json.loads(export.read_text())
+        [good] = tasks[0]["annotations"][0]["result"]
+        big = {**good, "id": "big", "value": {**good["value"], "x": "BIG"}}
+        tasks[0]["annotations"][0]["result"] = [big, good]
+        export.write_text(json.dumps(tasks).replace('"BIG"', "1" + "0" * 400))
+        return argv
     argv = coco(root, ["dog", "cat"])
     path = root / "instances.json"
     document = json.loads(path.read_text())
@@ -175,11 +195,12 @@ def _numbers_dataset(root, kind: str) -> list[str]:
 
 
 @CASE("A number past 64 bits in one object: KITTI `occluded` 10^20, a labelme point 10^400, "
-      "COCO `num_keypoints` 2^70",
+      "COCO `num_keypoints` 2^70, a Label Studio rectangle's `x` 10^400",
       "that object is an annotation reject naming the value; the image is written with its "
       "other object (not the whole image lost `encode_error`, nor the run failed)")
 @pytest.mark.parametrize("kind, reason", [
-    ("kitti", "malformed_line"), ("labelme", "invalid_shape"), ("coco", "invalid_keypoints")])
+    ("kitti", "malformed_line"), ("labelme", "invalid_shape"), ("coco", "invalid_keypoints"),
+    ("labelstudio", "invalid_bbox")])
 def test_a_number_past_64_bits_rejects_its_object_only(tmp_path, capsys, kind, reason):
     argv = _numbers_dataset(tmp_path / "in", kind)
     outcome = run(capsys, argv, tmp_path / "out", *LENIENT)
@@ -188,3 +209,40 @@ def test_a_number_past_64_bits_rejects_its_object_only(tmp_path, capsys, kind, r
     entry = outcome.manifest()["splits"]
     [split] = entry.values()
     assert split["examples"] == 1 and split["counts"]["boxes_written"] == 1
+
+
+def _first_task(tasks: list, change: str) -> None:
+    task = tasks[0]
+    if change == "no-url":
+        task["data"]["image"] = "http://[::1/data/upload/1/a0.jpg"
+    elif change == "surrogate":
+        task["data"]["image"] = "/data/upload/1/3f2a9c00-a\udcff.jpg"
+    else:  # result ids that are no text: a region's results cannot be paired by them
+        result = task["annotations"][0]["result"][0]
+        task["annotations"][0]["result"] = [{**result, "id": [1]}, {**result, "id": {"a": 1}}]
+
+
+@CASE("Label Studio task at fault: its image reference no URL (`http://[`), or holding a "
+      "JSON `\\udcff` escape (a name UTF-8 cannot write); result ids that are lists or "
+      "objects",
+      "an image reject naming the task (`unsupported_url`, `invalid_file_name`), or the "
+      "results read as regions of their own; the other task is written; exit 0, never 3")
+@pytest.mark.parametrize("change, reason", [
+    pytest.param("no-url", "unsupported_url", marks=exhaustive),
+    pytest.param("surrogate", "invalid_file_name", marks=exhaustive),
+    pytest.param("ids", None, marks=exhaustive),
+])
+def test_a_labelstudio_task_at_fault_is_a_reject_not_a_crash(tmp_path, capsys, change, reason):
+    argv = labelstudio(tmp_path / "in", ["dog", "cat"])
+    export = Path(argv[argv.index("--input") + 1])
+    edit_json(export, lambda tasks: _first_task(tasks, change))
+    outcome = run(capsys, argv, tmp_path / "out", *LENIENT)
+    assert outcome.code == 0, outcome.err
+    split = outcome.manifest()["splits"]["train"]
+    if reason is None:
+        assert not outcome.rejects() and split["counts"]["boxes_written"] == 3
+        return
+    unnamed = tmp_path / "in" / "media" / "upload" / "1" / "3f2a9c00-a0.jpg"
+    assert sorted((r["reason"], r["source"]) for r in outcome.rejects()) == sorted([
+        (reason, f"{export}: task 1"), ("no_task", str(unnamed))])
+    assert split["examples"] == 2  # the other task's image, and the first's without objects
