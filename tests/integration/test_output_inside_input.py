@@ -9,6 +9,8 @@ import os
 import shutil
 
 import pytest
+from format_inputs import INPUTS
+from lanes import exhaustive
 
 from recordbeam.cli import main as cli
 from recordbeam.testing.samples import make_image_folder_sample, make_manifest_sample
@@ -87,3 +89,19 @@ def test_manifest_output_inside_the_manifest_folder(tmp_path, capsys):
     first, second = _run_twice_then_if_changed(
         ["convert", "manifest", "--manifest", sample.manifest, "--output", str(out)], out, capsys)
     _same_inputs(first, second)
+
+
+@pytest.mark.case(
+    "Output folder inside Label Studio's --images folder (the media folder)",
+    "left out of the listing and fingerprint: its shards are no images of tasks",
+)
+@exhaustive  # the export formats' listing (sources.exports); class folders prove it in make test
+def test_labelstudio_output_inside_the_images_folder(tmp_path, capsys):
+    options = INPUTS["labelstudio"][0](tmp_path / "in")
+    out = tmp_path / "in" / "media" / "tfrecords"
+    first, second = _run_twice_then_if_changed(
+        ["convert", "labelstudio", "--input", options["input"], "--images", options["images"],
+         "--output", str(out)], out, capsys)
+    _same_inputs(first, second)
+    assert second["splits"]["train"]["examples"] == 2
+    assert "labelstudio_non_image_files_skipped" not in second["splits"]["train"]["counts"]
