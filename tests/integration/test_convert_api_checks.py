@@ -24,6 +24,7 @@ def _cvat_subset(name: str) -> str:
 #: A small input per format, and the splits a run of it writes.
 INPUTS = {
     "labelme": ({"a.jpg": "", "a.json": "{}"}, ["train"]),
+    "labelstudio": ({"export.json": "[]", "upload/1/0c5e1d7a-a.jpg": ""}, ["train"]),
     "yolo": ({"data.yaml": "train: images/train\nval: images/val\nnames: [dog]\n",
               "images/train/a.jpg": "", "labels/train/a.txt": "", "images/val/b.jpg": ""},
              ["train", "val"]),
@@ -38,6 +39,8 @@ INPUTS = {
     "cvat": ({"train.xml": _cvat_subset("train"), "val.xml": _cvat_subset("val"),
               "images/a.jpg": ""}, ["train", "val"]),
 }
+#: The file --input names in the small input's folder, for formats whose input is a file.
+INPUT_FILES = {"labelstudio": "export.json"}
 
 
 @pytest.mark.parametrize("kind", WITH_INPUT)
@@ -75,10 +78,11 @@ def _started(monkeypatch) -> list:
 @pytest.mark.parametrize("kind", list(INPUTS))
 def test_python_starts_the_splits_the_command_would(kind, tmp_path, monkeypatch):
     splits = _input(kind, tmp_path / "in")
+    given = str(tmp_path / "in" / INPUT_FILES.get(kind, ""))
     started = _started(monkeypatch)
-    convert.convert(kind, input=str(tmp_path / "in"), output=str(tmp_path / "out"))
-    assert cli.main(["convert", kind, "--input", str(tmp_path / "in"), "--output",
-                     str(tmp_path / "out"), "--quiet"]) == 0
+    convert.convert(kind, input=given, output=str(tmp_path / "out"))
+    assert cli.main(["convert", kind, "--input", given, "--output", str(tmp_path / "out"),
+                     "--quiet"]) == 0
     assert started == [splits, splits]
 
 
