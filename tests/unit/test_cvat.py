@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.pvalue import TaggedOutput
@@ -12,8 +13,11 @@ from apache_beam.pvalue import TaggedOutput
 from recordbeam.images.masks import segmentation_to_mask
 from recordbeam.sources.cvat.reader import (
     CvatError,
+    CvatExport,
     CvatImage,
     CvatOptions,
+    CvatTrackShape,
+    CvatTrackShapeCoder,
     cvat_mask,
     parse_points,
     pixel_box,
@@ -21,6 +25,7 @@ from recordbeam.sources.cvat.reader import (
     read_meta,
     stream_images,
 )
+from recordbeam.sources.exports import ExportEntry, ExportEntryCoder, Part
 
 META = ("<annotations><version>1.1</version><meta><task><name>t</name><subset>{subset}</subset>"
         "<labels><label><name>traffic light</name></label><label><name>dog</name></label>"
@@ -239,19 +244,35 @@ def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
     assert pixels[0, 0] == 1 and pixels[3, 4] == 1 and pixels[0, 4] == 0
 
 
-def test_cvat_image_crosses_the_join_as_it_was():
-    from recordbeam.sources.cvat.reader import CvatImageCoder
-
-    images, _rejects, _counts = _stream(
-        '<image name="a.jpg" width="6" height="4">'
-        '<polygon label="dog" points="3,2;5,2;5,4" occluded="1"/>'
-        '<mask label="dog" rle="0, 1" left="0" top="0" width="1" height="1"/></image>',
-        masks=True)
-    image = images[0][1]
-    coder = CvatImageCoder()
-    assert coder.decode(coder.encode(image)) == image
-    odd = image._replace(xml="odd-\udcff.xml")  # a file name that is not UTF-8
-    assert coder.decode(coder.encode(odd)) == odd
+def test_what_cvat_hands_the_join_crosses_it_as_it_was(tmp_path):
+    # What CvatExport.parse yields goes through Beam's join with the coders registered for
+    # its types: a video export's <image> (objects with masks, occluded, track id -1) and
+    # a <track>'s shapes (a polygon and a mask), from an XML whose path is not UTF-8.
+    head = ("<annotations><meta><task><mode>interpolation</mode><original_size><width>6"
+            "</width><height>4</height></original_size><labels><label><name>dog</name>"
+            "</label></labels></task></meta>")
+    body = ('<track id="3" label="dog"><polygon frame="0" outside="0" occluded="1" '
+            'points="3,2;5,2;5,4"/><mask frame="1" outside="0" rle="0, 1" left="0" top="0" '
+            'width="1" height="1"/></track>'
+            '<image name="frame_000002" width="6" height="4">'
+            '<polygon label="dog" points="3,2;5,2;5,4" occluded="1"/>'
+            '<mask label="dog" rle="0, 1" left="0" top="0" width="1" height="1"/></image>'
+            "</annotations>")
+    (tmp_path / "annotations.xml").write_text(head + body)
+    export = CvatExport(CvatOptions(str(tmp_path), include_masks=True))
+    assert export.tracks and export.part_type is CvatTrackShape
+    for path in ("a/annotations.xml", "odd-\udcff/annotations.xml"):
+        outs = list(export.parse(path, io.BytesIO((head + body).encode())))
+        [entry] = [o for o in outs if isinstance(o, ExportEntry)]
+        parts = [o.value for o in outs if isinstance(o, Part)]
+        assert [o.extra for o in entry.objects] == [(1, -1), (0, -1)]
+        assert [type(o.segmentation) for o in entry.objects] == [list, dict]
+        assert [type(p.shape.segmentation) for p in parts] == [list, dict]
+        for value, coder_type in ((entry, ExportEntryCoder),
+                                  *((part, CvatTrackShapeCoder) for part in parts)):
+            coder = beam.coders.registry.get_coder(type(value))
+            assert isinstance(coder, coder_type)
+            assert coder.decode(coder.encode(value)) == value
 
 
 def _stream_tracks(body: str, splits=("train",), subset=None):

@@ -282,24 +282,6 @@ class CvatImage(NamedTuple):
     xml: str
 
 
-class CvatImageCoder(FieldsCoder):
-    """A :class:`CvatImage`, its objects as plain tuples, for a pipeline that carries
-    :func:`stream_images`' output between stages (:class:`ReadCvat` carries the
-    ``ExportEntry``s made of it)."""
-
-    kind = CvatImage
-
-    def fields(self, value: CvatImage) -> tuple:
-        return (*value[:5], tuple(tuple(obj) for obj in value.objects), value.xml)
-
-    def of_fields(self, fields: Sequence[Any]) -> CvatImage:
-        *head, objects, xml = fields
-        return CvatImage(*head, tuple(NamedObject(*obj) for obj in objects), xml)
-
-
-beam.coders.registry.register_coder(CvatImage, CvatImageCoder)
-
-
 class ParsedShapes(NamedTuple):
     objects: tuple[NamedObject, ...]
     rejects: tuple[Reject, ...]
