@@ -181,9 +181,7 @@ def test_reshard_checks_the_class_names_it_carries(tmp_path, capsys):
     pytest.param("labelme", marks=[exhaustive, CASE(
         "Class name holding a lone surrogate (a JSON `\\udcff` escape) on a labelme shape",
         "annotation reject `invalid_class_name` naming it escaped; the image is written, the "
-        "run succeeds (not exit 3)"), pytest.mark.xfail(strict=True, reason=(
-            "annotated_files.class_names hands the names to Beam's coder before any check, "
-            "which refuses the surrogate: exit 3"))]),
+        "run succeeds (not exit 3)")]),
 ])
 def test_a_name_that_is_no_unicode_text_rejects_its_object(tmp_path, capsys, kind):
     outcome = _convert(tmp_path, capsys, kind, ["dog", "d\udcffg", "cat"])

@@ -703,8 +703,7 @@ class _ParseNamingImage(beam.DoFn):
 @beam.typehints.with_output_types(Any)
 class SortedNames(beam.CombineFn):
     """The sorted class names found in the annotations (when no class list is given),
-    from ``(name, where)`` pairs: names that cannot be class names are left out (their
-    objects are rejected ``invalid_class_name``), and two that differ only in Unicode
+    from ``(name, where)`` pairs (:func:`names_found`): two that differ only in Unicode
     normalisation fail the run (:class:`~recordbeam.dataset.class_names.ClassNameError`),
     naming where each was found first."""
 
@@ -715,10 +714,7 @@ class SortedNames(beam.CombineFn):
                   found: Iterable[tuple[str, str]]) -> dict[str, str]:
         for name, where in found:
             known = accumulator.get(name)
-            if known is None:
-                if name_problem(name) is None:
-                    accumulator[name] = where
-            elif where < known:
+            if known is None or where < known:
                 accumulator[name] = where
         return accumulator
 
@@ -738,6 +734,16 @@ class SortedNames(beam.CombineFn):
         return names
 
 
+def names_found(image: ParsedImage) -> list[tuple[str, str]]:
+    """``(name, where)`` of an image's objects and image labels, for :class:`SortedNames`:
+    only names that can be class names (the others' objects are rejected
+    ``invalid_class_name`` when the record is built), ``where`` with any lone surrogate (a
+    file name that is not UTF-8) escaped, as Beam's coder takes text."""
+    found = [*((obj.name, obj.source) for obj in image.objects), *image.image_labels]
+    return [(name, where.encode("utf-8", "backslashreplace").decode("utf-8"))
+            for name, where in found if name_problem(name) is None]
+
+
 def class_names(parsed: beam.PCollection, given: Sequence[str] | None) -> Any:
     """The class names of ``ParsedImage``s, for :func:`build_record` and the metadata:
     ``given`` as it is, else the side input of the sorted names of their objects (see
@@ -747,8 +753,7 @@ def class_names(parsed: beam.PCollection, given: Sequence[str] | None) -> Any:
         return given
     names = (
         parsed
-        | "ClassNames" >> beam.Map(lambda image: [
-            *((obj.name, obj.source) for obj in image.objects), *image.image_labels])
+        | "ClassNames" >> beam.Map(names_found)
         | "SortedClasses" >> beam.CombineGlobally(SortedNames()).without_defaults()
     )
     return AsSingleton(names, default_value=[])
