@@ -13,6 +13,7 @@ from PIL import Image
 
 from recordbeam.cli import main as cli
 from recordbeam.sources.cvat.reader import stream_images
+from recordbeam.sources.exports import ExportEntry
 
 CASE = pytest.mark.case
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -136,7 +137,8 @@ def test_large_xml_is_streamed_in_flat_memory():
         data = io.BytesIO((_META + body + "</annotations>").encode())
         tracemalloc.start()
         kept = 0
-        for _image in stream_images("a.xml", data, None, ("train",), "train", False):
+        for entry in stream_images("a.xml", data, None, ("train",), "train", False):
+            assert isinstance(entry, ExportEntry)  # one per <image>, nothing else
             kept += 1  # consumed as a Beam worker does: nothing held
         _size, top = tracemalloc.get_traced_memory()
         tracemalloc.stop()

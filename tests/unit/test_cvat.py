@@ -8,13 +8,12 @@ import io
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.pvalue import TaggedOutput
 
 from recordbeam.images.masks import segmentation_to_mask
+from recordbeam.records import Reject
 from recordbeam.sources.cvat.reader import (
     CvatError,
     CvatExport,
-    CvatImage,
     CvatOptions,
     CvatTrackShape,
     CvatTrackShapeCoder,
@@ -32,18 +31,30 @@ META = ("<annotations><version>1.1</version><meta><task><name>t</name><subset>{s
         "<label><name>eye</name><parent>dog</parent></label></labels></task></meta>")
 
 
+def _sorted_out(outs) -> tuple[list[ExportEntry], list[Part], list[Reject], dict[str, int]]:
+    """What the stream yields, by type: entries, parts, rejects, counts (summed); nothing
+    else."""
+    entries, parts, rejects, counts = [], [], [], {}
+    for out in outs:
+        if isinstance(out, ExportEntry):
+            entries.append(out)
+        elif isinstance(out, Part):
+            parts.append(out)
+        elif isinstance(out, Reject):
+            rejects.append(out)
+        else:
+            assert type(out) is tuple and len(out) == 2, out
+            counter, n = out
+            counts[counter] = counts.get(counter, 0) + n
+    return entries, parts, rejects, counts
+
+
 def _stream(body: str, subset: str | None = None, splits=("train",), masks=False,
             path="a/annotations.xml"):
     data = io.BytesIO(("\ufeff" + META.format(subset="") + body + "</annotations>").encode())
-    images, rejects, counts = [], [], {}
-    for out in stream_images(path, data, subset, splits, "train", masks):
-        if isinstance(out, TaggedOutput):
-            if out.tag == "rejects":
-                rejects.append(out.value)
-            else:
-                counts[out.value[0]] = counts.get(out.value[0], 0) + out.value[1]
-        else:
-            images.append(out)
+    images, parts, rejects, counts = _sorted_out(
+        stream_images(path, data, subset, splits, "train", masks))
+    assert parts == []  # only a video's tracks are parts
     return images, rejects, counts
 
 
@@ -105,9 +116,8 @@ def test_shapes_become_objects_and_groups_merge():
         '<tag label="dog"/><skeleton label="dog"/>'
         "</image>", masks=True)
     assert rejects == []
-    [image] = images
-    name, parsed = image
-    assert name == "sub/A.JPG" and isinstance(parsed, CvatImage)
+    [parsed] = images
+    assert parsed.key == "sub/A.JPG" and parsed.export == "a/annotations.xml"
     assert (parsed.split, parsed.width, parsed.height) == ("train", 20, 10)
     dog, light = parsed.objects
     assert (dog.name, dog.bbox, dog.extra, dog.segmentation) == ("dog", (1, 2, 4, 4), (1,), None)
@@ -123,7 +133,7 @@ def test_polygons_are_kept_only_for_masks():
     images, _rejects, _counts = _stream(
         '<image name="a.jpg" width="20" height="10">'
         '<polygon label="dog" points="10,1;14,1;14,5"/></image>', masks=False)
-    [obj] = images[0][1].objects
+    [obj] = images[0].objects
     assert obj.bbox == (10, 1, 4, 4) and obj.segmentation is None
 
 
@@ -158,7 +168,7 @@ def test_image_without_name_or_in_undeclared_subset_is_rejected():
     images, rejects, _counts = _stream(
         '<image id="3" width="4" height="4"/><image name="b.jpg" subset="Test"/>'
         '<image name="c.jpg" subset="train"/>')
-    assert [name for name, _image in images] == ["c.jpg"]
+    assert [image.key for image in images] == ["c.jpg"]
     assert [(r.source, r.reason) for r in rejects] == [
         ("a/annotations.xml: <image>[0]", "missing_field"),
         ("a/annotations.xml: <image name='b.jpg'>", "undeclared_subset")]
@@ -168,7 +178,7 @@ def test_the_file_name_fixes_the_subset_and_tracks_are_counted():
     images, _rejects, counts = _stream(
         '<track id="0" label="dog"><box frame="0" xtl="1" ytl="1" xbr="2" ybr="2"/></track>'
         '<image name="a.jpg" subset="other"/>', subset="val", splits=("train", "val"))
-    assert images[0][1].split == "val"
+    assert images[0].split == "val"
     assert counts == {"cvat_tracks_skipped": 1}
 
 
@@ -176,7 +186,7 @@ def test_rotated_box_is_enclosed():
     images, _rejects, counts = _stream(
         '<image name="a.jpg" width="20" height="20">'
         '<box label="dog" xtl="4" ytl="8" xbr="12" ybr="10" rotation="90"/></image>')
-    x, y, w, h = images[0][1].objects[0].bbox
+    x, y, w, h = images[0].objects[0].bbox
     assert (x, y, w, h) == pytest.approx((7, 5, 2, 8))
     assert counts == {"cvat_rotated_boxes_enclosed": 1}
 
@@ -213,7 +223,7 @@ def test_mask_element_gives_its_pixel_box_and_mask():
         '<mask label="dog" rle="1, 4, 1" left="2" top="1" width="3" height="2" occluded="1"/>'
         "</image>", masks=True)
     assert rejects == []
-    [obj] = images[0][1].objects
+    [obj] = images[0].objects
     assert obj.bbox == (2, 1, 3, 2) and obj.extra == (1,)
     pixels = segmentation_to_mask(obj.segmentation, 6, 4)
     assert pixels[1:3, 2:5].tolist() == [[0, 1, 1], [1, 1, 0]]
@@ -238,7 +248,7 @@ def test_group_of_polygon_and_mask_gives_the_union_of_their_pixels():
         '<polygon label="dog" points="3,2;5,2;5,4;3,4" group_id="5"/>'
         "</image>", masks=True)
     assert rejects == []
-    [obj] = images[0][1].objects
+    [obj] = images[0].objects
     assert obj.bbox == (0, 0, 5, 4)  # around both outlines
     pixels = segmentation_to_mask(obj.segmentation, 6, 4)
     assert pixels[0, 0] == 1 and pixels[3, 4] == 1 and pixels[0, 4] == 0
@@ -279,15 +289,9 @@ def _stream_tracks(body: str, splits=("train",), subset=None):
     head = ("<annotations><meta><task><mode>interpolation</mode><original_size><width>64"
             "</width><height>48</height></original_size></task></meta>")
     data = io.BytesIO((head + body + "</annotations>").encode())
-    tracks, rejects, counts = [], [], {}
-    for out in stream_images("v.xml", data, subset, splits, "train", False, frames=True):
-        assert isinstance(out, TaggedOutput)
-        if out.tag == "tracks":
-            tracks.append(out.value)
-        elif out.tag == "rejects":
-            rejects.append(out.value)
-        else:
-            counts[out.value[0]] = counts.get(out.value[0], 0) + out.value[1]
+    images, tracks, rejects, counts = _sorted_out(
+        stream_images("v.xml", data, subset, splits, "train", False, frames=True))
+    assert images == []  # a track's shapes are no entries of their own
     return tracks, rejects, counts
 
 
@@ -317,7 +321,7 @@ def test_tracks_outside_frame_mode_are_counted_and_skipped():
                        'outside="0" xtl="1" ytl="2" xbr="11" ybr="12"/></track>'
                        "</annotations>").encode())
     outs = list(stream_images("a.xml", data, None, ("train",), "train", False))
-    assert [(o.tag, o.value) for o in outs] == [("counts", ("cvat_tracks_skipped", 1))]
+    assert [(type(o), o) for o in outs] == [(tuple, ("cvat_tracks_skipped", 1))]
 
 
 @pytest.mark.parametrize(("name", "key"), [

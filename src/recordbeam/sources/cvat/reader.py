@@ -46,7 +46,6 @@ from xml.etree.ElementTree import Element, ParseError
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.pvalue import TaggedOutput
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
@@ -267,19 +266,6 @@ def _checked_subsets(path: str, subsets: Sequence[str], named_by_file: bool) -> 
 
 
 # --- one <image> -----------------------------------------------------------------------
-
-
-class CvatImage(NamedTuple):
-    """One ``<image>`` element, parsed on the worker that streams its file
-    (:func:`stream_images`)."""
-
-    where: str  # "<file>: <image name='a.jpg'>", for messages
-    name: str
-    split: str
-    width: int | None
-    height: int | None
-    objects: tuple[NamedObject, ...]
-    xml: str
 
 
 class ParsedShapes(NamedTuple):
@@ -576,14 +562,14 @@ class _OpenTrack(NamedTuple):
 
 def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str],
                   default_split: str, keep_masks: bool, frames: bool = False) -> Iterator[Any]:
-    """Stream one CVAT XML (a binary file object): a :class:`CvatImage` per ``<image>``,
-    and tagged ``rejects`` and ``counts``. Each top-level element is dropped once read, so
-    memory does not grow with the file.
+    """Stream one CVAT XML (a binary file object), plain Python: an ``ExportEntry`` per
+    ``<image>``, keyed by its name, and ``Reject``s and ``(counter, n)`` counts. Each
+    top-level element is dropped once read, so memory does not grow with the file.
 
     With ``frames`` (the images are a video's frames, see :class:`CvatPlan`), ``<image>``
-    names are keyed by :func:`frame_key`, and each shape of a ``<track>`` is a tagged
-    ``tracks`` output, keyed by its frame; each is dropped once read, so a long track
-    weighs no more than one of its shapes. Without it, tracks are counted and skipped.
+    names are keyed by :func:`frame_key`, and each shape of a ``<track>`` is a ``Part``
+    (a :class:`CvatTrackShape`) keyed by its frame; each is dropped once read, so a long
+    track weighs no more than one of its shapes. Without it, tracks are counted and skipped.
     """
     depth = 0
     root = None
@@ -613,7 +599,7 @@ def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str
                               frames)
             count += 1
         elif element.tag == "track" and track is None:
-            yield TaggedOutput("counts", ("cvat_tracks_skipped", 1))
+            yield ("cvat_tracks_skipped", 1)
         elif element.tag == "meta":
             size = element.find(".//original_size")
             if size is not None:
@@ -641,27 +627,26 @@ def _track_shape(path: str, track: _OpenTrack, element: Element, subset: str | N
     frame = _number(element.get("frame"))
     where = f"{path}: <track id={track.track_id}> <{kind} frame={element.get('frame')!r}>"
     if kind not in OBJECT_SHAPES:
-        yield TaggedOutput("counts", (f"cvat_{kind}_skipped", 1))
+        yield (f"cvat_{kind}_skipped", 1)
         return
     split = yield from _placed_split(path, where, track.subset, subset, splits, default_split,
                                      "its <track>")
     if split is None:
         return
     if frame is None or frame != int(frame) or frame < 0:
-        yield TaggedOutput("rejects", Reject("annotation", where, "missing_field", (
+        yield Reject("annotation", where, "missing_field", (
             f"{where} has no frame number, so no image can be found for it; the shape was "
-            "not written. Fix or re-export the file"), split))
+            "not written. Fix or re-export the file"), split)
         return
     width, height = frame_size
     shape = _shape(element, where, width, height, keep_masks, (track.label, track.group))
     if isinstance(shape, Reject):
-        yield TaggedOutput("rejects", Reject(shape.kind, shape.source, shape.reason,
-                                             shape.detail, split))
+        yield replace(shape, split=split)
         return
     if shape.kind == "rotated_box":
-        yield TaggedOutput("counts", ("cvat_rotated_boxes_enclosed", 1))
-    yield TaggedOutput("tracks", (f"frame_{int(frame):06d}", CvatTrackShape(
-        where, split, width, height, track.order, track.track_id, shape, path)))
+        yield ("cvat_rotated_boxes_enclosed", 1)
+    yield Part(f"frame_{int(frame):06d}", CvatTrackShape(
+        where, split, width, height, track.order, track.track_id, shape, path))
 
 
 def _placed_split(path: str, where: str, declared: str, subset: str | None,
@@ -673,12 +658,12 @@ def _placed_split(path: str, where: str, declared: str, subset: str | None,
     if not split:
         split = splits[0] if len(splits) == 1 else default_split
         if len(splits) > 1:  # placed by --split: the command says when none was
-            yield TaggedOutput("counts", (PLACED_BY_SPLIT_OPTION, 1))
+            yield (PLACED_BY_SPLIT_OPTION, 1)
     if split not in splits:
-        yield TaggedOutput("rejects", Reject("image", where, "undeclared_subset", (
+        yield Reject("image", where, "undeclared_subset", (
             f"{where} is in subset {split!r}, which the <meta> of {path} does not declare "
             f"(it declares {', '.join(splits)}); re-export the project, or pass --split with "
-            f"one of those names for {what} without a subset")))
+            f"one of those names for {what} without a subset"))
         return None
     return split
 
@@ -693,19 +678,17 @@ def _image(path: str, element: Element, index: int, subset: str | None,
     if split is None:
         return
     if not name:
-        yield TaggedOutput("rejects", Reject("image", where, "missing_field", (
+        yield Reject("image", where, "missing_field", (
             f"{where} has no name attribute, so no image file can be found for it; fix or "
-            "re-export the file"), split))
+            "re-export the file"), split)
         return
     parsed = parse_image(element, where, keep_masks)
     for reject in parsed.rejects:
-        yield TaggedOutput("rejects", Reject(reject.kind, reject.source, reject.reason,
-                                             reject.detail, split))
-    for counter, n in parsed.counts.items():
-        yield TaggedOutput("counts", (counter, n))
-    yield (frame_key(name) if frames else name), CvatImage(
-        where, name, split, _whole(element.get("width")), _whole(element.get("height")),
-        parsed.objects, path)
+        yield replace(reject, split=split)
+    yield from parsed.counts.items()
+    yield ExportEntry(frame_key(name) if frames else name, where, split,
+                      _whole(element.get("width")), _whole(element.get("height")),
+                      parsed.objects, export=path)
 
 
 # --- on the export plumbing ------------------------------------------------------------
@@ -738,17 +721,11 @@ class CvatExport(ExportFormat):
         """:func:`stream_images`: an entry per ``<image>`` (with ``tracks``, its objects'
         track id -1), a part per shape of a track."""
         opts = self.options
-        for out in stream_images(path, data, file_subset(path), self.splits, opts.split,
-                                 opts.include_masks, self.frames):
-            if isinstance(out, TaggedOutput):
-                yield Part(*out.value) if out.tag == "tracks" else out.value
-                continue
-            key, image = out
-            objects = image.objects  # with tracks, an <image>'s objects are of no track: -1
-            if self.tracks:
-                objects = tuple(_with_track_id(obj, -1) for obj in objects)
-            yield ExportEntry(key, image.where, image.split, image.width, image.height, objects,
-                              export=path)
+        for item in stream_images(path, data, file_subset(path), self.splits, opts.split,
+                                  opts.include_masks, self.frames):
+            if self.tracks and isinstance(item, ExportEntry):  # objects of no track: -1
+                item = _with_objects(item, tuple(_with_track_id(obj, -1) for obj in item.objects))
+            yield item
 
     def assemble(self, key: str, entries: list[ExportEntry],
                  parts: Iterable[CvatTrackShape]) -> Iterator[Any]:
