@@ -173,11 +173,22 @@ def convert(coco_sample) -> ConvertFn:
 @pytest.fixture(scope="session")
 def converted(convert, tmp_path_factory) -> Converted:
     """The sample converted with default options (one shard, uncompressed). Read only."""
-    return once_per_run(tmp_path_factory, "converted", lambda folder: convert(folder / "out"))
+    return _converted_once(tmp_path_factory, "converted", lambda folder: convert(folder / "out"))
 
 
 @pytest.fixture(scope="session")
 def three_shards(convert, tmp_path_factory) -> Converted:
     """The sample converted into three shards, in memory. Read only."""
-    return once_per_run(tmp_path_factory, "three-shards",
-                        lambda folder: convert(folder / "out", shards=3))
+    return _converted_once(tmp_path_factory, "three-shards",
+                           lambda folder: convert(folder / "out", shards=3))
+
+
+def _converted_once(tmp_path_factory, name: str, make: Callable[[Any], Converted]) -> Converted:
+    """``make``'s conversion, once per test run (:func:`once.once_per_run`); what crosses
+    between the processes is its folder and manifest (a conftest's class does not pickle)."""
+
+    def plain(folder):
+        done = make(folder)
+        return done.output, done.manifest
+
+    return Converted(*once_per_run(tmp_path_factory, name, plain))
