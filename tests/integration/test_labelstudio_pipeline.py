@@ -41,22 +41,20 @@ def test_an_export_with_every_kind_of_loss_converts_what_pairs(tmp_path):
                                 beam_args=IN_MEMORY)
 
     split = result.manifest["splits"]["train"]
-    assert split["examples"] == 2  # a, and c which no task names
+    assert split["examples"] == 1  # a; c, which no task names, is only counted
     assert split["counts"]["labelstudio_tasks_not_annotated"] == 1  # d: not written, no warning
+    assert split["counts"]["labelstudio_files_named_by_no_task"] == 1  # c
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     assert sorted((r["kind"], r["reason"], r["source"]) for r in rejects) == [
         ("annotation", "missing_field", f"{export}: task 1 result bad"),
         ("image", "duplicate_file_name", f"{export}: task 2"),
-        ("image", "missing", f"{export}: task 4"),
-        ("warning", "no_task", str(media / "upload" / "3" / "33333333-c.jpg"))]
+        ("image", "missing", f"{export}: task 4")]
     assert (out / "labels.txt").read_text().split() == ["dog", "indoor"]
     written = {e[feature_keys.FILENAME].item(): e
                for e in recordbeam.read(str(out), split="train")}
-    assert sorted(written) == [b"a.jpg", b"c.jpg"]
-    a, c = written[b"a.jpg"], written[b"c.jpg"]
+    assert sorted(written) == [b"a.jpg"]
+    a = written[b"a.jpg"]
     assert a[feature_keys.SOURCE_ID].item() == b"1"  # the task's id, a number as trainers want
-    assert c[feature_keys.SOURCE_ID].item() == b"upload/3/33333333-c.jpg"  # no task: its path
     assert list(a[feature_keys.OBJECT_TEXT]) == [b"dog"]
     assert list(a[feature_keys.CLASS_LABEL]) == [2] and list(a[feature_keys.CLASS_TEXT]) == [
         b"indoor"]
-    assert len(c[feature_keys.OBJECT_LABEL]) == 0 and len(c[feature_keys.CLASS_LABEL]) == 0

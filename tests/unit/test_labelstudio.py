@@ -341,11 +341,16 @@ def test_missing_duplicate_unnamed_and_skipped_entries():
     parsed, (duplicate,) = _pair([entry, twin], [FILE])
     assert not parsed and duplicate.reason == "duplicate_file_name"
     assert "task 1" in duplicate.detail and "task 2" in duplicate.detail
-    (image,), (warning,) = _pair([], [FILE])
-    assert (warning.kind, warning.reason, image.objects) == ("warning", "no_task", ())
-    assert "export.json" in warning.detail
-    parsed, tagged = _pair([entry._replace(skipped="labelstudio_tasks_not_annotated")], [FILE])
+    # A file no task names (another project's upload, in a shared media folder): counted.
+    parsed, tagged = _pair([], [FILE])
+    assert not parsed and tagged == [("labelstudio_files_named_by_no_task", 1)]
+    not_annotated = entry._replace(skipped="labelstudio_tasks_not_annotated")
+    parsed, tagged = _pair([not_annotated], [FILE])
     assert not parsed and tagged == [("labelstudio_tasks_not_annotated", 1)]
+    # The image imported twice, one task annotated: that one is written, the other counted.
+    (image,), tagged = _pair([twin, not_annotated], [FILE])
+    assert image.annotation == "export.json: task 2"
+    assert tagged == [("labelstudio_tasks_not_annotated", 1)]
 
 
 def test_an_export_entry_crosses_the_shuffle_whole_even_with_names_that_are_not_utf8():

@@ -196,6 +196,9 @@ class ExportFormat:
         unnamed_reason: the reason of the warning about an image no entry names.
         duplicated_image_written: the image of entries rejected ``duplicate_file_name`` is
             written as one no entry names (else not at all).
+        unnamed_images_written: an image file no entry names is written with no objects
+            (the folder is the dataset's); else only counted,
+            ``<name>_files_named_by_no_<entry>`` (a folder shared with other datasets).
         part_type: the type of the values of the :class:`Part`s ``parse`` yields (with a
             registered coder), or None when it yields none.
     """
@@ -210,6 +213,7 @@ class ExportFormat:
     split_folders = False
     unnamed_reason = "no_annotation_element"
     duplicated_image_written = False
+    unnamed_images_written = True
     part_type: type | None = None
 
     def export_files(self) -> list[str]:
@@ -338,7 +342,8 @@ class _ListImages(beam.DoFn):
 class _Pair(beam.DoFn):
     """(key, {entries, files[, parts]}) -> a ``ParsedImage`` per entry that finds its file
     (the one in its split's folder, else the one in the folder itself); files no entry
-    names are written with no objects, with a warning."""
+    names are written with no objects, with a warning (or only counted, as the format
+    says)."""
 
     def __init__(self, fmt: ExportFormat) -> None:
         self._format = fmt
@@ -356,6 +361,12 @@ class _Pair(beam.DoFn):
                 yield _tagged(item)
         used: set[str] = set()
         for split, entries in by_split.items():
+            kept = [e for e in entries if not e.skipped]
+            if kept and len(kept) < len(entries):  # an entry written, beside some skipped
+                for skipped in entries:
+                    if skipped.skipped:
+                        yield TaggedOutput("counts", (skipped.skipped, 1))
+                entries = kept
             file = files.get(split) or files.get("")
             if file is not None and (len(entries) == 1 or not fmt.duplicated_image_written):
                 used.add(file.split)
@@ -376,6 +387,9 @@ class _Pair(beam.DoFn):
                 yield _parsed(fmt, key, file, entries[0])
         for folder_split, file in sorted(files.items()):
             if folder_split in used:
+                continue
+            if not fmt.unnamed_images_written:
+                yield TaggedOutput("counts", (f"{fmt.name}_files_named_by_no_{fmt.entry}", 1))
                 continue
             split = folder_split or (fmt.splits[0] if len(fmt.splits) == 1 else None)
             if split is None:

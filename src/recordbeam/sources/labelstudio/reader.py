@@ -253,7 +253,9 @@ def _around(corners: list[tuple[float, float]]) -> tuple[float, float, float, fl
 class LabelStudioExport(ExportFormat):
     """Label Studio's JSON export, for :class:`~recordbeam.sources.exports.ReadExport`."""
 
-    name, entry, unnamed_reason = "labelstudio", "task", "no_task"
+    name, entry = "labelstudio", "task"
+    #: Label Studio's media folder and document root hold other projects' files too.
+    unnamed_images_written = False
 
     def __init__(self, options: LabelStudioOptions) -> None:
         self.options, self.classes_file = options, options.classes_file
