@@ -360,3 +360,13 @@ def test_an_export_entry_crosses_the_shuffle_whole_even_with_names_that_are_not_
             "s", "dog", (0.1, 0.2, 0.3, 0.4), (), [[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]], True),),
             (("indoor", "s"),), "counter", "12")
         assert coder.decode(coder.encode(entry)) == entry
+
+
+def test_two_files_of_one_image_are_one_written_and_one_rejected():
+    # Keys that drop the extension (a video's frames) can meet two files of one split.
+    entry = ExportEntry("upload/1/0a1b2c3d-a.jpg", "export.json: task 1", "train")
+    other = ImageFile("media/upload/1/0a1b2c3d-a.jpg.png", 10, "", 1.5)
+    (image,), (reject,) = _pair([entry], [FILE, other])
+    assert image.path == FILE.path
+    assert (reject.reason, reject.source) == ("duplicate_file_name", other.path)
+    assert FILE.path in reject.detail and "not written" in reject.detail

@@ -351,7 +351,14 @@ class _Pair(beam.DoFn):
     def process(self, element):
         key, grouped = element
         fmt = self._format
-        files = {f.split: f for f in sorted(grouped["files"], key=lambda f: f.path)}
+        files: dict[str, ImageFile] = {}
+        for file in sorted(grouped["files"], key=lambda f: f.path):
+            kept = files.setdefault(file.split, file)
+            if kept is not file:  # a.jpg and a.png of a video's frame a, one split
+                yield TaggedOutput("rejects", Reject("image", file.path, "duplicate_file_name", (
+                    f"{file.path} and {kept.path} are both the image "
+                    f"{fmt.key_shown(key)!r}; {file.path} was not written (keep one)"),
+                    file.split or None))
         by_split: dict[str, list[ExportEntry]] = {}
         entries = sorted(grouped["entries"], key=lambda e: (e.split, e.where))
         for item in fmt.assemble(key, entries, grouped.get("parts", ())):
