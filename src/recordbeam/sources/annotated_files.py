@@ -740,8 +740,7 @@ def names_found(image: ParsedImage) -> list[tuple[str, str]]:
     ``invalid_class_name`` when the record is built), ``where`` with any lone surrogate (a
     file name that is not UTF-8) escaped, as Beam's coder takes text."""
     found = [*((obj.name, obj.source) for obj in image.objects), *image.image_labels]
-    return [(name, where.encode("utf-8", "backslashreplace").decode("utf-8"))
-            for name, where in found if name_problem(name) is None]
+    return [(name, printable(where)) for name, where in found if name_problem(name) is None]
 
 
 def class_names(parsed: beam.PCollection, given: Sequence[str] | None) -> Any:
