@@ -154,6 +154,41 @@ def test_choices_are_classes_of_the_whole_image_and_other_results_are_counted():
                       "labelstudio_relation_results_skipped": 1}
 
 
+def test_choices_of_a_region_or_of_another_tag_are_counted_not_image_classes():
+    geometry = {"x": 10, "y": 10, "width": 10, "height": 10, "rotation": 0}
+    per_region = [{"id": "r1", "type": "choices", "to_name": "image",
+                   "value": {**geometry, "choices": ["blurry"]}},
+                  {"id": "r1", "type": "choices", "to_name": "image",
+                   "value": {"choices": ["occluded"]}}]
+    of_text = {"id": "c2", "type": "choices", "to_name": "caption",
+               "value": {"choices": ["correct"]}}
+    of_image = {"id": "c3", "type": "choices", "to_name": "image",
+                "value": {"choices": ["indoor"]}}
+    spans = {"id": "s", "type": "labels", "to_name": "caption",
+             "value": {"start": 0, "end": 3, "labels": ["noun"]}}
+    box = {**_box(10, 10, 10, 10), "to_name": "image"}
+    (entry,), rejects, counts = _parse([_task(box, *per_region, of_text, of_image, spans)])
+    assert not rejects and [o.name for o in entry.objects] == ["dog"]
+    assert [name for name, _ in entry.image_labels] == ["indoor"]
+    assert counts == {"labelstudio_region_choices_skipped": 2,
+                      "labelstudio_choices_of_other_tags_skipped": 1,
+                      "labelstudio_labels_results_skipped": 1}
+
+
+@pytest.mark.parametrize("results", [
+    [{**_box(1, 1, 5, 5), "to_name": "left"}, {**_box(1, 1, 5, 5, rid="r2"), "to_name": "right"}],
+    [{"id": "a", "type": "choices", "to_name": "left", "value": {"choices": ["x"]}},
+     {"id": "b", "type": "choices", "to_name": "right", "value": {"choices": ["y"]}}],
+])
+def test_a_task_whose_regions_name_two_image_tags_is_rejected_not_merged(results):
+    annotations = [{"id": 1, "result": results}, {"id": 2, "result": [], "was_cancelled": True}]
+    entries, (reject,), counts = _parse([_task(annotations=annotations)])
+    assert not entries
+    assert (reject.kind, reject.reason) == ("image", "several_images")
+    assert "left, right" in reject.detail and "data.image" in reject.detail
+    assert counts == {"labelstudio_cancelled_annotations_skipped": 1}
+
+
 def test_a_labels_tag_beside_a_rectangle_tag_is_one_region():
     geometry = {"x": 10, "y": 10, "width": 10, "height": 10, "rotation": 0}
     results = [{"id": "g", "type": "rectangle", "value": geometry},

@@ -146,6 +146,27 @@ def _region(result: dict) -> str | int | None:
     return region if isinstance(region, str | int) and not isinstance(region, bool) else None
 
 
+def _image_tag(results: list[dict]) -> Any:
+    """The ``to_name`` of the task's image: the one its regions name, else its choices'
+    (None: none named); a set when they name several."""
+    def named(regions: bool) -> set:
+        return {r["to_name"] for r in results if isinstance(r.get("to_name"), str)
+                and (r.get("type") == "choices") != regions and _SHAPES.get(
+                    r.get("type"), "labels" if _shape_of_labels(r) else None)}
+
+    tags = named(True) or named(False)
+    return tags if len(tags) > 1 else next(iter(tags), None)
+
+
+def _shape_of_labels(result: dict) -> str | None:
+    """A ``labels`` result's shape: a <Labels> tag's on an image region, else None (a text
+    span's, say)."""
+    value = result.get("value")
+    if result.get("type") != "labels" or not isinstance(value, dict):
+        return None
+    return "polygon" if "points" in value else "box" if "x" in value else None
+
+
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
@@ -170,9 +191,8 @@ def parse_result(result: dict, where: str, masks: bool, counts: Counter) -> Any:
     kind, value = result.get("type"), result.get("value")
     if (kind in _SHAPES or kind == "labels") and not isinstance(value, dict):
         return _reject(where, "missing_field", "has no value")
-    shape = _SHAPES.get(kind)
-    if kind == "labels":  # a <Labels> tag beside a <Rectangle> or <Polygon>; or text spans
-        shape = "polygon" if "points" in value else "box" if "x" in value else None
+    # A <Labels> tag beside a <Rectangle> or <Polygon>: its shape's; of text spans, none.
+    shape = _SHAPES.get(kind) or _shape_of_labels(result)
     if shape is None:
         name = kind if isinstance(kind, str) and re.fullmatch("[a-z]+", kind) else "unknown"
         counts[f"labelstudio_{name}_results_skipped"] += 1
@@ -298,11 +318,31 @@ class LabelStudioExport(ExportFormat):
         annotation = chosen(task, opts.annotation, opts.use_predictions, counts)
         results = [r if isinstance(r, dict) else {}
                    for r in _list((annotation or {}).get("result"))]
-        # A <Labels> tag beside a <Rectangle> or <Polygon> gives the region a second result.
+        # A <Labels> tag beside a <Rectangle> or <Polygon> gives the region a second result,
+        # a per-region <Choices> one more (sharing its id, or holding its geometry).
         labelled = {_region(r) for r in results if r.get("type") == "labels"} - {None}
+        regions = {_region(r) for r in results if r.get("type") != "choices"} - {None}
+        tag = _image_tag(results)
+        if isinstance(tag, set):
+            yield from (+counts).items()  # those above 0
+            yield Reject("image", where, "several_images", (
+                f"{where} has regions or choices for several tags "
+                f"({', '.join(sorted(map(str, tag)))}), and the export does not say which "
+                f"one shows data.{opts.image_key}; recordbeam writes one image per task: "
+                "label one <Image> per task"), split)
+            return
         found: list[Any] = []
         for number, result in enumerate(results):
             if _region(result) in labelled and result.get("type") in ("rectangle", "polygon"):
+                continue
+            value = result.get("value")
+            if result.get("type") == "choices" and (_region(result) in regions or (
+                    isinstance(value, dict) and ("x" in value or "points" in value))):
+                counts["labelstudio_region_choices_skipped"] += 1
+                continue
+            if result.get("type") == "choices" and tag is not None and result.get(
+                    "to_name", tag) != tag:
+                counts["labelstudio_choices_of_other_tags_skipped"] += 1  # a <Text>'s
                 continue
             shown = f"result {result['id']}" if "id" in result else f"result [{number}]"
             parsed = parse_result(result, printable(f"{where} {shown}"), opts.include_masks,
