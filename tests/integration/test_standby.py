@@ -211,12 +211,6 @@ def test_with_one_blas_thread_numpy_starts_no_thread():
 
 
 @needs_standby
-@pytest.mark.xfail(
-    tuple(int(part) for part in beam.__version__.split(".")[:2]) < (2, 77), run=False,
-    reason=("on Beam 2.60 (make test-oldest) a run whose forked worker fails hangs: the "
-            "launcher waits for that worker's bundle forever instead of failing "
-            "(recordbeam.local's hand-off of a failed bundle; reproduced alone and in the "
-            "suite, not yet fixed); not run there, since it would never end"))
 def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
         coco_sample, tmp_path, hand_offs, capfd, monkeypatch):
     shard_faults = _shard_faults(monkeypatch)

@@ -17,13 +17,13 @@ its first thread: Beam and the pipeline's modules are then imported once per com
 not twice (0.8 of a 20k-image COCO run's 9.4 CPU s here), and the workers are ready as
 soon as the run asks for them. The child is made to look like a new process first:
 SIGINT as a new interpreter would have it, no logging handler, no file descriptor of the
-launcher's but its channel, standard output and error on ``/dev/null``. Where other
-threads already run (the library used from a program), a fork could copy a lock one of
-them holds: the standby is then a new interpreter (:func:`started` without
-``fork_later``), which imports Beam's worker and the ``preload`` modules itself. One
-standby that forks, rather than a new interpreter per worker: on two cores, two more
-processes importing Beam beside the launcher slowed it by ~0.5 s; forked workers also
-share the imported modules' memory.
+launcher's but its channel, standard output and error on ``/dev/null`` (``sys.stdout``
+and ``sys.stderr`` too, not the launcher's objects). Where other threads already run
+(the library used from a program), a fork could copy a lock one of them holds: the
+standby is then a new interpreter (:func:`started` without ``fork_later``), which
+imports Beam's worker and the ``preload`` modules itself. One standby that forks, rather
+than a new interpreter per worker: on two cores, two more processes importing Beam beside
+the launcher slowed it by ~0.5 s; forked workers also share the imported modules' memory.
 
 Whatever goes wrong before a worker is running (the standby died, its import failed, the
 platform cannot fork or pass file descriptors) only means the runner starts a worker the
@@ -233,9 +233,9 @@ def _fork(workers: int, serve: Callable[[], None]) -> _StandbyProcess:
 def _as_new_process(channel: int) -> None:
     """In the standby forked from the launcher: what a new interpreter would have, as
     :func:`_spawn` starts it: the channel as standard input, standard output and error
-    on /dev/null, no other file descriptor, no logging handler, SIGINT raising
-    KeyboardInterrupt and SIGTERM and SIGHUP ending the process, unless the launcher was
-    started with them ignored."""
+    on /dev/null with ``sys.stdout`` and ``sys.stderr`` writing to them, no other file
+    descriptor, no logging handler, SIGINT raising KeyboardInterrupt and SIGTERM and
+    SIGHUP ending the process, unless the launcher was started with them ignored."""
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in STOPPING_SIGNALS:
@@ -248,6 +248,13 @@ def _as_new_process(channel: int) -> None:
     for fd in (1, 2):
         os.dup2(devnull, fd)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # Linux only (SUPPORTED)
+    # The launcher's sys.stdout and sys.stderr may write to a descriptor just closed (a
+    # program's or pytest's capture of them): a worker's print to them would raise, and
+    # Beam's SDK worker prints a failed bundle's traceback before it reports the failure,
+    # so the runner would wait for that bundle forever. Streams on 1 and 2, as a new
+    # interpreter has; a worker's 1 and 2 become the launcher's (_become_worker).
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
 
 
 class _ForkedChild:
