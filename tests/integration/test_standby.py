@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -224,6 +225,28 @@ def test_a_failing_run_with_forked_workers_still_fails_and_keeps_its_log(
     with open(log_path) as log:
         assert "InjectedFault" in log.read()
     os.unlink(log_path)
+
+
+@needs_standby
+def test_a_forked_standby_writes_its_stderr_to_its_own_descriptor_2(tmp_path):
+    """A launcher whose ``sys.stderr`` writes to another descriptor (pytest's capture, a
+    program's): the forked standby's ``sys.stderr`` must still work once that descriptor
+    is closed, or a worker's failed bundle (whose traceback Beam prints first) is never
+    reported and the run waits forever."""
+    captured = tmp_path / "captured"
+    channel, other = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the launcher, then the standby as _fork makes it
+        code = 1
+        try:
+            sys.stderr = open(os.open(captured, os.O_WRONLY | os.O_CREAT), "w")
+            standby._as_new_process(channel.fileno())
+            print("a failed bundle's traceback", file=sys.stderr, flush=True)
+            code = 0 if sys.stderr.fileno() == 2 and sys.stdout.fileno() == 1 else 2
+        finally:
+            os._exit(code)
+    channel.close(), other.close()
+    assert os.waitpid(pid, 0)[1] == 0
 
 
 def _shard_faults(monkeypatch):
