@@ -65,6 +65,8 @@ def _close(box, expected):
     ("/data/local-files/?d=photos/a+b.jpg", "photos/a b.jpg"),  # as Django reads the query
     ("/data/local-files/?d=/abs/media/x/y.png", "x/y.png"),
     ("/data?d=/abs/media/old.jpg", "old.jpg"),
+    # Below the document root (--images), its leading / dropped, as Label Studio reads it.
+    ("/data/local-files/?d=/photos/a.jpg", "photos/a.jpg"),
     ("sub/../rel.jpg", "rel.jpg"),
 ])
 def test_each_kind_of_image_reference_becomes_its_path_below_images(reference, key):

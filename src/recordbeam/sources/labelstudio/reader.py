@@ -80,7 +80,8 @@ def image_key(reference: str, roots: tuple[str, ...]) -> str:
     as given and, when local, absolute, each ending in ``/``). Uploads
     (``/data/upload/<project>/<file>``) lie below the media folder, local files
     (``/data/local-files/?d=<path>``, read as Label Studio's server reads it) below the
-    document root; bucket URLs and absolute paths must lie below --images itself."""
+    document root, or an absolute one below --images; bucket URLs and absolute paths
+    must lie below --images itself."""
     try:
         parts = urlsplit(reference)
     except ValueError as error:  # a host part opening [ without closing it
@@ -101,6 +102,9 @@ def image_key(reference: str, roots: tuple[str, ...]) -> str:
         key = reference.removeprefix("file://")
     if key.startswith("/") or not (served or parts.scheme == "file"):
         below = next((key[len(root):] for root in roots if key.startswith(root)), None)
+        if below is None and served and local:
+            # Label Studio's server reads ?d= below its document root, leading / dropped.
+            below = posixpath.normpath(local).lstrip("/")
         if below is None:
             raise _Unusable("outside_root", (
                 f"{reference} does not lie below --images {roots[0].rstrip('/')}; pass as "
