@@ -345,3 +345,12 @@ def test_plan_sees_a_video_task_by_its_mode_or_its_first_track(tmp_path):
     (tmp_path / "annotations.xml").write_text(head.format(
         mode="interpolation", first='<track id="0" label="a"/>'))
     assert plan(CvatOptions(str(tmp_path)))[3:] == (True, True)
+
+
+def test_an_image_named_in_two_exports_is_a_duplicate_naming_both(tmp_path):
+    (tmp_path / "annotations.xml").write_text("<annotations><image name=\"a.jpg\"/></annotations>")
+    export = CvatExport(CvatOptions(str(tmp_path)))
+    entries = [ExportEntry("a.jpg", f"{name}: <image> 0", "default", export=name)
+               for name in ("one.xml", "two.xml", "two.xml")]
+    said = export.duplicated("a.jpg", "default", entries)
+    assert said.startswith("3 <image> elements") and "(one.xml, two.xml)" in said

@@ -756,7 +756,8 @@ class CvatExport(ExportFormat):
 
     def duplicated(self, key: str, split: str, entries: list[ExportEntry]) -> str:
         return (f"{len(entries)} <image> elements of subset {split!r} are named {key!r} "
-                f"({entries[0].export}); keep one. None of them was written")
+                f"({', '.join(dict.fromkeys(str(e.export) for e in entries))}); keep one. "
+                "None of them was written")
 
     def unnamed(self, key: str) -> str:
         return (f"no <image name={key!r}> in the XMLs; written with no objects (annotate it "
