@@ -8,11 +8,18 @@ import io
 import json
 import math
 
+import apache_beam as beam
 import pytest
 
 from recordbeam.records import Reject
-from recordbeam.sources.annotated_files import ImageFile, NamedObject
-from recordbeam.sources.exports import ExportEntry, ExportEntryCoder, ExportError, _Pair
+from recordbeam.sources.annotated_files import ImageFile, JoinMessage, NamedObject
+from recordbeam.sources.exports import (
+    ExportEntry,
+    ExportEntryCoder,
+    ExportError,
+    Joined,
+    _Pair,
+)
 from recordbeam.sources.labelstudio.reader import (
     LabelStudioExport,
     LabelStudioOptions,
@@ -350,8 +357,11 @@ def test_json_the_c_parser_refuses_is_read_by_the_python_parser():
 def _pair(entries, files, splits=("train",)):
     fmt = LabelStudioExport(LabelStudioOptions("export.json", "media"))
     fmt.splits = splits
-    out = list(_Pair(fmt).process(("upload/1/0a1b2c3d-a.jpg",
-                                   {"entries": entries, "files": files})))
+    # As the join hands them over: each value in its registered coder.
+    coders = [beam.coders.registry.get_coder(kind) for kind in (ExportEntry, JoinMessage)]
+    joined = [Joined(side, coders[side].encode(value))
+              for side, values in enumerate((entries, files)) for value in values]
+    out = list(_Pair(fmt, coders).process(("upload/1/0a1b2c3d-a.jpg", joined)))
     parsed = [o for o in out if not hasattr(o, "tag")]
     return parsed, [o.value for o in out if hasattr(o, "tag")]
 

@@ -178,6 +178,46 @@ class ExportEntryCoder(FieldsCoder):
 
 beam.coders.registry.register_coder(ExportEntry, ExportEntryCoder)
 
+#: The sides of the join, by the ``side`` of a :class:`Joined`.
+_SIDES = ("entries", "files", "parts")
+
+
+class Joined(NamedTuple):
+    """What crosses the join for an image: an entry, a file or a part (``side``: an index
+    of ``_SIDES``), ``encoded`` by the coder registered for its type."""
+
+    side: int
+    encoded: bytes
+
+
+class JoinedCoder(beam.coders.Coder):
+    """A :class:`Joined` as its side's byte and the value's bytes."""
+
+    def encode(self, value: Joined) -> bytes:
+        return bytes((value.side,)) + value.encoded
+
+    def decode(self, encoded: bytes) -> Joined:
+        return Joined(encoded[0], encoded[1:])
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self) -> type:
+        return Joined
+
+
+beam.coders.registry.register_coder(Joined, JoinedCoder)
+
+
+class _Joining(beam.DoFn):
+    """(key, value) of one side -> (key, :class:`Joined`)."""
+
+    def __init__(self, side: int, coder: beam.coders.Coder) -> None:
+        self._side, self._coder = side, coder
+
+    def process(self, keyed):
+        yield keyed[0], Joined(self._side, self._coder.encode(keyed[1]))
+
 
 class ExportFormat:
     """What :class:`ReadExport` needs to know about a format; subclass it (an instance
@@ -340,17 +380,20 @@ class _ListImages(beam.DoFn):
 
 
 class _Pair(beam.DoFn):
-    """(key, {entries, files[, parts]}) -> a ``ParsedImage`` per entry that finds its file
+    """(key, [:class:`Joined`]) -> a ``ParsedImage`` per entry that finds its file
     (the one in its split's folder, else the one in the folder itself); files no entry
     names are written with no objects, with a warning (or only counted, as the format
     says)."""
 
-    def __init__(self, fmt: ExportFormat) -> None:
-        self._format = fmt
+    def __init__(self, fmt: ExportFormat, coders: Sequence[beam.coders.Coder]) -> None:
+        self._format, self._coders = fmt, coders
 
     def process(self, element):
-        key, grouped = element
+        key, joined = element
         fmt = self._format
+        grouped: dict[str, list[Any]] = {side: [] for side in _SIDES}
+        for value in joined:
+            grouped[_SIDES[value.side]].append(self._coders[value.side].decode(value.encoded))
         files: dict[str, ImageFile] = {}
         for file in sorted(grouped["files"], key=lambda f: f.path):
             kept = files.setdefault(file.split, file)
@@ -361,7 +404,7 @@ class _Pair(beam.DoFn):
                     file.split or None))
         by_split: dict[str, list[ExportEntry]] = {}
         entries = sorted(grouped["entries"], key=lambda e: (e.split, e.where))
-        for item in fmt.assemble(key, entries, grouped.get("parts", ())):
+        for item in fmt.assemble(key, entries, grouped["parts"]):
             if isinstance(item, ExportEntry):
                 by_split.setdefault(item.split, []).append(item)
             else:
@@ -454,14 +497,19 @@ class ReadExport(beam.PTransform):
             .with_output_types(tuple[str, JoinMessage])
             .with_outputs("rejects", "counts", "inputs", main="files")
         )  # (key, ImageFile)
-        joined = {"entries": streamed.entries, "files": listed.files}
-        if fmt.part_type is not None:  # typed, so that the join codes them compactly
-            joined["parts"] = streamed.parts | "Parts" >> beam.Map(
-                lambda keyed: keyed).with_output_types(tuple[str, fmt.part_type])
+        # One typed join: each side's values in their registered coders (parts: the
+        # format's part_type's), keyed by the image.
+        sides = [streamed.entries, listed.files]
+        types = [ExportEntry, JoinMessage, *([fmt.part_type] if fmt.part_type else [])]
+        coders = [beam.coders.registry.get_coder(kind) for kind in types]
+        if fmt.part_type is not None:
+            sides.append(streamed.parts)
         paired = (
-            joined
-            | "JoinByKey" >> beam.CoGroupByKey()  # (key, {entries, files[, parts]: [...]})
-            | "Pair" >> beam.ParDo(_Pair(fmt))
+            [side | f"Join{_SIDES[i].title()}" >> beam.ParDo(_Joining(i, coders[i]))
+             .with_output_types(tuple[str, Joined]) for i, side in enumerate(sides)]
+            | "Sides" >> beam.Flatten()
+            | "JoinByKey" >> beam.GroupByKey()  # (key, [Joined])
+            | "Pair" >> beam.ParDo(_Pair(fmt, coders))
             .with_output_types(Any).with_outputs("rejects", "counts", main="parsed")
         )
         classes = class_names(paired.parsed, self.classes)
