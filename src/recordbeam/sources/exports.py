@@ -48,10 +48,14 @@ from recordbeam.sources.annotated_files import (
 )
 from recordbeam.sources.classes_file import read_classes_file
 from recordbeam.sources.fingerprint import input_terms
-from recordbeam.sources.json_depth import DepthLimitedReader, JsonTooDeep
+from recordbeam.sources.json_depth import (
+    BOM,
+    JsonTooDeep,
+    bounded,
+    items_of_either_parser,
+    refused_by_c_parser,
+)
 from recordbeam.sources.result import SourceRead
-
-_BOM = b"\xef\xbb\xbf"
 
 
 class ExportError(DataError, ValueError):
@@ -59,34 +63,30 @@ class ExportError(DataError, ValueError):
 
 
 def json_array_items(path: str, data: BinaryIO, what: str) -> Iterator[Any]:
-    """The items of a JSON export holding one array (``data``, seekable), streamed: after a
-    UTF-8 byte order mark, their nesting bounded (:mod:`.json_depth`). Where ijson's C
-    parser refuses valid JSON (integers beyond 64 bits, ``\\udcxx`` escapes) its Python
-    parser reads on. Raises :class:`ExportError` for a file that is no such array (``what``
-    says what is expected)."""
-    done = 0
-    for backend in (ijson, ijson.get_backend("python")):
+    """The items of a JSON export holding one array (``data``, seekable), streamed
+    (:mod:`.json_depth`). Raises :class:`ExportError` for a file that is no such array
+    (``what`` says what is expected)."""
+
+    def read(parser: Any) -> Iterator[Any]:
         data.seek(0)
-        if data.read(len(_BOM)) != _BOM:
-            data.seek(0)
-        reader = DepthLimitedReader(data)
+        reader = bounded(data)
         try:
-            for position, item in enumerate(backend.items(reader, "item", use_float=True)):
-                if position >= done:
-                    done += 1
-                    yield item
-            break
+            yield from parser.items(reader, "item", use_float=True)
         except JsonTooDeep as error:
             raise ExportError(f"{path}: {error}; fix or export it again") from None
         except (ijson.JSONError, UnicodeDecodeError) as error:
-            if backend is ijson and (isinstance(error, UnicodeDecodeError)
-                                     or "integer overflow" in str(error)):
-                continue
+            if refused_by_c_parser(parser, error):
+                raise
             raise ExportError(f"{path}: malformed JSON (in the 64 KiB before byte "
                               f"{reader.tell()}): {error}; fix or export it again") from None
-    if not done:  # an empty array, or another document, whose "item"s are none
+
+    found = False
+    for item in items_of_either_parser(read):
+        found = True
+        yield item
+    if not found:  # an empty array, or another document, whose "item"s are none
         data.seek(0)
-        events = ijson.parse(io.BytesIO(data.read(1 << 16).removeprefix(_BOM)))
+        events = ijson.parse(io.BytesIO(data.read(1 << 16).removeprefix(BOM)))
         if next(events, ("", ""))[1] != "start_array":
             raise ExportError(f"{path} holds no JSON array; {what}")
 

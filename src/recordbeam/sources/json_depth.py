@@ -1,4 +1,7 @@
-"""A bound on how deeply a streamed JSON file nests, checked on its bytes as they are read.
+"""Streaming a JSON file with ijson: its nesting bounded, a byte order mark skipped, and
+ijson's Python parser reading on where its C parser refuses valid JSON.
+
+A bound on how deeply a streamed JSON file nests, checked on its bytes as they are read.
 
 ijson keeps, for every open array or object, the path to it as a string
 (``annotations.item.segmentation.item...``): at a depth of d they hold about d^2
@@ -10,8 +13,10 @@ dropped with ``bytes.replace``/``translate``, the depth is a numpy running sum).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import ijson
 import numpy as np
 
 #: How deeply a streamed JSON file may nest (arrays and objects): COCO needs 5.
@@ -87,3 +92,44 @@ class DepthLimitedReader:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+#: The UTF-8 byte order mark some Windows tools write before JSON: RFC 8259 lets a reader
+#: skip it; ijson's C parser refuses it.
+BOM = b"\xef\xbb\xbf"
+#: ijson's parsers: its C one, then its Python one (see :func:`items_of_either_parser`).
+PARSERS = (ijson, ijson.get_backend("python"))
+
+
+def bounded(f: Any) -> DepthLimitedReader:
+    """``f`` (binary, seekable, at its start) for a JSON parser: past a byte order mark,
+    its nesting bounded."""
+    if f.read(len(BOM)) != BOM:
+        f.seek(0)
+    return DepthLimitedReader(f)
+
+
+def refused_by_c_parser(parser: Any, error: Exception) -> bool:
+    """Whether ``error`` is ijson's C parser refusing valid JSON that its Python parser
+    reads: an integer beyond 64 bits, a ``\\udcxx`` escape (how Python's ``json`` writes
+    a file name that is not UTF-8)."""
+    return parser is PARSERS[0] and (isinstance(error, UnicodeDecodeError)
+                                     or "integer overflow" in str(error))
+
+
+def items_of_either_parser(read: Callable[[Any], Iterable[Any]]) -> Iterator[Any]:
+    """What ``read(parser)`` yields with ijson's C parser; where that parser refuses valid
+    JSON (:func:`refused_by_c_parser`, which ``read`` lets through), what it yields with
+    the Python parser past the items already yielded: one odd value costs a slower read,
+    and becomes a reject downstream instead of failing the run."""
+    done = 0
+    for parser in PARSERS:
+        try:
+            for position, item in enumerate(read(parser)):
+                if position >= done:
+                    done += 1
+                    yield item
+            return
+        except (ijson.JSONError, UnicodeDecodeError) as error:
+            if not refused_by_c_parser(parser, error):
+                raise

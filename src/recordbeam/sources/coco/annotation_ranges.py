@@ -45,7 +45,7 @@ from recordbeam.sources.coco.input_tasks import (
 from recordbeam.sources.coco.json_stream import CocoFormatError, not_a_list, stream_section
 from recordbeam.sources.coco.options import CocoOptions
 from recordbeam.sources.coco.records import JoinKey, JoinMessage
-from recordbeam.sources.json_depth import MAX_JSON_DEPTH
+from recordbeam.sources.json_depth import BOM, MAX_JSON_DEPTH
 from recordbeam.sources.json_ranges import (
     EntryState,
     JsonRangeError,
@@ -245,7 +245,6 @@ PARSED_APART = ("annotations", "images", "categories")
 #: The most bytes :func:`skeleton_is_json` reads; a file with more outside those lists
 #: is streamed whole, by one worker.
 SKELETON_BYTES = 16 << 20
-_BOM = b"\xef\xbb\xbf"
 
 
 def skeleton_is_json(path: str, values: dict[str, Section]) -> bool:
@@ -264,8 +263,7 @@ def skeleton_is_json(path: str, values: dict[str, Section]) -> bool:
     if sum(end - begin for begin, end in kept) > SKELETON_BYTES:
         return False
     skeleton = b"[]".join(_read_bytes(path, begin, end) for begin, end in kept)
-    if skeleton.startswith(_BOM):
-        skeleton = skeleton[len(_BOM):]
+    skeleton = skeleton.removeprefix(BOM)
     try:
         json.loads(skeleton.decode("utf-8"), parse_constant=_refuse_constant)
     except (ValueError, RecursionError):

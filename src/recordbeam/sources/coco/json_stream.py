@@ -13,77 +13,55 @@ import ijson
 
 from recordbeam import filesystems
 from recordbeam.errors import DataError
-from recordbeam.sources.json_depth import DepthLimitedReader, JsonTooDeep
+from recordbeam.sources.json_depth import (
+    PARSERS,
+    DepthLimitedReader,
+    JsonTooDeep,
+    bounded,
+    items_of_either_parser,
+    refused_by_c_parser,
+)
 
 
 class CocoFormatError(DataError, ValueError):
     """The annotation file cannot be used at all (malformed JSON, no images...)."""
 
 
-class _NeedsPythonBackend(Exception):
-    """The C parser met valid JSON it cannot represent; the Python parser can."""
-
-
 def stream_section(path: str, section: str, stop_early: bool = False) -> Iterator[Any]:
-    """Yield the items of one top-level list of a COCO file, streaming.
-
-    ijson's fast C backend refuses integers beyond 64 bits and ``\\udcxx`` escapes (how
-    Python's ``json`` writes file names that are not UTF-8). Both are valid JSON, so on
-    them the section is read again with ijson's pure Python backend, skipping the items
-    already yielded: one odd value costs a slower read, and becomes a reject downstream
-    instead of failing the run.
+    """Yield the items of one top-level list of a COCO file, streaming, with ijson's Python
+    parser reading on where its C parser refuses valid JSON
+    (:func:`~recordbeam.sources.json_depth.items_of_either_parser`).
 
     ``stop_early`` stops reading where the section's list ends (see
     :func:`_events_to_section_end`); the file's syntax after that point is left to the
     annotations read (:mod:`~recordbeam.sources.coco.annotation_ranges`).
     """
-    done = 0
-    try:
-        for item in _section_items(path, section, ijson, True, stop_early):
-            yield item
-            done += 1
-    except _NeedsPythonBackend:
-        python = ijson.get_backend("python")
-        items = _section_items(path, section, python, False, stop_early)
-        for position, item in enumerate(items):
-            if position >= done:
-                yield item
-
-
-_BOM = b"\xef\xbb\xbf"
+    return items_of_either_parser(
+        lambda parser: _section_items(path, section, parser, stop_early))
 
 
 def _open_json(path: str) -> DepthLimitedReader:
-    """The file, open for ijson after the UTF-8 byte order mark some Windows tools write
-    (JSON readers may ignore it, RFC 8259; ijson's C parser refuses it), its nesting
-    bounded (see :mod:`recordbeam.sources.json_depth`)."""
-    f = filesystems.open_read(path)
-    if f.read(len(_BOM)) != _BOM:
-        f.seek(0)
-    return DepthLimitedReader(f)
+    return bounded(filesystems.open_read(path))
 
 
-def _section_items(path: str, section: str, backend: Any, fallback: bool,
-                   stop_early: bool) -> Iterator[Any]:
+def _section_items(path: str, section: str, parser: Any, stop_early: bool) -> Iterator[Any]:
     f = _open_json(path)
     try:
         if stop_early:
             try:
-                yield from backend.items(_events_to_section_end(f, section, backend),
-                                         f"{section}.item")
+                yield from parser.items(_events_to_section_end(f, section, parser),
+                                        f"{section}.item")
                 return
             except _SectionNotNearStart:  # nothing was yielded: read the whole file
                 f.close()
                 f = _open_json(path)
-        yield from backend.items(f, f"{section}.item", use_float=True)
+        yield from parser.items(f, f"{section}.item", use_float=True)
     except JsonTooDeep as error:
         raise CocoFormatError(f"{path}: {error}, while reading '{section}'; a COCO file nests "
                               "5 levels deep. Fix or re-export the annotation file.") from None
     except (ijson.JSONError, UnicodeDecodeError) as error:
-        if fallback and (
-            isinstance(error, UnicodeDecodeError) or "integer overflow" in str(error)
-        ):
-            raise _NeedsPythonBackend() from None
+        if refused_by_c_parser(parser, error):
+            raise
         position = _tell(f)
         raise CocoFormatError(
             f"{path}: malformed JSON while reading '{section}' (in the 64 KiB before byte "
@@ -199,7 +177,7 @@ def not_a_list(path: str, section: str) -> str | None:
 def _section_value_kind(path: str, section: str) -> str | None:
     """The parser event that starts the top-level ``section``'s value (``start_array``,
     ``null``, ``start_map``...), or None when the file has no such key."""
-    for backend in (ijson, ijson.get_backend("python")):
+    for backend in PARSERS:
         f = _open_json(path)
         try:
             for prefix, event, _value in backend.parse(f):
