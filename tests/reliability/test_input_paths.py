@@ -342,19 +342,22 @@ def test_a_cvat_image_name_leading_out_is_never_read(tmp_path):
 
 
 @CASE("Label Studio task whose image reference leads out of `--images` (`?d=../`, "
-      "`/data/upload/../../`, an absolute path or `file://` URL elsewhere, `--images/../`)",
-      "never read: image reject `outside_root` naming the export and the task; the other "
-      "image is written")
-@pytest.mark.parametrize("reference", [pytest.param(r, id=i, marks=exhaustive) for i, r in [
-    ("dotdot", "/data/local-files/?d=../outside/secret.jpg"),
-    ("escaped-dotdot", "/data/local-files/?d=..%2Foutside%2Fsecret.jpg"),
-    ("upload-dotdot", "/data/upload/../../outside/secret.jpg"),
-    ("absolute", "/data/local-files/?d={secret}"),
-    ("path", "{secret}"),
-    ("file-url", "file://{secret}"),
-    ("below-then-out", "{images}/../outside/secret.jpg"),
-]])
-def test_a_labelstudio_reference_leading_out_is_never_read(tmp_path, reference):
+      "`/data/upload/../../`, an absolute path or `file://` URL elsewhere, `--images/../`), "
+      "or names a local file by an absolute path elsewhere (`?d=/...`)",
+      "never read: image reject `outside_root` naming the export and the task (`missing` "
+      "for `?d=/...`, which Label Studio's server reads below its document root, "
+      "`--images`); the other image is written")
+@pytest.mark.parametrize(("reference", "reason"), [
+    pytest.param(r, reason, id=i, marks=exhaustive) for i, r, reason in [
+        ("dotdot", "/data/local-files/?d=../outside/secret.jpg", "outside_root"),
+        ("escaped-dotdot", "/data/local-files/?d=..%2Foutside%2Fsecret.jpg", "outside_root"),
+        ("upload-dotdot", "/data/upload/../../outside/secret.jpg", "outside_root"),
+        ("absolute", "/data/local-files/?d={secret}", "missing"),
+        ("path", "{secret}", "outside_root"),
+        ("file-url", "file://{secret}", "outside_root"),
+        ("below-then-out", "{images}/../outside/secret.jpg", "outside_root"),
+    ]])
+def test_a_labelstudio_reference_leading_out_is_never_read(tmp_path, reference, reason):
     dataset = build("labelstudio", tmp_path / "data")
     secret = _secret_file(tmp_path)
     export = Path(dataset.args[dataset.args.index("--input") + 1])
@@ -366,8 +369,9 @@ def test_a_labelstudio_reference_leading_out_is_never_read(tmp_path, reference):
 
     assert cli.main(dataset.argv(out, "--max-reject-fraction", "1")) == 0
     assert SECRET not in _shard_bytes(out)
-    [refused] = _rejects(out, "outside_root")
-    assert refused["source"] == f"{export}: task 1" and named in refused["detail"]
+    [refused] = _rejects(out, reason)
+    assert refused["source"] == f"{export}: task 1"
+    assert (named if reason == "outside_root" else str(secret).lstrip("/")) in refused["detail"]
     assert dataset.image("b.jpg").read_bytes() in _shard_bytes(out)
 
 
