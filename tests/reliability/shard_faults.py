@@ -22,6 +22,7 @@ import json
 import os
 import re
 import struct
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -98,10 +99,13 @@ class _FailingFile:
 
 def failing_creates(create: Callable[..., BinaryIO], *, shard: int, after: int,
                     marker: str | os.PathLike[str],
-                    fault: Callable[[_FailingFile], None] | None = None) -> Callable[..., BinaryIO]:
+                    fault: Callable[[_FailingFile], None] | None = None,
+                    hold: bool = False) -> Callable[..., BinaryIO]:
     """``create`` (a filesystem's), whose temp files of shard ``shard`` fail after ``after``
     records while ``marker`` does not exist. ``fault(file)`` runs in place of the failing
-    write; by default it creates ``marker`` and raises :class:`InjectedFault`."""
+    write; by default it creates ``marker`` and raises :class:`InjectedFault`. With
+    ``hold``, it creates ``marker`` and holds the write instead, until ``<marker>.release``
+    exists (at most a minute), so that a run is surely writing when a test stops it."""
     # {output}/.recordbeam-tmp-{run}/{split}-{shard}-of-{count}.tfrecord.{attempt}
     temp_shard = re.compile(
         rf"{re.escape(TEMP_PREFIX)}[^/]*/[^/]+-{shard:05d}-of-\d{{5}}\.tfrecord\.[0-9a-f]+$")
@@ -111,6 +115,15 @@ def failing_creates(create: Callable[..., BinaryIO], *, shard: int, after: int,
         Path(marker).write_bytes(b"fired\n")
         raise InjectedFault(
             f"test fault: shard {shard} failed after {file.framing.records_begun} records")
+
+    def hold_write(file: _FailingFile) -> None:
+        Path(marker).write_bytes(b"holding\n")
+        released = time.monotonic() + 60
+        while not os.path.exists(f"{marker}.release") and time.monotonic() < released:
+            time.sleep(0.01)
+
+    if hold:
+        fault = hold_write
 
     def wrapped(self: Any, path: str, *args: Any, **kwargs: Any) -> BinaryIO:
         raw = create(self, path, *args, **kwargs)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import apache_beam as beam
 import fullfs
+import in_new_processes
 import pytest
 import shard_faults
 from apache_beam.coders import BytesCoder
@@ -251,23 +252,42 @@ def _signals_as_a_terminal_gives_them():
 def _run_to_stop(sample, tmp_path) -> tuple[str, Path, list[str], dict[str, str]]:
     """``(out, TMPDIR, command, environment)`` of a conversion to stop while it writes.
     No --quiet: a terminal or pipe on stderr shows no progress line either. Its shuffles
-    spill past 64 KiB, so it has spill files in its TMPDIR when it is stopped."""
+    spill past 64 KiB, so it has spill files in its TMPDIR when it is stopped. Its shard 0
+    holds its second record until the test releases it (:func:`_writing_started`,
+    :func:`_release`): the run is surely writing when it is stopped, however fast or
+    loaded the machine."""
     out = str(tmp_path / "out")
     temp = tmp_path / "tmpdir"
     temp.mkdir()
     command = [sys.executable, "-m", "recordbeam", "convert", "coco", "--images",
                sample.images_dir, "--annotations", sample.annotations, "--output", out,
                "--direct_num_workers=2"]
-    return out, temp, command, {**os.environ, "TMPDIR": str(temp),
-                                "RECORDBEAM_SHUFFLE_MEMORY": "65536"}
+    held = {"shard": 0, "after": 1, "marker": str(tmp_path / "writing"), "hold": True}
+    return out, temp, command, {
+        **os.environ, "TMPDIR": str(temp), "RECORDBEAM_SHUFFLE_MEMORY": "65536",
+        **in_new_processes.environment("shard_faults", str(Path(shard_faults.__file__).parent),
+                                       os.environ),
+        shard_faults.VARIABLE: json.dumps(held)}
 
 
 def _writing_started(proc: subprocess.Popen, out: str, meanwhile=lambda: time.sleep(0.002)):
+    """Whether the run of ``_run_to_stop`` is writing (its shard 0 held), not ended."""
+    holding = Path(out).parent / "writing"
     started = time.monotonic()
-    while proc.poll() is None and not _temp_shard_written(out, 0):
+    while proc.poll() is None and not holding.exists():
         assert time.monotonic() - started < 120, "the run never started writing"
         meanwhile()
     return proc.poll() is None
+
+
+def _stopped(proc: subprocess.Popen, out: str) -> tuple[str, str]:
+    """The stopped run's output. A run that does not stop within 30 s has its held write
+    released: it then finishes and commits, which the test's assertions find."""
+    try:
+        return proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        (Path(out).parent / "writing.release").touch()
+        return proc.communicate(timeout=60)
 
 
 def _left_nothing(proc: subprocess.Popen, out: str, temp: Path) -> None:
@@ -316,7 +336,7 @@ def test_ctrl_c_says_one_line_and_leaves_nothing(larger_sample, tmp_path, whom, 
         os.killpg(proc.pid, signum)
     else:
         os.kill(proc.pid, signum)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = _stopped(proc, out)
     lines = stderr.splitlines()
     assert proc.returncode == 128 + signum, stderr
     assert len(lines) == 1, stderr
@@ -359,7 +379,8 @@ def test_a_terminal_that_hangs_up_leaves_nothing(larger_sample, tmp_path):
     assert _writing_started(proc, out, keep_the_terminal_from_filling), bytes(said)
     os.close(terminal)  # held until now: a terminal nobody holds reads as EIO
     os.close(master)  # the terminal hangs up: SIGHUP to its session's foreground group
-    assert proc.wait(timeout=60) == 129, bytes(said)
+    _stopped(proc, out)
+    assert proc.returncode == 129, bytes(said)
     for log in temp.glob("recordbeam-*.log"):  # the log of a stopped run stays
         log.unlink()
     _left_nothing(proc, out, temp)
