@@ -94,7 +94,7 @@ docs: $(VENV)/.docs
 # built once: its dependencies never touch .venv, and the DAGs run recordbeam from .venv,
 # as a deployment runs it from recordbeam's own environment. Airflow's constraints file
 # is on GitHub, out of CI's reach: deploy/airflow/constraints-py3.11.txt pins what the
-# tests passed with (~3 min to install on 2 cores). All of it: ~18 min on 2 cores.
+# tests passed with (~3 min to install on 2 cores). All of it: 8-11 min on 2 cores.
 AIRFLOW_VENV ?= .venv-airflow
 # The Python it is made from: AIRFLOW_PYTHON=/usr/bin/python3 on Debian 12 builds it as a
 # Debian user does, from Python 3.11.2 (the constraints hold releases that accept it).
