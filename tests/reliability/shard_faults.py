@@ -152,6 +152,23 @@ def install_in_workers(monkeypatch: Any, *, shard: int, after: int,
     in_new_processes.register(monkeypatch, __name__, str(Path(__file__).parent))
 
 
+def holding_environment(marker: str | os.PathLike[str]) -> dict[str, str]:
+    """What to add to a command's environment so that its shard 0 holds its second record
+    (``hold``): it creates ``marker`` then, and writes on once ``<marker>.release`` exists
+    (:func:`release`). A test stops or races a run surely while it writes, however fast
+    or loaded the machine."""
+    import in_new_processes  # tests/: on the test process's path
+
+    held = {"shard": 0, "after": 1, "marker": os.fspath(marker), "hold": True}
+    return {**in_new_processes.environment(__name__, str(Path(__file__).parent), os.environ),
+            VARIABLE: json.dumps(held)}
+
+
+def release(marker: str | os.PathLike[str]) -> None:
+    """Let a write held by :func:`holding_environment` go on."""
+    Path(f"{os.fspath(marker)}.release").touch()
+
+
 def in_new_process() -> None:
     """In a process started by the test (``tests/startup``): fail as :data:`VARIABLE` says."""
     LocalFileSystem.create = failing_creates(LocalFileSystem.create,

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+import shard_faults
 from lanes import exhaustive, one_in_make_test
 from read_back import write_folder_files
 from reliability_data import convert_argv, snapshot
@@ -33,14 +34,9 @@ def _command(larger_sample, out, *extra: str) -> list[str]:
         larger_sample.images_dir, larger_sample.annotations, str(out), "--shards", "2", *extra)]
 
 
-def _start(argv: list[str]) -> subprocess.Popen:
+def _start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-
-
-def _writing_shards(out) -> bool:
-    return os.path.isdir(out) and any(
-        ".tfrecord." in name for name in snapshot(out) if name.startswith(TEMP_PREFIX))
+                            start_new_session=True, env=env)
 
 
 def _finish(proc: subprocess.Popen) -> tuple[int, str]:
@@ -69,9 +65,11 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean, tmp_path, second):
     out = tmp_path / "out"
     write_folder_files(out, larger_clean)  # a finished output, as a nightly run finds it
-    first = _start(_command(larger_sample, out, "--overwrite"))
+    writing = tmp_path / "writing"  # the first run holds a shard's write until released
+    first = _start(_command(larger_sample, out, "--overwrite"),
+                   {**os.environ, **shard_faults.holding_environment(writing)})
     started = time.monotonic()
-    while not _writing_shards(out):
+    while not writing.exists():
         assert first.poll() is None, first.communicate()
         assert time.monotonic() - started < 120, "the first run never started writing"
         time.sleep(0.005)
@@ -83,12 +81,11 @@ def test_a_second_writer_is_refused_naming_the_first(larger_sample, larger_clean
                 str(out), "--quiet", "--direct_running_mode=in_memory",
                 "--direct_num_workers=1"]
         write_folder_files(tmp_path / "inputs", larger_clean)
-    # The first run waits, stopped, while the second one starts: it holds the folder.
-    os.killpg(first.pid, signal.SIGSTOP)
+    # The first run holds the folder, writing, while the second one starts.
     try:
         code, err = _finish(_start(argv))
     finally:
-        os.killpg(first.pid, signal.SIGCONT)
+        shard_faults.release(writing)
     assert code == 2, err
     assert f"is being written by another run {holder['run']}" in err
     assert f"pid {first.pid} on " in err and "--break-lock" in err

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import apache_beam as beam
 import fullfs
-import in_new_processes
 import pytest
 import shard_faults
 from apache_beam.coders import BytesCoder
@@ -262,12 +261,9 @@ def _run_to_stop(sample, tmp_path) -> tuple[str, Path, list[str], dict[str, str]
     command = [sys.executable, "-m", "recordbeam", "convert", "coco", "--images",
                sample.images_dir, "--annotations", sample.annotations, "--output", out,
                "--direct_num_workers=2"]
-    held = {"shard": 0, "after": 1, "marker": str(tmp_path / "writing"), "hold": True}
     return out, temp, command, {
         **os.environ, "TMPDIR": str(temp), "RECORDBEAM_SHUFFLE_MEMORY": "65536",
-        **in_new_processes.environment("shard_faults", str(Path(shard_faults.__file__).parent),
-                                       os.environ),
-        shard_faults.VARIABLE: json.dumps(held)}
+        **shard_faults.holding_environment(tmp_path / "writing")}
 
 
 def _writing_started(proc: subprocess.Popen, out: str, meanwhile=lambda: time.sleep(0.002)):
@@ -286,7 +282,7 @@ def _stopped(proc: subprocess.Popen, out: str) -> tuple[str, str]:
     try:
         return proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
-        (Path(out).parent / "writing.release").touch()
+        shard_faults.release(Path(out).parent / "writing")
         return proc.communicate(timeout=60)
 
 
