@@ -21,8 +21,10 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def larger_sample(tmp_path_factory):
-    """A COCO sample with enough pixels that a run takes a few seconds to write its shards
-    (so a signal, a second run or a kill lands while it writes). Made once per test run."""
+    """A COCO sample with enough pixels that a run spills its shuffles and spends a while
+    in each stage. Its shards take well under a second to write: a test that must stop
+    or race a run while it writes holds the write (``shard_faults.holding_environment``)
+    or stops the worker first. Made once per test run."""
     return once_per_run(tmp_path_factory, "larger", lambda folder: make_coco_sample(
         folder, num_images=400, image_size=(320, 240), include_bad=False))
 
