@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -232,21 +231,26 @@ def test_a_forked_standby_writes_its_stderr_to_its_own_descriptor_2(tmp_path):
     """A launcher whose ``sys.stderr`` writes to another descriptor (pytest's capture, a
     program's): the forked standby's ``sys.stderr`` must still work once that descriptor
     is closed, or a worker's failed bundle (whose traceback Beam prints first) is never
-    reported and the run waits forever."""
-    captured = tmp_path / "captured"
-    channel, other = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:  # the launcher, then the standby as _fork makes it
-        code = 1
-        try:
-            sys.stderr = open(os.open(captured, os.O_WRONLY | os.O_CREAT), "w")
-            standby._as_new_process(channel.fileno())
-            print("a failed bundle's traceback", file=sys.stderr, flush=True)
-            code = 0 if sys.stderr.fileno() == 2 and sys.stdout.fileno() == 1 else 2
-        finally:
-            os._exit(code)
-    channel.close(), other.close()
-    assert os.waitpid(pid, 0)[1] == 0
+    reported and the run waits forever. In a new interpreter: one thread, as the
+    launcher has when it forks its standby."""
+    code = (
+        "import os, socket, sys\n"
+        "from recordbeam.local import standby\n"
+        "channel, other = socket.socketpair()\n"
+        "sys.stderr = open(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT), 'w')\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    code = 1\n"
+        "    try:\n"
+        "        standby._as_new_process(channel.fileno())\n"
+        "        print(\"a failed bundle's traceback\", file=sys.stderr, flush=True)\n"
+        "        code = 0 if (sys.stderr.fileno(), sys.stdout.fileno()) == (2, 1) else 2\n"
+        "    finally:\n"
+        "        os._exit(code)\n"
+        "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "captured")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def _shard_faults(monkeypatch):

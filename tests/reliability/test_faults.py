@@ -252,9 +252,9 @@ def _run_to_stop(sample, tmp_path) -> tuple[str, Path, list[str], dict[str, str]
     """``(out, TMPDIR, command, environment)`` of a conversion to stop while it writes.
     No --quiet: a terminal or pipe on stderr shows no progress line either. Its shuffles
     spill past 64 KiB, so it has spill files in its TMPDIR when it is stopped. Its shard 0
-    holds its second record until the test releases it (:func:`_writing_started`,
-    :func:`_release`): the run is surely writing when it is stopped, however fast or
-    loaded the machine."""
+    holds its second record (``shard_faults.holding_environment``; :func:`_writing_started`
+    waits for it, :func:`_stopped` releases it only if the run did not stop): the run is
+    surely writing when it is stopped, however fast or loaded the machine."""
     out = str(tmp_path / "out")
     temp = tmp_path / "tmpdir"
     temp.mkdir()

@@ -184,12 +184,9 @@ def test_choices_of_a_region_or_of_another_tag_are_counted_not_image_classes():
                       "labelstudio_labels_results_skipped": 1}
 
 
-@pytest.mark.parametrize("results", [
-    [{**_box(1, 1, 5, 5), "to_name": "left"}, {**_box(1, 1, 5, 5, rid="r2"), "to_name": "right"}],
-    [{"id": "a", "type": "choices", "to_name": "left", "value": {"choices": ["x"]}},
-     {"id": "b", "type": "choices", "to_name": "right", "value": {"choices": ["y"]}}],
-])
-def test_a_task_whose_regions_name_two_image_tags_is_rejected_not_merged(results):
+def test_a_task_whose_regions_name_two_image_tags_is_rejected_not_merged():
+    results = [{**_box(1, 1, 5, 5), "to_name": "left"},
+               {**_box(1, 1, 5, 5, rid="r2"), "to_name": "right"}]
     annotations = [{"id": 1, "result": results}, {"id": 2, "result": [], "was_cancelled": True}]
     entries, (reject,), counts = _parse([_task(annotations=annotations)])
     assert not entries
@@ -198,12 +195,41 @@ def test_a_task_whose_regions_name_two_image_tags_is_rejected_not_merged(results
     assert counts == {"labelstudio_cancelled_annotations_skipped": 1}
 
 
-def test_a_labels_tag_beside_a_rectangle_tag_is_one_region():
-    geometry = {"x": 10, "y": 10, "width": 10, "height": 10, "rotation": 0}
-    results = [{"id": "g", "type": "rectangle", "value": geometry},
-               {"id": "g", "type": "labels", "value": {**geometry, "labels": ["dog"]}}]
-    (entry,), rejects, _ = _parse([_task(*results)])
+def test_of_several_tags_the_one_named_as_the_image_field_is_the_images():
+    results = [{**_box(1, 1, 5, 5, label="dog"), "to_name": "image"},
+               {**_box(1, 1, 5, 5, label="cat", rid="r2"), "to_name": "image2"},
+               {"id": "c", "type": "choices", "to_name": "image2", "value": {"choices": ["x"]}}]
+    (entry,), rejects, counts = _parse([_task(*results)])
     assert not rejects and [o.name for o in entry.objects] == ["dog"]
+    assert entry.image_labels == ()
+    assert counts == {"labelstudio_regions_of_other_tags_skipped": 1,
+                      "labelstudio_choices_of_other_tags_skipped": 1}
+
+
+def test_choices_of_several_tags_without_regions_are_counted_and_the_image_written():
+    results = [{"id": "a", "type": "choices", "to_name": "img", "value": {"choices": ["dog"]}},
+               {"id": "b", "type": "choices", "to_name": "caption",
+                "value": {"choices": ["english"]}}]
+    (entry,), rejects, counts = _parse([_task(*results)])
+    assert not rejects and entry.image_labels == ()
+    assert counts == {"labelstudio_choices_of_other_tags_skipped": 2}
+    task = _task(*results)
+    task["data"] = {"img": task["data"]["image"]}  # <Image name="img" value="$img">
+    (entry,), _, counts = _parse([task], image_key="img")
+    assert [name for name, _ in entry.image_labels] == ["dog"]
+    assert counts == {"labelstudio_choices_of_other_tags_skipped": 1}
+
+
+def test_results_of_odd_types_tags_or_ids_are_counted_never_a_crash():
+    choice = {"id": "c1", "type": "choices", "value": {"choices": ["indoor"]}}
+    results = [{"type": [], "to_name": "img", "value": {}}, {"type": {"a": 1}},
+               {"type": "choices", "to_name": None, "value": {"choices": ["day"]}},
+               {"id": "c1", "type": "textarea", "value": {"text": ["same id"]}}, choice]
+    (entry,), rejects, counts = _parse([_task(*results)])
+    assert not rejects
+    assert [name for name, _ in entry.image_labels] == ["day", "indoor"]
+    assert counts == {"labelstudio_unknown_results_skipped": 2,
+                      "labelstudio_textarea_results_skipped": 1}
 
 
 def _annotation(annotation_id, label, updated, created=None, **flags):
@@ -329,6 +355,8 @@ def test_result_ids_that_are_no_text_or_number_are_results_of_their_own():
 
 @pytest.mark.parametrize(("text", "says"), [
     (b'{"images": []}', "holds no JSON array"),
+    (b'"' + b"a" * 70_000 + b'"', "holds no JSON array"),  # past the 64 KiB looked at
+    (b'"\\udcff"', "holds no JSON array"),
     (b'[{"id": 1, "data": }]', "malformed JSON"),
     (b"[" * 200 + b"]" * 200, "levels deep"),
 ])

@@ -87,7 +87,11 @@ def json_array_items(path: str, data: BinaryIO, what: str) -> Iterator[Any]:
     if not found:  # an empty array, or another document, whose "item"s are none
         data.seek(0)
         events = ijson.parse(io.BytesIO(data.read(1 << 16).removeprefix(BOM)))
-        if next(events, ("", ""))[1] != "start_array":
+        try:
+            first = next(events, ("", ""))[1]
+        except (ijson.JSONError, UnicodeDecodeError):  # a long string, a \udcxx escape
+            first = None
+        if first != "start_array":
             raise ExportError(f"{path} holds no JSON array; {what}")
 
 

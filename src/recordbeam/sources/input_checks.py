@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from recordbeam import filesystems
 from recordbeam.errors import UsageError
 from recordbeam.sources.format import Request
+from recordbeam.sources.json_depth import BOM
 
 #: What a missing or empty image folder's message advises, for formats with --images.
 PASS_IMAGES = " (pass --images if the images are elsewhere)"
@@ -68,7 +69,7 @@ def require_json_object(path: str, flag: str, what: str, opening: bytes = b"{") 
     start = b""
     with filesystems.open_read(path) as f:
         while chunk := f.read(1 << 16):  # whitespace may come first, any amount of it
-            start = (start + chunk).removeprefix(b"\xef\xbb\xbf").lstrip()
+            start = (start + chunk).removeprefix(BOM).lstrip()
             if start:
                 break
     if start.startswith(opening):

@@ -150,16 +150,27 @@ def _region(result: dict) -> str | int | None:
     return region if isinstance(region, str | int) and not isinstance(region, bool) else None
 
 
-def _image_tag(results: list[dict]) -> Any:
-    """The ``to_name`` of the task's image: the one its regions name, else its choices'
-    (None: none named); a set when they name several."""
-    def named(regions: bool) -> set:
-        return {r["to_name"] for r in results if isinstance(r.get("to_name"), str)
-                and (r.get("type") == "choices") != regions and _SHAPES.get(
-                    r.get("type"), "labels" if _shape_of_labels(r) else None)}
+def _on_image(result: dict) -> bool:
+    """Whether ``result`` is a region of an image: a rectangle or polygon, or a <Labels>
+    tag's result with one's geometry."""
+    return _SHAPES.get(result.get("type"), "") in ("box", "polygon") or bool(
+        _shape_of_labels(result))
 
-    tags = named(True) or named(False)
-    return tags if len(tags) > 1 else next(iter(tags), None)
+
+def _image_tag(results: list[dict], image_key: str) -> str | set | None:
+    """The ``to_name`` of the task's image: the one its regions name, else its choices'
+    (None: none). Where they name several, the one named as the image's field (Label
+    Studio's templates name ``<Image name="image" value="$image">`` alike), else the set
+    of them: for regions, which image they lie on is unknown."""
+    def named(on_image: bool) -> set:
+        return {r["to_name"] for r in results if isinstance(r.get("to_name"), str)
+                and (_on_image(r) if on_image else r.get("type") == "choices")}
+
+    regions = named(True)
+    tags = regions or named(False)
+    if len(tags) < 2:
+        return next(iter(tags), None)
+    return image_key if image_key in tags else tags if regions else None
 
 
 def _shape_of_labels(result: dict) -> str | None:
@@ -320,33 +331,36 @@ class LabelStudioExport(ExportFormat):
             return
         counts: Counter[str] = Counter()
         annotation = chosen(task, opts.annotation, opts.use_predictions, counts)
-        results = [r if isinstance(r, dict) else {}
+        # A result of no type, or of one that is no text, is one of an unknown type.
+        results = [r if isinstance(r, dict) and isinstance(r.get("type", ""), str)
+                   else {**(r if isinstance(r, dict) else {}), "type": None}
                    for r in _list((annotation or {}).get("result"))]
         # A <Labels> tag beside a <Rectangle> or <Polygon> gives the region a second result,
         # a per-region <Choices> one more (sharing its id, or holding its geometry).
         labelled = {_region(r) for r in results if r.get("type") == "labels"} - {None}
-        regions = {_region(r) for r in results if r.get("type") != "choices"} - {None}
-        tag = _image_tag(results)
+        regions = {_region(r) for r in results if _on_image(r)} - {None}
+        tag = _image_tag(results, opts.image_key)
         if isinstance(tag, set):
             yield from (+counts).items()  # those above 0
             yield Reject("image", where, "several_images", (
-                f"{where} has regions or choices for several tags "
-                f"({', '.join(sorted(map(str, tag)))}), and the export does not say which "
-                f"one shows data.{opts.image_key}; recordbeam writes one image per task: "
-                "label one <Image> per task"), split)
+                f"{where} has regions for several tags ({', '.join(sorted(tag))}), none "
+                f"named {opts.image_key!r}, and the export does not say which one shows "
+                f"data.{opts.image_key}; recordbeam writes one image per task: label one "
+                "<Image> per task, or name its tag as its field"), split)
             return
         found: list[Any] = []
         for number, result in enumerate(results):
             if _region(result) in labelled and result.get("type") in ("rectangle", "polygon"):
                 continue
-            value = result.get("value")
-            if result.get("type") == "choices" and (_region(result) in regions or (
+            kind, value, name = result.get("type"), result.get("value"), result.get("to_name")
+            if kind == "choices" and (_region(result) in regions or (
                     isinstance(value, dict) and ("x" in value or "points" in value))):
                 counts["labelstudio_region_choices_skipped"] += 1
                 continue
-            if result.get("type") == "choices" and tag is not None and result.get(
-                    "to_name", tag) != tag:
-                counts["labelstudio_choices_of_other_tags_skipped"] += 1  # a <Text>'s
+            if (kind == "choices" or _on_image(result)) and isinstance(name, str) and (
+                    name != tag):  # another <Image>'s, a <Text>'s; or, unknown, any
+                counts[f"labelstudio_{'choices' if kind == 'choices' else 'regions'}"
+                       "_of_other_tags_skipped"] += 1
                 continue
             shown = f"result {result['id']}" if "id" in result else f"result [{number}]"
             parsed = parse_result(result, printable(f"{where} {shown}"), opts.include_masks,
