@@ -173,13 +173,19 @@ def _image_tag(results: list[dict], image_key: str) -> str | set | None:
     return image_key if image_key in tags else tags if regions else None
 
 
-def _shape_of_labels(result: dict) -> str | None:
-    """A ``labels`` result's shape: a <Labels> tag's on an image region, else None (a text
-    span's, say)."""
+def _geometry(result: dict, kind: str) -> str | None:
+    """The shape of a ``kind`` result holding a region's geometry in its value (a <Labels>
+    tag's beside a <Rectangle> or <Polygon>, a per-region <Choices>'), else None (a text
+    span's, a whole image's)."""
     value = result.get("value")
-    if result.get("type") != "labels" or not isinstance(value, dict):
+    if result.get("type") != kind or not isinstance(value, dict):
         return None
     return "polygon" if "points" in value else "box" if "x" in value else None
+
+
+def _shape_of_labels(result: dict) -> str | None:
+    """A ``labels`` result's shape: a <Labels> tag's on an image region, else None."""
+    return _geometry(result, "labels")
 
 
 def _list(value: Any) -> list:
@@ -352,9 +358,8 @@ class LabelStudioExport(ExportFormat):
         for number, result in enumerate(results):
             if _region(result) in labelled and result.get("type") in ("rectangle", "polygon"):
                 continue
-            kind, value, name = result.get("type"), result.get("value"), result.get("to_name")
-            if kind == "choices" and (_region(result) in regions or (
-                    isinstance(value, dict) and ("x" in value or "points" in value))):
+            kind, name = result.get("type"), result.get("to_name")
+            if kind == "choices" and (_region(result) in regions or _geometry(result, kind)):
                 counts["labelstudio_region_choices_skipped"] += 1
                 continue
             if (kind == "choices" or _on_image(result)) and isinstance(name, str) and (
