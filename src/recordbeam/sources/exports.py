@@ -503,14 +503,13 @@ class ReadExport(beam.PTransform):
         )  # (key, ImageFile)
         # One typed join: each side's values in their registered coders (parts: the
         # format's part_type's), keyed by the image.
-        sides = [streamed.entries, listed.files]
-        types = [ExportEntry, JoinMessage, *([fmt.part_type] if fmt.part_type else [])]
-        coders = [beam.coders.registry.get_coder(kind) for kind in types]
+        sides = [(streamed.entries, ExportEntry), (listed.files, JoinMessage)]
         if fmt.part_type is not None:
-            sides.append(streamed.parts)
+            sides.append((streamed.parts, fmt.part_type))
+        coders = [beam.coders.registry.get_coder(kind) for _side, kind in sides]
         paired = (
             [side | f"Join{_SIDES[i].title()}" >> beam.ParDo(_Joining(i, coders[i]))
-             .with_output_types(tuple[str, Joined]) for i, side in enumerate(sides)]
+             .with_output_types(tuple[str, Joined]) for i, (side, _kind) in enumerate(sides)]
             | "Sides" >> beam.Flatten()
             | "JoinByKey" >> beam.GroupByKey()  # (key, [Joined])
             | "Pair" >> beam.ParDo(_Pair(fmt, coders))
