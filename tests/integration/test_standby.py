@@ -300,9 +300,10 @@ def test_a_second_run_gets_new_workers(hand_offs, tmp_path):
 @needs_standby
 @exhaustive  # a standby that cannot give a worker means a new one: test_a_dead_standby_means_new_workers
 def test_a_standby_that_fails_before_forking_means_new_workers(hand_offs, monkeypatch, tmp_path):
-    # Alive when asked, gone before it answers: an import that crashed.
+    # Alive when asked, gone before it answers: an import that crashed. It lives 3 s: a
+    # loaded machine may take over a second to build the pipeline and ask for workers.
     monkeypatch.setattr(standby, "_COMMAND",
-                        (sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(1)"))
+                        (sys.executable, "-c", "import time; time.sleep(3); raise SystemExit(1)"))
     with standby.started(2):
         pids = _worker_pids(pipeline_options([*TWO_WORKERS, *CLOUDPICKLE]), tmp_path / "pids")
     assert hand_offs == [None, None]
