@@ -884,6 +884,9 @@ class ReadFormat(beam.PTransform):
     :meth:`annotation_format`; the reading is :class:`ReadAnnotatedImages`'."""
 
     _skip_prefix: str | None = None
+    #: The class names in label order when known before the run, else None (the names
+    #: found in the annotations, sorted).
+    classes: Sequence[str] | None = None
     #: The folders named on the command line (:class:`filesystems.InputRoots`); None with
     #: ``allow_outside_root``. Each subclass sets it: a format that forgot fails loudly.
     input_roots: filesystems.InputRoots | None

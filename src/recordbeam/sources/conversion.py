@@ -15,6 +15,7 @@ from recordbeam.dataset import layout
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.sources.annotated_files import label_metadata
 from recordbeam.sources.fingerprint import fingerprint
+from recordbeam.sources.format import Conversion
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.incremental import Incremental
 from recordbeam.write.planning import ShardOptions
@@ -88,3 +89,25 @@ def write_format(p: beam.Pipeline, output_dir: str, name: str, read: Any,
     ``known_labels()``."""
     layout.check_labels_agree(output_dir, read.splits, known_labels)
     return write_read(p, name, read, output_dir, encoder, shards, settings, read.splits)
+
+
+def conversion(kind: str, options: Any, splits: Sequence[str], input_patterns: Sequence[str],
+               output_dir: str, read: Callable[[], Any],
+               encoder: Callable[[Any, ImageChecks, ImageFixes | None], Any],
+               after_run: Callable[[str], None] | None = None) -> Conversion:
+    """The :class:`~recordbeam.sources.format.Conversion` of a format whose read transform
+    knows its splits and classes (``read()``, made as the pipeline is built: it may read
+    small files on the launcher) and whose encoder is ``encoder(read, checks, fixes)``;
+    ``options`` (a dataclass) are its settings."""
+
+    def settings(shards: ShardOptions, checks: ImageChecks, fixes: ImageFixes | None) -> dict:
+        return settings_of(kind, options, shards, checks, fixes)
+
+    def build(p: beam.Pipeline, shards: ShardOptions, checks: ImageChecks,
+              fixes: ImageFixes | None) -> WriteShards:
+        transform = read()
+        return write_format(p, output_dir, type(transform).__name__, transform,
+                            classes_known(transform.classes), encoder(transform, checks, fixes),
+                            shards, settings(shards, checks, fixes))
+
+    return Conversion(splits, input_patterns, settings, build, after_run)

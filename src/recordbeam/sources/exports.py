@@ -31,7 +31,7 @@ import apache_beam as beam
 import ijson
 from apache_beam.pvalue import TaggedOutput
 
-from recordbeam import filesystems
+from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
@@ -47,6 +47,7 @@ from recordbeam.sources.annotated_files import (
     text_metadata,
 )
 from recordbeam.sources.classes_file import read_classes_file
+from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.json_depth import (
     BOM,
@@ -526,3 +527,11 @@ class ReadExport(beam.PTransform):
         counts = tuple(o.counts for o in outputs) | "Counts" >> beam.Flatten()
         sizes = paired.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
         return SourceRead(built.records, rejects, counts, metadata, sizes)
+
+
+class ExportEncoder(DetectionEncoder):
+    """The detection features of an export's images; an image written with no object is
+    counted (``images_without_objects``), as it is written."""
+
+    def object_counts(self, columns) -> dict[str, int]:
+        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}

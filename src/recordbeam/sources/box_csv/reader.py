@@ -18,7 +18,6 @@ import csv
 import io
 import posixpath
 from dataclasses import dataclass
-from math import isfinite
 from typing import Any, BinaryIO
 
 import apache_beam as beam
@@ -26,7 +25,6 @@ from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError, UsageError
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     build_record,
@@ -36,7 +34,7 @@ from recordbeam.sources.annotated_files import (
     listed_time,
     text_metadata,
 )
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     JoinRowsWithImages,
@@ -49,9 +47,7 @@ from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
 from recordbeam.sources.result import SourceRead
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
+from recordbeam.sources.text import as_number, as_whole
 
 #: The table of each split, in its folder.
 TABLE_NAME = "_annotations.csv"
@@ -195,7 +191,7 @@ def parse_row(fields: list[str], positions: dict[str, int], where: str,
         return Reject("annotation", where, "missing_field", (
             f"{where}: the row has no {'filename' if not filename else 'class'}; the box was "
             "not written"), split)
-    corners = [_number(value(column)) for column in ("xmin", "ymin", "xmax", "ymax")]
+    corners = [as_number(value(column)) for column in ("xmin", "ymin", "xmax", "ymax")]
     if None in corners:
         return Reject("annotation", where, "invalid_bbox", (
             f"{where} ({name!r}): xmin, ymin, xmax and ymax must be numbers; the box was not "
@@ -205,22 +201,9 @@ def parse_row(fields: list[str], positions: dict[str, int], where: str,
         return Reject("annotation", where, "degenerate_bbox", (
             f"{where} ({name!r}): box xmin={xmin:g} ymin={ymin:g} xmax={xmax:g} ymax={ymax:g} "
             "has no area (max must be above min); the box was not written"), split)
-    width, height = _whole(value("width")), _whole(value("height"))
+    width, height = as_whole(value("width"), 1) or 0, as_whole(value("height"), 1) or 0
     return image_key(split, filename), BoxRow(
         where, name, (xmin, ymin, xmax - xmin, ymax - ymin), (), False, width, height)
-
-
-def _number(text: str) -> float | None:
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if isfinite(number) else None
-
-
-def _whole(text: str) -> int:
-    number = _number(text)
-    return int(number) if number is not None and number == int(number) and number > 0 else 0
 
 
 class _ReadSplit(beam.DoFn):
@@ -256,6 +239,9 @@ class ReadBoxCsv(beam.PTransform):
     checked on construction (:class:`BoxCsvError`). ``skip_below``, the output folder when
     it lies inside ROOT, is left out of the listings.
     """
+
+    #: The classes are the names found in the tables, sorted.
+    classes = None
 
     def __init__(self, options: BoxCsvOptions, skip_below: str | None = None) -> None:
         super().__init__()
@@ -326,16 +312,6 @@ class BoxCsvEncoder(DetectionEncoder):
 # --- the conversion ---------------------------------------------------------------------
 
 
-def to_tfrecord(p: beam.Pipeline, output_dir: str, boxes: BoxCsvOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the box CSV conversion to ``p`` (one split per ``<split>/_annotations.csv``);
-    returns the sink. The classes are known only once the tables are read."""
-    read = ReadBoxCsv(boxes, skip_below=output_dir)
-    return write_format(p, output_dir, "ReadBoxCsv", read, classes_known(None),
-                        BoxCsvEncoder(checks, read.splits[0], fixes), shards,
-                        settings_of("box-csv", boxes, shards, checks, fixes))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert box-csv``: checks the inputs before any job (the folders are there, a
     table at least, whose header reads; a typed --split names the export's one split)."""
@@ -345,9 +321,6 @@ def prepare(request: Request) -> Conversion:
     require_images_option(request)
     splits = ReadBoxCsv(boxes).splits  # lists ROOT/*/_annotations.csv, reads their headers
     refuse_split(request, splits, "the splits come from the folders holding _annotations.csv")
-    return Conversion(
-        splits=splits, input_patterns=box_csv_input_patterns(boxes, splits),
-        settings=lambda shards, checks, fixes: settings_of("box-csv", boxes, shards, checks,
-                                                           fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, boxes, shards,
-                                                            checks, fixes))
+    return conversion("box-csv", boxes, splits, box_csv_input_patterns(boxes, splits),
+                      request.output, lambda: ReadBoxCsv(boxes, skip_below=request.output),
+                      lambda read, checks, fixes: BoxCsvEncoder(checks, read.splits[0], fixes))

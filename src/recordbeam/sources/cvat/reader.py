@@ -55,17 +55,20 @@ from recordbeam.dataset.class_names import check_class_list
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.masks import too_many_vertices
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import NamedObject
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
-from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.exports import ExportEntry, ExportFormat, FieldsCoder, Part, ReadExport
+from recordbeam.sources.conversion import conversion
+from recordbeam.sources.exports import (
+    ExportEncoder,
+    ExportEntry,
+    ExportFormat,
+    FieldsCoder,
+    Part,
+    ReadExport,
+)
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
+from recordbeam.sources.text import as_number, as_whole
 
 #: The per-object feature CVAT adds beside the boxes: its ``occluded`` flag.
 CVAT_OBJECT_KINDS = {feature_keys.OCCLUDED: "int64"}
@@ -274,19 +277,6 @@ class ParsedShapes(NamedTuple):
     counts: dict[str, int]
 
 
-def _number(text: str | None) -> float | None:
-    try:
-        value = float((text or "").strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _whole(text: str | None) -> int | None:
-    value = _number(text)
-    return int(value) if value is not None and value == int(value) and value > 0 else None
-
-
 def parse_points(text: str | None) -> list[float] | None:
     """``"x1,y1;x2,y2;..."`` -> ``[x1, y1, x2, y2, ...]``; None when malformed."""
     flat: list[float] = []
@@ -294,7 +284,7 @@ def parse_points(text: str | None) -> list[float] | None:
         parts = pair.split(",")
         if len(parts) != 2:
             return None
-        x, y = _number(parts[0]), _number(parts[1])
+        x, y = as_number(parts[0]), as_number(parts[1])
         if x is None or y is None:
             return None
         flat += (x, y)
@@ -354,7 +344,7 @@ class _Shape(NamedTuple):
 
 
 def _occluded(element: Element) -> int:
-    return 1 if _number(element.get("occluded")) else 0
+    return 1 if as_number(element.get("occluded")) else 0
 
 
 def _shape(element: Element, where: str, width: int | None, height: int | None,
@@ -368,7 +358,7 @@ def _shape(element: Element, where: str, width: int | None, height: int | None,
         return Reject("annotation", where, "missing_field",
                       f"{where} has no label; the image was written without this object")
     if element.tag == "box":
-        corners = [_number(element.get(k)) for k in ("xtl", "ytl", "xbr", "ybr")]
+        corners = [as_number(element.get(k)) for k in ("xtl", "ytl", "xbr", "ybr")]
         if None in corners:
             return Reject("annotation", where, "invalid_bbox", (
                 f"{where} ({label!r}) needs numbers in xtl, ytl, xbr and ybr; the image was "
@@ -379,7 +369,7 @@ def _shape(element: Element, where: str, width: int | None, height: int | None,
                 f"{where} ({label!r}): box xtl={xtl:g} ytl={ytl:g} xbr={xbr:g} ybr={ybr:g} "
                 "has no area (br must be right of and below tl); the image was written "
                 "without this object"))
-        angle = _number(element.get("rotation")) or 0.0
+        angle = as_number(element.get("rotation")) or 0.0
         box = _rotated_box(xtl, ytl, xbr, ybr, angle)
         return _Shape(where, label, box, None, _occluded(element), group,
                       "rotated_box" if angle % 360 else "box")
@@ -399,8 +389,8 @@ def _shape(element: Element, where: str, width: int | None, height: int | None,
         box = (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys))
         return _Shape(where, label, box, [points] if keep_masks else None, _occluded(element),
                       group, "polygon")
-    left, top = _number(element.get("left")), _number(element.get("top"))
-    mask_width, mask_height = _whole(element.get("width")), _whole(element.get("height"))
+    left, top = as_number(element.get("left")), as_number(element.get("top"))
+    mask_width, mask_height = as_whole(element.get("width"), 1), as_whole(element.get("height"), 1)
     try:
         if width is None or height is None:
             raise ValueError("its <image> has no width and height, which place the mask")
@@ -464,7 +454,7 @@ def _union(polygons: list, masks: list[dict]) -> dict[str, Any]:
 
 def parse_image(element: Element, where: str, keep_masks: bool) -> ParsedShapes:
     """The objects of one ``<image>``: its shapes, grouped by ``group_id``."""
-    width, height = _whole(element.get("width")), _whole(element.get("height"))
+    width, height = as_whole(element.get("width"), 1), as_whole(element.get("height"), 1)
     rejects: list[Reject] = []
     counts: dict[str, int] = {}
     singles: list[tuple[int, _Shape]] = []
@@ -603,13 +593,13 @@ def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str
         elif element.tag == "meta":
             size = element.find(".//original_size")
             if size is not None:
-                frame_size = (_whole(size.findtext("width")), _whole(size.findtext("height")))
+                frame_size = (as_whole(size.findtext("width"), 1), as_whole(size.findtext("height"), 1))
         track = track_element = None
         root.clear()
 
 
 def _open_track(element: Element, order: int) -> _OpenTrack:
-    number = _number(element.get("id"))
+    number = as_number(element.get("id"))
     track_id = int(number) if number is not None and number == int(number) else order
     return _OpenTrack(order, track_id, element.get("label") or "",
                       element.get("group_id") or "0", (element.get("subset") or "").strip())
@@ -622,9 +612,9 @@ def _track_shape(path: str, track: _OpenTrack, element: Element, subset: str | N
     where the object left it: no object. A skeleton's own element tracks are read with it
     (counted as ``cvat_skeleton_skipped``)."""
     kind = element.tag
-    if kind == "track" or _number(element.get("outside")):
+    if kind == "track" or as_number(element.get("outside")):
         return
-    frame = _number(element.get("frame"))
+    frame = as_number(element.get("frame"))
     where = f"{path}: <track id={track.track_id}> <{kind} frame={element.get('frame')!r}>"
     if kind not in OBJECT_SHAPES:
         yield (f"cvat_{kind}_skipped", 1)
@@ -687,7 +677,7 @@ def _image(path: str, element: Element, index: int, subset: str | None,
         yield replace(reject, split=split)
     yield from parsed.counts.items()
     yield ExportEntry(frame_key(name) if frames else name, where, split,
-                      _whole(element.get("width")), _whole(element.get("height")),
+                      as_whole(element.get("width"), 1), as_whole(element.get("height"), 1),
                       parsed.objects, export=path)
 
 
@@ -833,7 +823,7 @@ class ReadCvat(ReadExport):
         self.tracks = fmt.tracks
 
 
-class CvatEncoder(DetectionEncoder):
+class CvatEncoder(ExportEncoder):
     """The detection features plus ``image/object/occluded`` (CVAT's flag, 0 or 1), and
     with ``include_masks`` ``image/object/mask`` from the polygons and CVAT masks. With
     ``track_ids`` (a "CVAT for video" export), ``image/object/track_id``: the id of the
@@ -843,22 +833,6 @@ class CvatEncoder(DetectionEncoder):
                  include_masks: bool = False, track_ids: bool = False) -> None:
         kinds = {**CVAT_OBJECT_KINDS, **(TRACK_KINDS if track_ids else {})}
         super().__init__(checks, split, fixes, extra_kinds=kinds, include_masks=include_masks)
-
-    def object_counts(self, columns) -> dict[str, int]:
-        """Images written with no object, counted as they are written."""
-        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
-
-
-def to_tfrecord(p: beam.Pipeline, output_dir: str, cvat: CvatOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the CVAT for images (or video) 1.1 conversion to ``p`` (every subset its XMLs
-    declare); returns the sink. Reads the head (``<meta>``) of each XML here, on the
-    launcher, for the labels; raises ``CvatError`` for an unusable XML."""
-    read = ReadCvat(cvat, skip_below=output_dir)
-    encoder = CvatEncoder(checks, read.splits[0], fixes, include_masks=cvat.include_masks,
-                          track_ids=read.tracks)
-    return write_format(p, output_dir, "ReadCvat", read, classes_known(read.classes),
-                        encoder, shards, settings_of("cvat", cvat, shards, checks, fixes))
 
 
 def prepare(request: Request) -> Conversion:
@@ -879,11 +853,13 @@ def prepare(request: Request) -> Conversion:
     refuse_split(request, splits, "the XMLs name the subsets",
                  accepted=request.split in splits if places_images else None)
     split_placing = places_images and request.split_given
-    return Conversion(
-        splits=splits, input_patterns=cvat_input_patterns(cvat),
-        settings=lambda shards, checks, fixes: settings_of("cvat", cvat, shards, checks, fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, cvat, shards,
-                                                            checks, fixes),
+    # ReadCvat reads the head (<meta>) of each XML again as the pipeline is built.
+    return conversion(
+        "cvat", cvat, splits, cvat_input_patterns(cvat), request.output,
+        lambda: ReadCvat(cvat, skip_below=request.output),
+        lambda read, checks, fixes: CvatEncoder(checks, read.splits[0], fixes,
+                                                include_masks=cvat.include_masks,
+                                                track_ids=read.tracks),
         after_run=partial(_warn_if_split_placed_nothing, split=request.split)
         if split_placing else None)
 

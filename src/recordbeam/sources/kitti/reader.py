@@ -30,15 +30,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from math import isfinite
-
-import apache_beam as beam
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import class_file_lines
 from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError, UsageError
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
     AnnotationFileError,
@@ -48,7 +44,7 @@ from recordbeam.sources.annotated_files import (
     ParsedAnnotation,
     ReadFormat,
 )
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import (
@@ -57,9 +53,7 @@ from recordbeam.sources.input_checks import (
     refuse_split,
     require_images_option,
 )
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
+from recordbeam.sources.text import as_number
 
 IMAGE_FOLDER = "image_2"
 LABEL_FOLDER = "label_2"
@@ -234,11 +228,11 @@ def _split_type(tokens: list[str]) -> tuple[str, list[str]] | None:
     """``(type, numbers)`` of a line's tokens, or None when they are not a type and 14 or
     15 numbers. A type with spaces (Datumaro writes class names as they are) is the tokens
     before the numbers."""
-    if len(tokens) in (NUMBERS + 1, NUMBERS + 2) and _is_number(tokens[1]):
+    if len(tokens) in (NUMBERS + 1, NUMBERS + 2) and _isnumber(tokens[1]):
         return tokens[0], tokens[1:]
     trailing = 0
     for token in reversed(tokens):
-        if not _is_number(token):
+        if not _isnumber(token):
             break
         trailing += 1
     if trailing in (NUMBERS, NUMBERS + 1) and trailing < len(tokens):
@@ -262,7 +256,7 @@ def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
     name, fields = split
     if name.lower() == DONT_CARE:
         return None
-    values = [_number(field) for field in fields]
+    values = [as_number(field) for field in fields]
     bad = [field for field, value in zip(fields, values, strict=True) if value is None]
     if bad:
         return Reject("annotation", where, "malformed_line", (
@@ -286,16 +280,8 @@ def _parse_line(line: str, where: str) -> NamedObject | Reject | None:
         truncated, int(occluded), alpha, height, width, length, x, y, z, rotation_y))
 
 
-def _is_number(token: str) -> bool:
-    return _number(token) is not None
-
-
-def _number(token: str) -> float | None:
-    try:
-        value = float(token)
-    except ValueError:
-        return None
-    return value if isfinite(value) else None
+def _isnumber(token: str) -> bool:
+    return as_number(token) is not None
 
 
 # --- the pipeline ------------------------------------------------------------------------
@@ -376,17 +362,6 @@ class KittiEncoder(DetectionEncoder):
         return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
-def to_tfrecord(p: beam.Pipeline, output_dir: str, kitti: KittiOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the KITTI conversion to ``p`` (every split folder holding ``image_2/`` or
-    ``label_2/``); returns the sink. The classes are the types found, known only once the
-    labels are read."""
-    read = ReadKitti(kitti, skip_below=output_dir)
-    return write_format(p, output_dir, "ReadKitti", read, classes_known(None),
-                        KittiEncoder(checks, read.splits[0], fixes), shards,
-                        settings_of("kitti", kitti, shards, checks, fixes))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert kitti``: finds the split folders before any job (one with ``label_2/`` at
     least) and refuses a typed --split that the split folders' names would override."""
@@ -406,8 +381,6 @@ def prepare(request: Request) -> Conversion:
     names = [split.name for split in splits]
     # One split folder may take the name --split gives; several name themselves.
     refuse_split(request, names, "the split folders name the splits")
-    return Conversion(
-        splits=names, input_patterns=kitti_input_patterns(splits),
-        settings=lambda shards, checks, fixes: settings_of("kitti", kitti, shards, checks, fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, kitti, shards,
-                                                            checks, fixes))
+    return conversion("kitti", kitti, names, kitti_input_patterns(splits), request.output,
+                      lambda: ReadKitti(kitti, skip_below=request.output),
+                      lambda read, checks, fixes: KittiEncoder(checks, read.splits[0], fixes))

@@ -38,7 +38,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 
 from recordbeam import feature_keys, filesystems
@@ -50,7 +49,6 @@ from recordbeam.images.masks import (
     patch_to_box_rle,
     too_many_vertices,
 )
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_IN_ANNOTATION,
@@ -62,7 +60,7 @@ from recordbeam.sources.annotated_files import (
     ReadFormat,
 )
 from recordbeam.sources.classes_file import read_classes_file
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import (
@@ -72,9 +70,6 @@ from recordbeam.sources.input_checks import (
     require_folder,
     require_images_option,
 )
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
 
 #: Shape types that mark no area: counted and skipped.
 SKIPPED_SHAPES = ("point", "points", "line", "linestrip")
@@ -554,16 +549,6 @@ class LabelmeEncoder(DetectionEncoder):
 _INPUT_TAKES = "--input takes the folder labelme saved its JSONs into"
 
 
-def to_tfrecord(p: beam.Pipeline, output_dir: str, labelme: LabelmeOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the labelme conversion to ``p`` (one split, ``labelme.split``); returns the sink.
-    Without ``--classes`` the classes are known only once the JSONs are read."""
-    read = ReadLabelme(labelme, skip_below=output_dir)
-    encoder = LabelmeEncoder(checks, labelme.split, fixes, labelme.include_masks)
-    return write_format(p, output_dir, "ReadLabelme", read, classes_known(read.classes),
-                        encoder, shards, settings_of("labelme", labelme, shards, checks, fixes))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert labelme``: checks the inputs before any job (the folders are there, the
     classes file reads, a JSON at least below --input)."""
@@ -576,9 +561,8 @@ def prepare(request: Request) -> Conversion:
     if not read.finds_annotation_file():
         raise UsageError(f"{request.input}: no .json file below it{NO_OBJECTS}{_INPUT_TAKES}"
                          f"{UNLABELED}")
-    return Conversion(
-        splits=[labelme.split], input_patterns=labelme_input_patterns(labelme),
-        settings=lambda shards, checks, fixes: settings_of("labelme", labelme, shards, checks,
-                                                           fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, labelme, shards,
-                                                            checks, fixes))
+    return conversion(
+        "labelme", labelme, [labelme.split], labelme_input_patterns(labelme), request.output,
+        lambda: ReadLabelme(labelme, skip_below=request.output),
+        lambda read, checks, fixes: LabelmeEncoder(checks, labelme.split, fixes,
+                                                   labelme.include_masks))

@@ -19,27 +19,25 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from recordbeam import feature_keys, filesystems
+from recordbeam import filesystems
 from recordbeam.dataset.class_names import INVALID_CLASS_NAME, name_problem, shown
 from recordbeam.images.masks import too_many_vertices
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources import input_checks
 from recordbeam.sources.annotated_files import NamedObject
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
-from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.exports import ExportEntry, ExportFormat, ReadExport, json_array_items
+from recordbeam.sources.conversion import conversion
+from recordbeam.sources.exports import (
+    ExportEncoder,
+    ExportEntry,
+    ExportFormat,
+    ReadExport,
+    json_array_items,
+)
 from recordbeam.sources.format import Conversion, Request
-from recordbeam.sources.text import is_text, printable
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
-
-if TYPE_CHECKING:
-    import apache_beam as beam
+from recordbeam.sources.text import is_text, json_number, printable
 
 #: What --input takes, for messages.
 EXPORT = ("Label Studio's JSON export (Export > JSON: an array of tasks; a COCO export goes "
@@ -154,7 +152,7 @@ def _on_image(result: dict) -> bool:
     """Whether ``result`` is a region of an image: a rectangle or polygon, or a <Labels>
     tag's result with one's geometry."""
     return _SHAPES.get(result.get("type"), "") in ("box", "polygon") or bool(
-        _shape_of_labels(result))
+        _geometry(result, "labels"))
 
 
 def _image_tag(results: list[dict], image_key: str) -> str | set | None:
@@ -183,23 +181,8 @@ def _geometry(result: dict, kind: str) -> str | None:
     return "polygon" if "points" in value else "box" if "x" in value else None
 
 
-def _shape_of_labels(result: dict) -> str | None:
-    """A ``labels`` result's shape: a <Labels> tag's on an image region, else None."""
-    return _geometry(result, "labels")
-
-
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
-
-
-def _number(value: Any) -> float | None:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer past a float's range (10^400)
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _percent(value: float) -> bool:
@@ -213,7 +196,7 @@ def parse_result(result: dict, where: str, masks: bool, counts: Counter) -> Any:
     if (kind in _SHAPES or kind == "labels") and not isinstance(value, dict):
         return _reject(where, "missing_field", "has no value")
     # A <Labels> tag beside a <Rectangle> or <Polygon>: its shape's; of text spans, none.
-    shape = _SHAPES.get(kind) or _shape_of_labels(result)
+    shape = _SHAPES.get(kind) or _geometry(result, "labels")
     if shape is None:
         name = kind if isinstance(kind, str) and re.fullmatch("[a-z]+", kind) else "unknown"
         counts[f"labelstudio_{name}_results_skipped"] += 1
@@ -242,8 +225,8 @@ def _reject(where: str, reason: str, what: str) -> Reject:
 
 
 def _box(value: dict, result: dict, where: str, masks: bool, counts: Counter) -> Any:
-    numbers = [_number(value.get(k)) for k in ("x", "y", "width", "height")]
-    turn = _number(value.get("rotation") or 0)
+    numbers = [json_number(value.get(k)) for k in ("x", "y", "width", "height")]
+    turn = json_number(value.get("rotation") or 0)
     if None in numbers or turn is None:
         return _reject(where, "invalid_bbox", "needs numbers in x, y, width, height, rotation")
     x, y, w, h = numbers
@@ -254,7 +237,7 @@ def _box(value: dict, result: dict, where: str, masks: bool, counts: Counter) ->
                        f"width={w:g} height={h:g} are percentages of it, 0 to 100")
     width = height = 100.0  # unturned, any scale gives the same corners
     if turn % 360:
-        width, height = (_number(result.get(k)) for k in ("original_width", "original_height"))
+        width, height = (json_number(result.get(k)) for k in ("original_width", "original_height"))
         if not (width and height and width > 0 and height > 0):
             return _reject(where, "missing_field", "is turned but has no original_width and "
                            "original_height, which its corners depend on")
@@ -273,7 +256,7 @@ def _polygon(value: dict, where: str, masks: bool) -> Any:
     too_many = too_many_vertices(len(points))
     if too_many:
         return _reject(where, "malformed_points", f"is refused: {too_many}")
-    corners = [(_number(p[0]), _number(p[1])) for p in points if len(_list(p)) == 2]
+    corners = [(json_number(p[0]), json_number(p[1])) for p in points if len(_list(p)) == 2]
     if len(corners) < 3 or len(corners) != len(points) or any(None in p for p in corners):
         return _reject(where, "malformed_points", "needs points: 3 or more [x, y] numbers")
     if not all(_percent(v) for corner in corners for v in corner):
@@ -402,26 +385,13 @@ class ReadLabelStudio(ReadExport):
         super().__init__(LabelStudioExport(options), skip_below, options.input_roots())
 
 
-class LabelStudioEncoder(DetectionEncoder):
+class LabelStudioEncoder(ExportEncoder):
     """The detection features (masks with ``include_masks``), and the choices as classes
     of the whole image: ``image/class/label`` and ``image/class/text``."""
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  include_masks: bool = False) -> None:
         super().__init__(checks, split, fixes, include_masks=include_masks, image_labels=True)
-
-    def object_counts(self, columns) -> dict[str, int]:
-        return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
-
-
-def to_tfrecord(p: beam.Pipeline, output_dir: str, options: LabelStudioOptions,
-                shards: ShardOptions, checks: ImageChecks,
-                fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the Label Studio conversion to ``p``; returns the sink."""
-    read = ReadLabelStudio(options, skip_below=output_dir)
-    encoder = LabelStudioEncoder(checks, options.split, fixes, options.include_masks)
-    return write_format(p, output_dir, "ReadLabelStudio", read, classes_known(read.classes),
-                        encoder, shards, settings_of("labelstudio", options, shards, checks, fixes))
 
 
 def prepare(request: Request) -> Conversion:
@@ -436,9 +406,8 @@ def prepare(request: Request) -> Conversion:
         request.input, images, request.split, request.image_key, request.annotation,
         request.use_predictions, request.classes, request.include_masks,
         request.allow_outside_root)
-    return Conversion(
-        splits=(options.split,), input_patterns=LabelStudioExport(options).input_patterns(),
-        settings=lambda shards, checks, fixes: settings_of("labelstudio", options, shards,
-                                                           checks, fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, options, shards,
-                                                            checks, fixes))
+    return conversion(
+        "labelstudio", options, (options.split,), LabelStudioExport(options).input_patterns(),
+        request.output, lambda: ReadLabelStudio(options, skip_below=request.output),
+        lambda read, checks, fixes: LabelStudioEncoder(checks, options.split, fixes,
+                                                       options.include_masks))

@@ -40,7 +40,6 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from math import isfinite
 from typing import Any
 
 import apache_beam as beam
@@ -77,6 +76,7 @@ from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
 from recordbeam.sources.result import SourceRead
+from recordbeam.sources.text import as_number
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -309,7 +309,7 @@ def parse_box_line(table: Table, line: str) -> Iterator[Any]:
             f"{where}: no {'ImageID' if not image_id else 'LabelName'}; the box was not "
             "written"), table.split))
         return
-    corners = [_number(value(column)) for column in ("XMin", "YMin", "XMax", "YMax")]
+    corners = [as_number(value(column)) for column in ("XMin", "YMin", "XMax", "YMax")]
     if None in corners:
         yield TaggedOutput("rejects", Reject("annotation", where, "invalid_bbox", (
             f"{where}: XMin, XMax, YMin and YMax must be numbers; the box was not written"),
@@ -345,7 +345,7 @@ def parse_image_label_line(table: Table, line: str) -> Iterator[Any]:
         return
     image_id = fields[table.columns["ImageID"]].strip()
     label_id = fields[table.columns["LabelName"]].strip()
-    confidence = _number(fields[table.columns["Confidence"]].strip())
+    confidence = as_number(fields[table.columns["Confidence"]].strip())
     if not image_id or not label_id or confidence not in (0.0, 1.0):
         yield TaggedOutput("rejects", Reject("annotation", where, "malformed_row", (
             f"{where}: needs an ImageID, a LabelName and a Confidence of 1 or 0; the label "
@@ -357,16 +357,8 @@ def parse_image_label_line(table: Table, line: str) -> Iterator[Any]:
     yield image_key(table.split, image_id), ImageLabelRow(where, label_id)
 
 
-def _number(text: str) -> float | None:
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if isfinite(number) else None
-
-
 def _flag(text: str) -> int | None:
-    number = _number(text) if text else -1.0
+    number = as_number(text) if text else -1.0
     return int(number) if number in (-1.0, 0.0, 1.0) else None
 
 

@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from math import isfinite
 from xml.etree.ElementTree import Element, ParseError
 
-import apache_beam as beam
 import defusedxml.ElementTree as safe_xml
 from defusedxml import DefusedXmlException
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.dataset.class_names import check_class_list, class_file_lines
 from recordbeam.errors import DataError, UsageError
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import (
     IMAGE_SUFFIXES,  # noqa: F401 - re-exported: the suffixes VOC takes as images
@@ -49,7 +46,7 @@ from recordbeam.sources.annotated_files import (
     ReadFormat,
     SplitList,
 )
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import (
@@ -60,9 +57,7 @@ from recordbeam.sources.input_checks import (
     require_folder,
     require_images_option,
 )
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
+from recordbeam.sources.text import as_number, as_whole
 
 #: The per-object features the OD API's Pascal converter writes beside the boxes.
 VOC_OBJECT_KINDS = {
@@ -264,8 +259,8 @@ def parse_voc_xml(data: bytes, path: str) -> ParsedAnnotation:
             f"{path}: the root element is <{root.tag}>, not <annotation>; is this a Pascal "
             "VOC annotation?"))
     size = root.find("size")
-    width = _whole(size.findtext("width")) if size is not None else None
-    height = _whole(size.findtext("height")) if size is not None else None
+    width = as_whole(size.findtext("width")) if size is not None else None
+    height = as_whole(size.findtext("height")) if size is not None else None
     objects, rejects = [], []
     for index, element in enumerate(root.iter("object")):
         parsed = _parse_object(element, index, path)
@@ -285,7 +280,7 @@ def _parse_object(element: Element, index: int, path: str) -> NamedObject | Reje
         return Reject("annotation", where, "missing_field",
                       f"{where} has no <name>; the image was written without this object")
     box = element.find("bndbox")
-    corners = [_number(box.findtext(tag)) if box is not None else None
+    corners = [as_number(box.findtext(tag)) if box is not None else None
                for tag in ("xmin", "ymin", "xmax", "ymax")]
     if None in corners:
         return Reject("annotation", where, "invalid_bbox", (
@@ -297,22 +292,9 @@ def _parse_object(element: Element, index: int, path: str) -> NamedObject | Reje
             f"{where} ({name!r}): box xmin={xmin:g} ymin={ymin:g} xmax={xmax:g} ymax={ymax:g} "
             "has no area (max must be above min); the image was written without this object"))
     return NamedObject(where, name, (xmin, ymin, xmax - xmin, ymax - ymin), (
-        1 if _whole(element.findtext("difficult")) else 0,
-        1 if _whole(element.findtext("truncated")) else 0,
+        1 if as_whole(element.findtext("difficult")) else 0,
+        1 if as_whole(element.findtext("truncated")) else 0,
         (element.findtext("pose") or "").strip() or "Unspecified"))
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float((text or "").strip())
-    except ValueError:
-        return None
-    return value if isfinite(value) else None
-
-
-def _whole(text: str | None) -> int | None:
-    value = _number(text)
-    return int(value) if value is not None and value == int(value) else None
 
 
 # --- the pipeline ---------------------------------------------------------------------
@@ -428,17 +410,6 @@ class VocEncoder(DetectionEncoder):
         return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
 
 
-def to_tfrecord(p: beam.Pipeline, output_dir: str, voc: VocOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the Pascal VOC conversion to ``p`` (every split ``ImageSets/Main`` lists, or the
-    split folders of a flat export); returns the sink. Without ``labelmap.txt`` the classes
-    are known only once the annotations are read."""
-    read = ReadVoc(voc, skip_below=output_dir)
-    return write_format(p, output_dir, "ReadVoc", read, classes_known(read.classes),
-                        VocEncoder(checks, read.splits[0], fixes), shards,
-                        settings_of("voc", voc, shards, checks, fixes))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert voc``: checks the folder before any job (a layout it can read, split lists
     or split folders that agree with a typed --split, an annotation file at least)."""
@@ -456,8 +427,6 @@ def prepare(request: Request) -> Conversion:
     if not read.finds_annotation_file():
         raise UsageError(f"{voc.annotations_dir}: no .xml annotation file{NO_OBJECTS}--input "
                          f"takes a Pascal VOC folder holding Annotations/<id>.xml{UNLABELED}")
-    return Conversion(
-        splits=read.splits, input_patterns=voc_input_patterns(voc, read.layout),
-        settings=lambda shards, checks, fixes: settings_of("voc", voc, shards, checks, fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, voc, shards,
-                                                            checks, fixes))
+    return conversion("voc", voc, read.splits, voc_input_patterns(voc, read.layout),
+                      request.output, lambda: ReadVoc(voc, skip_below=request.output),
+                      lambda read, checks, fixes: VocEncoder(checks, read.splits[0], fixes))

@@ -41,7 +41,6 @@ import posixpath
 import re
 from dataclasses import dataclass
 from functools import partial
-from math import isfinite
 from typing import Any
 
 import apache_beam as beam
@@ -75,6 +74,7 @@ from recordbeam.sources.input_checks import (
     require_file,
     require_folder,
 )
+from recordbeam.sources.text import as_number
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -664,7 +664,7 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...],
     too_many = too_many_vertices((len(fields) - 1) // 2)
     if too_many:
         return _malformed(where, f"{len(fields):,} values: {too_many}")
-    values = [_number(field) for field in fields]
+    values = [as_number(field) for field in fields]
     if None in values:
         bad = fields[values.index(None)]
         return _malformed(where, f"{bad!r} is not a number")
@@ -698,14 +698,6 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...],
 def _malformed(where: str, what: str) -> Reject:
     return Reject("annotation", where, "malformed_line",
                   f"{where}: {what}; the image was written without this object")
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if isfinite(value) else None
 
 
 # --- the pipeline ---------------------------------------------------------------------
