@@ -1,5 +1,5 @@
 """What a conversion costs before its data does: each format's smallest input (two
-40x30 pictures, ``tests/format_inputs.py``) converted in this process on Beam's in-memory
+40x30 pictures: the ``sample`` it declares) converted in this process on Beam's in-memory
 runner, against a trivial pipeline (``Impulse | Map``) on the same runner.
 
 Beam's cost per transform (building it, its proto, its bundle processor) is most of a
@@ -82,7 +82,7 @@ def main() -> None:
     print("| format | leaf transforms | CPU s | x trivial |")
     print("|---|---|---|---|")
     for kind in args.formats.split(","):
-        options = format_inputs.INPUTS[kind][0](work / kind / "in")
+        options = format_inputs.INPUTS[kind](work / kind / "in")
         runs = iter(range(args.repeats + 2))
 
         def convert(kind=kind, options=options, runs=runs):

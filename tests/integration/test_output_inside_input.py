@@ -97,7 +97,7 @@ def test_manifest_output_inside_the_manifest_folder(tmp_path, capsys):
 )
 @exhaustive  # the export formats' listing (sources.exports); class folders prove it in make test
 def test_labelstudio_output_inside_the_images_folder(tmp_path, capsys):
-    options = INPUTS["labelstudio"][0](tmp_path / "in")
+    options = INPUTS["labelstudio"](tmp_path / "in")
     out = tmp_path / "in" / "media" / "tfrecords"
     first, second = _run_twice_then_if_changed(
         ["convert", "labelstudio", "--input", options["input"], "--images", options["images"],

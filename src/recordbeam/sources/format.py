@@ -21,7 +21,7 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from recordbeam.options import Option
 
@@ -96,6 +96,11 @@ class Format:
     prepare: Callable[[Request], Conversion]
     description: str = ""
     example: tuple[str, ...] = ()
+    #: The smallest input the format reads, laid out (:func:`lay_out_sample`) where the
+    #: ``example``'s paths lead: each file's path, and its text, a JSON value (a dict or a
+    #: list, written as JSON) or :data:`SAMPLE_IMAGE`. Two pictures, each with the object
+    #: :data:`SAMPLE_BOX` (or the class ``dog``); every format's is converted by the tests.
+    sample: Mapping[str, Any] = field(default_factory=dict)
     #: Options of other commands a user may bring here, and what this one takes instead
     #: (``--images`` given to ``convert yolo``): said in place of a typo suggestion.
     instead: Mapping[str, str] = field(default_factory=dict)
@@ -106,6 +111,42 @@ class Format:
     @property
     def script(self) -> str:
         return f"pipelines/{self.name.replace('-', '_')}_to_tfrecord.py"
+
+
+class SampleImage(NamedTuple):
+    """A picture of a sample, written as a JPEG of this size, of one colour."""
+
+    width: int = 40
+    height: int = 30
+
+
+SAMPLE_IMAGE = SampleImage()
+#: The object of each picture of a sample, in pixels: (xmin, ymin, xmax, ymax).
+SAMPLE_BOX = (4, 3, 20, 15)
+
+
+def lay_out_sample(fmt: Format, root: str | os.PathLike[str]) -> dict[str, str]:
+    """Write ``fmt.sample`` below the folder ``root``; returns the options of its
+    ``example`` (paths below ``root``), as :func:`recordbeam.convert` takes them."""
+    import io
+    import json
+    from pathlib import Path
+
+    from PIL import Image
+
+    for name, content in fmt.sample.items():
+        path = Path(root, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, SampleImage):
+            buffer = io.BytesIO()
+            Image.new("RGB", content, (200, 80, 40)).save(buffer, "JPEG")
+            path.write_bytes(buffer.getvalue())
+        else:
+            path.write_text(content if isinstance(content, str) else json.dumps(content),
+                            encoding="utf-8")
+    by_flag = {flag: option for option in fmt.options for flag in option.flags}
+    pairs = zip(fmt.example[0::2], fmt.example[1::2], strict=True)
+    return {by_flag[flag].name: os.path.join(root, value) for flag, value in pairs}
 
 
 @cache

@@ -3,6 +3,7 @@ beside its images. The reader is :mod:`recordbeam.sources.box_csv.reader`; the j
 table rows with images it shares with Open Images is :mod:`recordbeam.sources.csv_boxes`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -26,4 +27,8 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadBoxCsv", "BoxCsvOptions", "BoxCsvEncoder"),
     example=("--input", "export"),
+    sample={
+        **{f"export/train/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        "export/train/_annotations.csv": "filename,width,height,class,xmin,ymin,xmax,ymax\n"
+        + "".join(f"{n}.jpg,40,30,dog,4,3,20,15\n" for n in "ab")},
 )

@@ -6,6 +6,7 @@ beside it hold its roles: ``json_stream`` (reading the JSON), ``checks`` (each i
 
 from recordbeam.options import Flag, Option, Path
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     annotation_rejects_option,
     include_masks_option,
@@ -41,6 +42,14 @@ FORMAT = Format(
             *public_in(f"{__name__}.options", "CocoOptions"),
             *public_in(f"{__name__}.encoder", "CocoEncoder")),
     example=("--images", "train2017", "--annotations", "annotations/instances_train2017.json"),
+    sample={
+        **{f"train2017/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        "annotations/instances_train2017.json": {
+            "images": [{"id": i, "file_name": f"{n}.jpg", "width": 40, "height": 30}
+                       for i, n in enumerate("ab", 1)],
+            "annotations": [{"id": i, "image_id": i, "category_id": 1, "iscrowd": 0,
+                             "bbox": [4, 3, 16, 12], "area": 192} for i in (1, 2)],
+            "categories": [{"id": 1, "name": "dog"}]}},
     instead=dict.fromkeys(
         ("--input", "--root"), "convert coco takes --images FOLDER and --annotations FILE"),
 )

@@ -2,6 +2,7 @@
 ``images/``. The reader is :mod:`recordbeam.sources.cvat.reader`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -27,4 +28,12 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadCvat", "CvatOptions", "CvatEncoder"),
     example=("--input", "cvat-export"),
+    sample={
+        **{f"cvat-export/images/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        "cvat-export/annotations.xml": (
+            "<annotations><version>1.1</version><meta><task><name>t</name><labels><label>"
+            "<name>dog</name></label></labels></task></meta>" + "".join(
+                f'<image id="{i}" name="{n}.jpg" width="40" height="30"><box label="dog" '
+                'occluded="0" xtl="4" ytl="3" xbr="20" ybr="15"/></image>'
+                for i, n in enumerate("ab")) + "</annotations>")},
 )

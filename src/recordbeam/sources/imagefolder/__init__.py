@@ -4,6 +4,7 @@ The reader is :mod:`recordbeam.sources.imagefolder.reader`."""
 from recordbeam.options import Fraction, Option, WholeNumber
 from recordbeam.records import MAX_LABEL
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     classes_option,
@@ -33,5 +34,6 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadImageFolder", "ImageFolderOptions", "ClassificationEncoder"),
     example=("--input", "imagenet/train"),
+    sample={f"imagenet/train/dog/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
     instead={"--images": "convert imagefolder takes the class folders' parent as --input"},
 )

@@ -2,6 +2,7 @@
 :mod:`recordbeam.sources.kitti.reader`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -25,4 +26,8 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadKitti", "KittiOptions", "KittiEncoder"),
     example=("--input", "kitti"),
+    sample={
+        **{f"kitti/training/image_2/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        **{f"kitti/training/label_2/{n}.txt": "Car 0.00 0 -1.57 4.00 3.00 20.00 15.00 1.5 1.6 "
+           "3.9 1.0 1.7 20.0 -1.5\n" for n in "ab"}},
 )

@@ -2,6 +2,7 @@
 ``imagePath``. The reader is :mod:`recordbeam.sources.labelme.reader`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -31,4 +32,11 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadLabelme", "LabelmeOptions", "LabelmeEncoder"),
     example=("--input", "labelme_folder"),
+    sample={
+        **{f"labelme_folder/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        **{f"labelme_folder/{n}.json": {
+            "version": "5.2.1", "flags": {}, "imagePath": f"{n}.jpg", "imageData": None,
+            "imageHeight": 30, "imageWidth": 40,
+            "shapes": [{"label": "dog", "points": [[4, 3], [20, 15]], "group_id": None,
+                        "shape_type": "rectangle", "flags": {}}]} for n in "ab"}},
 )

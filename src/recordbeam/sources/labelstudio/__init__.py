@@ -3,6 +3,7 @@ resolve under. The reader is :mod:`recordbeam.sources.labelstudio.reader`."""
 
 from recordbeam.options import Choice, Flag, Option, Path, Text
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -44,4 +45,14 @@ FORMAT = Format(
     public=public_in(f"{__name__}.reader", "ReadLabelStudio", "LabelStudioOptions",
                      "LabelStudioEncoder"),
     example=("--input", "project-1-export.json", "--images", "media"),
+    sample={
+        **{f"media/upload/1/0c5e1d7{i}-{n}.jpg": SAMPLE_IMAGE for i, n in enumerate("ab")},
+        "project-1-export.json": [{
+            "id": i + 1, "data": {"image": f"/data/upload/1/0c5e1d7{i}-{n}.jpg"},
+            "annotations": [{"id": i + 1, "was_cancelled": False, "ground_truth": False,
+                             "result": [{
+                "id": f"box{i}", "type": "rectanglelabels", "from_name": "label",
+                "to_name": "image", "original_width": 40, "original_height": 30,
+                "value": {"x": 10, "y": 10, "width": 40, "height": 40, "rotation": 0,
+                          "rectanglelabels": ["dog"]}}]}]} for i, n in enumerate("ab")]},
 )

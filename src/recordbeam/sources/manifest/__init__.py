@@ -2,7 +2,7 @@
 reader is :mod:`recordbeam.sources.manifest.reader`."""
 
 from recordbeam.options import Flag, Option, Path, Text, WholeNumber
-from recordbeam.sources.format import Format, input_option, prepared_in, public_in
+from recordbeam.sources.format import SAMPLE_IMAGE, Format, input_option, prepared_in, public_in
 
 FORMAT = Format(
     name="manifest",
@@ -34,6 +34,8 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadTable", "TableOptions", "TableEncoder"),
     example=("--input", "data.csv"),
+    sample={"a.jpg": SAMPLE_IMAGE, "b.jpg": SAMPLE_IMAGE,
+            "data.csv": "image,label\na.jpg,1\nb.jpg,1\n"},
     instead={
         "--root": "convert manifest takes the CSV or JSONL file as --input",
         "--images": "the manifest's rows name the images, relative to the manifest's folder",

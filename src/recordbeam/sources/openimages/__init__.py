@@ -3,6 +3,7 @@ in one folder per split. The reader is :mod:`recordbeam.sources.openimages.reade
 join of table rows with images it shares with box CSV is :mod:`recordbeam.sources.csv_boxes`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -26,4 +27,11 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadOpenImages", "OpenImagesOptions", "OpenImagesEncoder"),
     example=("--input", "open-images"),
+    sample={
+        **{f"open-images/images/train/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        "open-images/train-annotations-bbox.csv": (
+            "ImageID,Source,LabelName,Confidence,XMin,XMax,YMin,YMax,IsOccluded,IsTruncated,"
+            "IsGroupOf,IsDepiction,IsInside\n"
+            + "".join(f"{n},xclick,/m/dog,1,0.1,0.5,0.1,0.5,0,0,0,0,0\n" for n in "ab")),
+        "open-images/class-descriptions-boxable.csv": "/m/dog,Dog\n"},
 )

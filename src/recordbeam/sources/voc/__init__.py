@@ -2,6 +2,7 @@
 export with each XML beside its image. The reader is :mod:`recordbeam.sources.voc.reader`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -26,6 +27,13 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadVoc", "VocOptions", "VocEncoder"),
     example=("--input", "VOCdevkit/VOC2012"),
+    sample={
+        **{f"VOCdevkit/VOC2012/JPEGImages/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        **{f"VOCdevkit/VOC2012/Annotations/{n}.xml": (
+            f"<annotation><filename>{n}.jpg</filename><size><width>40</width><height>30"
+            "</height><depth>3</depth></size><object><name>dog</name><bndbox><xmin>4</xmin>"
+            "<ymin>3</ymin><xmax>20</xmax><ymax>15</ymax></bndbox></object></annotation>")
+           for n in "ab"}},
     instead=dict.fromkeys(
         ("--label-map", "--labels", "--classes"),
         "VOC's classes are the lines of labelmap.txt in --input, else the names in the XMLs"),

@@ -3,6 +3,7 @@ folders of images and labels with a class names file. The reader is
 :mod:`recordbeam.sources.yolo.reader`."""
 
 from recordbeam.sources.format import (
+    SAMPLE_IMAGE,
     Format,
     allow_outside_root_option,
     annotation_rejects_option,
@@ -33,6 +34,10 @@ FORMAT = Format(
     prepare=prepared_in(f"{__name__}.reader"),
     public=public_in(f"{__name__}.reader", "ReadYolo", "YoloOptions", "YoloEncoder"),
     example=("--input", "datasets/coco8"),
+    sample={
+        **{f"datasets/coco8/images/train/{n}.jpg": SAMPLE_IMAGE for n in "ab"},
+        **{f"datasets/coco8/labels/train/{n}.txt": "0 0.3 0.3 0.4 0.4\n" for n in "ab"},
+        "datasets/coco8/data.yaml": "train: images/train\nnames: [dog]\n"},
     instead={
         "--images": "YOLO finds each image's labels from the image's path, so the images "
                     "are where obj.data or data.yaml say; give their folder as --input",
