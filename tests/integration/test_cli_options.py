@@ -388,6 +388,29 @@ def test_demo_does_not_name_the_folder_it_deletes(tmp_path, capsys):
     assert "recordbeam-demo-" not in out and "/tmp" not in out.split("\n")[0]
 
 
+def test_demo_of_another_format_converts_the_sample_it_declares(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["demo", "--format", "labelstudio", "--output", str(out), "--quiet",
+                     *IN_MEMORY]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("laid out a sample of labelstudio (")
+    assert "  project-1-export.json\n" in said and "  media/upload/1/" in said
+    assert "recordbeam convert labelstudio --input project-1-export.json --images media" in said
+    assert 'value: "dog"' in said  # the first example, shown
+    (split,) = json.loads((out / "manifest.json").read_text())["splits"].values()
+    assert split["examples"] == 2
+    # Its images differ: no duplicate group in a format's demo.
+    assert "duplicate groups  0" in said or "duplicate" not in said
+
+
+def test_demo_refuses_num_images_for_a_format_that_declares_its_sample(tmp_path, capsys):
+    code = cli.main(["demo", "--format", "voc", "--num-images", "3", "--output",
+                     str(tmp_path / "out")])
+    assert code == 2
+    assert "--num-images sizes the generated COCO sample" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("checks", [{"max_pixels": -1}, {"max_pixels": 0}, {"max_bytes": 0}])
 def test_image_checks_refuse_limits_that_reject_every_image(checks):
     from recordbeam.write.image_encoder import ImageChecks

@@ -288,9 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
             _add_option(p, option)
         p.set_defaults(pipeline_handler=cmd_convert, split_given=False)
 
-    p = command("demo", help="convert a small generated COCO sample end to end", epilog=_TO_BEAM)
-    p.add_argument("--num-images", type=_POSITIVE, default=24, metavar="N",
-                   help="good images in the sample; a few broken ones are added "
+    p = command("demo", help="convert a small sample end to end: a generated COCO one, or "
+                "any format's", epilog=_TO_BEAM)
+    p.add_argument("--format", choices=tuple(formats()), default="coco",
+                   help="the format of the sample: coco (the default) generates images, some "
+                   "deliberately broken; another format lays out the two pictures it declares, "
+                   "as its tools export them")
+    p.add_argument("--num-images", type=_POSITIVE, metavar="N",
+                   help="good images in the COCO sample; a few broken ones are added "
                    "(default: 24)")
     for option in output_options():
         _add_option(p, option)

@@ -102,27 +102,40 @@ def _report_run(result: Any, args: argparse.Namespace, splits: Sequence[str]) ->
 
 
 def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    """``convert coco`` of a generated sample: the options ``demo`` has are the user's,
-    the others their defaults."""
+    """A format's conversion of a sample it reads: COCO's generated with some broken files
+    (``--num-images``), another format's the one it declares (``Format.sample``). The
+    options ``demo`` has are the user's, the others their defaults."""
     from recordbeam import converter as convert
+    from recordbeam import filesystems
+    from recordbeam.errors import UsageError
     from recordbeam.options import conversion_options
+    from recordbeam.sources.format import lay_out_sample
     from recordbeam.testing.samples import make_coco_sample
 
-    coco = convert.find_format("coco")
+    fmt = convert.find_format(args.format)
+    if fmt.name != "coco" and args.num_images is not None:
+        raise UsageError(f"--num-images sizes the generated COCO sample; demo --format "
+                         f"{fmt.name} converts the two pictures {fmt.name} declares: drop it")
+    values = {option.name: getattr(args, option.name, option.default)
+              for option in (*fmt.options, *conversion_options())}
     with tempfile.TemporaryDirectory(prefix="recordbeam-demo-") as root:
-        sample = make_coco_sample(root, num_images=args.num_images, seed=0)
         # Not where: the folder is deleted when the command ends.
-        print(f"generated a COCO sample of {sample.num_images} images, some deliberately broken")
-        values = {option.name: getattr(args, option.name, option.default)
-                  for option in (*coco.options, *conversion_options())}
-        values.update(images=sample.images_dir, annotations=sample.annotations)
-        code = _run_declared(coco, values, args)
+        if fmt.name == "coco":
+            sample = make_coco_sample(root, num_images=args.num_images or 24, seed=0)
+            print(f"generated a COCO sample of {sample.num_images} images, some deliberately "
+                  "broken")
+            values.update(images=sample.images_dir, annotations=sample.annotations)
+        else:
+            values.update(lay_out_sample(fmt, root))
+            print(f"laid out a sample of {fmt.name} ({fmt.summary}):")
+            print("".join(f"  {name}\n" for name in sorted(fmt.sample)), end="")
+            print(f"(yours: recordbeam convert {fmt.name} {' '.join(fmt.example)} "
+                  "--output OUT)")
+        code = _run_declared(fmt, values, args)
     if code == EXIT_OK:
         print("\nfirst example, as `recordbeam inspect` shows it:")
-        from recordbeam import filesystems
-
-        first = filesystems.join(args.output, f"{args.split}-00000-of-")
-        shards = expand_paths([filesystems.literal(first) + "*.tfrecord*"])
+        first = filesystems.join(args.output, "*-00000-of-")
+        shards = sorted(expand_paths([first + "*.tfrecord*"]))
         cmd_inspect(argparse.Namespace(paths=shards[:1], n=1, json=False, kind="auto"))
     return code
 

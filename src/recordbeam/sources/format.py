@@ -114,7 +114,8 @@ class Format:
 
 
 class SampleImage(NamedTuple):
-    """A picture of a sample, written as a JPEG of this size, of one colour."""
+    """A picture of a sample, written as a JPEG of this size, of one colour (another for
+    each picture)."""
 
     width: int = 40
     height: int = 30
@@ -134,12 +135,14 @@ def lay_out_sample(fmt: Format, root: str | os.PathLike[str]) -> dict[str, str]:
 
     from PIL import Image
 
+    pictures = 0
     for name, content in fmt.sample.items():
         path = Path(root, name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, SampleImage):
+        if isinstance(content, SampleImage):  # each of its own colour: no two are the same
             buffer = io.BytesIO()
-            Image.new("RGB", content, (200, 80, 40)).save(buffer, "JPEG")
+            pictures += 1
+            Image.new("RGB", content, (200, 80, 40 * pictures)).save(buffer, "JPEG")
             path.write_bytes(buffer.getvalue())
         else:
             path.write_text(content if isinstance(content, str) else json.dumps(content),
