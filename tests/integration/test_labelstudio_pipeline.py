@@ -10,6 +10,8 @@ from PIL import Image
 
 import recordbeam
 from recordbeam import feature_keys
+from recordbeam.cli import main as cli
+from recordbeam.sources import byte_ranges
 
 IN_MEMORY = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
@@ -58,3 +60,70 @@ def test_an_export_with_every_kind_of_loss_converts_what_pairs(tmp_path):
     assert list(a[feature_keys.OBJECT_TEXT]) == [b"dog"]
     assert list(a[feature_keys.CLASS_LABEL]) == [2] and list(a[feature_keys.CLASS_TEXT]) == [
         b"indoor"]
+
+
+def _ranged(monkeypatch, range_bytes: int) -> None:
+    """Every array export read in byte ranges of ``range_bytes``, as a big one is."""
+    monkeypatch.setattr(byte_ranges, "RANGED_FROM_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "MIN_RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(byte_ranges, "MAX_RANGE_BYTES", range_bytes)
+
+
+def _files(folder) -> dict:
+    return {path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()
+            and path.name != "manifest.json"}
+
+
+def test_an_export_read_in_ranges_writes_what_its_stream_writes(tmp_path, monkeypatch):
+    """Tasks with ids and without (named by their index in the array), strings holding
+    brackets, quotes and backslashes where a range may cut, rejects and counts: the
+    output folder is the streamed read's, byte for byte."""
+    media = tmp_path / "media"
+    (media / "upload" / "1").mkdir(parents=True)
+    tasks = []
+    for i in range(12):
+        name = f"{i:08x}-p{i}.jpg"
+        if i != 5:  # task 5's image is missing: a reject naming it
+            Image.new("RGB", (40, 30), (20 * i, 80, 40)).save(media / "upload" / "1" / name)
+        result = {"id": f"r{i}", "type": "rectanglelabels", "original_width": 40,
+                  "original_height": 30, "value": {
+                      "x": 10, "y": 10, "width": 50, "height": 50, "rotation": 0,
+                      "rectanglelabels": [["dog", "cat"][i % 2]]}}
+        task = {"data": {"image": f"/data/upload/1/{name}", "note": '],"\\[{' * (i % 3)},
+                "annotations": [{"result": [result] if i % 4 else [result, {"id": "x", "type": "rectanglelabels"}]}]}
+        tasks.append(task if i % 3 else {"id": i + 100, **task})
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks, indent=1))
+
+    def convert(out):
+        recordbeam.convert("labelstudio", input=str(export), images=str(media),
+                           output=str(out), max_reject_fraction=0.9, quiet=True,
+                           beam_args=IN_MEMORY)
+        return _files(out)
+
+    streamed = convert(tmp_path / "streamed")
+    sources = sorted(json.loads(line)["source"].split(": ")[1]
+                     for line in streamed["rejects.jsonl"].splitlines())
+    assert sources == ["task 100 result x", "task [4] result x", "task [5]",
+                       "task [8] result x"]
+    for range_bytes in (97, 512):
+        _ranged(monkeypatch, range_bytes)
+        assert convert(tmp_path / f"ranged-{range_bytes}") == streamed
+
+
+def test_an_element_the_ranges_refuse_fails_as_the_stream_does(tmp_path, monkeypatch, capsys):
+    (tmp_path / "media").mkdir()
+    Image.new("RGB", (40, 30)).save(tmp_path / "media" / "a.jpg")
+    export = tmp_path / "export.json"
+    export.write_text('[{"id": 1, "data": {"image": "a.jpg"}},\n'
+                      '{"id": 2, "data": {"image": "b.jpg", "w": NaN}}]')
+    argv = ["convert", "labelstudio", "--input", str(export), "--images",
+            str(tmp_path / "media"), *IN_MEMORY]
+    assert cli.main([*argv, "--output", str(tmp_path / "streamed")]) == 1
+    said = capsys.readouterr().err
+    _ranged(monkeypatch, 16)
+    assert cli.main([*argv, "--output", str(tmp_path / "ranged")]) == 1
+    first_line = said.splitlines()[0]  # the next names the run's log, a file of its own
+    assert capsys.readouterr().err.replace("ranged", "streamed").splitlines()[0] == first_line
+    assert "export.json: malformed JSON" in first_line

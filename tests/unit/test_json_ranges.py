@@ -12,9 +12,12 @@ from lanes import examples
 
 from recordbeam.sources.json_ranges import (
     JsonRangeError,
+    array_marks,
+    array_plan,
     backslashes_before,
     entry_states,
     read_section,
+    split_ranges,
     summarize,
 )
 
@@ -105,3 +108,35 @@ def test_backslashes_before_counts_the_run_at_the_end():
     assert backslashes_before(b'ab\\\\') == 2
     assert backslashes_before(b'ab') == 0
     assert backslashes_before(b'') == 0
+
+
+def _array_elements(document: bytes, range_bytes: int) -> list[tuple[int, object]]:
+    """The passes of an array export read in ranges (``exports.ReadArrayRanges``), one
+    range after another: ``(index, element)`` of each range's span, in range order."""
+    ranges = list(split_ranges(len(document), range_bytes))
+    before = [backslashes_before(document[:start]) for start, _end in ranges]
+    states = entry_states([(start, summarize(document[start:end], run))
+                           for (start, end), run in zip(ranges, before, strict=True)])
+    marks = [array_marks(document[start:end], start, state, run)
+             for (start, end), state, run in zip(ranges, states, before, strict=True)]
+    plan = array_plan([start for start, _end in ranges], marks)
+    found = []
+    for span, first in zip(plan.spans, plan.first_index, strict=True):
+        if span is not None:
+            items = json.loads(b"[" + document[span[0]:span[1]] + b"]")
+            found += list(enumerate(items, first))
+    return found
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(items=st.lists(VALUES, max_size=8), layout=LAYOUTS, range_bytes=st.integers(1, 64))
+def test_an_array_read_in_ranges_gives_each_element_with_its_index(items, layout, range_bytes):
+    document = json.dumps(items, **layout).encode()
+    assert _array_elements(document, range_bytes) == list(enumerate(items))
+
+
+@pytest.mark.parametrize("document", [
+    b'{"a": [1, 2]}', b'[1, 2] [3]', b'[1], 2', b'"[1, 2]"', b'[1, 2]]', b'[[1, 2]'])
+def test_a_document_that_is_not_one_array_has_no_plan(document):
+    with pytest.raises(JsonRangeError):
+        _array_elements(document, 3)

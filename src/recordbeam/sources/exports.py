@@ -16,11 +16,17 @@ video's tracks). :class:`ReadExport` does the rest the same way for every such f
 * class names become labels as for formats with one annotation file per image
   (:func:`~recordbeam.sources.annotated_files.class_names`,
   :func:`~recordbeam.sources.annotated_files.build_record`).
+
+A format whose export is one JSON array (``array_export``) parses one element at a time
+(``parse_item``); an export file from ``byte_ranges.RANGED_FROM_BYTES`` on is then read in
+byte ranges by all workers at once (:class:`ReadArrayRanges`), each element numbered as
+in the whole array, so what is written is what the streamed read writes.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import posixpath
 from collections import Counter
@@ -29,11 +35,12 @@ from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
 import ijson
-from apache_beam.pvalue import TaggedOutput
+from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError
 from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources import byte_ranges
 from recordbeam.sources.annotated_files import (
     ImageFile,
     JoinMessage,
@@ -260,6 +267,10 @@ class ExportFormat:
     duplicated_image_written = False
     unnamed_images_written = True
     part_type: type | None = None
+    #: Each export file is one JSON array, whose elements :meth:`parse_item` parses;
+    #: ``array_hint`` says what the file should be, when it is no array.
+    array_export = False
+    array_hint = ""
 
     def export_files(self) -> list[str]:
         """The export files, each streamed on one worker."""
@@ -280,7 +291,17 @@ class ExportFormat:
         """Stream one export file (``data``, opened for reading): an entry per image, a
         reject per element that cannot be used, a count per thing skipped on purpose, a
         :class:`Part` per piece of an image kept apart from its entry. A file that cannot
-        be read at all raises a ``DataError`` naming it."""
+        be read at all raises a ``DataError`` naming it. An ``array_export``'s: each
+        element's :meth:`parse_item`."""
+        if not self.array_export:
+            raise NotImplementedError
+        for index, item in enumerate(json_array_items(path, data, self.array_hint)):
+            yield from self.parse_item(path, index, item)
+
+    def parse_item(self, path: str, index: int, item: Any) -> Iterator[ExportEntry | Reject
+                                                                          | tuple[str, int] | Part]:
+        """The ``index``-th element of an ``array_export``'s array, as :meth:`parse`
+        yields."""
         raise NotImplementedError
 
     def assemble(self, key: str, entries: list[ExportEntry],
@@ -343,20 +364,101 @@ class _StreamExport(beam.DoFn):
         meta = filesystems.file_metadata(path)
         if meta is not None:
             yield TaggedOutput("inputs", text_metadata(meta))
-        counts: Counter[str] = Counter()
         with filesystems.open_read(path) as f:
-            for item in self._format.parse(path, f):
-                if isinstance(item, ExportEntry):
-                    yield item.key, item
-                elif isinstance(item, Reject):
-                    yield TaggedOutput("rejects", item)
-                elif isinstance(item, Part):
-                    yield TaggedOutput("parts", tuple(item))
-                else:
-                    counts[item[0]] += item[1]
-        for counter, n in sorted(counts.items()):
-            if n:
-                yield TaggedOutput("counts", (counter, n))
+            yield from _routed(self._format.parse(path, f))
+
+
+def _routed(items: Iterable[ExportEntry | Reject | Part | tuple[str, int]]) -> Iterator[Any]:
+    """What ``parse`` yields, as :class:`_StreamExport`'s outputs; its counts summed."""
+    counts: Counter[str] = Counter()
+    for item in items:
+        if isinstance(item, ExportEntry):
+            yield item.key, item
+        elif isinstance(item, Reject):
+            yield TaggedOutput("rejects", item)
+        elif isinstance(item, Part):
+            yield TaggedOutput("parts", tuple(item))
+        else:
+            counts[item[0]] += item[1]
+    for counter, n in sorted(counts.items()):
+        if n:
+            yield TaggedOutput("counts", (counter, n))
+
+
+class _ParseArrayRange(beam.DoFn):
+    """The elements of an array export that begin in one range, each parsed by the
+    format's ``parse_item`` with its index in the whole array; without a plan, the file
+    streamed by the first range's worker."""
+
+    def __init__(self, fmt: ExportFormat, path: str) -> None:
+        self._format, self._path = fmt, path
+
+    def process(self, rng: byte_ranges.ByteRange, plan: Any):
+        path = self._path
+        if rng.index == 0 and plan is None:
+            yield from _StreamExport(self._format).process(path)
+        if plan is None:
+            return
+        if rng.index == 0:  # the file's metadata, for the fingerprint
+            meta = filesystems.file_metadata(path)
+            if meta is not None:
+                yield TaggedOutput("inputs", text_metadata(meta))
+        span = plan.spans[rng.index]
+        if span is None:
+            return
+        try:
+            text = byte_ranges.read_bytes(path, *span).decode("utf-8")
+            items = json.loads(f"[{text}]", parse_constant=byte_ranges.refuse_constant)
+        except (ValueError, RecursionError):
+            self._fail_as_streamed(span[0])
+        first = plan.first_index[rng.index]
+        yield from _routed(item for index, element in enumerate(items, first)
+                           for item in self._format.parse_item(path, index, element))
+
+    def _fail_as_streamed(self, where: int) -> None:
+        """Raise what the streamed parse raises for the file; when it raises nothing,
+        what the ranged parse found at byte ``where``."""
+        with filesystems.open_read(self._path) as f:
+            for _item in self._format.parse(self._path, f):
+                pass
+        raise ExportError(f"{self._path}: malformed JSON (the element at byte {where} is not "
+                          "plain JSON: NaN, bytes that are not UTF-8 or a control character "
+                          "in a string); fix or export it again")
+
+
+class ReadArrayRanges(beam.PTransform):
+    """An array export file of ``fmt`` read in byte ranges (:mod:`.byte_ranges`): the
+    tagged outputs :class:`_StreamExport` gives for one file."""
+
+    def __init__(self, fmt: ExportFormat, path: str) -> None:
+        super().__init__()
+        self._format, self._path = fmt, path
+
+    def expand(self, pbegin):
+        path = self._path
+        keyed = (pbegin | "ExportFile" >> beam.Create([path])
+                 | "CutRanges" >> beam.FlatMap(byte_ranges.file_ranges,
+                                               byte_ranges.MIN_RANGE_BYTES,
+                                               byte_ranges.MAX_RANGE_BYTES))
+        entry = (
+            byte_ranges.spread(keyed, "Summarize")
+            | "SummarizeRanges" >> beam.Map(byte_ranges.summarize_range, path)
+            | "EntryStates" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
+            | "Entry" >> beam.Map(byte_ranges.entry_of_ranges)
+        )
+        plan = (
+            byte_ranges.spread(keyed, "Marks")
+            | "ArrayMarks" >> beam.Map(byte_ranges.marks_of_range, path, AsSingleton(entry))
+            | "AllMarks" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
+            | "Plan" >> beam.Map(byte_ranges.plan_of, path)
+        )
+        return (
+            byte_ranges.spread(keyed, "Parse")
+            | "ParseRanges" >> beam.ParDo(_ParseArrayRange(self._format, path),
+                                          AsSingleton(plan))
+            .with_output_types(tuple[str, ExportEntry])
+            .with_outputs("rejects", "counts", "inputs", "parts", main="entries")
+        )
 
 
 class _ListImages(beam.DoFn):
@@ -462,6 +564,14 @@ def _parsed(fmt: ExportFormat, key: str, file: ImageFile, entry: ExportEntry) ->
                        source_id=entry.source_id)
 
 
+class _Outputs(NamedTuple):
+    entries: Any
+    rejects: Any
+    counts: Any
+    inputs: Any
+    parts: Any
+
+
 class ReadExport(beam.PTransform):
     """Read a format of export files and an images folder into ``ImageRecord``s for a
     :class:`~recordbeam.sources.detection.DetectionEncoder` (image labels in their
@@ -488,13 +598,22 @@ class ReadExport(beam.PTransform):
 
     def expand(self, pbegin):
         fmt = self._format
+        ranged = [path for path in fmt.export_files()
+                  if fmt.array_export and byte_ranges.read_in_ranges(path)]
         streamed = (
             pbegin
-            | "ExportFiles" >> beam.Create(fmt.export_files())
+            | "ExportFiles" >> beam.Create([p for p in fmt.export_files() if p not in ranged])
             | "StreamExports" >> beam.ParDo(_StreamExport(fmt))
             .with_output_types(tuple[str, ExportEntry])
             .with_outputs("rejects", "counts", "inputs", "parts", main="entries")
         )  # (key, ExportEntry); parts: (key, part_type)
+        if ranged:
+            reads = [streamed, *(pbegin | f"ReadRanges{i}" >> ReadArrayRanges(fmt, path)
+                                 for i, path in enumerate(ranged))]
+            streamed = _Outputs(**{name: [read[name] for read in reads]
+                                   | f"Streamed{name.title()}" >> beam.Flatten()
+                                   for name in ("entries", "rejects", "counts", "inputs",
+                                                "parts")})
         listed = (
             pbegin
             | "ImageFolder" >> beam.Impulse()

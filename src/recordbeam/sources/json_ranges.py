@@ -343,3 +343,78 @@ def read_section(document: bytes, name: str, range_bytes: int) -> list[tuple[int
         assert whole, "the whole document was given"
         elements.extend(found)
     return elements
+
+
+class ArrayMarks(NamedTuple):
+    """What one range holds of the structure of a document that should be one array: the
+    brackets that open at depth 0 and close to it (``(position, byte)``), the commas
+    between the array's elements (how many, and the first), and whether a comma lies
+    outside any value (no array then)."""
+
+    opens: tuple[tuple[int, int], ...]
+    closes: tuple[tuple[int, int], ...]
+    separators: int
+    first_separator: int | None
+    stray: bool
+
+
+def array_marks(data: bytes, start: int, state: EntryState,
+                preceding_backslashes: int = 0) -> ArrayMarks:
+    """The :class:`ArrayMarks` of the range ``data`` that begins at ``start`` in ``state``."""
+    marks, before, kinds = _depths(_scan(data, preceding_backslashes), state)
+    commas = marks[(kinds == _COMMA) & (before == 1)]
+
+    def brackets(kind: int, depth: int) -> tuple[tuple[int, int], ...]:
+        return tuple((start + int(p), data[int(p)])
+                     for p in marks[(kinds == kind) & (before == depth)].tolist())
+
+    return ArrayMarks(brackets(_OPEN, 0), brackets(_CLOSE, 1), int(commas.size),
+                      start + int(commas[0]) if commas.size else None,
+                      bool(np.any((kinds == _COMMA) & (before == 0))))
+
+
+class ArrayPlan(NamedTuple):
+    """How the elements of a document that is one array are read in ranges: for each
+    range, the bytes from its first element to the comma before the next range's first
+    (or the array's ``]``), or None when no element begins in it; and the index of that
+    first element in the array. ``begin`` and ``end``: the array's brackets."""
+
+    spans: tuple[tuple[int, int] | None, ...]
+    first_index: tuple[int, ...]
+    begin: int
+    end: int
+
+
+def array_plan(starts: Sequence[int], marks: Sequence[ArrayMarks]) -> ArrayPlan:
+    """The :class:`ArrayPlan` from the marks of every range (``starts``: where each range
+    begins, in order). Raises :class:`JsonRangeError` for a document that is not one
+    array (an object, a second top-level value, a comma outside it)."""
+    opens = [o for m in marks for o in m.opens]
+    closes = [c for m in marks for c in m.closes]
+    stray = next((start for start, m in zip(starts, marks, strict=True) if m.stray), None)
+    if stray is not None:
+        raise JsonRangeError(stray, "a comma outside the array, in the range that starts here")
+    if len(opens) != 1 or opens[0][1] != ord("[") or len(closes) != 1:
+        raise JsonRangeError(opens[1][0] if len(opens) > 1 else 0,
+                             "the document is not one JSON array")
+    begin, end = opens[0][0], closes[0][0]
+    firsts: list[int | None] = []
+    first_index: list[int] = []
+    commas = 0
+    for m in marks:
+        if m.opens:
+            firsts.append(begin + 1)
+            first_index.append(0)
+        elif m.first_separator is not None:
+            firsts.append(m.first_separator + 1)
+            first_index.append(commas + 1)
+        else:
+            firsts.append(None)
+            first_index.append(-1)
+        commas += m.separators
+    spans: list[tuple[int, int] | None] = []
+    following = end
+    for first in reversed(firsts):
+        spans.append(None if first is None else (first, following))
+        following = following if first is None else first - 1
+    return ArrayPlan(tuple(reversed(spans)), tuple(first_index), begin, end)

@@ -35,6 +35,17 @@ from apache_beam.pvalue import AsDict, AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.records import Reject
+from recordbeam.sources.byte_ranges import (
+    ByteRange,
+    Entry,
+    entry_of_ranges,
+    file_ranges,
+    read_bytes,
+    read_range,
+    refuse_constant,
+    spread,
+    summarize_range,
+)
 from recordbeam.sources.coco.input_tasks import (
     IdTally,
     ReadInputs,
@@ -45,19 +56,14 @@ from recordbeam.sources.coco.input_tasks import (
 from recordbeam.sources.coco.json_stream import CocoFormatError, not_a_list, stream_section
 from recordbeam.sources.coco.options import CocoOptions
 from recordbeam.sources.coco.records import JoinKey, JoinMessage
-from recordbeam.sources.json_depth import BOM, MAX_JSON_DEPTH
+from recordbeam.sources.json_depth import BOM
 from recordbeam.sources.json_ranges import (
     EntryState,
     JsonRangeError,
-    RangeSummary,
     Section,
     TopLevelEvent,
-    backslashes_before,
-    entry_states,
     first_separator,
     sections,
-    split_ranges,
-    summarize,
     top_level_events,
 )
 
@@ -75,29 +81,11 @@ RANGED_FROM_BYTES = 512 << 20
 MAX_RANGE_BYTES = 32 << 20
 #: The smallest range, but for a file smaller than it (read as one range).
 MIN_RANGE_BYTES = 1 << 20
-#: Ranges a file is cut into between those bounds: more than the local runner's workers,
-#: few enough that each range's task costs little beside its parse (a task per range and
-#: pass; at 1M annotations, 219 MB, a range parses in about 0.8 s).
-RANGES_PER_FILE = 8
 #: Bytes read past a range's end at first, for a key that begins in it and ends beyond;
 #: multiplied by 16 until it does.
 OVERHANG_BYTES = 4096
 #: The part of a range first searched for its first comma between annotations.
 FIRST_SEARCH_BYTES = 64 << 10
-
-
-class ByteRange(NamedTuple):
-    """``[start, end)`` of the file, the ``index``-th of ``count`` ranges."""
-
-    index: int
-    count: int
-    start: int
-    end: int
-
-
-def range_bytes_for(size: int, smallest: int = MIN_RANGE_BYTES,
-                    largest: int = MAX_RANGE_BYTES) -> int:
-    return max(smallest, min(largest, -(-size // RANGES_PER_FILE)))
 
 
 def read_in_ranges(path: str) -> bool:
@@ -106,60 +94,6 @@ def read_in_ranges(path: str) -> bool:
     message."""
     size = filesystems.size_of(path)
     return size is not None and size >= RANGED_FROM_BYTES
-
-
-def file_ranges(path: str, smallest: int, largest: int) -> list[tuple[int, ByteRange]]:
-    """The file's ranges, keyed by index (the join spreads them over the workers)."""
-    size = filesystems.size_of(path) or 0
-    cuts = list(split_ranges(size, range_bytes_for(size, smallest, largest))) or [(0, 0)]
-    return [(index, ByteRange(index, len(cuts), start, end))
-            for index, (start, end) in enumerate(cuts)]
-
-
-def read_range(path: str, start: int, end: int) -> tuple[bytes, int]:
-    """The bytes ``[start, end)`` (fewer at the file's end) and the length of the run of
-    backslashes just before ``start``."""
-    f = filesystems.open_read(path)
-    try:
-        look, run = 64, 0
-        while start:
-            look = min(look, start)
-            f.seek(start - look)
-            run = backslashes_before(f.read(look))
-            if run < look or look == start:
-                break
-            look *= 16
-        f.seek(start)
-        return f.read(end - start), run
-    finally:
-        f.close()
-
-
-def summarize_range(rng: ByteRange, path: str) -> tuple[ByteRange, RangeSummary]:
-    data, run = read_range(path, rng.start, rng.end)
-    return rng, summarize(data, run)
-
-
-class Entry(NamedTuple):
-    """Every range's starting state, or None when the file's structure is broken (then
-    the streamed pass reads it); and the lowest depth each range reaches."""
-
-    states: tuple[EntryState, ...] | None
-    floors: tuple[int, ...] = ()
-
-
-def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary]]) -> Entry:
-    ordered = sorted(summaries)
-    try:
-        states = entry_states([(rng.start, summary) for rng, summary in ordered])
-    except JsonRangeError:
-        return Entry(None)
-    for state, (_rng, summary) in zip(states, ordered, strict=True):
-        if state.depth + summary.highest_depth[state.inside_string] > MAX_JSON_DEPTH:
-            return Entry(None)
-    return Entry(tuple(states), tuple(
-        state.depth + summary.lowest_depth[state.inside_string]
-        for state, (_rng, summary) in zip(states, ordered, strict=True)))
 
 
 def _with_overhang(path: str, rng: ByteRange, attempt) -> Any:
@@ -262,10 +196,10 @@ def skeleton_is_json(path: str, values: dict[str, Section]) -> bool:
     kept.append((at, size))
     if sum(end - begin for begin, end in kept) > SKELETON_BYTES:
         return False
-    skeleton = b"[]".join(_read_bytes(path, begin, end) for begin, end in kept)
+    skeleton = b"[]".join(read_bytes(path, begin, end) for begin, end in kept)
     skeleton = skeleton.removeprefix(BOM)
     try:
-        json.loads(skeleton.decode("utf-8"), parse_constant=_refuse_constant)
+        json.loads(skeleton.decode("utf-8"), parse_constant=refuse_constant)
     except (ValueError, RecursionError):
         return False
     return True
@@ -294,23 +228,10 @@ def annotation_spans(found: list[tuple[ByteRange, list[TopLevelEvent]]], section
     return tuple(reversed(spans))
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _read_bytes(path: str, start: int, stop: int) -> bytes:
-    f = filesystems.open_read(path)
-    try:
-        f.seek(start)
-        return f.read(stop - start)
-    finally:
-        f.close()
-
-
 def parse_annotations(span: bytes) -> list[Any]:
     """The annotations of ``span`` (elements of a list and the commas between them), as
     the streamed parser gives them (floats for numbers with a fraction or exponent)."""
-    return json.loads("[" + span.decode("utf-8") + "]", parse_constant=_refuse_constant)
+    return json.loads("[" + span.decode("utf-8") + "]", parse_constant=refuse_constant)
 
 
 def fail_as_streamed(path: str, options: CocoOptions, where: int) -> None:
@@ -353,7 +274,7 @@ class ParseRange(beam.DoFn):
     def _parse(self, rng: ByteRange, span: tuple[int, int], path: str):
         begin, end = span
         try:
-            items = parse_annotations(_read_bytes(path, begin, end))
+            items = parse_annotations(read_bytes(path, begin, end))
         except (ValueError, RecursionError):
             fail_as_streamed(path, self._options, begin)
             return
@@ -378,10 +299,6 @@ def place_reject(pending: tuple[int, int, Any], elements: dict[int, int], path: 
     reject = annotation_reject(item, path, before + position, options)
     if reject is not None:
         yield reject
-
-
-def _ranges_of_key(keyed: tuple[int, Iterable[ByteRange]]) -> Iterable[ByteRange]:
-    return keyed[1]
 
 
 def repeated_ids(bucket: tuple[int, Iterable[tuple[bytes, list[Any]]]]) -> list[Any]:
@@ -409,27 +326,20 @@ class ReadAnnotationRanges(beam.PTransform):
             | "CutRanges" >> beam.FlatMap(file_ranges, self._smallest, self._largest)
         )
 
-        def spread(name: str):
-            """The ranges, for one pass: a stage fed by a shuffle with one key per range
-            (the local runner deals keys to its workers in turn, and reads a stored
-            PCollection in one bundle, on one worker)."""
-            return (keyed | f"Spread{name}" >> beam.GroupByKey()
-                    | f"RangesTo{name}" >> beam.FlatMap(_ranges_of_key))
-
         entry = (
-            spread("Summarize")
+            spread(keyed, "Summarize")
             | "SummarizeRanges" >> beam.Map(summarize_range, path)
             | "EntryStates" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
             | "Entry" >> beam.Map(entry_of_ranges)
         )
         plan = (
-            spread("Events")
+            spread(keyed, "Events")
             | "TopLevelEvents" >> beam.Map(events_of_range, path, AsSingleton(entry))
             | "AllEvents" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
             | "Plan" >> beam.Map(plan_of, AsSingleton(entry), path)
         )
         parsed = (
-            spread("Parse")
+            spread(keyed, "Parse")
             | "ParseRanges" >> beam.ParDo(ParseRange(self._options), AsSingleton(plan))
             .with_output_types(tuple[JoinKey, JoinMessage])
             .with_outputs("rejects", "placed_rejects", "counts", "elements", "id_buckets",

@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from recordbeam import filesystems
@@ -34,7 +34,6 @@ from recordbeam.sources.exports import (
     ExportEntry,
     ExportFormat,
     ReadExport,
-    json_array_items,
 )
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.text import is_text, json_number, printable
@@ -278,6 +277,7 @@ class LabelStudioExport(ExportFormat):
     """Label Studio's JSON export, for :class:`~recordbeam.sources.exports.ReadExport`."""
 
     name, entry = "labelstudio", "task"
+    array_export, array_hint = True, f"--input takes {EXPORT}"
     #: Label Studio's media folder and document root hold other projects' files too.
     unnamed_images_written = False
 
@@ -291,12 +291,9 @@ class LabelStudioExport(ExportFormat):
     def export_files(self) -> list[str]:
         return [self.options.export]
 
-    def parse(self, path: str, data: BinaryIO) -> Iterator[Any]:
-        for index, task in enumerate(json_array_items(path, data, f"--input takes {EXPORT}")):
-            yield from self.parse_task(path, index, task if isinstance(task, dict) else {})
-
-    def parse_task(self, path: str, index: int, task: dict) -> Iterator[Any]:
+    def parse_item(self, path: str, index: int, task: Any) -> Iterator[Any]:
         """One task -> its entry, rejects and ``(counter, n)`` counts."""
+        task = task if isinstance(task, dict) else {}
         opts, split = self.options, self.options.split
         # Printable: JSON's \udcxx escapes reach here as lone surrogates, which UTF-8 refuses.
         where = printable(f"{path}: task {task['id']}" if "id" in task else f"{path}: task [{index}]")
