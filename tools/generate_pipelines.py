@@ -1,8 +1,10 @@
 """The launchable scripts of ``pipelines/``, one per input format, made from the formats'
-declarations (:mod:`recordbeam.sources.format`).
+declarations (:mod:`recordbeam.sources.format`); and, by ``tools/flex_template_metadata.py``,
+the Flex Templates' parameter files: every file made from the declarations, in one command.
 
     python tools/generate_pipelines.py            # write pipelines/<format>_to_tfrecord.py
-    python tools/generate_pipelines.py --check    # exit 1 if a script differs from its declaration
+                                                  # and deploy/flex-template/metadata/
+    python tools/generate_pipelines.py --check    # exit 1 if a file differs from its declaration
 
 Each script runs ``recordbeam convert <format>`` with its arguments: the same options, the
 same checks, and every other option to Beam, so a Dataflow or Flink user launches it as
@@ -68,16 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="only say whether the scripts are what the declarations make")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import flex_template_metadata
+
     if args.check:
         found = stale()
         for path in found:
             print(f"{path.relative_to(ROOT)} differs from its format's declaration: run "
                   "python tools/generate_pipelines.py")
-        return 1 if found else 0
+        return max(1 if found else 0, flex_template_metadata.main(["--check"]))
     for fmt in formats().values():
         (ROOT / fmt.script).write_text(render(fmt), encoding="utf-8")
     print(f"wrote {len(formats())} scripts in pipelines/")
-    return 0
+    return flex_template_metadata.main([])
 
 
 if __name__ == "__main__":
