@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections import Counter
 
 import apache_beam as beam
 import pytest
+from apache_beam.pvalue import TaggedOutput
 
 from recordbeam.records import Reject
+from recordbeam.sources import byte_ranges
 from recordbeam.sources.annotated_files import ImageFile, JoinMessage, NamedObject
 from recordbeam.sources.exports import (
     ExportEntry,
@@ -19,6 +22,8 @@ from recordbeam.sources.exports import (
     ExportError,
     Joined,
     _Pair,
+    _ParseArrayRange,
+    _StreamExport,
 )
 from recordbeam.sources.labelstudio.reader import (
     LabelStudioExport,
@@ -445,3 +450,56 @@ def test_two_files_of_one_image_are_one_written_and_one_rejected():
     assert image.path == FILE.path
     assert (reject.reason, reject.source) == ("duplicate_file_name", other.path)
     assert FILE.path in reject.detail and "not written" in reject.detail
+
+
+def _read(path: str, range_bytes: int | None) -> tuple:
+    """What the export's read gives, streamed (``range_bytes`` None) or in ranges of
+    ``range_bytes``, each pass run here as the workers run it: entries, rejects and parts
+    (sorted), the counts summed, and the inputs; or the error it raises."""
+    fmt = LabelStudioExport(LabelStudioOptions(path, "media"))
+    try:
+        if range_bytes is None:
+            items = list(_StreamExport(fmt).process(path))
+        else:
+            ranges = [rng for _index, rng in byte_ranges.file_ranges(path, range_bytes,
+                                                                     range_bytes)]
+            entry = byte_ranges.entry_of_ranges(byte_ranges.summarize_range(rng, path)
+                                                for rng in ranges)
+            plan = byte_ranges.plan_of([byte_ranges.marks_of_range(rng, path, entry)
+                                        for rng in ranges], path)
+            parse = _ParseArrayRange(fmt, path)
+            items = [item for rng in ranges for item in parse.process(rng, plan)]
+    except ExportError as error:
+        return ("error", str(error))
+    found, counts = {}, Counter()
+    for item in items:
+        tag, value = (item.tag, item.value) if isinstance(item, TaggedOutput) else ("", item)
+        if tag == "counts":
+            counts[value[0]] += value[1]
+        else:
+            found.setdefault(tag, []).append(repr(value))
+    return {tag: sorted(values) for tag, values in found.items()}, counts
+
+
+_TASK = ('{"data": {"image": "a%d.jpg", "note": "],\\\\\\"[{"}, "annotations": [{"result": '
+         '[{"id": "r", "type": "rectanglelabels", "value": {"x": 1, "y": 2, "width": 3, '
+         '"height": 4, "rectanglelabels": ["dog"]}}]}]}')
+
+
+@pytest.mark.parametrize("document", [
+    "[" + ", ".join(_TASK % i for i in range(4)) + "]",  # tasks named by their index
+    "\ufeff \n[" + _TASK % 0 + "]\n ",  # a byte order mark, white space around
+    "[ ]", "[" + _TASK % 0 + ",\f" + _TASK % 1 + "]",  # a form feed between tasks
+    '[{"id": "\\ud800", "data": {"image": "a.jpg"}}]',  # a lone high surrogate
+    '[{"id": "\\ud83d\\ude00", "data": {"image": "a.jpg"}}]',
+    "[" + _TASK % 0 + "," + _TASK % 1 + ",]", "[" + _TASK % 0 + ",," + _TASK % 1 + "]",
+    '[{"id": 1e400, "data": {"image": "a.jpg"}}]', "[" + _TASK % 0 + "}",
+    '[{"id": NaN}]', '{"tasks": []}', "[1] [2]",
+], ids=["tasks", "bom", "empty", "form-feed", "high-surrogate", "pair", "trailing-comma",
+        "double-comma", "overflow", "brace", "nan", "object", "two-arrays"])
+def test_an_export_read_in_ranges_gives_what_its_stream_gives(tmp_path, document):
+    path = tmp_path / "export.json"
+    path.write_bytes(document.encode("utf-8", "surrogatepass"))
+    streamed = _read(str(path), None)
+    for range_bytes in sorted({1, 2, 3, 5, 8, 13, 40, 97, len(document) // 2 + 1}):
+        assert _read(str(path), range_bytes) == streamed, range_bytes

@@ -134,7 +134,7 @@ def cmd_demo(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         code = _run_declared(fmt, values, args)
     if code == EXIT_OK:
         print("\nfirst example, as `recordbeam inspect` shows it:")
-        first = filesystems.join(args.output, "*-00000-of-")
+        first = filesystems.join(filesystems.literal(args.output), "*-00000-of-")
         shards = sorted(expand_paths([first + "*.tfrecord*"]))
         cmd_inspect(argparse.Namespace(paths=shards[:1], n=1, json=False, kind="auto"))
     return code

@@ -12,6 +12,8 @@ array) has no plan: it is streamed by one worker.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -48,6 +50,13 @@ MIN_RANGE_BYTES = 1 << 20
 RANGES_PER_FILE = 8
 #: White space read around an array at most (more: the file is streamed).
 EDGE_BYTES = 64 << 10
+#: What the streamed parser (ijson's C backend) reads otherwise than ``json.loads``: a
+#: form feed or vertical tab between tokens (white space to it, an error to ``json``), and
+#: a lone high surrogate escape (``?`` to it, the surrogate to ``json``). A range holding
+#: one (or what looks like one: an escaped backslash before ``u``) has no plan: the file is
+#: streamed.
+_READ_OTHERWISE = re.compile(
+    rb"[\x0b\x0c]|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
 
 
 class ByteRange(NamedTuple):
@@ -142,6 +151,15 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused past a float's range (``1e400``),
+    as the streamed parser refuses it."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a float")
+    return value
+
+
 # --- an export that is one JSON array ------------------------------------------------------
 
 
@@ -149,6 +167,11 @@ def marks_of_range(rng: ByteRange, path: str, entry: Entry) -> tuple[ByteRange, 
     if entry.states is None:
         return rng, None
     data, run = read_range(path, rng.start, rng.end)
+    # An escape cut by the range's edges is looked for in the bytes around them too.
+    edges = (read_bytes(path, max(0, rng.start - 6), rng.start) + data
+             + read_bytes(path, rng.end, rng.end + 12))
+    if _READ_OTHERWISE.search(edges):
+        return rng, None
     return rng, array_marks(data, rng.start, entry.states[rng.index], run)
 
 

@@ -408,7 +408,10 @@ class _ParseArrayRange(beam.DoFn):
             return
         try:
             text = byte_ranges.read_bytes(path, *span).decode("utf-8")
-            items = json.loads(f"[{text}]", parse_constant=byte_ranges.refuse_constant)
+            if not text.strip() and span != (plan.begin + 1, plan.end):  # [1,,2] [1,]
+                raise ValueError("an empty element")
+            items = json.loads(f"[{text}]", parse_constant=byte_ranges.refuse_constant,
+                               parse_float=byte_ranges.finite_float)
         except (ValueError, RecursionError):
             self._fail_as_streamed(span[0])
         first = plan.first_index[rng.index]

@@ -394,7 +394,8 @@ def array_plan(starts: Sequence[int], marks: Sequence[ArrayMarks]) -> ArrayPlan:
     stray = next((start for start, m in zip(starts, marks, strict=True) if m.stray), None)
     if stray is not None:
         raise JsonRangeError(stray, "a comma outside the array, in the range that starts here")
-    if len(opens) != 1 or opens[0][1] != ord("[") or len(closes) != 1:
+    if (len(opens) != 1 or opens[0][1] != ord("[") or len(closes) != 1
+            or closes[0][1] != ord("]")):
         raise JsonRangeError(opens[1][0] if len(opens) > 1 else 0,
                              "the document is not one JSON array")
     begin, end = opens[0][0], closes[0][0]
