@@ -35,12 +35,14 @@ from recordbeam.sources.json_ranges import (
     summarize,
 )
 
-#: Array exports from this size on are read in ranges; a smaller one is streamed by one
+#: Array exports from this size on are read in ranges (:func:`read_in_ranges`); a smaller
+#: one is streamed by one
 #: worker. The ranged read costs three passes in stages of their own; it pays once one
 #: worker's stream would be long (COCO's annotations, measured the same way:
 #: ``coco.annotation_ranges.RANGED_FROM_BYTES``).
 RANGED_FROM_BYTES = 512 << 20
-#: The largest range a worker reads and parses (its memory grows by several times it).
+#: The largest range a worker reads, and holds with the elements parsed from it (a
+#: worker's memory grows by about 8 times the range's bytes while it parses COCO's).
 MAX_RANGE_BYTES = 32 << 20
 #: The smallest range, but for a file smaller than it (read as one range).
 MIN_RANGE_BYTES = 1 << 20
@@ -192,7 +194,8 @@ def plan_of(found: Iterable[tuple[ByteRange, ArrayMarks | None]], path: str) -> 
     return plan if not (head.strip() or tail.strip()) else None
 
 
-def read_in_ranges(path: str) -> bool:
-    """Whether the array export ``path`` is read in ranges (:data:`RANGED_FROM_BYTES`)."""
+def read_in_ranges(path: str, from_bytes: int) -> bool:
+    """Whether ``path`` is read in ranges: it is ``from_bytes`` or more. A file that cannot
+    be sized is streamed, and fails there with the streamed parser's message."""
     size = filesystems.size_of(path)
-    return size is not None and size >= RANGED_FROM_BYTES
+    return size is not None and size >= from_bytes

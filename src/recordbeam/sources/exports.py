@@ -361,11 +361,16 @@ class _StreamExport(beam.DoFn):
         self._format = fmt
 
     def process(self, path: str):
-        meta = filesystems.file_metadata(path)
-        if meta is not None:
-            yield TaggedOutput("inputs", text_metadata(meta))
+        yield from _inputs(path)
         with filesystems.open_read(path) as f:
             yield from _routed(self._format.parse(path, f))
+
+
+def _inputs(path: str) -> Iterator[TaggedOutput]:
+    """The export file's metadata, for the inputs' fingerprint."""
+    meta = filesystems.file_metadata(path)
+    if meta is not None:
+        yield TaggedOutput("inputs", text_metadata(meta))
 
 
 def _routed(items: Iterable[ExportEntry | Reject | Part | tuple[str, int]]) -> Iterator[Any]:
@@ -399,10 +404,8 @@ class _ParseArrayRange(beam.DoFn):
             yield from _StreamExport(self._format).process(path)
         if plan is None:
             return
-        if rng.index == 0:  # the file's metadata, for the fingerprint
-            meta = filesystems.file_metadata(path)
-            if meta is not None:
-                yield TaggedOutput("inputs", text_metadata(meta))
+        if rng.index == 0:
+            yield from _inputs(path)
         span = plan.spans[rng.index]
         if span is None:
             return
@@ -601,11 +604,12 @@ class ReadExport(beam.PTransform):
 
     def expand(self, pbegin):
         fmt = self._format
-        ranged = [path for path in fmt.export_files()
-                  if fmt.array_export and byte_ranges.read_in_ranges(path)]
+        files = fmt.export_files()
+        ranged = [path for path in files if fmt.array_export and byte_ranges.read_in_ranges(
+            path, byte_ranges.RANGED_FROM_BYTES)]
         streamed = (
             pbegin
-            | "ExportFiles" >> beam.Create([p for p in fmt.export_files() if p not in ranged])
+            | "ExportFiles" >> beam.Create([path for path in files if path not in ranged])
             | "StreamExports" >> beam.ParDo(_StreamExport(fmt))
             .with_output_types(tuple[str, ExportEntry])
             .with_outputs("rejects", "counts", "inputs", "parts", main="entries")

@@ -413,9 +413,16 @@ def array_plan(starts: Sequence[int], marks: Sequence[ArrayMarks]) -> ArrayPlan:
             firsts.append(None)
             first_index.append(-1)
         commas += m.separators
+    return ArrayPlan(spans_between(firsts, end), tuple(first_index), begin, end)
+
+
+def spans_between(firsts: Sequence[int | None], end: int) -> tuple[tuple[int, int] | None, ...]:
+    """For each range, the bytes of a list's elements that begin in it: from its first
+    element's start (``firsts``: None when none begins there) to the comma before the next
+    range's first, or to the list's closing bracket at ``end``."""
     spans: list[tuple[int, int] | None] = []
     following = end
     for first in reversed(firsts):
         spans.append(None if first is None else (first, following))
         following = following if first is None else first - 1
-    return ArrayPlan(tuple(reversed(spans)), tuple(first_index), begin, end)
+    return tuple(reversed(spans))

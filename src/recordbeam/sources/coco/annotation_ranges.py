@@ -35,7 +35,10 @@ from apache_beam.pvalue import AsDict, AsSingleton, TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.records import Reject
+from recordbeam.sources import byte_ranges
 from recordbeam.sources.byte_ranges import (
+    MAX_RANGE_BYTES,
+    MIN_RANGE_BYTES,
     ByteRange,
     Entry,
     entry_of_ranges,
@@ -64,6 +67,7 @@ from recordbeam.sources.json_ranges import (
     TopLevelEvent,
     first_separator,
     sections,
+    spans_between,
     top_level_events,
 )
 
@@ -76,11 +80,6 @@ from recordbeam.sources.json_ranges import (
 #: and spreads over every worker of a cluster, which matters once one worker's stream
 #: would be long: 512 MiB is ~2.4M annotations, ~35 s of one worker's stream.
 RANGED_FROM_BYTES = 512 << 20
-#: The largest range a worker reads, and holds with the annotations parsed from it (a
-#: worker's memory grows by about 8 times the range's bytes while it parses one).
-MAX_RANGE_BYTES = 32 << 20
-#: The smallest range, but for a file smaller than it (read as one range).
-MIN_RANGE_BYTES = 1 << 20
 #: Bytes read past a range's end at first, for a key that begins in it and ends beyond;
 #: multiplied by 16 until it does.
 OVERHANG_BYTES = 4096
@@ -92,8 +91,7 @@ def read_in_ranges(path: str) -> bool:
     """Whether the annotations of ``path`` are read in ranges (:data:`RANGED_FROM_BYTES`);
     a file that cannot be sized is streamed, and fails there with the streamed pass's
     message."""
-    size = filesystems.size_of(path)
-    return size is not None and size >= RANGED_FROM_BYTES
+    return byte_ranges.read_in_ranges(path, RANGED_FROM_BYTES)
 
 
 def _with_overhang(path: str, rng: ByteRange, attempt) -> Any:
@@ -220,12 +218,7 @@ def annotation_spans(found: list[tuple[ByteRange, list[TopLevelEvent]]], section
                           and section.begin < e.position < section.end]
             first = separators[0] + 1 if separators else None
         firsts.append(first)
-    spans: list[tuple[int, int] | None] = []
-    following = section.end
-    for first in reversed(firsts):
-        spans.append(None if first is None else (first, following))
-        following = following if first is None else first - 1
-    return tuple(reversed(spans))
+    return spans_between(firsts, section.end)
 
 
 def parse_annotations(span: bytes) -> list[Any]:
