@@ -265,3 +265,40 @@ def test_files_from_the_threshold_on_are_read_in_ranges_smaller_ones_streamed(
     assert "ReadCoco/ReadAnnotations" in labels(size)
     assert "ReadCoco/ReadAnnotations" not in labels(size + 1)
     assert not annotation_ranges.read_in_ranges(str(tmp_path / "missing.json"))
+
+
+def _coco_with(path, joiner: str, note: str, number: str) -> str:
+    """Annotations joined by ``joiner``, each with ``note`` and ``number`` as written."""
+    annotations = joiner.join(
+        json.dumps(_annotation(n + 1, n % 3, "x" * n))[:-1] + f', "n": {number}, "s": "{note}"}}'
+        for n in range(12))
+    path.write_text('{"images": [' + ", ".join(f'{{"id": {i}, "file_name": "{i}.jpg"}}'
+                                              for i in range(3))
+                    + '], "annotations": [' + annotations + '], "categories": '
+                    '[{"id": 1, "name": "a"}]}', encoding="utf-8")
+    return str(path)
+
+
+# The ranges' parse is byte_ranges' for every list read in ranges (Label Studio's tests
+# run each case without a pipeline): make test runs one case here.
+@pytest.mark.parametrize(("joiner", "note", "number", "fails"), one_in_make_test([
+    pytest.param(",\f", "n", "1", False, id="form-feed"),  # white space to the stream
+    pytest.param(", ", "\\ud800", "1", False, id="high-surrogate"),  # "?" to the stream
+    pytest.param(", ", "n", "1e400", True, id="overflow"),  # refused by the stream
+    pytest.param(",,", "n", "1", True, id="double-comma"),  # an empty element
+], keep=0))
+def test_where_the_stream_reads_otherwise_than_json_the_ranges_follow_it(
+        tmp_path, joiner, note, number, fails):
+    options = CocoOptions(str(tmp_path), _coco_with(tmp_path / "a.json", joiner, note, number))
+    if not fails:
+        expected = _streamed(options)
+        assert len(expected["annotations"]) == 3
+        for range_bytes, found in _ranged(options, [7, 61], tmp_path).items():
+            assert found == expected, range_bytes
+        return
+    with pytest.raises(CocoFormatError) as streamed:
+        _streamed(options)
+    for range_bytes in (7, 61):
+        with pytest.raises(Exception) as ranged:  # noqa: PT011 - Beam wraps what a DoFn raises
+            _ranged(options, [range_bytes], tmp_path)
+        assert str(streamed.value).splitlines()[0] in str(ranged.value), range_bytes

@@ -12,6 +12,7 @@ array) has no plan: it is streamed by one worker.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -55,8 +56,8 @@ EDGE_BYTES = 64 << 10
 #: What the streamed parser (ijson's C backend) reads otherwise than ``json.loads``: a
 #: form feed or vertical tab between tokens (white space to it, an error to ``json``), and
 #: a lone high surrogate escape (``?`` to it, the surrogate to ``json``). A range holding
-#: one (or what looks like one: an escaped backslash before ``u``) has no plan: the file is
-#: streamed.
+#: one (or what looks like one: an escaped backslash before ``u``) has no summary: the file
+#: is streamed.
 _READ_OTHERWISE = re.compile(
     rb"[\x0b\x0c]|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
 
@@ -110,8 +111,15 @@ def read_bytes(path: str, start: int, stop: int) -> bytes:
         f.close()
 
 
-def summarize_range(rng: ByteRange, path: str) -> tuple[ByteRange, RangeSummary]:
+def summarize_range(rng: ByteRange, path: str) -> tuple[ByteRange, RangeSummary | None]:
+    """The range's :class:`RangeSummary`; None where the stream reads it otherwise than
+    the ranges' parse would (:data:`_READ_OTHERWISE`)."""
     data, run = read_range(path, rng.start, rng.end)
+    # An escape cut by the range's edges is looked for in the bytes around them too.
+    edges = (read_bytes(path, max(0, rng.start - 6), rng.start) + data
+             + read_bytes(path, rng.end, rng.end + 12))
+    if _READ_OTHERWISE.search(edges):
+        return rng, None
     return rng, summarize(data, run)
 
 
@@ -123,8 +131,10 @@ class Entry(NamedTuple):
     floors: tuple[int, ...] = ()
 
 
-def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary]]) -> Entry:
+def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary | None]]) -> Entry:
     ordered = sorted(summaries)
+    if any(summary is None for _rng, summary in ordered):
+        return Entry(None)
     try:
         states = entry_states([(rng.start, summary) for rng, summary in ordered])
     except JsonRangeError:
@@ -153,13 +163,22 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def finite_float(text: str) -> float:
-    """A JSON number with a fraction or exponent, refused past a float's range (``1e400``),
-    as the streamed parser refuses it."""
+def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text} overflows a float")
     return value
+
+
+def parse_elements(span: bytes, alone: bool) -> list[Any]:
+    """The elements of ``span`` (a list's elements and the commas between them), as the
+    streamed parser gives them: floats for numbers with a fraction or exponent, and a
+    ``ValueError`` where it fails (NaN, a number past a float's range, an empty element:
+    white space only, unless the span is the list's only one, ``alone``)."""
+    text = span.decode("utf-8")
+    if not alone and not text.strip():  # [1,,2] or [1,] cut at the comma
+        raise ValueError("an empty element")
+    return json.loads(f"[{text}]", parse_constant=refuse_constant, parse_float=_finite_float)
 
 
 # --- an export that is one JSON array ------------------------------------------------------
@@ -169,11 +188,6 @@ def marks_of_range(rng: ByteRange, path: str, entry: Entry) -> tuple[ByteRange, 
     if entry.states is None:
         return rng, None
     data, run = read_range(path, rng.start, rng.end)
-    # An escape cut by the range's edges is looked for in the bytes around them too.
-    edges = (read_bytes(path, max(0, rng.start - 6), rng.start) + data
-             + read_bytes(path, rng.end, rng.end + 12))
-    if _READ_OTHERWISE.search(edges):
-        return rng, None
     return rng, array_marks(data, rng.start, entry.states[rng.index], run)
 
 

@@ -26,7 +26,6 @@ in the whole array, so what is written is what the streamed read writes.
 from __future__ import annotations
 
 import io
-import json
 import pickle
 import posixpath
 from collections import Counter
@@ -410,11 +409,8 @@ class _ParseArrayRange(beam.DoFn):
         if span is None:
             return
         try:
-            text = byte_ranges.read_bytes(path, *span).decode("utf-8")
-            if not text.strip() and span != (plan.begin + 1, plan.end):  # [1,,2] [1,]
-                raise ValueError("an empty element")
-            items = json.loads(f"[{text}]", parse_constant=byte_ranges.refuse_constant,
-                               parse_float=byte_ranges.finite_float)
+            items = byte_ranges.parse_elements(byte_ranges.read_bytes(path, *span),
+                                               alone=sum(s is not None for s in plan.spans) == 1)
         except (ValueError, RecursionError):
             self._fail_as_streamed(span[0])
         first = plan.first_index[rng.index]

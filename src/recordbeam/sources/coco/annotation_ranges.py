@@ -43,6 +43,7 @@ from recordbeam.sources.byte_ranges import (
     Entry,
     entry_of_ranges,
     file_ranges,
+    parse_elements,
     read_bytes,
     read_range,
     refuse_constant,
@@ -221,12 +222,6 @@ def annotation_spans(found: list[tuple[ByteRange, list[TopLevelEvent]]], section
     return spans_between(firsts, section.end)
 
 
-def parse_annotations(span: bytes) -> list[Any]:
-    """The annotations of ``span`` (elements of a list and the commas between them), as
-    the streamed parser gives them (floats for numbers with a fraction or exponent)."""
-    return json.loads("[" + span.decode("utf-8") + "]", parse_constant=refuse_constant)
-
-
 def fail_as_streamed(path: str, options: CocoOptions, where: int) -> None:
     """Raise what the streamed pass raises for the file (its first bad annotation, in its
     words); when it raises nothing, raise what the ranged parse found at byte ``where``."""
@@ -259,15 +254,16 @@ class ParseRange(beam.DoFn):
         paused = gc.isenabled()
         gc.disable()  # millions of small objects and no cycles (see ReadInputs.process)
         try:
-            yield from self._parse(rng, span, path)
+            yield from self._parse(rng, span, path,
+                                   alone=sum(s is not None for s in plan.spans) == 1)
         finally:
             if paused:
                 gc.enable()
 
-    def _parse(self, rng: ByteRange, span: tuple[int, int], path: str):
+    def _parse(self, rng: ByteRange, span: tuple[int, int], path: str, alone: bool):
         begin, end = span
         try:
-            items = parse_annotations(read_bytes(path, begin, end))
+            items = parse_elements(read_bytes(path, begin, end), alone)
         except (ValueError, RecursionError):
             fail_as_streamed(path, self._options, begin)
             return
