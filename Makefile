@@ -62,7 +62,8 @@ demo: $(VENV)/.runtime
 # matrix (marked exhaustive) run in test-exhaustive; tests/cluster in test-cluster.
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests pipelines benchmarks tools deploy docs
-	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not exhaustive" tests --ignore=tests/cluster
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not exhaustive" tests --ignore=tests/cluster \
+		--durations=15
 
 # The edit loop: the unit tests and one small conversion per format, with the runtime
 # dependencies and the test runner only (no TensorFlow, torch or cloud clients).
@@ -74,7 +75,7 @@ test-fast: $(VENV)/.fast
 # full example counts.
 test-exhaustive: $(VENV)/.test
 	RECORDBEAM_TEST_LANE=all $(PY) -m pytest $(PYTEST_PARALLEL) -m "exhaustive or hypothesis" \
-		tests --ignore=tests/cluster
+		tests --ignore=tests/cluster --durations=15
 
 # Everything, as CI runs it (.ci/run).
 test-all: test test-exhaustive test-newest-beam docs test-cluster test-oldest
@@ -109,7 +110,7 @@ $(AIRFLOW_VENV)/.airflow: deploy/airflow/constraints-py3.11.txt
 	touch $@
 
 test-cluster: $(VENV)/.test $(AIRFLOW_VENV)/.airflow
-	RECORDBEAM_AIRFLOW_VENV=$(AIRFLOW_VENV) $(PY) -m pytest tests/cluster
+	RECORDBEAM_AIRFLOW_VENV=$(AIRFLOW_VENV) $(PY) -m pytest tests/cluster --durations=15
 
 # The oldest Beam pyproject.toml admits, in its own environment: pip picks the protobuf and
 # numpy that Beam accepts (4.25 and 2.1 for 2.60). It runs what depends on Beam's version
