@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -170,12 +170,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def parse_elements(span: bytes, alone: bool) -> list[Any]:
-    """The elements of ``span`` (a list's elements and the commas between them), as the
-    streamed parser gives them: floats for numbers with a fraction or exponent, and a
-    ``ValueError`` where it fails (NaN, a number past a float's range, an empty element:
-    white space only, unless the span is the list's only one, ``alone``)."""
-    text = span.decode("utf-8")
+def parse_span(path: str, spans: Sequence[tuple[int, int] | None], index: int) -> list[Any]:
+    """The elements of a list that begin in range ``index`` (its span: the elements and
+    the commas between them), as the streamed parser gives them: floats for numbers with a
+    fraction or exponent, and a ``ValueError`` where it fails (NaN, a number past a
+    float's range, an empty element: white space only, unless the span is the list's
+    only one)."""
+    begin, end = spans[index]
+    text = read_bytes(path, begin, end).decode("utf-8")
+    alone = sum(span is not None for span in spans) == 1
     if not alone and not text.strip():  # [1,,2] or [1,] cut at the comma
         raise ValueError("an empty element")
     return json.loads(f"[{text}]", parse_constant=refuse_constant, parse_float=_finite_float)

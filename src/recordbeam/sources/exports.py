@@ -409,8 +409,7 @@ class _ParseArrayRange(beam.DoFn):
         if span is None:
             return
         try:
-            items = byte_ranges.parse_elements(byte_ranges.read_bytes(path, *span),
-                                               alone=sum(s is not None for s in plan.spans) == 1)
+            items = byte_ranges.parse_span(path, plan.spans, rng.index)
         except (ValueError, RecursionError):
             self._fail_as_streamed(span[0])
         first = plan.first_index[rng.index]

@@ -43,7 +43,7 @@ from recordbeam.sources.byte_ranges import (
     Entry,
     entry_of_ranges,
     file_ranges,
-    parse_elements,
+    parse_span,
     read_bytes,
     read_range,
     refuse_constant,
@@ -254,16 +254,15 @@ class ParseRange(beam.DoFn):
         paused = gc.isenabled()
         gc.disable()  # millions of small objects and no cycles (see ReadInputs.process)
         try:
-            yield from self._parse(rng, span, path,
-                                   alone=sum(s is not None for s in plan.spans) == 1)
+            yield from self._parse(rng, plan.spans, path)
         finally:
             if paused:
                 gc.enable()
 
-    def _parse(self, rng: ByteRange, span: tuple[int, int], path: str, alone: bool):
-        begin, end = span
+    def _parse(self, rng: ByteRange, spans: tuple[tuple[int, int] | None, ...], path: str):
+        begin = spans[rng.index][0]
         try:
-            items = parse_elements(read_bytes(path, begin, end), alone)
+            items = parse_span(path, spans, rng.index)
         except (ValueError, RecursionError):
             fail_as_streamed(path, self._options, begin)
             return
