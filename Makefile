@@ -16,11 +16,12 @@ NEWEST_BEAM ?= 2.77.0
 # once, test-all runs everything (CI). Tests run in one pytest process per core and one
 # more, at most 4: the tests that wait on processes of their own (commands, workers,
 # emulators) leave a core idle otherwise.
-TEST_PROCESSES ?= $(shell n=$$(( $$(nproc 2>/dev/null || echo 2) + 1 )); [ $$n -gt 4 ] && n=4; echo $$n)
+CORES := $(shell nproc 2>/dev/null || echo 2)
+TEST_PROCESSES ?= $(shell n=$$(( $(CORES) + 1 )); [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST_PARALLEL := -n $(TEST_PROCESSES) --dist worksteal
-# test-fast's tests hardly wait on processes: one per core, as a process more only adds its
-# imports and collection (2 cores: 52-59 s against 59-66 s with 3).
-FAST_PROCESSES ?= $(shell nproc 2>/dev/null || echo 2)
+# test-fast's tests hardly wait on processes: one per core (at most 4), as a process more
+# only adds its imports and collection (2 cores: 52-59 s against 59-66 s with 3).
+FAST_PROCESSES ?= $(shell n=$(CORES); [ $$n -gt 4 ] && n=4; echo $$n)
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -80,7 +81,7 @@ test-exhaustive: $(VENV)/.test
 	RECORDBEAM_TEST_LANE=all $(PY) -m pytest $(PYTEST_PARALLEL) -m "exhaustive or hypothesis" \
 		tests --ignore=tests/cluster --durations=15
 
-# Everything, as CI runs it (.ci/run).
+# Everything: what CI runs (.ci/run), and test-exhaustive, which CI leaves out.
 test-all: test test-exhaustive test-newest-beam docs test-cluster test-oldest
 
 # The docs site into site/. --strict: a broken link or anchor, a page missing from the nav,

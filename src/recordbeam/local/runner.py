@@ -424,9 +424,9 @@ def filesystem_options(args: Sequence[str], *, command: str,
 class ViewsOnce(PipelineOptions):
     """Beam's options, each of whose views is made once. Beam asks a pipeline's options for
     a view at every transform applied and every type check (``view_as(TypeOptions)``), and
-    each new view parses the flags again: about 2 ms, a third of a small conversion's time
-    in process. A view shares its options' values, so one view per class serves every
-    caller; views of views are Beam's own."""
+    each new view parses the flags again: about 2 ms, hundreds of times in a conversion. A
+    view shares its options' values, so one view per class serves every caller; views of
+    views are Beam's own."""
 
     def view_as(self, cls: type[Any]) -> Any:
         views = self.__dict__.setdefault("_views", {})
