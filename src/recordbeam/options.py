@@ -183,8 +183,6 @@ class Option:
     required: bool = False
     metavar: str | None = None
     aliases: tuple[str, ...] = ()
-    #: Said instead of a default when the default is computed (``ROOT/JPEGImages``).
-    default_text: str | None = None
 
     @property
     def flag(self) -> str:
@@ -238,7 +236,6 @@ def checked(options: Sequence[Option], given: dict[str, Any], what: str) -> dict
 # --- the options every conversion has ----------------------------------------------------
 
 POSITIVE = WholeNumber(1, "1 or more")
-NON_NEGATIVE = WholeNumber(0, "0 or more")
 ANY_FRACTION = Fraction(zero_allowed=True, one_allowed=True)
 
 #: How images may be fixed on the way (``recordbeam.images.transcode.ImageFixes``).

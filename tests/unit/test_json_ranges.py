@@ -16,10 +16,35 @@ from recordbeam.sources.json_ranges import (
     array_plan,
     backslashes_before,
     entry_states,
-    read_section,
+    section_elements,
+    sections,
     split_ranges,
     summarize,
+    top_level_events,
 )
+
+
+def read_section(document: bytes, name: str, range_bytes: int) -> list[tuple[int, bytes]]:
+    """Every pass, one range after another, in this process, as workers run them on ranges
+    of a file: the elements of the top-level list ``name`` of ``document``."""
+    ranges = list(split_ranges(len(document), range_bytes))
+    before = [backslashes_before(document[:start]) for start, _end in ranges]
+    states = entry_states([(start, summarize(document[start:end], run))
+                           for (start, end), run in zip(ranges, before, strict=True)])
+    events = [event for (start, end), state, run in zip(ranges, states, before, strict=True)
+              for event in top_level_events(document[start:], start, end, state, run)]
+    section = sections(events).get(name)
+    if section is None or section.end < 0:
+        return []
+    elements: list[tuple[int, bytes]] = []
+    for (start, end), state, run in zip(ranges, states, before, strict=True):
+        if end <= section.begin or start > section.end:
+            continue
+        found, whole = section_elements(document[start:], start, end, state, section, run)
+        assert whole, "the whole document was given"
+        elements.extend(found)
+    return elements
+
 
 #: Strings made of what confuses a scanner: brackets, quotes, backslashes, separators.
 HOSTILE = st.text(alphabet=st.sampled_from(list('{}[]",:\\ abc\n\t\u00e9\u2028\U0001f600')),

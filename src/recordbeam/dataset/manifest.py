@@ -279,12 +279,6 @@ def mixed_compression_warning(manifest: Mapping[str, Any]) -> str | None:
             "written for it; write every split with the same --compression")
 
 
-#: What every split of one folder must agree on: the name of each label value, and (for
-#: COCO) the label each category id is written as. ``labels.txt``, the TFDS class names
-#: and the manifest's top level hold one map for the whole folder.
-LABEL_KEYS = ("label_map", "category_ids")
-
-
 class LabelMapMismatch(DataError):
     """A run would give labels other meanings than the splits already in its folder."""
 

@@ -322,29 +322,6 @@ def split_ranges(size: int, range_bytes: int) -> Iterator[tuple[int, int]]:
         yield start, min(size, start + range_bytes)
 
 
-def read_section(document: bytes, name: str, range_bytes: int) -> list[tuple[int, bytes]]:
-    """Every pass, one range after another, in this process: the elements of the top-level
-    list ``name`` of ``document`` (a whole document in memory: for tests and small files;
-    workers run the passes on ranges of a file)."""
-    ranges = list(split_ranges(len(document), range_bytes))
-    before = [backslashes_before(document[:start]) for start, _end in ranges]
-    states = entry_states([(start, summarize(document[start:end], run))
-                           for (start, end), run in zip(ranges, before, strict=True)])
-    events = [event for (start, end), state, run in zip(ranges, states, before, strict=True)
-              for event in top_level_events(document[start:], start, end, state, run)]
-    section = sections(events).get(name)
-    if section is None or section.end < 0:
-        return []
-    elements: list[tuple[int, bytes]] = []
-    for (start, end), state, run in zip(ranges, states, before, strict=True):
-        if end <= section.begin or start > section.end:
-            continue
-        found, whole = section_elements(document[start:], start, end, state, section, run)
-        assert whole, "the whole document was given"
-        elements.extend(found)
-    return elements
-
-
 class ArrayMarks(NamedTuple):
     """What one range holds of the structure of a document that should be one array: the
     brackets that open at depth 0 and close to it (``(position, byte)``), the commas

@@ -40,7 +40,8 @@ KEYPOINT_FLAT_KINDS = {
 #: LVIS's image-level category lists, named as TensorFlow Datasets' ``lvis`` builder names
 #: them (under ``image/``, as they describe the image): the written labels of the
 #: categories.
-LVIS_LIST_FEATURES = {key: feature_keys.image_key(key) for key in LVIS_LISTS}
+LVIS_LIST_FEATURES = dict(zip(LVIS_LISTS, (feature_keys.NEG_CATEGORY_IDS,
+                                          feature_keys.NOT_EXHAUSTIVE_CATEGORY_IDS), strict=True))
 #: Image-level labels: annotations with a ``category_id`` and no ``bbox`` (COCO's "labels"
 #: files, as Datumaro writes them), written as Open Images' are.
 #: The per-object features: one value per object, so lists even when an image holds one
