@@ -879,9 +879,13 @@ class ReadAnnotatedImages(beam.PTransform):
 
 
 class ReadFormat(beam.PTransform):
-    """The read transform of a format with one annotation file per image: a subclass sets
-    ``_skip_prefix`` (the output folder, when inside an input folder) and gives its
-    :meth:`annotation_format`; the reading is :class:`ReadAnnotatedImages`'."""
+    """The read transform of a format with one annotation file per image: a subclass gives
+    its :meth:`annotation_format`; the reading is :class:`ReadAnnotatedImages`'.
+
+    Args:
+        options: the format's options, with ``root`` and ``input_roots()``.
+        skip_below: the output folder, left out of the listings when it lies inside ROOT.
+    """
 
     _skip_prefix: str | None = None
     #: The class names in label order when known before the run, else None (the names
@@ -890,6 +894,14 @@ class ReadFormat(beam.PTransform):
     #: The folders named on the command line (:class:`filesystems.InputRoots`); None with
     #: ``allow_outside_root``. Each subclass sets it: a format that forgot fails loudly.
     input_roots: filesystems.InputRoots | None
+
+    def __init__(self, options: Any = None, skip_below: str | None = None) -> None:
+        super().__init__()
+        if options is not None:
+            self._options = options
+            self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
+                                 if skip_below else None)
+            self.input_roots = options.input_roots()
 
     def annotation_format(self) -> AnnotationFormat:
         raise NotImplementedError

@@ -332,16 +332,10 @@ class ReadKitti(ReadFormat):
     Returns a :class:`~recordbeam.sources.result.SourceRead`; its label map holds the
     sorted types found, ``DontCare`` left out. ``splits`` (known on construction,
     from a listing of the split folders) are the splits it writes.
-
-    ``skip_below``, the output folder when it lies inside an input folder, is left out.
     """
 
     def __init__(self, options: KittiOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
-        self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
-                             if skip_below else None)
-        self.input_roots = options.input_roots()
+        super().__init__(options, skip_below)
         self.split_folders = find_splits(options)
         self.splits = tuple(split.name for split in self.split_folders) or (options.split,)
 

@@ -36,7 +36,7 @@ import math
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -189,8 +189,7 @@ def parse_labelme_json(data: bytes, path: str, relative_path: str,
         objects = tuple(NamedObject(obj.source, obj.name, obj.bbox, obj.extra) for obj in objects)
     embedded_size, warning = _embedded_image_size(document.get("imageData"), path)
     return ParsedAnnotation(
-        posixpath.basename(image_path), _whole(document.get("imageWidth")),
-        _whole(document.get("imageHeight")), objects, (*rejects, *warning),
+        posixpath.basename(image_path), *image_size, objects, (*rejects, *warning),
         tuple(sorted(counts.items())), embedded_size,
         named_image_id(relative_path, image_path, images_apart))
 
@@ -226,16 +225,15 @@ def _embedded_image_size(image_data: Any, path: str) -> tuple[int | None, tuple[
             "image file; re-save the JSON in labelme, or set imageData to null")),)
 
 
-class _Piece:
+class _Piece(NamedTuple):
     """One usable shape: its label, corners and outline (None: a rectangle, its box), or
     for a ``mask`` shape its pixels as a box RLE in the image (kept only for masks)."""
 
-    __slots__ = ("index", "label", "corners", "outline", "mask")
-
-    def __init__(self, index: int, label: str, corners: tuple[float, float, float, float],
-                 outline: list[float] | None, mask: dict[str, Any] | None = None) -> None:
-        self.index, self.label, self.corners, self.outline = index, label, corners, outline
-        self.mask = mask
+    index: int
+    label: str
+    corners: tuple[float, float, float, float]
+    outline: list[float] | None
+    mask: dict[str, Any] | None = None
 
 
 def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] = (None, None),
@@ -427,13 +425,10 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     ymin = min(piece.corners[1] for piece in pieces)
     xmax = max(piece.corners[2] for piece in pieces)
     ymax = max(piece.corners[3] for piece in pieces)
-    segmentation: Any = None  # a lone rectangle: its mask is its box
-    if len(pieces) > 1 or pieces[0].outline is not None:
-        segmentation = [piece.outline if piece.outline is not None else _rectangle(piece)
-                        for piece in pieces]
+    outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
+    segmentation: Any = outlines
     if masks:  # with mask shapes, the union of every piece's pixels
-        outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
         segmentation = {"size": masks[0]["size"],
                         "union": [*([outlines] if outlines else []), *masks]}
     return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
@@ -468,13 +463,11 @@ class LabelmeFormat(AnnotationFormat):
         self.image_folder = options.image_folder
 
     def listings(self) -> list[Listing]:
-        root, images = self._options.root, self._options.images_dir
-        if images is None:
-            return [Listing(root, annotation_suffixes=(".json",), images=True,
-                            skipped="labelme_other_files_skipped")]
-        return [Listing(root, annotation_suffixes=(".json",),
+        images = self._options.images_dir
+        return [Listing(self._options.root, annotation_suffixes=(".json",), images=images is None,
                         skipped="labelme_other_files_skipped"),
-                Listing(images, images=True, skipped="labelme_non_image_files_skipped")]
+                *([Listing(images, images=True, skipped="labelme_non_image_files_skipped")]
+                  if images else [])]
 
     def small_inputs(self) -> list[str]:
         return labelme_input_patterns(self._options)[1 + bool(self._options.images_dir):]
@@ -493,16 +486,10 @@ class ReadLabelme(ReadFormat):
 
     Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` is the one split it writes; ``classes`` those of ``--classes``
     (None: the sorted names found, known once the JSONs are read).
-
-    ``skip_below``, the output folder when it lies inside an input folder, is left out.
     """
 
     def __init__(self, options: LabelmeOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
-        self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
-                             if skip_below else None)
-        self.input_roots = options.input_roots()
+        super().__init__(options, skip_below)
         self.splits = (options.split,)
         self.classes = read_classes(options)
 

@@ -377,16 +377,10 @@ class ReadVoc(ReadFormat):
     Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` (known on
     construction, from a listing of ``ImageSets/Main`` or of a flat export's split
     folders) are the splits it writes; ``layout`` says where the XMLs are.
-
-    ``skip_below``, the output folder when it lies inside an input folder, is left out.
     """
 
     def __init__(self, options: VocOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
-        self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
-                             if skip_below else None)
-        self.input_roots = options.input_roots()
+        super().__init__(options, skip_below)
         self.layout = read_layout(options)
         self._split_lists = {} if self.layout.flat else split_lists(options)
         self.splits = (self.layout.split_folders or tuple(self._split_lists)
