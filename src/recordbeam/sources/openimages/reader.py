@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
@@ -52,10 +51,9 @@ from recordbeam.dataset.class_names import (
     repeated_name_warnings,
 )
 from recordbeam.errors import DataError, UsageError
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.annotated_files import ParsedImage
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     BoxTable,
@@ -69,9 +67,6 @@ from recordbeam.sources.detection import DetectionEncoder, DetectionObject, obje
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
 from recordbeam.sources.text import as_number
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
 
 #: The per-object features the OD API's Open Images converter writes beside the boxes,
 #: and the column each comes from.
@@ -491,16 +486,6 @@ class OpenImagesEncoder(DetectionEncoder):
 # --- the conversion ---------------------------------------------------------------------
 
 
-def to_tfrecord(p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
-    the sink. The classes come from the class descriptions."""
-    read = ReadOpenImages(oid, skip_below=output_dir)
-    return write_format(p, output_dir, "ReadOpenImages", read, classes_known(read.display_names),
-                        OpenImagesEncoder(checks, read.splits[0], fixes), shards,
-                        settings_of("openimages", oid, shards, checks, fixes))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert openimages``: checks the inputs before any job (the folders are there;
     the tables are found, their headers and the classes read; a typed --split names the
@@ -511,9 +496,6 @@ def prepare(request: Request) -> Conversion:
     require_images_option(request)
     read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
     refuse_split(request, read.splits, "the splits come from the tables' names")
-    return Conversion(
-        splits=read.splits, input_patterns=openimages_input_patterns(oid, read.tables),
-        settings=lambda shards, checks, fixes: settings_of("openimages", oid, shards, checks,
-                                                           fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, oid, shards,
-                                                            checks, fixes))
+    return conversion("openimages", oid, read.splits, openimages_input_patterns(oid, read.tables),
+                      request.output, lambda: ReadOpenImages(oid, skip_below=request.output),
+                      lambda read, checks, fixes: OpenImagesEncoder(checks, read.splits[0], fixes))
