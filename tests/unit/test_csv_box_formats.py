@@ -9,11 +9,11 @@ import pytest
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam.records import Reject
+from recordbeam.sources.annotated_files import ParsedImage
 from recordbeam.sources.box_csv.reader import BoxCsvError, column_positions, parse_table
 from recordbeam.sources.csv_boxes import (
     BoxRow,
     ImageLabelRow,
-    JoinedImage,
     JoinRowsWithImages,
     ListedImage,
     RowMessageCoder,
@@ -186,8 +186,8 @@ def test_rows_join_their_image_in_table_order():
             ImageLabelRow("l.csv:4", "/m/a"), ListedImage("images/train/000a.JPG", 123)]
     (joined,), rejects, _ = _joined(rows)
     assert rejects == []
-    assert [o.name for o in joined.parsed.objects] == ["/m/a", "/m/b"]
-    assert joined.parsed.path == "images/train/000a.JPG" and joined.parsed.size == 123
+    assert [o.name for o in joined.objects] == ["/m/a", "/m/b"]
+    assert joined.path == "images/train/000a.JPG" and joined.size == 123
     assert joined.image_labels == (("/m/a", "l.csv:4"),)
 
 
@@ -203,7 +203,7 @@ def test_rows_without_image_are_one_image_reject_naming_them():
 
 def test_image_without_rows_is_kept_and_counted():
     (joined,), rejects, counts = _joined([ListedImage("images/train/000a.jpg", 9)])
-    assert joined.parsed.objects == () and rejects == []
+    assert joined.objects == () and rejects == []
     assert counts == [(("train", "openimages_images_without_rows"), 1)]
 
 
@@ -225,7 +225,7 @@ def test_open_images_record_labels_by_class_order_and_display_names():
             ImageLabelRow("l.csv:2", "/m/a"), ImageLabelRow("l.csv:3", "/m/zz"),
             ListedImage("images/train/000a.jpg", 9)]
     (joined,), _, _ = _joined(rows)
-    assert isinstance(joined, JoinedImage)
+    assert isinstance(joined, ParsedImage)
     records, rejects, counts = _split(build_openimages_record(
         joined, ["/m/a", "/m/b"], ["Apple", "Banana"], "class-descriptions.csv"))
     (record,) = records
@@ -305,6 +305,10 @@ def test_launcher_reads_only_the_header_line_of_a_bbox_table(tmp_path, monkeypat
 
 
 def test_box_csv_table_is_streamed_on_the_worker_not_read_whole(tmp_path, monkeypatch):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that
+
     from recordbeam import filesystems
     from recordbeam.sources.box_csv import reader as boxcsv
 
@@ -317,10 +321,16 @@ def test_box_csv_table_is_streamed_on_the_worker_not_read_whole(tmp_path, monkey
     def whole_file(path):
         raise AssertionError(f"{path} was read whole into one worker's memory")
 
+    def every_row_read(rejects):
+        # No image is there: each row read names its missing image, lines 2-3001.
+        missing = sorted(int(r.source.rsplit(":", 1)[1]) for r in rejects
+                         if r.reason == "missing")
+        assert missing == list(range(2, 3002))
+        assert [(r.source.rsplit("/", 1)[-1], r.reason) for r in rejects
+                if r.reason != "missing"] == [("_annotations.csv:3002", "malformed_row")]
+
     monkeypatch.setattr(filesystems, "read_bytes", whole_file)
-    read = boxcsv._ReadSplit(boxcsv.BoxCsvOptions(str(tmp_path)), None)
-    kept, rejects, _ = _split(read.process(("table", "train")))
-    assert len(kept) == 3000
-    assert kept[-1][1].where.endswith("_annotations.csv:3001")
-    assert [(r.source.rsplit("/", 1)[-1], r.reason) for r in rejects] == [
-        ("_annotations.csv:3002", "malformed_row")]
+    options = PipelineOptions(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    with beam.Pipeline(options=options) as p:
+        read = p | boxcsv.ReadBoxCsv(boxcsv.BoxCsvOptions(str(tmp_path)))
+        assert_that(read.rejects, every_row_read)

@@ -1,26 +1,44 @@
-"""What the CSV box formats (``openimages``, ``box-csv``) share: rows of box tables joined
-with a listing of images by an image key, on workers.
+"""The read transform of the box-table formats (``openimages``, ``box-csv``):
+:class:`ReadBoxTables`, tables of rows joined with listings of images by an image key,
+on workers.
 
-A format reads its tables on workers and keys each usable row by the image it names
-(``<split>/<name>``): a :class:`BoxRow` (one object) or an :class:`ImageLabelRow` (an
-image-level label); it lists its image folders on workers, keying each image the same way
-(:class:`ListedImage`). :class:`JoinRowsWithImages` groups the three by key and yields one
+A format configures it with plain Python: its tables, each with its row parser
+(:class:`BoxTable`); its image folders, each with the rule that keys an image
+(:class:`ImageListing`); its record builder; its class names. The transform reads the
+tables and lists the folders on workers: each usable row becomes ``(key, row)``, a
+:class:`BoxRow` (one object) or an :class:`ImageLabelRow` (an image-level label), each
+image ``(key, ListedImage)``, the key being ``<split>/<name>`` (:func:`image_key`).
+:class:`JoinRowsWithImages` groups them by key and yields one
 :class:`~recordbeam.sources.annotated_files.ParsedImage` per image (its objects as
-``NamedObject``s) with its image-level labels beside it, rejects rows naming no image
-(naming the table and its lines) and keeps images no row names, with no objects.
+``NamedObject``s, its image-level labels beside them), rejects rows naming no image
+(naming the table and its lines) and keeps images no row names, with no objects. The
+format's builder turns each into an ``ImageRecord``; the transform also gathers the
+rejects and counts, the metadata (label map, inputs fingerprint) and the planned sizes.
 """
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
-from recordbeam.records import Reject
-from recordbeam.sources.annotated_files import NamedObject, ParsedImage
+from recordbeam import filesystems
+from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import (
+    NamedObject,
+    ParsedImage,
+    class_names,
+    detection_metadata,
+    listed_images,
+    listed_time,
+    text_metadata,
+)
+from recordbeam.sources.fingerprint import input_terms
+from recordbeam.sources.result import SourceRead
 
 
 class RowMessage:
@@ -97,14 +115,6 @@ class RowMessageCoder(beam.coders.Coder):
 beam.coders.registry.register_coder(RowMessage, RowMessageCoder)
 
 
-class JoinedImage(NamedTuple):
-    """An image joined with its rows: its objects, and its image-level labels' classes
-    (with where each was read)."""
-
-    parsed: ParsedImage
-    image_labels: tuple[tuple[str, str], ...]  # (class, where)
-
-
 def image_key(split: str, name: str) -> str:
     """The key rows and images meet by: the split, then the image's name or id."""
     return f"{split}/{name}"
@@ -125,8 +135,8 @@ def csv_fields(line: str) -> list[str] | None:
 
 
 class JoinRowsWithImages(beam.DoFn):
-    """(image key, [RowMessage]) -> a :class:`JoinedImage`, or the rejects of rows whose
-    image is not there.
+    """(image key, [RowMessage]) -> a :class:`ParsedImage` (its image-level labels as
+    ``(class, where)``), or the rejects of rows whose image is not there.
 
     Args:
         format_name: prefixes the counters (``openimages_images_without_rows``).
@@ -171,10 +181,8 @@ class JoinRowsWithImages(beam.DoFn):
         objects = tuple(NamedObject(row.where, row.name, row.bbox, row.extra, None,
                                     row.normalized) for row in boxes)
         filename = path.rsplit("/", 1)[-1]
-        yield JoinedImage(
-            ParsedImage(key, split, path, size, filename, width, height, objects, None,
-                        modified=modified),
-            tuple(labels))
+        yield ParsedImage(key, split, path, size, filename, width, height, objects, None,
+                          modified=modified, image_labels=tuple(labels))
 
 
 def _where_order(where: str) -> tuple[str, int, str]:
@@ -185,3 +193,176 @@ def _where_order(where: str) -> tuple[str, int, str]:
 
 def _row_order(row: BoxRow) -> tuple[Any, ...]:
     return (_where_order(row.where), row.name, row.bbox)
+
+
+# --- the read transform -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoxTable:
+    """A table to read on workers, and its row parser.
+
+    Attributes:
+        path: the table.
+        parse: its rows: ``(key, row)`` for each usable row, rejects and counts as
+            ``TaggedOutput``s. It is given the open table (binary, streamed: a row may
+            span lines, and the parser counts them) or, when ``by_lines``, the bytes of
+            each line after the header: the table is then read by byte ranges, spread
+            over workers (a table of millions of rows).
+    """
+
+    path: str
+    parse: Callable[[Any], Iterable[Any]]
+    by_lines: bool = False
+
+
+@dataclass(frozen=True)
+class ImageListing:
+    """An image folder to list on a worker, and its rule: ``key(folder, path)`` is an
+    image's key, its split first. ``skipped`` and ``not_counted`` are
+    :func:`listed_images`'s: the count of a file that is no image, and a file name left
+    out of it."""
+
+    folder: str
+    key: Callable[[str, str], str]
+    skipped: str | Callable[[str], Any] | None = None
+    not_counted: str | None = None
+
+
+class _ReadTasks(beam.DoFn):
+    """A table read whole and parsed, or an image folder listed, here on a worker. An
+    image whose key names no split of the tables goes to the ``unsplit`` output: its
+    split (its folder)."""
+
+    def __init__(self, tasks: Sequence[BoxTable | ImageListing], splits: Sequence[str],
+                 skip_prefix: str | None) -> None:
+        self._tasks = tuple(tasks)
+        self._splits = frozenset(splits)
+        self._skip = skip_prefix
+
+    def process(self, index: int):
+        task = self._tasks[index]
+        if isinstance(task, BoxTable):
+            with filesystems.open_read(task.path) as f:
+                yield from task.parse(f)
+            return
+        for found in listed_images(task.folder, self._skip, task.skipped, task.not_counted):
+            if isinstance(found, TaggedOutput):
+                yield found
+                continue
+            key = task.key(task.folder, found.path)
+            if split_of_key(key) in self._splits:
+                yield key, ListedImage(found.path, found.size_in_bytes, listed_time(found))
+            else:
+                yield TaggedOutput("unsplit", split_of_key(key))
+
+
+def _parse_line(element: tuple[str, bytes], parse: Callable[[bytes], Iterable[Any]]):
+    _path, data = element
+    return parse(data)
+
+
+def _built(image, build, *classes):
+    """``build(image, *classes)``: Beam hands extra arguments to functions only, not to
+    partials (no annotations: Beam would type ``classes`` from them)."""
+    return build(image, *classes)
+
+
+def _file_metadata(path: str) -> list[Any]:
+    return [text_metadata(meta) for meta in filesystems.iter_match(filesystems.literal(path))]
+
+
+class ReadBoxTables(beam.PTransform):
+    """Box tables and image folders -> ``ImageRecord``s, as a
+    :class:`~recordbeam.sources.result.SourceRead`.
+
+    Args:
+        format_name: prefixes the counters (``openimages_images_without_rows``).
+        image_folder: named in messages about missing images (``<folder>/<split>``).
+        splits: the splits the tables name.
+        tables: the tables, each with its row parser.
+        listings: the image folders, each with its key rule.
+        build: ``ParsedImage`` -> its ``ImageRecord``, rejects and counts (``TaggedOutput``);
+            given the class names found as its second argument when ``classes`` is None.
+        classes: the class names in label order; None: the sorted names the rows give.
+        also_read: files read on the launcher besides the tables (in the fingerprint).
+        skip_prefix: left out of the listings (the output folder, inside an input).
+        in_no_split: ``(folder, images)`` -> the warning (and counts) of images listed in
+            a split no table names; None: no listing finds any.
+        warnings: rejects known before the run (the class list's).
+        counts: counts known before the run.
+    """
+
+    def __init__(self, format_name: str, image_folder: str, splits: Sequence[str], *,
+                 tables: Sequence[BoxTable], listings: Sequence[ImageListing],
+                 build: Callable[..., Iterable[Any]], classes: Sequence[str] | None = None,
+                 also_read: Sequence[str] = (), skip_prefix: str | None = None,
+                 in_no_split: Callable[[str, int], Iterable[Any]] | None = None,
+                 warnings: Sequence[Reject] = (), counts: Sequence[Any] = ()) -> None:
+        super().__init__()
+        self.splits = tuple(splits)
+        self.classes = classes
+        self._format, self._image_folder = format_name, image_folder
+        self._tables, self._listings = tuple(tables), tuple(listings)
+        self._build, self._also_read = build, tuple(also_read)
+        self._skip_prefix, self._in_no_split = skip_prefix, in_no_split
+        self._warnings, self._counts = list(warnings), list(counts)
+
+    def expand(self, pbegin):
+        tasks = [table for table in self._tables if not table.by_lines] + list(self._listings)
+        read = (
+            pbegin
+            | "ListTasks" >> beam.Create(list(range(len(tasks))))
+            | "ReadTables" >> beam.ParDo(_ReadTasks(tasks, self.splits, self._skip_prefix))
+            .with_output_types(tuple[str, RowMessage])  # (split/name, row or image)
+            .with_outputs("rejects", "counts", "inputs", "unsplit", main="by_key")
+        )
+        keyed, rejects, counts = [read.by_key], [read.rejects], [read.counts]
+        for index, table in enumerate(table for table in self._tables if table.by_lines):
+            rows = (
+                pbegin
+                | f"ReadTable{index}" >> beam.io.ReadFromTextWithFilename(
+                    table.path, skip_header_lines=1,
+                    coder=beam.coders.BytesCoder())  # (path, line bytes), by byte ranges
+                | f"ParseRows{index}" >> beam.FlatMap(_parse_line, table.parse)
+                .with_output_types(tuple[str, RowMessage])  # (split/name, row)
+                .with_outputs("rejects", "counts", main="by_key")
+            )
+            keyed.append(rows.by_key)
+            rejects.append(rows.rejects)
+            counts.append(rows.counts)
+        if self._in_no_split:
+            warn = self._in_no_split
+            unsplit = (
+                read.unsplit
+                | "CountInNoSplit" >> beam.combiners.Count.PerElement()  # (folder, images)
+                | "InNoSplit" >> beam.FlatMap(lambda found: warn(*found))
+                .with_outputs("counts", main="warnings")
+            )
+            rejects.append(unsplit.warnings)
+            counts.append(unsplit.counts)
+        if self._warnings:
+            rejects.append(pbegin | "LauncherWarnings" >> beam.Create(self._warnings))
+        if self._counts:
+            counts.append(pbegin | "LauncherCounts" >> beam.Create(self._counts))
+        rows = keyed[0] if len(keyed) == 1 else keyed | "AllRows" >> beam.Flatten()
+        joined = (
+            rows
+            | "JoinByImageKey" >> beam.GroupByKey()  # (split/name, [RowMessage])
+            | "Join" >> beam.ParDo(JoinRowsWithImages(self._format, self._image_folder))
+            .with_output_types(Any).with_outputs("rejects", "counts", main="parsed")
+        )
+        classes = class_names(joined.parsed, self.classes)
+        built = joined.parsed | "BuildRecords" >> beam.FlatMap(
+            _built, self._build, *([classes] if self.classes is None else []),
+        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
+        files = [*(table.path for table in self._tables), *self._also_read]
+        tables = (pbegin | "Tables" >> beam.Create(files)
+                  | "TableMetadata" >> beam.FlatMap(_file_metadata).with_output_types(Any))
+        terms = input_terms((read.inputs, tables) | "Inputs" >> beam.Flatten())
+        metadata = detection_metadata(pbegin, classes, terms)
+        rejects += [joined.rejects, built.rejects]
+        counts += [joined.counts, built.counts]
+        sizes = joined.parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
+        return SourceRead(built.records, rejects | "Rejects" >> beam.Flatten(),
+                          counts | "Counts" >> beam.Flatten(), metadata, sizes)

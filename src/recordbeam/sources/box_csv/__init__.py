@@ -1,6 +1,7 @@
 """Box CSV (Roboflow's TensorFlow Object Detection CSV): one ``_annotations.csv`` per split,
-beside its images. The reader is :mod:`recordbeam.sources.box_csv.reader`; the join of
-table rows with images it shares with Open Images is :mod:`recordbeam.sources.csv_boxes`."""
+beside its images. The reader is :mod:`recordbeam.sources.box_csv.reader`: its parsing and
+checks; its read transform (tables and image listings joined on workers) it shares with
+Open Images, :mod:`recordbeam.sources.csv_boxes`."""
 
 from recordbeam.sources.format import (
     SAMPLE_IMAGE,

@@ -18,35 +18,20 @@ import csv
 import io
 import posixpath
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from functools import partial
+from typing import BinaryIO
 
-import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError, UsageError
-from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.annotated_files import (
-    build_record,
-    class_names,
-    detection_metadata,
-    listed_images,
-    listed_time,
-    text_metadata,
-)
+from recordbeam.records import Reject
+from recordbeam.sources.annotated_files import build_record
 from recordbeam.sources.conversion import conversion
-from recordbeam.sources.csv_boxes import (
-    BoxRow,
-    JoinRowsWithImages,
-    ListedImage,
-    RowMessage,
-    image_key,
-)
+from recordbeam.sources.csv_boxes import BoxRow, BoxTable, ImageListing, ReadBoxTables, image_key
 from recordbeam.sources.detection import DetectionEncoder
-from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
-from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import as_number, as_whole
 
 #: The table of each split, in its folder.
@@ -206,93 +191,47 @@ def parse_row(fields: list[str], positions: dict[str, int], where: str,
         where, name, (xmin, ymin, xmax - xmin, ymax - ymin), (), False, width, height)
 
 
-class _ReadSplit(beam.DoFn):
-    """One split: its table read and its image folder listed, here on a worker."""
-
-    def __init__(self, options: BoxCsvOptions, skip_prefix: str | None) -> None:
-        self._options = options
-        self._skip = skip_prefix
-
-    def process(self, task: tuple[str, str]):
-        kind, split = task
-        if kind == "table":
-            table = self._options.table(split)
-            with filesystems.open_read(table) as f:
-                yield from parse_table(f, table, split)
-            return
-        folder = self._options.image_folder(split)
-        for found in listed_images(folder, self._skip, "box_csv_other_files_skipped",
-                                   not_counted=TABLE_NAME):
-            if isinstance(found, TaggedOutput):
-                yield found
-            else:
-                name = filesystems.relative_name(folder, found.path)
-                yield image_key(split, name), ListedImage(found.path, found.size_in_bytes,
-                                                          listed_time(found))
+def key_in_split(split: str, folder: str, path: str) -> str:
+    """The key of an image of a split's ``folder``: its name there, as the table's filename
+    column gives it."""
+    return image_key(split, filesystems.relative_name(folder, path))
 
 
-class ReadBoxCsv(beam.PTransform):
+class ReadBoxCsv(ReadBoxTables):
     """Read a box CSV folder into ``ImageRecord``s for :class:`BoxCsvEncoder`.
 
     Returns a :class:`~recordbeam.sources.result.SourceRead`.
     ``splits`` (the folders holding a table, from a listing) and the tables' headers are
     checked on construction (:class:`BoxCsvError`). ``skip_below``, the output folder when
-    it lies inside ROOT, is left out of the listings.
+    it lies inside ROOT, is left out of the listings. The classes are the names found in
+    the tables, sorted (``classes`` is None).
     """
 
-    #: The classes are the names found in the tables, sorted.
-    classes = None
-
     def __init__(self, options: BoxCsvOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
         self.input_roots = options.input_roots()
-        self.splits = tuple(find_splits(options))
-        if not self.splits:
+        splits = find_splits(options)
+        if not splits:
             raise NotABoxCsvFolder(f"{options.root} has no <split>/{TABLE_NAME}; --input takes "
                                    "the folder a box CSV export holds (train/_annotations.csv, "
                                    "...)")
-        for split in self.splits:
+        for split in splits:
             filesystems.refuse_outside(self.input_roots, options.table(split), "box table")
             read_header(options.table(split))
-        self._skip_prefix = None
+        skip_prefix = None
         if skip_below:
             roots = {options.root, options.images_dir or options.root}
             prefixes = [filesystems.prefix_below(root, skip_below) for root in roots]
-            self._skip_prefix = next((prefix for prefix in prefixes if prefix), None)
-
-    def expand(self, pbegin):
-        tasks = [(kind, split) for split in self.splits for kind in ("table", "images")]
-        read = (
-            pbegin
-            | "ListTasks" >> beam.Create(tasks)
-            | "ReadTables" >> beam.ParDo(_ReadSplit(self._options, self._skip_prefix))
-            .with_output_types(tuple[str, RowMessage])  # (split/filename, box or image)
-            .with_outputs("rejects", "counts", "inputs", main="by_key")
-        )
-        joined = (
-            read.by_key
-            | "JoinByFilename" >> beam.GroupByKey()  # (split/filename, [RowMessage])
-            | "Join" >> beam.ParDo(JoinRowsWithImages(
-                "box_csv", (self._options.images_dir or self._options.root).rstrip("/")))
-            .with_output_types(Any).with_outputs("rejects", "counts", main="joined")
-        )
-        parsed = joined.joined | "Parsed" >> beam.Map(lambda image: image.parsed)
-        classes = class_names(parsed, None)
-        built = parsed | "BuildRecords" >> beam.FlatMap(
-            build_record, classes, "the classes found",
-        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
-        tables = pbegin | "Tables" >> beam.Create(
-            [self._options.table(split) for split in self.splits]) | "TableMetadata" >> beam.FlatMap(
-            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
-                filesystems.literal(path))]).with_output_types(Any)
-        inputs = (read.inputs, tables) | "Inputs" >> beam.Flatten()
-        terms = input_terms(inputs)
-        metadata = detection_metadata(pbegin, classes, terms)
-        rejects = (read.rejects, joined.rejects, built.rejects) | "Rejects" >> beam.Flatten()
-        counts = (read.counts, joined.counts, built.counts) | "Counts" >> beam.Flatten()
-        sizes = parsed | "PlannedSizes" >> beam.Map(lambda image: (image.split, image.size))
-        return SourceRead(built.records, rejects, counts, metadata, sizes)
+            skip_prefix = next((prefix for prefix in prefixes if prefix), None)
+        super().__init__(
+            "box_csv", (options.images_dir or options.root).rstrip("/"), splits,
+            tables=[BoxTable(options.table(split),
+                             partial(parse_table, path=options.table(split), split=split))
+                    for split in splits],
+            listings=[ImageListing(options.image_folder(split), partial(key_in_split, split),
+                                   "box_csv_other_files_skipped", TABLE_NAME)
+                      for split in splits],
+            build=partial(build_record, class_list="the classes found"),
+            skip_prefix=skip_prefix)
 
 
 def box_csv_input_patterns(options: BoxCsvOptions, splits: list[str] | tuple[str, ...]) -> list[str]:

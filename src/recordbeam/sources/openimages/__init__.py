@@ -1,6 +1,7 @@
 """Open Images: box tables, class descriptions and image-level labels as CSVs, the images
-in one folder per split. The reader is :mod:`recordbeam.sources.openimages.reader`; the
-join of table rows with images it shares with box CSV is :mod:`recordbeam.sources.csv_boxes`."""
+in one folder per split. The reader is :mod:`recordbeam.sources.openimages.reader`: its
+parsing and checks; its read transform (tables and image listings joined on workers) it
+shares with box CSV, :mod:`recordbeam.sources.csv_boxes`."""
 
 from recordbeam.sources.format import (
     SAMPLE_IMAGE,

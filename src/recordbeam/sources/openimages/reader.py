@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
@@ -52,34 +51,22 @@ from recordbeam.dataset.class_names import (
     repeated_name_warnings,
 )
 from recordbeam.errors import DataError, UsageError
-from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
-from recordbeam.sources.annotated_files import (
-    detection_metadata,
-    listed_images,
-    listed_time,
-    text_metadata,
-)
-from recordbeam.sources.conversion import classes_known, settings_of, write_format
+from recordbeam.sources.annotated_files import ParsedImage
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.csv_boxes import (
     BoxRow,
+    BoxTable,
     ImageLabelRow,
-    JoinedImage,
-    JoinRowsWithImages,
-    ListedImage,
-    RowMessage,
+    ImageListing,
+    ReadBoxTables,
     csv_fields,
     image_key,
 )
 from recordbeam.sources.detection import DetectionEncoder, DetectionObject, object_fields
-from recordbeam.sources.fingerprint import input_terms
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
-from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import as_number
-from recordbeam.write.image_encoder import ImageChecks
-from recordbeam.write.planning import ShardOptions
-from recordbeam.write.sink import WriteShards
 
 #: The per-object features the OD API's Open Images converter writes beside the boxes,
 #: and the column each comes from.
@@ -376,52 +363,24 @@ def parse_table_line(table: Table, data: bytes, boxes: bool) -> Iterator[Any]:
     yield from (parse_box_line if boxes else parse_image_label_line)(table, line)
 
 
-class _ParseLines(beam.DoFn):
-    """(table path, line bytes) -> keyed rows of one table."""
-
-    def __init__(self, table: Table, boxes: bool) -> None:
-        self._table = table
-        self._boxes = boxes
-
-    def process(self, element):
-        _path, data = element
-        yield from parse_table_line(self._table, data, self._boxes)
-
-
 #: Image files below the image folder outside every split folder a table names.
 IN_NO_SPLIT = "openimages_images_in_no_split"
 #: Files below the image folder that are no image.
 NON_IMAGES = "openimages_non_image_files_skipped"
 
 
-class _ListImages(beam.DoFn):
-    """The image folder, listed here on a worker: ``(key, ListedImage)`` for an image in the
-    folder of a split a table names; the folder (first below the image folder, ``""`` for
-    the image folder itself) of any other image, to the ``unsplit`` output."""
-
-    def __init__(self, options: OpenImagesOptions, splits: Sequence[str],
-                 skip_prefix: str | None) -> None:
-        self._options = options
-        self._splits = frozenset(splits)
-        self._skip = skip_prefix
-
-    def process(self, root: str):
-        for found in listed_images(root, self._skip, partial(self._skipped_key, root)):
-            if isinstance(found, TaggedOutput):
-                yield found
-                continue
-            split, _, rest = filesystems.relative_name(root, found.path).partition("/")
-            if not rest or split not in self._splits:
-                yield TaggedOutput("unsplit", split if rest else "")
-                continue
-            yield image_key(split, posixpath.splitext(rest)[0]), ListedImage(
-                found.path, found.size_in_bytes, listed_time(found))
+def key_below(root: str, path: str) -> str:
+    """The key of an image below the image folder ``root``: ``<split>/<ImageID>``, the
+    split being the first folder below ``root`` (``""`` for an image in ``root`` itself)."""
+    split, _, rest = filesystems.relative_name(root, path).partition("/")
+    return image_key(split, posixpath.splitext(rest)[0]) if rest else image_key("", split)
 
 
-    def _skipped_key(self, root: str, path: str) -> Any:
-        """The count of a file that is no image: its split's, if in a split's folder."""
-        split, _, rest = filesystems.relative_name(root, path).partition("/")
-        return ((split, NON_IMAGES) if rest and split in self._splits else NON_IMAGES)
+def non_image_key(root: str, splits: Sequence[str], path: str) -> Any:
+    """The count of a file below ``root`` that is no image: its split's, if in a split's
+    folder."""
+    split, _, rest = filesystems.relative_name(root, path).partition("/")
+    return (split, NON_IMAGES) if rest and split in splits else NON_IMAGES
 
 
 def in_no_split(folder: str, count: int, root: str, splits: Sequence[str]) -> Iterator[Any]:
@@ -437,12 +396,11 @@ def in_no_split(folder: str, count: int, root: str, splits: Sequence[str]) -> It
         "tables, or move the images into a split's folder"))
 
 
-def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
+def build_openimages_record(parsed: ParsedImage, label_ids: Sequence[str],
                             names: Sequence[str], class_file: str) -> Iterator[Any]:
     """A joined image -> its ImageRecord: objects labelled 1..K by the class descriptions'
     order (text: the DisplayName), positive image-level labels beside them."""
     labels = {label_id: label for label, label_id in enumerate(label_ids, 1)}
-    parsed = joined.parsed
     objects = []
     for obj in parsed.objects:
         label = labels.get(obj.name)
@@ -456,7 +414,7 @@ def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
         objects.append(object_fields(DetectionObject(
             obj.source, label, names[label - 1], obj.bbox, obj.extra, None, True)))
     image_labels: dict[str, int] = {}
-    for label_id, _where in joined.image_labels:
+    for label_id, _where in parsed.image_labels:
         label = labels.get(label_id)
         if label is None:
             yield TaggedOutput("counts", (
@@ -473,7 +431,7 @@ def build_openimages_record(joined: JoinedImage, label_ids: Sequence[str],
         modified=(parsed.modified,))
 
 
-class ReadOpenImages(beam.PTransform):
+class ReadOpenImages(ReadBoxTables):
     """Read an Open Images folder into ``ImageRecord``s for :class:`OpenImagesEncoder`.
 
     Returns a :class:`~recordbeam.sources.result.SourceRead`.
@@ -484,78 +442,27 @@ class ReadOpenImages(beam.PTransform):
     """
 
     def __init__(self, options: OpenImagesOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
         self.input_roots = options.input_roots()
-        self.tables = find_tables(options)
-        self.splits = self.tables.splits
-        self.label_ids, self.display_names, self._name_warnings = read_class_descriptions(
-            self.tables.class_descriptions)
-        self._skip_prefix = (filesystems.prefix_below(options.image_root, skip_below)
-                             if skip_below else None)
-
-    def expand(self, pbegin):
-        tables = self.tables
-        root, splits = self._options.image_root, list(self.splits)
-        listed = (
-            pbegin
-            | "ImageFolder" >> beam.Create([root])
-            | "ListImages" >> beam.ParDo(_ListImages(self._options, splits, self._skip_prefix))
-            .with_output_types(tuple[str, RowMessage])  # (split/ImageID, ListedImage)
-            .with_outputs("inputs", "rejects", "counts", "unsplit", main="by_key")
-        )
-        unsplit = (
-            listed.unsplit
-            | "CountInNoSplit" >> beam.combiners.Count.PerElement()  # (folder, images)
-            | "InNoSplit" >> beam.FlatMap(lambda found: in_no_split(*found, root, splits))
-            .with_outputs("counts", main="warnings")
-        )
-        keyed, rejects = [listed.by_key], [listed.rejects, unsplit.warnings]
-        counts = [listed.counts, unsplit.counts]
-        rejects.append(pbegin | "ClassNameWarnings" >> beam.Create([
-            Reject("warning", tables.class_descriptions, DUPLICATE_CLASS_NAME, detail)
-            for detail in self._name_warnings]))
-        # Tables we do not read (rotation, masks, machine labels...) are said, not dropped.
-        counts.append(pbegin | "TablesNotRead" >> beam.Create(
-            [("openimages_tables_not_read", len(tables.not_read))] if tables.not_read else []))
-        for index, (table, boxes) in enumerate(
-                [(t, True) for t in tables.boxes] + [(t, False) for t in tables.image_labels]):
-            rows = (
-                pbegin
-                | f"ReadTable{index}" >> beam.io.ReadFromTextWithFilename(
-                    table.path, skip_header_lines=1,
-                    coder=beam.coders.BytesCoder())  # (path, line bytes), by byte ranges
-                | f"ParseRows{index}" >> beam.ParDo(_ParseLines(table, boxes))
-                .with_output_types(tuple[str, RowMessage])  # (split/ImageID, row)
-                .with_outputs("rejects", "counts", main="by_key")
-            )
-            keyed.append(rows.by_key)
-            rejects.append(rows.rejects)
-            counts.append(rows.counts)
-        joined = (
-            keyed
-            | "AllRows" >> beam.Flatten()
-            | "JoinByImageId" >> beam.GroupByKey()  # (split/ImageID, [RowMessage])
-            | "Join" >> beam.ParDo(JoinRowsWithImages("openimages", self._options.image_root))
-            .with_output_types(Any).with_outputs("rejects", "counts", main="joined")
-        )
-        built = joined.joined | "BuildRecords" >> beam.FlatMap(
-            build_openimages_record, self.label_ids, self.display_names,
-            tables.class_descriptions,
-        ).with_output_types(ImageRecord).with_outputs("rejects", "counts", main="records")
-        table_paths = [t.path for t in (*tables.boxes, *tables.image_labels)]
-        table_meta = pbegin | "Tables" >> beam.Create(
-            [*table_paths, tables.class_descriptions]) | "TableMetadata" >> beam.FlatMap(
-            lambda path: [text_metadata(meta) for meta in filesystems.iter_match(
-                filesystems.literal(path))]).with_output_types(Any)
-        terms = input_terms((listed.inputs, table_meta) | "Inputs" >> beam.Flatten())
-        metadata = detection_metadata(pbegin, list(self.display_names), terms)
-        rejects += [joined.rejects, built.rejects]
-        counts += [joined.counts, built.counts]
-        sizes = joined.joined | "PlannedSizes" >> beam.Map(
-            lambda image: (image.parsed.split, image.parsed.size))
-        return SourceRead(built.records, rejects | "Rejects" >> beam.Flatten(),
-                          counts | "Counts" >> beam.Flatten(), metadata, sizes)
+        self.tables = tables = find_tables(options)
+        self.label_ids, self.display_names, name_warnings = read_class_descriptions(
+            tables.class_descriptions)
+        root, splits = options.image_root, tables.splits
+        super().__init__(
+            "openimages", root, splits,
+            tables=[BoxTable(table.path, partial(parse_table_line, table, boxes=boxes), True)
+                    for table, boxes in [*((t, True) for t in tables.boxes),
+                                         *((t, False) for t in tables.image_labels)]],
+            listings=[ImageListing(root, key_below, partial(non_image_key, root, splits))],
+            build=partial(build_openimages_record, label_ids=self.label_ids,
+                          names=self.display_names, class_file=tables.class_descriptions),
+            classes=self.display_names, also_read=[tables.class_descriptions],
+            skip_prefix=filesystems.prefix_below(root, skip_below) if skip_below else None,
+            in_no_split=partial(in_no_split, root=root, splits=splits),
+            warnings=[Reject("warning", tables.class_descriptions, DUPLICATE_CLASS_NAME, detail)
+                      for detail in name_warnings],
+            # Tables not read (rotation, masks, machine labels...) are said, not dropped.
+            counts=[("openimages_tables_not_read", len(tables.not_read))] if tables.not_read
+            else [])
 
 
 def openimages_input_patterns(options: OpenImagesOptions, tables: Tables) -> list[str]:
@@ -579,16 +486,6 @@ class OpenImagesEncoder(DetectionEncoder):
 # --- the conversion ---------------------------------------------------------------------
 
 
-def to_tfrecord(p: beam.Pipeline, output_dir: str, oid: OpenImagesOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None) -> WriteShards:
-    """Add the Open Images conversion to ``p`` (every split a bbox table names); returns
-    the sink. The classes come from the class descriptions."""
-    read = ReadOpenImages(oid, skip_below=output_dir)
-    return write_format(p, output_dir, "ReadOpenImages", read, classes_known(read.display_names),
-                        OpenImagesEncoder(checks, read.splits[0], fixes), shards,
-                        settings_of("openimages", oid, shards, checks, fixes))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert openimages``: checks the inputs before any job (the folders are there;
     the tables are found, their headers and the classes read; a typed --split names the
@@ -599,9 +496,6 @@ def prepare(request: Request) -> Conversion:
     require_images_option(request)
     read = ReadOpenImages(oid)  # lists the tables, reads their headers and the classes
     refuse_split(request, read.splits, "the splits come from the tables' names")
-    return Conversion(
-        splits=read.splits, input_patterns=openimages_input_patterns(oid, read.tables),
-        settings=lambda shards, checks, fixes: settings_of("openimages", oid, shards, checks,
-                                                           fixes),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, oid, shards,
-                                                            checks, fixes))
+    return conversion("openimages", oid, read.splits, openimages_input_patterns(oid, read.tables),
+                      request.output, lambda: ReadOpenImages(oid, skip_below=request.output),
+                      lambda read, checks, fixes: OpenImagesEncoder(checks, read.splits[0], fixes))
