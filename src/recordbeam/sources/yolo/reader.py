@@ -823,31 +823,6 @@ class YoloEncoder(DetectionEncoder):
 # --- the conversion ---------------------------------------------------------------------
 
 
-def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
-    """The settings of a YOLO run. ``--include-masks`` is no :class:`YoloOptions` field:
-    it is recorded only when on, and the classes file only when given, so other runs keep
-    their fingerprints."""
-    settings = settings_of("yolo", yolo, shards, checks, fixes)
-    if yolo.classes_file is None:
-        del settings["yolo"]["classes_file"]
-    if include_masks:
-        settings["include_masks"] = True
-    return settings
-
-
-def to_tfrecord(p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None,
-                include_masks: bool = False) -> WriteShards:
-    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
-    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
-    when the folder's description cannot be used."""
-    read = ReadYolo(yolo, skip_below=output_dir)
-    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
-    return write_format(p, output_dir, "ReadYolo", read, classes_known(read.classes), encoder,
-                        shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert yolo``: checks the folder before any job (its description reads, a typed
     --split agrees with the splits it names, a label file at least)."""
@@ -867,9 +842,26 @@ def prepare(request: Request) -> Conversion:
                          "its path with images/ as labels/ and .txt as extension "
                          f"(labels/<split>/<id>.txt), or beside it{UNLABELED}")
     masks = request.include_masks
-    return Conversion(
-        splits=read.splits, input_patterns=yolo_input_patterns(yolo, read.layout),
-        settings=lambda shards, checks, fixes: yolo_settings(yolo, shards, checks, fixes,
-                                                             include_masks=masks),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, yolo, shards,
-                                                            checks, fixes, include_masks=masks))
+
+    def settings(shards: ShardOptions, checks: ImageChecks,
+                 fixes: ImageFixes | None) -> dict[str, Any]:
+        """``--include-masks`` is no :class:`YoloOptions` field: it is recorded only when
+        on, and the classes file only when given, so other runs keep their fingerprints."""
+        recorded = settings_of("yolo", yolo, shards, checks, fixes)
+        if yolo.classes_file is None:
+            del recorded["yolo"]["classes_file"]
+        if masks:
+            recorded["include_masks"] = True
+        return recorded
+
+    def build(p: beam.Pipeline, shards: ShardOptions, checks: ImageChecks,
+              fixes: ImageFixes | None) -> WriteShards:
+        """Every split ``obj.data`` or ``data.yaml`` names, into the sink; raises
+        ``YoloError`` (exit 1) when the folder's description cannot be used."""
+        read = ReadYolo(yolo, skip_below=request.output)
+        encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=masks)
+        return write_format(p, request.output, "ReadYolo", read, classes_known(read.classes),
+                            encoder, shards, settings(shards, checks, fixes))
+
+    return Conversion(splits=read.splits, input_patterns=yolo_input_patterns(yolo, read.layout),
+                      settings=settings, build=build)
