@@ -582,9 +582,8 @@ def _folders_layout(options: YoloOptions) -> YoloLayout:
     are ``--classes`` or the names file found in ROOT, ``labels/`` or the split folders."""
     images = options.path("images")
     base = images if filesystems.has_files(images) else options.folder
-    splits = [split for split in SPLIT_FOLDERS
-              if filesystems.has_files(filesystems.join(base, split))]
-    folders = (tuple((split, (filesystems.join(base, split),)) for split in splits)
+    folders = (tuple((split, (filesystems.join(base, split),)) for split in SPLIT_FOLDERS
+                     if filesystems.has_files(filesystems.join(base, split)))
                or ((options.split, (base,)),))
     if options.classes_file:
         names_path = options.classes_file
