@@ -290,10 +290,9 @@ def parse_names(text: str, path: str) -> tuple[str, ...]:
     names = [line.strip().lstrip("\ufeff").strip() for line in class_file_lines(text)]
     while names and not names[-1]:
         names.pop()
-    for number, name in enumerate(names, 1):
-        if not name:
-            raise YoloError(f"{path}: line {number} is blank; a class names file holds one "
-                            "class name per line, class 0 first")
+    if "" in names:
+        raise YoloError(f"{path}: line {names.index('') + 1} is blank; a class names file "
+                        "holds one class name per line, class 0 first")
     if not names:
         raise YoloError(f"{path} names no classes; write one class name per line")
     return _distinct(tuple(names), path)
