@@ -30,8 +30,8 @@ Coordinates are fractions of the image as Ultralytics loads it, with its EXIF or
 applied (see :class:`YoloEncoder`); the size comes from the image header.
 
 The launcher reads only ``obj.data``/``obj.names``, ``data.yaml`` or the names file and
-checks that the folders and lists they name exist; the folders are listed, the split lists read and every
-label file parsed on workers.
+checks that the folders and lists they name exist; the folders are listed, the split lists
+read and every label file parsed on workers.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ from recordbeam.sources.input_checks import (
     require_file,
     require_folder,
 )
-from recordbeam.sources.text import as_number
+from recordbeam.sources.listing import skipped_prefix
+from recordbeam.sources.text import as_number, as_whole
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
@@ -147,7 +148,6 @@ class YoloLayout:
         classes: class names in class-id order.
         folders: split -> image folders (Ultralytics splits given as folders).
         lists: split -> list files naming images (darknet, or Ultralytics ``*.txt``).
-        small_files: the other files read (names file, lists), for the fingerprint.
         keypoint_values: values a pose line holds after its box (``data.yaml``'s
             ``kpt_shape``, e.g. 17 x 3 = 51); 0 for detection and segment datasets.
     """
@@ -157,7 +157,6 @@ class YoloLayout:
     classes: tuple[str, ...]
     folders: tuple[tuple[str, tuple[str, ...]], ...] = ()
     lists: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    small_files: tuple[str, ...] = ()
     keypoint_values: int = 0
 
     @property
@@ -207,37 +206,38 @@ def relative_to_root(path: str, root: str | tuple[str, ...], base: str = "",
     return normal
 
 
+def _rename_last_folder(path: str, old: str, new: str) -> str:
+    """``path`` with its last folder named ``old`` (not its file name) named ``new``."""
+    folders = path.split("/")
+    for i in range(len(folders) - 2, -1, -1):
+        if folders[i] == old:
+            folders[i] = new
+            break
+    return "/".join(folders)
+
+
 def label_key(relative: str) -> str:
     """The key of a file below ROOT: its label file's path without the extension (an
     image's last ``images`` folder becomes ``labels``, as Ultralytics and darknet look for
     labels)."""
     stem = posixpath.splitext(relative)[0]
     if relative.lower().endswith(IMAGE_SUFFIXES):
-        folders = stem.split("/")
-        for i in range(len(folders) - 2, -1, -1):
-            if folders[i] == "images":
-                folders[i] = "labels"
-                break
-        stem = "/".join(folders)
+        return _rename_last_folder(stem, "images", "labels")
     return stem
 
 
-def listed_key(prefix: str, relative: str) -> str | None:
+def listed_key(prefix: str, relative: str, names_files: bool = False) -> str | None:
     """The key of a file found ``relative`` below a listed folder that is ``prefix``
-    below ROOT; None for the ``.txt`` files directly in ROOT (the split lists, never
-    labels)."""
+    below ROOT. None for a file that is no label nor image: with ``names_files`` (a folder
+    of labelImg's, labels beside their images) the class names files, else the ``.txt``
+    files directly in ROOT (darknet's split lists)."""
     path = f"{prefix}/{relative}" if prefix else relative
-    if "/" not in path and path.lower().endswith(".txt"):
+    if names_files:
+        if posixpath.basename(relative) in NAMES_FILES:
+            return None
+    elif "/" not in path and path.lower().endswith(".txt"):
         return None
     return label_key(path)
-
-
-def beside_key(prefix: str, relative: str) -> str | None:
-    """The key of a file of a folder holding labels beside their images (labelImg's): as
-    :func:`label_key`; None for the class names files there, never labels."""
-    if posixpath.basename(relative) in NAMES_FILES:
-        return None
-    return label_key(f"{prefix}/{relative}" if prefix else relative)
 
 
 def root_spellings(folder: str) -> tuple[str, ...]:
@@ -290,10 +290,9 @@ def parse_names(text: str, path: str) -> tuple[str, ...]:
     names = [line.strip().lstrip("\ufeff").strip() for line in class_file_lines(text)]
     while names and not names[-1]:
         names.pop()
-    for number, name in enumerate(names, 1):
-        if not name:
-            raise YoloError(f"{path}: line {number} is blank; a class names file holds one "
-                            "class name per line, class 0 first")
+    if "" in names:
+        raise YoloError(f"{path}: line {names.index('') + 1} is blank; a class names file "
+                        "holds one class name per line, class 0 first")
     if not names:
         raise YoloError(f"{path} names no classes; write one class name per line")
     return _distinct(tuple(names), path)
@@ -320,35 +319,28 @@ MAX_UNNAMED_CLASSES = 100_000
 MAX_YAML_VALUES = 1_000_000
 
 
-def _yaml_values(root: yaml.Node) -> int:
-    """How many values ``root`` holds with its aliases expanded (counted once per node,
-    so in time linear in the file); past :data:`MAX_YAML_VALUES` (or in a cycle of
-    aliases) it stops at ``MAX_YAML_VALUES + 1``."""
-    over = MAX_YAML_VALUES + 1
-    sizes: dict[int, int] = {}
-    entered: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if key in sizes:
-            continue
-        if isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        else:
-            children = []
-        if children_done:
-            entered.discard(key)
-            sizes[key] = min(over, 1 + sum(sizes[id(child)] for child in children))
-            continue
-        if key in entered:
-            return over  # an alias inside its own anchor: endless once expanded
-        entered.add(key)
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
+def _yaml_values(node: yaml.Node, sizes: dict[int, int], counting: set[int]) -> int:
+    """How many values ``node`` holds with its aliases expanded, at most
+    ``MAX_YAML_VALUES + 1`` (also for an alias inside its own anchor: endless once
+    expanded). Each node is counted once (``sizes``), so in time linear in the file;
+    ``counting`` holds the nodes being counted. One call per level: less deep than the
+    parser's, which has composed ``node``."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in counting:
+        return MAX_YAML_VALUES + 1
+    counting.add(key)
+    if isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = node.value if isinstance(node, yaml.SequenceNode) else []
+    total = 1
+    for child in children:
+        total += _yaml_values(child, sizes, counting)
+    counting.discard(key)
+    sizes[key] = min(total, MAX_YAML_VALUES + 1)
+    return sizes[key]
 
 
 def load_yaml(text: str, path: str) -> Any:
@@ -360,7 +352,7 @@ def load_yaml(text: str, path: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        if _yaml_values(node) > MAX_YAML_VALUES:
+        if _yaml_values(node, {}, set()) > MAX_YAML_VALUES:
             raise YoloError(f"{path} expands to more than {MAX_YAML_VALUES:,} values (YAML "
                             "aliases, *name, repeat what their anchor holds); a data.yaml "
                             "lists splits and class names: write them out")
@@ -422,24 +414,48 @@ def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
     return _distinct(texts, path)
 
 
-def _darknet_layout(options: YoloOptions) -> YoloLayout:
-    data_path = options.path(DARKNET_DATA)
+def _by_split(found: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((split, tuple(paths)) for split, paths in found.items())
+
+
+def read_layout(options: YoloOptions) -> YoloLayout:
+    """The layout of ROOT (``data.yaml`` wins over ``obj.data`` when both are there;
+    without either, the folders and a class names file)."""
+    described = next((path for path in map(options.path, (*ULTRALYTICS_YAMLS, DARKNET_DATA))
+                      if filesystems.exists(path)), None)
+    if described is None:
+        return _folders_layout(options)
+    if options.classes_file:
+        raise UsageError(f"--classes would be ignored: {described} names the classes; drop "
+                         "--classes")
+    if posixpath.basename(described) == DARKNET_DATA:
+        return _darknet_layout(options, described)
+    return _ultralytics_layout(options, described)
+
+
+def _darknet_layout(options: YoloOptions, data_path: str) -> YoloLayout:
+    roots = options.input_roots()
     settings: dict[str, str] = {}
-    for line in _read_text(data_path, options.input_roots()).splitlines():
+    for line in _read_text(data_path, roots).splitlines():
         key, equals, value = clean_line(line).partition("=")
         if equals:
             settings[key.strip().lower()] = value.strip()
     strip_data = not filesystems.has_files(options.path("data"))
+
+    def named_file(key: str) -> str | None:
+        """The file of ROOT that ``key = ...`` names, when it is there."""
+        relative = relative_to_root(clean_line(settings[key]), options.folder, "", strip_data)
+        path = None if relative is None else options.path(relative)
+        return path if path is not None and filesystems.exists(path) else None
+
     names_path = options.path(DARKNET_NAMES)
     if settings.get("names"):
-        named = relative_to_root(clean_line(settings["names"]), options.folder, "", strip_data)
-        if named is not None and filesystems.exists(options.path(named)):
-            names_path = options.path(named)
+        names_path = named_file("names") or names_path
     if not filesystems.exists(names_path):
         raise YoloError(f"{data_path}: the class names file {settings.get('names') or ''} is "
                         f"not in {options.folder} (nor {DARKNET_NAMES}); add it, one class "
                         "name per line")
-    classes = parse_names(_read_text(names_path, options.input_roots()), names_path)
+    classes = parse_names(_read_text(names_path, roots), names_path)
     if settings.get("classes", "").isdigit() and int(settings["classes"]) != len(classes):
         raise YoloError(f"{data_path}: classes = {settings['classes']} but {names_path} "
                         f"names {len(classes)}; make them agree")
@@ -447,16 +463,13 @@ def _darknet_layout(options: YoloOptions) -> YoloLayout:
     for key, split in DARKNET_SPLIT_KEYS.items():
         if not settings.get(key):
             continue
-        relative = relative_to_root(clean_line(settings[key]), options.folder, "", strip_data)
-        if relative is None or not filesystems.exists(options.path(relative)):
+        path = named_file(key)
+        if path is None:
             raise YoloError(f"{data_path}: {key} = {settings[key]} is not a file in "
                             f"{options.folder}; fix the line or add the list")
-        filesystems.refuse_outside(options.input_roots(), options.path(relative), "split list")
-        lists.setdefault(split, []).append(options.path(relative))
-    paths = tuple((split, tuple(found)) for split, found in lists.items())
-    return YoloLayout("darknet", data_path, classes, lists=paths,
-                      small_files=(data_path, names_path,
-                                   *(p for _split, found in paths for p in found)))
+        filesystems.refuse_outside(roots, path, "split list")
+        lists.setdefault(split, []).append(path)
+    return YoloLayout("darknet", data_path, classes, lists=_by_split(lists))
 
 
 def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
@@ -492,12 +505,8 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
         raise YoloError(f"{yaml_path}: some splits are folders ({', '.join(folders)}) and "
                         f"some list files ({', '.join(lists)}); give all as folders or all as "
                         "list files")
-    return YoloLayout(
-        "ultralytics", yaml_path, classes,
-        folders=tuple((s, tuple(p)) for s, p in folders.items()),
-        lists=tuple((s, tuple(p)) for s, p in lists.items()),
-        small_files=(yaml_path, *(p for found in lists.values() for p in found)),
-        keypoint_values=_keypoint_values(data.get("kpt_shape"), yaml_path))
+    return YoloLayout("ultralytics", yaml_path, classes, _by_split(folders), _by_split(lists),
+                      _keypoint_values(data.get("kpt_shape"), yaml_path))
 
 
 def _keypoint_values(shape: Any, path: str) -> int:
@@ -525,10 +534,9 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
         inside = any(path == root or path.startswith(root + "/") for root in roots)
         (candidates if inside else outside).append(path)
     else:
+        spellings = (entry, entry[3:]) if entry.startswith("../") else (entry,)
         for start in dict.fromkeys((base, "")):
-            for spelled in (entry, entry[3:] if entry.startswith("../") else None):
-                if spelled is None:
-                    continue
+            for spelled in spellings:
                 relative = posixpath.normpath(posixpath.join(start, spelled))
                 if relative == ".":
                     candidates.append(options.folder)
@@ -566,21 +574,6 @@ def _joined_outside(folder: str, relative: str) -> str:
     return f"{scheme}{sep}{joined}"
 
 
-def read_layout(options: YoloOptions) -> YoloLayout:
-    """The layout of ROOT (``data.yaml`` wins over ``obj.data`` when both are there;
-    without either, the folders and a class names file)."""
-    yaml_path = next((options.path(name) for name in ULTRALYTICS_YAMLS
-                      if filesystems.exists(options.path(name))), None)
-    darknet = options.path(DARKNET_DATA)
-    described = yaml_path or (darknet if filesystems.exists(darknet) else None)
-    if described is None:
-        return _folders_layout(options)
-    if options.classes_file:
-        raise UsageError(f"--classes would be ignored: {described} names the classes; drop "
-                         "--classes")
-    return _ultralytics_layout(options, yaml_path) if yaml_path else _darknet_layout(options)
-
-
 def _folders_layout(options: YoloOptions) -> YoloLayout:
     """A folder without ``obj.data`` or ``data.yaml``, as labelImg, Label Studio and
     Roboflow's "YOLO Darknet" export write it: the splits are the split folders (below
@@ -588,17 +581,15 @@ def _folders_layout(options: YoloOptions) -> YoloLayout:
     are ``--classes`` or the names file found in ROOT, ``labels/`` or the split folders."""
     images = options.path("images")
     base = images if filesystems.has_files(images) else options.folder
-    splits = [split for split in SPLIT_FOLDERS
-              if filesystems.has_files(filesystems.join(base, split))]
-    folders = (tuple((split, (filesystems.join(base, split),)) for split in splits)
+    folders = (tuple((split, (filesystems.join(base, split),)) for split in SPLIT_FOLDERS
+                     if filesystems.has_files(filesystems.join(base, split)))
                or ((options.split, (base,)),))
     if options.classes_file:
         names_path = options.classes_file
         classes = parse_names(_read_text(names_path), names_path)
     else:
         names_path, classes = _found_names(options, [folder for _s, (folder,) in folders])
-    return YoloLayout("folders", names_path, classes, folders=folders,
-                      small_files=(names_path,))
+    return YoloLayout("folders", names_path, classes, folders=folders)
 
 
 def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[str, ...]]:
@@ -666,17 +657,16 @@ def parse_label_line(line: str, where: str, classes: tuple[str, ...],
         return _malformed(where, f"{len(fields):,} values: {too_many}")
     values = [as_number(field) for field in fields]
     if None in values:
-        bad = fields[values.index(None)]
-        return _malformed(where, f"{bad!r} is not a number")
-    class_value, coordinates = values[0], values[1:]
-    if class_value != int(class_value) or class_value < 0:
+        return _malformed(where, f"{fields[values.index(None)]!r} is not a number")
+    class_id = as_whole(fields[0], least=0)
+    if class_id is None:
         return _malformed(where, f"the class id {fields[0]!r} is not a whole number")
-    class_id = int(class_value)
     if class_id >= len(classes):
         return Reject("annotation", where, "unknown_category", (
             f"{where}: class id {class_id} is not in the class names (ids 0 to "
             f"{len(classes) - 1}); add the class there, or fix the id. The image was written "
             "without this object"))
+    coordinates = values[1:]
     if keypoint_values and len(coordinates) != 4 + keypoint_values:
         return _malformed(where, (
             f"{len(fields)} values; a pose line (kpt_shape) is 'class cx cy w h' and "
@@ -725,30 +715,25 @@ class YoloFormat(AnnotationFormat):
             filesystems.relative_name(root, folder) if folder.startswith(root + "/") else folder)
 
     def listings(self) -> list[Listing]:
-        if not self._layout.folders:
-            return [Listing(self._options.folder, (".txt",), images=True,
-                            skipped="yolo_other_files_skipped",
-                            ids=partial(listed_key, ""))]
+        """Each image folder with its labels folder (``images/`` as ``labels/``), or alone
+        when its labels lie beside the images; ROOT when splits are lists. Without
+        ``obj.data`` or ``data.yaml``, a names file may lie among the labels."""
+        names_files = self._layout.kind == "folders"
         listings = []
-        for split, folders in self._layout.folders:
+        for split, folders in self._layout.folders or ((None, (self._options.folder,)),):
+            listing = partial(Listing, split=split, skipped="yolo_other_files_skipped")
             for folder in folders:
                 prefix = self._prefix(folder)
-                # Without obj.data or data.yaml, a names file may lie among the labels.
-                key_of = beside_key if self._layout.kind == "folders" else listed_key
+                ids = partial(listed_key, prefix, names_files=names_files)
                 labels_prefix = posixpath.dirname(label_key(posixpath.join(prefix, "x.jpg")))
-                if labels_prefix == prefix:  # no images/ folder: labels lie beside images
-                    listings.append(Listing(folder, (".txt",), images=True, split=split,
-                                            skipped="yolo_other_files_skipped",
-                                            ids=partial(key_of, prefix)))
+                if labels_prefix == prefix:
+                    listings.append(listing(folder, (".txt",), images=True, ids=ids))
                     continue
                 labels = (labels_prefix if _is_absolute(labels_prefix)
                           else self._options.path(labels_prefix))
-                listings.append(Listing(folder, images=True, split=split,
-                                        skipped="yolo_other_files_skipped",
-                                        ids=partial(listed_key, prefix)))
-                listings.append(Listing(labels, (".txt",), split=split,
-                                        skipped="yolo_other_files_skipped",
-                                        ids=partial(key_of, labels_prefix)))
+                listings.append(listing(folder, images=True, ids=ids))
+                listings.append(listing(labels, (".txt",), ids=partial(
+                    listed_key, labels_prefix, names_files=names_files)))
         return listings
 
     def split_lists(self) -> list[SplitList]:
@@ -761,11 +746,12 @@ class YoloFormat(AnnotationFormat):
     def small_inputs(self) -> list[str]:
         """``data.yaml`` when only split folders are listed (else it lies in ROOT's
         listing); the class names file when no listed folder holds it."""
-        if self._layout.kind == "folders":
-            listed = [listing.folder.rstrip("/") + "/" for listing in self.listings()]
-            return [filesystems.literal(path) for path in self._layout.small_files
-                    if not any(path.startswith(folder) for folder in listed)]
-        return [filesystems.literal(self._layout.description)] if self._layout.folders else []
+        names_file = self._layout.description
+        if self._layout.kind == "folders" and any(
+                names_file.startswith(listing.folder.rstrip("/") + "/")
+                for listing in self.listings()):
+            return []
+        return [filesystems.literal(names_file)] if self._layout.folders else []
 
     def parse(self, data: bytes, path: str) -> ParsedAnnotation:
         return parse_label_file(data, path, self._layout.classes, self._layout.keypoint_values)
@@ -774,20 +760,16 @@ class YoloFormat(AnnotationFormat):
         return f"label file {image_id}.txt"
 
     def expected_image(self, image_id: str) -> str:
-        folders = image_id.split("/")
-        for i in range(len(folders) - 2, -1, -1):
-            if folders[i] == "labels":
-                folders[i] = "images"
-                break
-        return "/".join(folders) + f".* in {self.image_folder}"
+        return _rename_last_folder(image_id, "labels", "images") + f".* in {self.image_folder}"
 
 
 class ReadYolo(ReadFormat):
     """Read a YOLO folder (darknet or Ultralytics) into ``ImageRecord``s for
     :class:`YoloEncoder`.
 
-    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` (known on construction, from ``obj.data``/``data.yaml`` or the
-    split folders) are the splits it writes; ``classes`` the class names in class-id order.
+    Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` (known on
+    construction, from ``obj.data``/``data.yaml`` or the split folders) are the splits it
+    writes; ``classes`` the class names in class-id order.
 
     ``skip_below``, the output folder when it lies inside ROOT, is left out.
     """
@@ -795,8 +777,7 @@ class ReadYolo(ReadFormat):
     def __init__(self, options: YoloOptions, skip_below: str | None = None) -> None:
         super().__init__()
         self._options = options
-        self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
-                             if skip_below else None)
+        self._skip_prefix = skipped_prefix(options.root, skip_below)
         self.input_roots = options.input_roots()
         self.layout = read_layout(options)
         self.splits = tuple(dict.fromkeys(self.layout.splits)) or (options.split,)
@@ -840,31 +821,6 @@ class YoloEncoder(DetectionEncoder):
 # --- the conversion ---------------------------------------------------------------------
 
 
-def yolo_settings(yolo: YoloOptions, shards: ShardOptions, checks: ImageChecks,
-                  fixes: ImageFixes | None = None, include_masks: bool = False) -> dict[str, Any]:
-    """The settings of a YOLO run. ``--include-masks`` is no :class:`YoloOptions` field:
-    it is recorded only when on, and the classes file only when given, so other runs keep
-    their fingerprints."""
-    settings = settings_of("yolo", yolo, shards, checks, fixes)
-    if yolo.classes_file is None:
-        del settings["yolo"]["classes_file"]
-    if include_masks:
-        settings["include_masks"] = True
-    return settings
-
-
-def to_tfrecord(p: beam.Pipeline, output_dir: str, yolo: YoloOptions, shards: ShardOptions,
-                checks: ImageChecks, fixes: ImageFixes | None = None,
-                include_masks: bool = False) -> WriteShards:
-    """Add the YOLO conversion (darknet or Ultralytics folder) to ``p``, every split its
-    ``obj.data`` or ``data.yaml`` names; returns the sink. Raises ``YoloError`` (exit 1)
-    when the folder's description cannot be used."""
-    read = ReadYolo(yolo, skip_below=output_dir)
-    encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=include_masks)
-    return write_format(p, output_dir, "ReadYolo", read, classes_known(read.classes), encoder,
-                        shards, yolo_settings(yolo, shards, checks, fixes, include_masks))
-
-
 def prepare(request: Request) -> Conversion:
     """``convert yolo``: checks the folder before any job (its description reads, a typed
     --split agrees with the splits it names, a label file at least)."""
@@ -874,8 +830,7 @@ def prepare(request: Request) -> Conversion:
     if request.classes:
         require_file(request.classes, "--classes", "classes file",
                      "a text file with one class name per line, class 0 first")
-    # Reads obj.data + obj.names, data.yaml, or looks for split folders and a names file.
-    read = ReadYolo(yolo, skip_below=request.output)
+    read = ReadYolo(yolo, skip_below=request.output)  # reads obj.data, data.yaml or names
     refuse_split(request, read.splits, f"the split folders of {yolo.folder} name the splits"
                  if read.layout.kind == "folders" else
                  f"{read.layout.description} names the splits")
@@ -885,9 +840,26 @@ def prepare(request: Request) -> Conversion:
                          "its path with images/ as labels/ and .txt as extension "
                          f"(labels/<split>/<id>.txt), or beside it{UNLABELED}")
     masks = request.include_masks
-    return Conversion(
-        splits=read.splits, input_patterns=yolo_input_patterns(yolo, read.layout),
-        settings=lambda shards, checks, fixes: yolo_settings(yolo, shards, checks, fixes,
-                                                             include_masks=masks),
-        build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, yolo, shards,
-                                                            checks, fixes, include_masks=masks))
+
+    def settings(shards: ShardOptions, checks: ImageChecks,
+                 fixes: ImageFixes | None) -> dict[str, Any]:
+        """``--include-masks`` is no :class:`YoloOptions` field: it is recorded only when
+        on, and the classes file only when given, so other runs keep their fingerprints."""
+        recorded = settings_of("yolo", yolo, shards, checks, fixes)
+        if yolo.classes_file is None:
+            del recorded["yolo"]["classes_file"]
+        if masks:
+            recorded["include_masks"] = True
+        return recorded
+
+    def build(p: beam.Pipeline, shards: ShardOptions, checks: ImageChecks,
+              fixes: ImageFixes | None) -> WriteShards:
+        """Every split ``obj.data`` or ``data.yaml`` names, into the sink; raises
+        ``YoloError`` (exit 1) when the folder's description cannot be used."""
+        read = ReadYolo(yolo, skip_below=request.output)
+        encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=masks)
+        return write_format(p, request.output, "ReadYolo", read, classes_known(read.classes),
+                            encoder, shards, settings(shards, checks, fixes))
+
+    return Conversion(splits=read.splits, input_patterns=yolo_input_patterns(yolo, read.layout),
+                      settings=settings, build=build)
