@@ -39,7 +39,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, BinaryIO, NamedTuple
 from xml.etree.ElementTree import Element, ParseError
@@ -189,7 +189,7 @@ class CvatPlan(NamedTuple):
     images are a video's frames and some XML a "CVAT for video" export (see
     :class:`CvatMeta`)."""
 
-    files: tuple[str, ...]
+    files: list[str]
     splits: tuple[str, ...]
     classes: list[str] | None
     frames: bool = False
@@ -225,7 +225,7 @@ def plan(options: CvatOptions) -> CvatPlan:
             raise CvatError(f"{path} declares the labels {list(meta.labels)}, but {first} "
                             f"declares {classes}; export every subset with the same labels")
     splits = list(dict.fromkeys(splits)) or [options.split]
-    return CvatPlan(tuple(files), tuple(splits), classes, frames, tracks)
+    return CvatPlan(files, tuple(splits), classes, frames, tracks)
 
 
 def _check_subset(path: str, subset: str, named_by_file: bool) -> None:
@@ -374,56 +374,70 @@ def _mask(element: Element, width: int | None, height: int | None) -> tuple[str,
 _GEOMETRY = {"box": _box, "polygon": _polygon, "mask": _mask}
 
 
-def _shape(element: Element, where: str, width: int | None, height: int | None,
-           keep_masks: bool, track: tuple[str, str] | None = None) -> _Shape | Reject:
-    """One shape element; ``track`` gives the label and group of a ``<track>``'s shape
-    (which carries neither)."""
+def _shape(element: Element, where: str, split: str, width: int | None, height: int | None,
+           keep_masks: bool, track: tuple[str, str] | None = None) -> Iterator[Any]:
+    """One shape element of ``split`` (a generator: its reject or count is yielded, the
+    shape returned; None when rejected). ``track`` gives the label and group of a
+    ``<track>``'s shape (which carries neither)."""
     label, group = track or (element.get("label") or "", element.get("group_id") or "0")
     label, group = label.strip(), group.strip()
     if not label:
-        return Reject("annotation", where, "missing_field",
-                      f"{where} has no label; the image was written without this object")
+        yield Reject("annotation", where, "missing_field",
+                     f"{where} has no label; the image was written without this object", split)
+        return None
     try:
         kind, box, segmentation = _GEOMETRY[element.tag](element, width, height)
     except _Unusable as bad:
-        return Reject("annotation", where, bad.reason, f"{where} ({label!r}){bad}; the image "
-                      "was written without this object")
+        yield Reject("annotation", where, bad.reason, f"{where} ({label!r}){bad}; the image "
+                     "was written without this object", split)
+        return None
+    if kind == "rotated_box":
+        yield ("cvat_rotated_boxes_enclosed", 1)
     return _Shape(where, label, box, segmentation if keep_masks else None,
                   1 if as_number(element.get("occluded")) else 0,
                   "" if group == "0" else group, kind)
 
 
-def _objects(shapes: list[_Shape], where: str,
-             counts: Counter[str]) -> Iterator[tuple[int, NamedObject | Reject]]:
-    """Each shape without group, and the shapes of each group merged into one (counted
-    ``cvat_grouped_shapes_merged``), in the order of their first shapes, with the index of
-    that first shape in ``shapes``."""
+def _objects(shapes: list[_Shape], where: str, split: str,
+             track_ids: Sequence[int] | None = None) -> Iterator[Any]:
+    """The objects of ``shapes`` (a generator: rejects and counts are yielded, the objects
+    returned): each shape without group, and the shapes of each group merged into one
+    (counted ``cvat_grouped_shapes_merged``), in the order of their first shapes. With
+    ``track_ids`` (one per shape), each object's extras end with its first shape's."""
     members: dict[str | int, list[int]] = {}
     for index, shape in enumerate(shapes):
         members.setdefault(shape.group or index, []).append(index)
+    objects = []
     for key, indices in members.items():
-        if len(indices) > 1:
-            counts["cvat_grouped_shapes_merged"] += len(indices) - 1
         group = [shapes[i] for i in indices]
-        yield indices[0], _merge(group, group[0].where if isinstance(key, int)
-                                 else f"{where} group_id={key}")
+        merged = _merge(group, group[0].where if isinstance(key, int)
+                        else f"{where} group_id={key}", split,
+                        () if track_ids is None else (track_ids[indices[0]],))
+        if isinstance(merged, Reject):
+            yield merged
+        else:
+            objects.append(merged)
+        if len(indices) > 1:
+            yield ("cvat_grouped_shapes_merged", len(indices) - 1)
+    return tuple(objects)
 
 
-def _merge(shapes: list[_Shape], where: str) -> NamedObject | Reject:
+def _merge(shapes: list[_Shape], where: str, split: str,
+           track_id: tuple[int, ...]) -> NamedObject | Reject:
     """One object from the shapes of one group: box from its ``<box>``, else around its
     outlines; mask from its polygons, or its one ``<mask>``, or the union of their pixels
-    (drawn when the mask is written, see :mod:`recordbeam.images.masks`)."""
+    (drawn when the mask is written, see :mod:`recordbeam.images.masks`). Its extras: the
+    occluded flag, then ``track_id`` (none, or its track's id)."""
     labels = sorted({s.label for s in shapes})
     if len(labels) > 1:
         return Reject("annotation", where, "group_label_conflict", (
             f"{where}: the shapes of this group have different labels ({', '.join(labels)}); "
-            "give them one label or separate groups. The image was written without them"))
+            "give them one label or separate groups. The image was written without them"),
+            split)
     boxes = [s.box for s in shapes if s.kind in ("box", "rotated_box")] or [
         s.box for s in shapes]
-    x0 = min(b[0] for b in boxes)
-    y0 = min(b[1] for b in boxes)
-    x1 = max(b[0] + b[2] for b in boxes)
-    y1 = max(b[1] + b[3] for b in boxes)
+    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    x1, y1 = max(b[0] + b[2] for b in boxes), max(b[1] + b[3] for b in boxes)
     polygons = [p for s in shapes if s.kind == "polygon" and s.segmentation
                 for p in s.segmentation]
     masks = [s.segmentation for s in shapes if s.kind == "mask" and s.segmentation]
@@ -433,7 +447,7 @@ def _merge(shapes: list[_Shape], where: str) -> NamedObject | Reject:
     else:
         segmentation = polygons or (masks[0] if masks else None)
     return NamedObject(where, labels[0], (x0, y0, x1 - x0, y1 - y0),
-                       (max(s.occluded for s in shapes),), segmentation)
+                       (max(s.occluded for s in shapes), *track_id), segmentation)
 
 
 # --- one XML, streamed -------------------------------------------------------------------
@@ -492,7 +506,8 @@ class _OpenTrack(NamedTuple):
 
 
 def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str],
-                  default_split: str, keep_masks: bool, frames: bool = False) -> Iterator[Any]:
+                  default_split: str, keep_masks: bool, frames: bool = False,
+                  tracks: bool = False) -> Iterator[Any]:
     """Stream one CVAT XML (a binary file object), plain Python: an ``ExportEntry`` per
     ``<image>``, keyed by its name, and ``Reject``s and ``(counter, n)`` counts. Each
     top-level element is dropped once read, so memory does not grow with the file.
@@ -501,8 +516,10 @@ def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str
     names are keyed by :func:`frame_key`, and each shape of a ``<track>`` is a ``Part``
     (a :class:`CvatTrackShape`) keyed by its frame; each is dropped once read, so a long
     track weighs no more than one of its shapes. Without it, tracks are counted and skipped.
+    With ``tracks`` (a "CVAT for video" export), the objects of ``<image>``s carry the
+    track id -1.
     """
-    depth = images = tracks = 0
+    depth = images = opened = 0
     root = track = None
     frame_size: tuple[int | None, int | None] = (None, None)
     placed = partial(_placed_split, path, subset=subset, splits=splits,
@@ -514,10 +531,10 @@ def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str
                 root = element
             elif depth == 2 and element.tag == "track" and frames:
                 number = as_whole(element.get("id"))
-                track = _OpenTrack(element, tracks, tracks if number is None else number,
+                track = _OpenTrack(element, opened, opened if number is None else number,
                                    element.get("label") or "", element.get("group_id") or "0",
                                    (element.get("subset") or "").strip())
-                tracks += 1
+                opened += 1
             continue
         depth -= 1
         if depth == 2 and track is not None:  # one shape of the open track, read
@@ -527,7 +544,7 @@ def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str
         if depth != 1:
             continue
         if element.tag == "image":
-            yield from _image(path, element, images, placed, keep_masks, frames)
+            yield from _image(path, element, images, placed, keep_masks, frames, tracks)
             images += 1
         elif element.tag == "track" and not frames:
             yield ("cvat_tracks_skipped", 1)
@@ -580,20 +597,17 @@ def _track_shape(path: str, track: _OpenTrack, element: Element, placed: Any,
             f"{where} has no frame number, so no image can be found for it; the shape was "
             "not written. Fix or re-export the file"), split)
         return
-    shape = _shape(element, where, *frame_size, keep_masks, (track.label, track.group))
-    if isinstance(shape, Reject):
-        yield replace(shape, split=split)
-        return
-    if shape.kind == "rotated_box":
-        yield ("cvat_rotated_boxes_enclosed", 1)
-    yield Part(f"frame_{frame:06d}", CvatTrackShape(
+    shape = yield from _shape(element, where, split, *frame_size, keep_masks,
+                              (track.label, track.group))
+    if shape is not None:
+        yield Part(f"frame_{frame:06d}", CvatTrackShape(
         split, *frame_size, track.order, track.track_id, shape, path))
 
 
 def _image(path: str, element: Element, index: int, placed: Any, keep_masks: bool,
-           frames: bool) -> Iterator[Any]:
-    """One ``<image>``: the rejects of its shapes, its counts, and its entry, its objects
-    its shapes grouped by ``group_id``."""
+           frames: bool, tracks: bool) -> Iterator[Any]:
+    """One ``<image>``: the rejects and counts of its shapes, and its entry, whose objects
+    are its shapes grouped by ``group_id`` (with ``tracks``, of track id -1)."""
     name = (element.get("name") or "").strip()
     where = f"{path}: <image name={name!r}>" if name else f"{path}: <image>[{index}]"
     split = yield from placed(where, (element.get("subset") or "").strip(), "images")
@@ -605,31 +619,21 @@ def _image(path: str, element: Element, index: int, placed: Any, keep_masks: boo
             "re-export the file"), split)
         return
     width, height = as_whole(element.get("width"), 1), as_whole(element.get("height"), 1)
-    counts: Counter[str] = Counter()
-    seen: Counter[str] = Counter()
+    seen: Counter[str] = Counter()  # the shapes of each kind before this one
     shapes = []
     for child in element:
         kind = child.tag
         if kind not in _GEOMETRY:
-            counts[f"cvat_{kind}_skipped"] += 1
+            yield (f"cvat_{kind}_skipped", 1)
             continue
-        shape = _shape(child, f"{where} <{kind}>[{seen[kind]}]", width, height, keep_masks)
+        shape = yield from _shape(child, f"{where} <{kind}>[{seen[kind]}]", split, width,
+                                  height, keep_masks)
         seen[kind] += 1
-        if isinstance(shape, Reject):
-            yield replace(shape, split=split)
-            continue
-        shapes.append(shape)
-        if shape.kind == "rotated_box":
-            counts["cvat_rotated_boxes_enclosed"] += 1
-    objects = []
-    for _first, merged in _objects(shapes, where, counts):
-        if isinstance(merged, Reject):
-            yield replace(merged, split=split)
-        else:
-            objects.append(merged)
-    yield from counts.items()
+        if shape is not None:
+            shapes.append(shape)
+    objects = yield from _objects(shapes, where, split, [-1] * len(shapes) if tracks else None)
     yield ExportEntry(frame_key(name) if frames else name, where, split, width, height,
-                      tuple(objects), export=path)
+                      objects, export=path)
 
 
 # --- on the export plumbing ------------------------------------------------------------
@@ -646,11 +650,8 @@ class CvatExport(ExportFormat):
 
     def __init__(self, options: CvatOptions) -> None:
         self.options, self.image_folder = options, options.image_folder
-        planned = plan(options)
-        self.splits, self.classes = planned.splits, planned.classes
-        self.frames, self.tracks = planned.frames, planned.tracks
-        self.part_type = CvatTrackShape if planned.frames else None
-        self._files = list(planned.files)
+        self._files, self.splits, self.classes, self.frames, self.tracks = plan(options)
+        self.part_type = CvatTrackShape if self.frames else None
 
     def export_files(self) -> list[str]:
         return self._files
@@ -661,19 +662,16 @@ class CvatExport(ExportFormat):
     def parse(self, path: str, data: BinaryIO) -> Iterator[Any]:
         """:func:`stream_images`: an entry per ``<image>`` (with ``tracks``, its objects'
         track id -1), a part per shape of a track."""
-        opts = self.options
-        for item in stream_images(path, data, file_subset(path), self.splits, opts.split,
-                                  opts.include_masks, self.frames):
-            if self.tracks and isinstance(item, ExportEntry):  # objects of no track: -1
-                item = item._replace(objects=tuple(obj._replace(extra=(*obj.extra, -1))
-                                                   for obj in item.objects))
-            yield item
+        return stream_images(path, data, file_subset(path), self.splits, self.options.split,
+                             self.options.include_masks, self.frames, self.tracks)
 
     def assemble(self, key: str, entries: list[ExportEntry],
                  parts: Iterable[CvatTrackShape]) -> Iterator[Any]:
-        """A frame's ``<image>``s and, per subset, the frame its tracks' shapes make: its
-        objects follow those of the subset's one ``<image>``; with none or several, it is
-        one more entry."""
+        """A frame's ``<image>``s and, per subset, the frame its tracks' shapes make (shapes
+        of tracks sharing a ``group_id`` merged as an ``<image>``'s are; with ``tracks``,
+        each object's extras end with its track's id, a group's first track's): its objects
+        follow those of the subset's one ``<image>``; with none or several, it is one more
+        entry."""
         by_split: dict[str, list[ExportEntry]] = {}
         for entry in entries:
             by_split.setdefault(entry.split, []).append(entry)
@@ -681,12 +679,15 @@ class CvatExport(ExportFormat):
         for shape in sorted(parts, key=lambda t: (t.xml, t.order, t.shape.where)):
             shapes_by_split.setdefault(shape.split, []).append(shape)
         for split, shapes in shapes_by_split.items():
-            frame = yield from _frame_of_tracks(key, split, shapes, self.tracks)
+            first, where = shapes[0], f"{shapes[0].xml}: frame {key}"
+            objects = yield from _objects([s.shape for s in shapes], where, split,
+                                          [s.track_id for s in shapes] if self.tracks else None)
             images = by_split.setdefault(split, [])
             if len(images) == 1:
-                images[0] = images[0]._replace(objects=images[0].objects + frame.objects)
+                images[0] = images[0]._replace(objects=images[0].objects + objects)
             else:
-                images.append(frame)
+                images.append(ExportEntry(key, where, split, first.width, first.height,
+                                          objects, export=first.xml))
         for images in by_split.values():
             yield from images
 
@@ -714,28 +715,6 @@ class CvatExport(ExportFormat):
         return (f"no <image name={key!r}> in the XMLs, and with several subsets "
                 f"({', '.join(self.splits)}) its split is unknown; not written. Add it to an "
                 "XML, or move it to images/<subset>/")
-
-
-def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],
-                     track_ids: bool) -> Iterator[Any]:
-    """The entry of one frame made of its tracks' shapes (a generator: its rejects and
-    counts are yielded, the entry returned): shapes of tracks sharing a ``group_id``
-    merged as an ``<image>``'s are; with ``track_ids``, each object's extras end with its
-    track's id (a group's: its first track's)."""
-    first = shapes[0]
-    where = f"{first.xml}: frame {name}"
-    counts: Counter[str] = Counter()
-    objects = []
-    for index, merged in _objects([s.shape for s in shapes], where, counts):
-        if isinstance(merged, Reject):
-            yield replace(merged, split=split)
-        elif track_ids:
-            objects.append(merged._replace(extra=(*merged.extra, shapes[index].track_id)))
-        else:
-            objects.append(merged)
-    yield from counts.items()
-    return ExportEntry(name, where, split, first.width, first.height, tuple(objects),
-                       export=first.xml)
 
 
 class ReadCvat(ReadExport):
