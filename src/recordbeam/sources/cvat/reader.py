@@ -412,7 +412,7 @@ def _objects(shapes: list[_Shape], where: str, split: str,
         group = [shapes[i] for i in indices]
         merged = _merge(group, group[0].where if isinstance(key, int)
                         else f"{where} group_id={key}", split,
-                        () if track_ids is None else (track_ids[indices[0]],))
+                        None if track_ids is None else track_ids[indices[0]])
         if isinstance(merged, Reject):
             yield merged
         else:
@@ -423,11 +423,11 @@ def _objects(shapes: list[_Shape], where: str, split: str,
 
 
 def _merge(shapes: list[_Shape], where: str, split: str,
-           track_id: tuple[int, ...]) -> NamedObject | Reject:
+           track_id: int | None) -> NamedObject | Reject:
     """One object from the shapes of one group: box from its ``<box>``, else around its
     outlines; mask from its polygons, or its one ``<mask>``, or the union of their pixels
-    (drawn when the mask is written, see :mod:`recordbeam.images.masks`). Its extras: the
-    occluded flag, then ``track_id`` (none, or its track's id)."""
+    (drawn when the mask is written, see :mod:`recordbeam.images.masks`). Its extras: its
+    occluded flag, and its ``track_id`` unless None."""
     labels = sorted({s.label for s in shapes})
     if len(labels) > 1:
         return Reject("annotation", where, "group_label_conflict", (
@@ -446,8 +446,9 @@ def _merge(shapes: list[_Shape], where: str, split: str,
                         "union": [*([polygons] if polygons else []), *masks]}
     else:
         segmentation = polygons or (masks[0] if masks else None)
-    return NamedObject(where, labels[0], (x0, y0, x1 - x0, y1 - y0),
-                       (max(s.occluded for s in shapes), *track_id), segmentation)
+    occluded = max(s.occluded for s in shapes)
+    extra = (occluded,) if track_id is None else (occluded, track_id)
+    return NamedObject(where, labels[0], (x0, y0, x1 - x0, y1 - y0), extra, segmentation)
 
 
 # --- one XML, streamed -------------------------------------------------------------------
