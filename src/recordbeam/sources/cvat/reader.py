@@ -602,7 +602,7 @@ def _track_shape(path: str, track: _OpenTrack, element: Element, placed: Any,
                               (track.label, track.group))
     if shape is not None:
         yield Part(f"frame_{frame:06d}", CvatTrackShape(
-        split, *frame_size, track.order, track.track_id, shape, path))
+            split, *frame_size, track.order, track.track_id, shape, path))
 
 
 def _image(path: str, element: Element, index: int, placed: Any, keep_masks: bool,
