@@ -11,18 +11,17 @@ ROOT is the folder as CVAT or Datumaro exports it::
 
 The launcher lists ``ROOT/*.xml`` and reads only each file's head, up to its first
 ``<image>``: the ``<meta>`` with the labels (the class list, labels 1..K in its order) and
-the subsets (the splits). Each XML is then streamed on one worker (like COCO's JSON: this
-pass is one worker's per file) with ``defusedxml``'s ``iterparse`` (no entity expansion,
-no external entities), clearing every element once read, so memory stays flat at any
-size. Plain Python over :mod:`recordbeam.sources.exports` (:class:`CvatExport`): each
-``<image>`` becomes one ``ExportEntry``, joined on workers with the listing of the images
-folder by its name.
+the subsets (the splits). Each XML is then streamed on one worker with ``defusedxml``'s
+``iterparse`` (no entity expansion, no external entities), clearing every element once
+read, so memory stays flat at any size. Plain Python over
+:mod:`recordbeam.sources.exports` (:class:`CvatExport`): each ``<image>`` becomes one
+``ExportEntry``, joined on workers with the listing of the images folder by its name.
 
 Shapes: ``<box>`` (pixel corners; a ``rotation`` gives the box around the turned one),
 ``<polygon>`` (its box, and its mask with ``--include-masks``) and ``<mask>`` (CVAT's RLE:
 run lengths alternating 0s and 1s, row-major inside ``left top width height``; its box is
 that of its pixels). Shapes sharing a non-zero ``group_id`` are one object: box from the
-``<box>``, mask from the polygon or mask. ``<polyline>``, ``<points>``, ``<skeleton>``,
+``<box>``, mask from the polygons and masks. ``<polyline>``, ``<points>``, ``<skeleton>``,
 ``<ellipse>``, ``<cuboid>`` and ``<tag>`` are counted and skipped.
 
 A video task's images are its frames, ``frame_<number>.<ext>``: they join by that name
@@ -38,8 +37,9 @@ import math
 import posixpath
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, BinaryIO, NamedTuple
 from xml.etree.ElementTree import Element, ParseError
@@ -70,20 +70,9 @@ from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
 from recordbeam.sources.text import as_number, as_whole
 
-#: The per-object feature CVAT adds beside the boxes: its ``occluded`` flag.
-CVAT_OBJECT_KINDS = {feature_keys.OCCLUDED: "int64"}
-#: The per-object feature a "CVAT for video" export adds: the id of the object's track.
-TRACK_KINDS = {feature_keys.TRACK_ID: "int64"}
-
-#: Shapes that are objects; the other children of ``<image>`` are counted and skipped.
-OBJECT_SHAPES = ("box", "polygon", "mask")
-
 #: Count of ``<image>``s without a subset that ``--split`` placed, in an XML declaring
 #: several subsets.
 PLACED_BY_SPLIT_OPTION = "cvat_images_placed_by_split"
-
-#: The subset CVAT names images that have none.
-DEFAULT_SUBSET = "default"
 
 
 class CvatError(DataError, ValueError):
@@ -100,8 +89,7 @@ class CvatOptions(filesystems.RootAndImagesInputs):
         split: the split of images no subset places (a task export without subsets).
         include_masks: keep polygons and masks for ``image/object/mask``.
         allow_outside_root: also read files that symbolic links lead outside ``root`` and
-            ``images_dir``
-            (refused by default: rejected ``outside_root``, never opened).
+            ``images_dir`` (refused by default: rejected ``outside_root``, never opened).
     """
 
     root: str
@@ -124,42 +112,32 @@ class CvatOptions(filesystems.RootAndImagesInputs):
         return filesystems.join(self.root.rstrip("/"), "*.xml")
 
 
-def cvat_input_patterns(options: CvatOptions) -> list[str]:
-    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
-    return [options.xml_pattern, filesystems.everything_below(options.image_folder)]
-
-
 # --- what the launcher reads: the <meta> of each file ------------------------------------
 
 
 class CvatMeta(NamedTuple):
-    """The head of one CVAT XML: its labels in order, the subsets it declares, and whether
-    its images are a video's frames (``frames``: a task in ``interpolation`` mode, whose
-    images are ``frame_<number>``, or a "CVAT for video" export whose first element is a
-    ``<track>``)."""
+    """The head of one CVAT XML: its labels in order, the subsets it declares, whether its
+    images are a video's frames (a task in ``interpolation`` mode, or a "CVAT for video"
+    export) and whether its first element is a ``<track>`` (a "CVAT for video" export)."""
 
     labels: tuple[str, ...]
     subsets: tuple[str, ...]
     frames: bool = False
-    tracks: bool = False  # its first element is a <track>: a "CVAT for video" export
-
-
-def _unusable(path: str, error: Exception) -> CvatError:
-    if isinstance(error, DefusedXmlException):
-        return CvatError(
-            f"{path}: the XML declares entities or refers to external files (a DOCTYPE); "
-            "they are never expanded. Remove the DOCTYPE: CVAT exports need none")
-    line, column = getattr(error, "position", (0, 0))
-    return CvatError(f"{path}: not well-formed XML at line {line}, column {column + 1}; "
-                     "fix or re-export the file")
+    tracks: bool = False
 
 
 def _events(path: str, f: Any) -> Iterator[tuple[str, Element]]:
     """``iterparse`` start/end events, whole-file problems raised as :class:`CvatError`."""
     try:
         yield from iterparse(f, events=("start", "end"))
-    except (DefusedXmlException, ParseError) as error:
-        raise _unusable(path, error) from None
+    except DefusedXmlException:
+        raise CvatError(
+            f"{path}: the XML declares entities or refers to external files (a DOCTYPE); "
+            "they are never expanded. Remove the DOCTYPE: CVAT exports need none") from None
+    except ParseError as error:
+        line, column = getattr(error, "position", (0, 0))
+        raise CvatError(f"{path}: not well-formed XML at line {line}, column {column + 1}; "
+                        "fix or re-export the file") from None
 
 
 def read_meta(path: str) -> CvatMeta:
@@ -180,15 +158,16 @@ def read_meta(path: str) -> CvatMeta:
                     break
                 continue
             depth -= 1
+            text = (element.text or "").strip()
             if element.tag == "label" and element.find("parent") is None:
                 name = (element.findtext("name") or "").strip()
                 if name and name not in labels:
                     labels.append(name)
-            elif element.tag == "subset" and (element.text or "").strip():
-                subsets.append(element.text.strip())
+            elif element.tag == "subset" and text:
+                subsets.append(text)
             elif element.tag == "subsets":  # a project's: one name per line
-                subsets.extend(s.strip() for s in (element.text or "").splitlines() if s.strip())
-            elif element.tag == "mode" and (element.text or "").strip() == "interpolation":
+                subsets.extend(s.strip() for s in text.splitlines() if s.strip())
+            elif element.tag == "mode" and text == "interpolation":
                 frames = True  # a video task: its images are its frames
     return CvatMeta(tuple(labels), tuple(dict.fromkeys(subsets)), frames or tracks, tracks)
 
@@ -206,15 +185,15 @@ def file_subset(path: str) -> str | None:
 
 
 class CvatPlan(NamedTuple):
-    """What the launcher learned: the files with their split rule, the splits, the classes,
-    and whether the images are a video's frames (see :class:`CvatMeta`): then the
-    ``<track>``s are read, and images join by their name without extension."""
+    """What the launcher learned: the XMLs, the splits, the classes, and whether the
+    images are a video's frames and some XML a "CVAT for video" export (see
+    :class:`CvatMeta`)."""
 
-    files: tuple[tuple[str, str | None], ...]  # (path, the split its name fixes)
+    files: list[str]
     splits: tuple[str, ...]
     classes: list[str] | None
     frames: bool = False
-    tracks: bool = False  # some XML is a "CVAT for video" export: objects carry track ids
+    tracks: bool = False
 
 
 def plan(options: CvatOptions) -> CvatPlan:
@@ -228,7 +207,6 @@ def plan(options: CvatOptions) -> CvatPlan:
     splits: list[str] = []
     classes: list[str] | None = None
     first = None
-    planned = []
     frames = tracks = False
     roots = options.input_roots()
     for path in files:
@@ -236,45 +214,34 @@ def plan(options: CvatOptions) -> CvatPlan:
         meta = read_meta(path)
         frames, tracks = frames or meta.frames, tracks or meta.tracks
         subset = file_subset(path)
-        planned.append((path, subset))
-        splits.extend(_checked_subsets(path, [subset] if subset else meta.subsets,
-                                       named_by_file=subset is not None))
-        if meta.labels:
-            if classes is None:
-                classes, first = list(meta.labels), path
-                check_class_list(classes, [f"<meta> label {i + 1}"
-                                           for i in range(len(classes))], path)
-            elif list(meta.labels) != classes:
-                raise CvatError(f"{path} declares the labels {list(meta.labels)}, but {first} "
-                                f"declares {classes}; export every subset with the same labels")
+        for name in [subset] if subset else meta.subsets:
+            _check_subset(path, name, named_by_file=subset is not None)
+            splits.append(name)
+        if meta.labels and classes is None:
+            classes, first = list(meta.labels), path
+            check_class_list(classes, [f"<meta> label {i + 1}" for i in range(len(classes))],
+                             path)
+        elif meta.labels and list(meta.labels) != classes:
+            raise CvatError(f"{path} declares the labels {list(meta.labels)}, but {first} "
+                            f"declares {classes}; export every subset with the same labels")
     splits = list(dict.fromkeys(splits)) or [options.split]
-    return CvatPlan(tuple(planned), tuple(splits), classes, frames, tracks)
+    return CvatPlan(files, tuple(splits), classes, frames, tracks)
 
 
-def _checked_subsets(path: str, subsets: Sequence[str], named_by_file: bool) -> Sequence[str]:
-    """``subsets``, each a name a split can have; else a ``UsageError`` naming ``path``,
-    where the name comes from, and what to rename."""
-    for subset in subsets:
-        try:
-            check_split_name(subset)
-        except OutputFolderError as error:
-            if named_by_file:
-                where, fix = "its file name makes", "rename the file"
-            else:
-                where, fix = ("its <meta> declares", "rename the subset in CVAT and export "
-                              "again, or in the XML's <meta> and the subset= of its <image>s")
-            raise UsageError(f"{path}: {where} the subset {subset!r}, the split its images are "
-                             f"written to; {error}: {fix}") from None
-    return subsets
+def _check_subset(path: str, subset: str, named_by_file: bool) -> None:
+    """A ``UsageError`` naming ``path``, where the name comes from and what to rename,
+    unless ``subset`` is a name a split can have."""
+    try:
+        check_split_name(subset)
+    except OutputFolderError as error:
+        where, fix = ("its file name makes", "rename the file") if named_by_file else (
+            "its <meta> declares", "rename the subset in CVAT and export again, or in the "
+            "XML's <meta> and the subset= of its <image>s")
+        raise UsageError(f"{path}: {where} the subset {subset!r}, the split its images are "
+                         f"written to; {error}: {fix}") from None
 
 
-# --- one <image> -----------------------------------------------------------------------
-
-
-class ParsedShapes(NamedTuple):
-    objects: tuple[NamedObject, ...]
-    rejects: tuple[Reject, ...]
-    counts: dict[str, int]
+# --- the shapes ----------------------------------------------------------------------------
 
 
 def parse_points(text: str | None) -> list[float] | None:
@@ -336,59 +303,55 @@ def pixel_box(mask: dict[str, Any]) -> tuple[float, float, float, float] | None:
 class _Shape(NamedTuple):
     where: str
     label: str
-    box: tuple[float, float, float, float] | None  # x, y, width, height
-    segmentation: Any  # polygons [[...]] or an RLE dict; None for a box
+    box: tuple[float, float, float, float]  # x, y, width, height
+    segmentation: Any  # polygons [[...]] or a box RLE dict; None for a box, or no masks
     occluded: int
-    group: str
-    kind: str
+    group: str  # its non-zero group_id, else ""
+    kind: str  # box, rotated_box, polygon or mask
 
 
-def _occluded(element: Element) -> int:
-    return 1 if as_number(element.get("occluded")) else 0
+class _Unusable(Exception):
+    """A shape's geometry that cannot be used: its reject's ``reason``, and what the
+    reject says after the shape's place and label (the exception's text)."""
+
+    def __init__(self, reason: str, said: str) -> None:
+        super().__init__(said)
+        self.reason = reason
 
 
-def _shape(element: Element, where: str, width: int | None, height: int | None,
-           keep_masks: bool, track: tuple[str, str] | None = None) -> _Shape | Reject:
-    """One shape element; ``track`` gives the label and group of a ``<track>``'s shape
-    (which carries neither)."""
-    label, group = track or (element.get("label") or "", element.get("group_id") or "0")
-    label, group = label.strip(), group.strip()
-    group = "" if group in ("", "0") else group
-    if not label:
-        return Reject("annotation", where, "missing_field",
-                      f"{where} has no label; the image was written without this object")
-    if element.tag == "box":
-        corners = [as_number(element.get(k)) for k in ("xtl", "ytl", "xbr", "ybr")]
-        if None in corners:
-            return Reject("annotation", where, "invalid_bbox", (
-                f"{where} ({label!r}) needs numbers in xtl, ytl, xbr and ybr; the image was "
-                "written without this object"))
-        xtl, ytl, xbr, ybr = corners
-        if xbr <= xtl or ybr <= ytl:
-            return Reject("annotation", where, "degenerate_bbox", (
-                f"{where} ({label!r}): box xtl={xtl:g} ytl={ytl:g} xbr={xbr:g} ybr={ybr:g} "
-                "has no area (br must be right of and below tl); the image was written "
-                "without this object"))
-        angle = as_number(element.get("rotation")) or 0.0
-        box = _rotated_box(xtl, ytl, xbr, ybr, angle)
-        return _Shape(where, label, box, None, _occluded(element), group,
-                      "rotated_box" if angle % 360 else "box")
-    if element.tag == "polygon":
-        text = element.get("points") or ""
-        too_many = too_many_vertices(text.count(";") + 1)
-        if too_many:
-            return Reject("annotation", where, "malformed_points", (
-                f"{where} ({label!r}): {too_many}; the image was written without this object"))
-        points = parse_points(text)
-        if points is None or len(points) < 6:
-            return Reject("annotation", where, "malformed_points", (
-                f"{where} ({label!r}): points must be at least 3 'x,y' pairs separated by "
-                f"';' (got {(element.get('points') or '')[:60]!r}); the image was written "
-                "without this object"))
-        xs, ys = points[0::2], points[1::2]
-        box = (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys))
-        return _Shape(where, label, box, [points] if keep_masks else None, _occluded(element),
-                      group, "polygon")
+def _box(element: Element, _width: int | None, _height: int | None) -> tuple[str, Any, None]:
+    corners = [as_number(element.get(k)) for k in ("xtl", "ytl", "xbr", "ybr")]
+    if None in corners:
+        raise _Unusable("invalid_bbox", " needs numbers in xtl, ytl, xbr and ybr")
+    xtl, ytl, xbr, ybr = corners
+    if xbr <= xtl or ybr <= ytl:
+        raise _Unusable("degenerate_bbox", f": box xtl={xtl:g} ytl={ytl:g} xbr={xbr:g} "
+                        f"ybr={ybr:g} has no area (br must be right of and below tl)")
+    angle = as_number(element.get("rotation")) or 0.0
+    if not angle % 360:
+        return "box", (xtl, ytl, xbr - xtl, ybr - ytl), None
+    # the axis-aligned box around the box turned by ``angle`` degrees about its centre
+    cos, sin = abs(math.cos(math.radians(angle))), abs(math.sin(math.radians(angle)))
+    half_w, half_h = (xbr - xtl) / 2, (ybr - ytl) / 2
+    extent_x, extent_y = half_w * cos + half_h * sin, half_w * sin + half_h * cos
+    cx, cy = (xtl + xbr) / 2, (ytl + ybr) / 2
+    return "rotated_box", (cx - extent_x, cy - extent_y, 2 * extent_x, 2 * extent_y), None
+
+
+def _polygon(element: Element, _width: int | None, _height: int | None) -> tuple[str, Any, Any]:
+    text = element.get("points") or ""
+    too_many = too_many_vertices(text.count(";") + 1)
+    if too_many:
+        raise _Unusable("malformed_points", f": {too_many}")
+    points = parse_points(text)
+    if points is None or len(points) < 6:
+        raise _Unusable("malformed_points", ": points must be at least 3 'x,y' pairs "
+                        f"separated by ';' (got {text[:60]!r})")
+    xs, ys = points[0::2], points[1::2]
+    return "polygon", (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)), [points]
+
+
+def _mask(element: Element, width: int | None, height: int | None) -> tuple[str, Any, Any]:
     left, top = as_number(element.get("left")), as_number(element.get("top"))
     mask_width, mask_height = as_whole(element.get("width"), 1), as_whole(element.get("height"), 1)
     try:
@@ -399,103 +362,96 @@ def _shape(element: Element, where: str, width: int | None, height: int | None,
         mask = cvat_mask(element.get("rle") or "", int(left), int(top), mask_width,
                          mask_height, width, height)
     except ValueError as bad:
-        return Reject("annotation", where, "malformed_rle", (
-            f"{where} ({label!r}): {bad}; the image was written without this object"))
+        raise _Unusable("malformed_rle", f": {bad}") from None
     box = pixel_box(mask)
     if box is None:
-        return Reject("annotation", where, "degenerate_bbox", (
-            f"{where} ({label!r}): the mask has no pixel set; the image was written without "
-            "this object"))
-    return _Shape(where, label, box, mask if keep_masks else None,
-                  _occluded(element), group, "mask")
+        raise _Unusable("degenerate_bbox", ": the mask has no pixel set")
+    return "mask", box, mask
 
 
-def _rotated_box(xtl: float, ytl: float, xbr: float, ybr: float,
-                 degrees: float) -> tuple[float, float, float, float]:
-    """The axis-aligned box around the box turned by ``degrees`` about its centre."""
-    if not degrees % 360:
-        return (xtl, ytl, xbr - xtl, ybr - ytl)
-    cx, cy = (xtl + xbr) / 2, (ytl + ybr) / 2
-    half_w, half_h = (xbr - xtl) / 2, (ybr - ytl) / 2
-    cos, sin = abs(math.cos(math.radians(degrees))), abs(math.sin(math.radians(degrees)))
-    extent_x, extent_y = half_w * cos + half_h * sin, half_w * sin + half_h * cos
-    return (cx - extent_x, cy - extent_y, 2 * extent_x, 2 * extent_y)
+#: The shapes that are objects, by tag: each gives its kind, box and segmentation.
+#: Other children of an ``<image>`` or a ``<track>`` are counted and skipped.
+_GEOMETRY = {"box": _box, "polygon": _polygon, "mask": _mask}
 
 
-def _merge(shapes: list[_Shape], where: str) -> NamedObject | Reject:
+def _shape(element: Element, where: str, split: str, width: int | None, height: int | None,
+           keep_masks: bool, track: tuple[str, str] | None = None) -> Iterator[Any]:
+    """One shape element of ``split`` (a generator: its reject or count is yielded, the
+    shape returned; None when rejected). ``track`` gives the label and group of a
+    ``<track>``'s shape (which carries neither)."""
+    label, group = track or (element.get("label") or "", element.get("group_id") or "0")
+    label, group = label.strip(), group.strip()
+    if not label:
+        yield Reject("annotation", where, "missing_field",
+                     f"{where} has no label; the image was written without this object", split)
+        return None
+    try:
+        kind, box, segmentation = _GEOMETRY[element.tag](element, width, height)
+    except _Unusable as bad:
+        yield Reject("annotation", where, bad.reason, f"{where} ({label!r}){bad}; the image "
+                     "was written without this object", split)
+        return None
+    if kind == "rotated_box":
+        yield ("cvat_rotated_boxes_enclosed", 1)
+    return _Shape(where, label, box, segmentation if keep_masks else None,
+                  1 if as_number(element.get("occluded")) else 0,
+                  "" if group == "0" else group, kind)
+
+
+def _objects(shapes: list[_Shape], where: str, split: str,
+             track_ids: Sequence[int] | None = None) -> Iterator[Any]:
+    """The objects of ``shapes`` (a generator: rejects and counts are yielded, the objects
+    returned): each shape without group, and the shapes of each group merged into one
+    (counted ``cvat_grouped_shapes_merged``), in the order of their first shapes. With
+    ``track_ids`` (one per shape), each object's extras end with its first shape's."""
+    members: dict[str | int, list[int]] = {}
+    for index, shape in enumerate(shapes):
+        members.setdefault(shape.group or index, []).append(index)
+    objects = []
+    for key, indices in members.items():
+        group = [shapes[i] for i in indices]
+        merged = _merge(group, group[0].where if isinstance(key, int)
+                        else f"{where} group_id={key}", split,
+                        None if track_ids is None else track_ids[indices[0]])
+        if isinstance(merged, Reject):
+            yield merged
+        else:
+            objects.append(merged)
+        if len(indices) > 1:
+            yield ("cvat_grouped_shapes_merged", len(indices) - 1)
+    return tuple(objects)
+
+
+def _merge(shapes: list[_Shape], where: str, split: str,
+           track_id: int | None) -> NamedObject | Reject:
     """One object from the shapes of one group: box from its ``<box>``, else around its
-    outlines; mask from its polygons, or its one ``<mask>``."""
+    outlines; mask from its polygons, or its one ``<mask>``, or the union of their pixels
+    (drawn when the mask is written, see :mod:`recordbeam.images.masks`). Its extras: its
+    occluded flag, and its ``track_id`` unless None."""
     labels = sorted({s.label for s in shapes})
     if len(labels) > 1:
         return Reject("annotation", where, "group_label_conflict", (
             f"{where}: the shapes of this group have different labels ({', '.join(labels)}); "
-            "give them one label or separate groups. The image was written without them"))
+            "give them one label or separate groups. The image was written without them"),
+            split)
     boxes = [s.box for s in shapes if s.kind in ("box", "rotated_box")] or [
         s.box for s in shapes]
-    x0 = min(b[0] for b in boxes)
-    y0 = min(b[1] for b in boxes)
-    x1 = max(b[0] + b[2] for b in boxes)
-    y1 = max(b[1] + b[3] for b in boxes)
+    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    x1, y1 = max(b[0] + b[2] for b in boxes), max(b[1] + b[3] for b in boxes)
     polygons = [p for s in shapes if s.kind == "polygon" and s.segmentation
                 for p in s.segmentation]
     masks = [s.segmentation for s in shapes if s.kind == "mask" and s.segmentation]
-    segmentation = polygons or (masks[0] if len(masks) == 1 else None)
     if masks and (polygons or len(masks) > 1):
-        segmentation = _union(polygons, masks)
-    return NamedObject(where, labels[0], (x0, y0, x1 - x0, y1 - y0),
-                       (max(s.occluded for s in shapes),), segmentation)
+        segmentation = {"size": masks[0]["size"],
+                        "union": [*([polygons] if polygons else []), *masks]}
+    else:
+        segmentation = polygons or (masks[0] if masks else None)
+    occluded = max(s.occluded for s in shapes)
+    extra = (occluded,) if track_id is None else (occluded, track_id)
+    return NamedObject(where, labels[0], (x0, y0, x1 - x0, y1 - y0), extra, segmentation)
 
 
-def _union(polygons: list, masks: list[dict]) -> dict[str, Any]:
-    """Polygons and masks of one group as one segmentation: the union of their pixels,
-    drawn when the mask is written (see :mod:`recordbeam.images.masks`)."""
-    return {"size": masks[0]["size"], "union": [*([polygons] if polygons else []), *masks]}
-
-
-def parse_image(element: Element, where: str, keep_masks: bool) -> ParsedShapes:
-    """The objects of one ``<image>``: its shapes, grouped by ``group_id``."""
-    width, height = as_whole(element.get("width"), 1), as_whole(element.get("height"), 1)
-    rejects: list[Reject] = []
-    counts: dict[str, int] = {}
-    singles: list[tuple[int, _Shape]] = []
-    groups: dict[str, list[tuple[int, _Shape]]] = {}
-    seen: dict[str, int] = {}
-    for order, child in enumerate(element):
-        kind = child.tag
-        index = seen[kind] = seen.get(kind, -1) + 1
-        shape_where = f"{where} <{kind}>[{index}]"
-        if kind not in OBJECT_SHAPES:
-            counts[f"cvat_{kind}_skipped"] = counts.get(f"cvat_{kind}_skipped", 0) + 1
-            continue
-        shape = _shape(child, shape_where, width, height, keep_masks)
-        if isinstance(shape, Reject):
-            rejects.append(shape)
-        elif shape.group:
-            groups.setdefault(shape.group, []).append((order, shape))
-        else:
-            singles.append((order, shape))
-        if not isinstance(shape, Reject) and shape.kind == "rotated_box":
-            counts["cvat_rotated_boxes_enclosed"] = counts.get(
-                "cvat_rotated_boxes_enclosed", 0) + 1
-    objects = []
-    for merged in _grouped(singles, groups, where, counts):
-        (rejects if isinstance(merged, Reject) else objects).append(merged)
-    return ParsedShapes(tuple(objects), tuple(rejects), counts)
-
-
-def _grouped(singles: list[tuple[Any, _Shape]], groups: dict[str, list[tuple[Any, _Shape]]],
-             where: str, counts: dict[str, int]) -> list[NamedObject | Reject]:
-    """Objects in the order of their first shape (orders are sortable): each single shape,
-    and each group's shapes merged into one (counted ``cvat_grouped_shapes_merged``)."""
-    ordered: list[tuple[Any, NamedObject | Reject]] = [
-        (order, _merge([shape], shape.where)) for order, shape in singles]
-    for group, members in groups.items():
-        where_group = f"{where} group_id={group}"
-        ordered.append((members[0][0], _merge([s for _o, s in members], where_group)))
-        if len(members) > 1:
-            counts["cvat_grouped_shapes_merged"] = counts.get(
-                "cvat_grouped_shapes_merged", 0) + len(members) - 1
-    return [merged for _order, merged in sorted(ordered, key=lambda item: item[0])]
+# --- one XML, streamed -------------------------------------------------------------------
 
 
 #: A video frame's image name, with or without its extension (``frame_000012.PNG``).
@@ -514,7 +470,6 @@ class CvatTrackShape(NamedTuple):
     worker and joined with that frame's image (the value of a ``Part``). ``order`` (the
     track's place in its file) keeps a frame's objects in the tracks' order."""
 
-    where: str
     split: str
     width: int | None  # the video's <original_size>
     height: int | None
@@ -530,7 +485,7 @@ class CvatTrackShapeCoder(FieldsCoder):
     kind = CvatTrackShape
 
     def fields(self, value: CvatTrackShape) -> tuple:
-        return (*value[:6], tuple(value.shape), value.xml)
+        return (*value[:5], tuple(value.shape), value.xml)
 
     def of_fields(self, fields: Sequence[Any]) -> CvatTrackShape:
         *head, shape, xml = fields
@@ -543,6 +498,7 @@ beam.coders.registry.register_coder(CvatTrackShape, CvatTrackShapeCoder)
 class _OpenTrack(NamedTuple):
     """A ``<track>`` being streamed: what its start tag says (its shapes carry none of it)."""
 
+    element: Element
     order: int
     track_id: int
     label: str
@@ -551,96 +507,59 @@ class _OpenTrack(NamedTuple):
 
 
 def stream_images(path: str, data: Any, subset: str | None, splits: Sequence[str],
-                  default_split: str, keep_masks: bool, frames: bool = False) -> Iterator[Any]:
+                  default_split: str, keep_masks: bool, frames: bool = False,
+                  tracks: bool = False) -> Iterator[Any]:
     """Stream one CVAT XML (a binary file object), plain Python: an ``ExportEntry`` per
     ``<image>``, keyed by its name, and ``Reject``s and ``(counter, n)`` counts. Each
     top-level element is dropped once read, so memory does not grow with the file.
 
-    With ``frames`` (the images are a video's frames, see :class:`CvatPlan`), ``<image>``
+    With ``frames`` (the images are a video's frames, see :class:`CvatMeta`), ``<image>``
     names are keyed by :func:`frame_key`, and each shape of a ``<track>`` is a ``Part``
     (a :class:`CvatTrackShape`) keyed by its frame; each is dropped once read, so a long
     track weighs no more than one of its shapes. Without it, tracks are counted and skipped.
+    With ``tracks`` (a "CVAT for video" export), the objects of ``<image>``s carry the
+    track id -1.
     """
-    depth = 0
-    root = None
-    count = tracks = 0
-    track: _OpenTrack | None = None
-    track_element = None
+    depth = images = opened = 0
+    root = track = None
     frame_size: tuple[int | None, int | None] = (None, None)
+    placed = partial(_placed_split, path, subset=subset, splits=splits,
+                     default_split=default_split)
     for event, element in _events(path, data):
         if event == "start":
             depth += 1
             if depth == 1:
                 root = element
             elif depth == 2 and element.tag == "track" and frames:
-                track, track_element = _open_track(element, tracks), element
-                tracks += 1
+                number = as_whole(element.get("id"))
+                track = _OpenTrack(element, opened, opened if number is None else number,
+                                   element.get("label") or "", element.get("group_id") or "0",
+                                   (element.get("subset") or "").strip())
+                opened += 1
             continue
         depth -= 1
         if depth == 2 and track is not None:  # one shape of the open track, read
-            yield from _track_shape(path, track, element, subset, splits, default_split,
-                                    keep_masks, frame_size)
-            track_element.clear()
+            yield from _track_shape(path, track, element, placed, keep_masks, frame_size)
+            track.element.clear()
             continue
         if depth != 1:
             continue
         if element.tag == "image":
-            yield from _image(path, element, count, subset, splits, default_split, keep_masks,
-                              frames)
-            count += 1
-        elif element.tag == "track" and track is None:
+            yield from _image(path, element, images, placed, keep_masks, frames, tracks)
+            images += 1
+        elif element.tag == "track" and not frames:
             yield ("cvat_tracks_skipped", 1)
         elif element.tag == "meta":
             size = element.find(".//original_size")
             if size is not None:
-                frame_size = (as_whole(size.findtext("width"), 1), as_whole(size.findtext("height"), 1))
-        track = track_element = None
+                frame_size = (as_whole(size.findtext("width"), 1),
+                              as_whole(size.findtext("height"), 1))
+        track = None
         root.clear()
 
 
-def _open_track(element: Element, order: int) -> _OpenTrack:
-    number = as_number(element.get("id"))
-    track_id = int(number) if number is not None and number == int(number) else order
-    return _OpenTrack(order, track_id, element.get("label") or "",
-                      element.get("group_id") or "0", (element.get("subset") or "").strip())
-
-
-def _track_shape(path: str, track: _OpenTrack, element: Element, subset: str | None,
-                 splits: Sequence[str], default_split: str, keep_masks: bool,
-                 frame_size: tuple[int | None, int | None]) -> Iterator[Any]:
-    """One child of a ``<track>``: a shape on a frame. Shapes ``outside`` the frame mark
-    where the object left it: no object. A skeleton's own element tracks are read with it
-    (counted as ``cvat_skeleton_skipped``)."""
-    kind = element.tag
-    if kind == "track" or as_number(element.get("outside")):
-        return
-    frame = as_number(element.get("frame"))
-    where = f"{path}: <track id={track.track_id}> <{kind} frame={element.get('frame')!r}>"
-    if kind not in OBJECT_SHAPES:
-        yield (f"cvat_{kind}_skipped", 1)
-        return
-    split = yield from _placed_split(path, where, track.subset, subset, splits, default_split,
-                                     "its <track>")
-    if split is None:
-        return
-    if frame is None or frame != int(frame) or frame < 0:
-        yield Reject("annotation", where, "missing_field", (
-            f"{where} has no frame number, so no image can be found for it; the shape was "
-            "not written. Fix or re-export the file"), split)
-        return
-    width, height = frame_size
-    shape = _shape(element, where, width, height, keep_masks, (track.label, track.group))
-    if isinstance(shape, Reject):
-        yield replace(shape, split=split)
-        return
-    if shape.kind == "rotated_box":
-        yield ("cvat_rotated_boxes_enclosed", 1)
-    yield Part(f"frame_{int(frame):06d}", CvatTrackShape(
-        where, split, width, height, track.order, track.track_id, shape, path))
-
-
-def _placed_split(path: str, where: str, declared: str, subset: str | None,
-                  splits: Sequence[str], default_split: str, what: str) -> Iterator[Any]:
+def _placed_split(path: str, where: str, declared: str, what: str, *, subset: str | None,
+                  splits: Sequence[str], default_split: str) -> Iterator[Any]:
     """The split of an element (a generator: its counts and rejects are yielded, the split
     returned; None when rejected): its file's subset, else the one ``declared`` on it,
     else the one split there is, else ``--split``."""
@@ -658,13 +577,41 @@ def _placed_split(path: str, where: str, declared: str, subset: str | None,
     return split
 
 
-def _image(path: str, element: Element, index: int, subset: str | None,
-           splits: Sequence[str], default_split: str, keep_masks: bool,
-           frames: bool = False) -> Iterator[Any]:
+def _track_shape(path: str, track: _OpenTrack, element: Element, placed: Any,
+                 keep_masks: bool, frame_size: tuple[int | None, int | None]) -> Iterator[Any]:
+    """One child of a ``<track>``: a shape on a frame. Shapes ``outside`` the frame mark
+    where the object left it: no object. A skeleton's own element tracks are read with it
+    (counted as ``cvat_skeleton_skipped``)."""
+    kind = element.tag
+    if kind == "track" or as_number(element.get("outside")):
+        return
+    where = f"{path}: <track id={track.track_id}> <{kind} frame={element.get('frame')!r}>"
+    if kind not in _GEOMETRY:
+        yield (f"cvat_{kind}_skipped", 1)
+        return
+    split = yield from placed(where, track.subset, "its <track>")
+    if split is None:
+        return
+    frame = as_whole(element.get("frame"), 0)
+    if frame is None:
+        yield Reject("annotation", where, "missing_field", (
+            f"{where} has no frame number, so no image can be found for it; the shape was "
+            "not written. Fix or re-export the file"), split)
+        return
+    shape = yield from _shape(element, where, split, *frame_size, keep_masks,
+                              (track.label, track.group))
+    if shape is not None:
+        yield Part(f"frame_{frame:06d}", CvatTrackShape(
+            split, *frame_size, track.order, track.track_id, shape, path))
+
+
+def _image(path: str, element: Element, index: int, placed: Any, keep_masks: bool,
+           frames: bool, tracks: bool) -> Iterator[Any]:
+    """One ``<image>``: the rejects and counts of its shapes, and its entry, whose objects
+    are its shapes grouped by ``group_id`` (with ``tracks``, of track id -1)."""
     name = (element.get("name") or "").strip()
     where = f"{path}: <image name={name!r}>" if name else f"{path}: <image>[{index}]"
-    split = yield from _placed_split(path, where, (element.get("subset") or "").strip(),
-                                     subset, splits, default_split, "images")
+    split = yield from placed(where, (element.get("subset") or "").strip(), "images")
     if split is None:
         return
     if not name:
@@ -672,13 +619,22 @@ def _image(path: str, element: Element, index: int, subset: str | None,
             f"{where} has no name attribute, so no image file can be found for it; fix or "
             "re-export the file"), split)
         return
-    parsed = parse_image(element, where, keep_masks)
-    for reject in parsed.rejects:
-        yield replace(reject, split=split)
-    yield from parsed.counts.items()
-    yield ExportEntry(frame_key(name) if frames else name, where, split,
-                      as_whole(element.get("width"), 1), as_whole(element.get("height"), 1),
-                      parsed.objects, export=path)
+    width, height = as_whole(element.get("width"), 1), as_whole(element.get("height"), 1)
+    seen: Counter[str] = Counter()  # the shapes of each kind before this one
+    shapes = []
+    for child in element:
+        kind = child.tag
+        if kind not in _GEOMETRY:
+            yield (f"cvat_{kind}_skipped", 1)
+            continue
+        shape = yield from _shape(child, f"{where} <{kind}>[{seen[kind]}]", split, width,
+                                  height, keep_masks)
+        seen[kind] += 1
+        if shape is not None:
+            shapes.append(shape)
+    objects = yield from _objects(shapes, where, split, [-1] * len(shapes) if tracks else None)
+    yield ExportEntry(frame_key(name) if frames else name, where, split, width, height,
+                      objects, export=path)
 
 
 # --- on the export plumbing ------------------------------------------------------------
@@ -695,46 +651,44 @@ class CvatExport(ExportFormat):
 
     def __init__(self, options: CvatOptions) -> None:
         self.options, self.image_folder = options, options.image_folder
-        planned = plan(options)
-        self.splits, self.classes = planned.splits, planned.classes
-        self.frames, self.tracks = planned.frames, planned.tracks
-        self.part_type = CvatTrackShape if planned.frames else None
-        self._files = [path for path, _subset in planned.files]
+        self._files, self.splits, self.classes, self.frames, self.tracks = plan(options)
+        self.part_type = CvatTrackShape if self.frames else None
 
     def export_files(self) -> list[str]:
         return self._files
 
     def input_patterns(self) -> list[str]:
-        return cvat_input_patterns(self.options)
+        return [self.options.xml_pattern, filesystems.everything_below(self.image_folder)]
 
     def parse(self, path: str, data: BinaryIO) -> Iterator[Any]:
         """:func:`stream_images`: an entry per ``<image>`` (with ``tracks``, its objects'
         track id -1), a part per shape of a track."""
-        opts = self.options
-        for item in stream_images(path, data, file_subset(path), self.splits, opts.split,
-                                  opts.include_masks, self.frames):
-            if self.tracks and isinstance(item, ExportEntry):  # objects of no track: -1
-                item = _with_objects(item, tuple(_with_track_id(obj, -1) for obj in item.objects))
-            yield item
+        return stream_images(path, data, file_subset(path), self.splits, self.options.split,
+                             self.options.include_masks, self.frames, self.tracks)
 
     def assemble(self, key: str, entries: list[ExportEntry],
                  parts: Iterable[CvatTrackShape]) -> Iterator[Any]:
-        """A frame's ``<image>``s and, per subset, the frame its tracks' shapes make: its
-        objects follow those of the subset's one ``<image>``; with none or several, it is
-        one more entry."""
+        """A frame's ``<image>``s and, per subset, the frame its tracks' shapes make (shapes
+        of tracks sharing a ``group_id`` merged as an ``<image>``'s are; with ``tracks``,
+        each object's extras end with its track's id, a group's first track's): its objects
+        follow those of the subset's one ``<image>``; with none or several, it is one more
+        entry."""
         by_split: dict[str, list[ExportEntry]] = {}
         for entry in entries:
             by_split.setdefault(entry.split, []).append(entry)
         shapes_by_split: dict[str, list[CvatTrackShape]] = {}
-        for shape in sorted(parts, key=lambda t: (t.xml, t.order, t.where)):
+        for shape in sorted(parts, key=lambda t: (t.xml, t.order, t.shape.where)):
             shapes_by_split.setdefault(shape.split, []).append(shape)
         for split, shapes in shapes_by_split.items():
-            frame = yield from _frame_of_tracks(key, split, shapes, self.tracks)
+            first, where = shapes[0], f"{shapes[0].xml}: frame {key}"
+            objects = yield from _objects([s.shape for s in shapes], where, split,
+                                          [s.track_id for s in shapes] if self.tracks else None)
             images = by_split.setdefault(split, [])
             if len(images) == 1:
-                images[0] = _with_objects(images[0], images[0].objects + frame.objects)
+                images[0] = images[0]._replace(objects=images[0].objects + objects)
             else:
-                images.append(frame)
+                images.append(ExportEntry(key, where, split, first.width, first.height,
+                                          objects, export=first.xml))
         for images in by_split.values():
             yield from images
 
@@ -764,49 +718,6 @@ class CvatExport(ExportFormat):
                 "XML, or move it to images/<subset>/")
 
 
-def _frame_of_tracks(name: str, split: str, shapes: list[CvatTrackShape],
-                     track_ids: bool) -> Iterator[Any]:
-    """The entry of one frame made of its tracks' shapes (a generator: its rejects and
-    counts are yielded, the entry returned): shapes of tracks sharing a ``group_id``
-    merged as an ``<image>``'s are; with ``track_ids``, each object's extras end with its
-    track's id (a group's: its first track's)."""
-    first = shapes[0]
-    where = f"{first.xml}: frame {name}"
-    singles: list[tuple[Any, _Shape]] = []
-    groups: dict[str, list[tuple[Any, _Shape]]] = {}
-    track_of: dict[str, int] = {}  # an object's source -> its track id
-    for order, track_shape in enumerate(shapes):
-        shape = track_shape.shape
-        if shape.group:
-            groups.setdefault(shape.group, []).append((order, shape))
-            track_of.setdefault(f"{where} group_id={shape.group}", track_shape.track_id)
-        else:
-            singles.append((order, shape))
-            track_of[shape.where] = track_shape.track_id
-    counts: dict[str, int] = {}
-    objects = []
-    for merged in _grouped(singles, groups, where, counts):
-        if isinstance(merged, Reject):
-            yield replace(merged, split=split)
-        else:
-            objects.append(_with_track_id(merged, track_of[merged.source]) if track_ids
-                           else merged)
-    yield from counts.items()
-    return ExportEntry(name, where, split, first.width, first.height, tuple(objects),
-                       export=first.xml)
-
-
-def _with_objects(entry: ExportEntry, objects: tuple[NamedObject, ...]) -> ExportEntry:
-    return ExportEntry(entry.key, entry.where, entry.split, entry.width, entry.height, objects,
-                       export=entry.export)
-
-
-def _with_track_id(obj: NamedObject, track_id: int) -> NamedObject:
-    """``obj`` with the id of its track after its other extras (CVAT's ``occluded``)."""
-    return NamedObject(obj.source, obj.name, obj.bbox, (*obj.extra, track_id),
-                       obj.segmentation, obj.normalized)
-
-
 class ReadCvat(ReadExport):
     """Read a CVAT for images (or video) 1.1 export into ``ImageRecord``s for
     :class:`CvatEncoder`.
@@ -831,7 +742,9 @@ class CvatEncoder(ExportEncoder):
 
     def __init__(self, checks=None, split: str = "train", fixes=None,
                  include_masks: bool = False, track_ids: bool = False) -> None:
-        kinds = {**CVAT_OBJECT_KINDS, **(TRACK_KINDS if track_ids else {})}
+        kinds = {feature_keys.OCCLUDED: "int64"}
+        if track_ids:
+            kinds[feature_keys.TRACK_ID] = "int64"
         super().__init__(checks, split, fixes, extra_kinds=kinds, include_masks=include_masks)
 
 
@@ -845,23 +758,21 @@ def prepare(request: Request) -> Conversion:
         raise UsageError(f"{cvat.xml_files_shown} matches no file; --input takes the CVAT export "
                          "folder holding annotations.xml (or <subset>.xml files) and images/")
     require_folder(cvat.image_folder, PASS_IMAGES)
-    planned = plan(cvat)  # reads each XML's <meta>, up to its first <image>
-    splits = planned.splits
+    export = CvatExport(cvat)  # reads each XML's <meta>; ReadCvat reads them again
+    splits = export.splits
     # An annotations.xml declaring several subsets puts its <image>s without a subset
     # attribute in --split: there it must name one of them. Elsewhere the subsets decide.
-    places_images = len(splits) > 1 and any(subset is None for _path, subset in planned.files)
+    places_images = len(splits) > 1 and any(file_subset(p) is None for p in export.export_files())
     refuse_split(request, splits, "the XMLs name the subsets",
                  accepted=request.split in splits if places_images else None)
-    split_placing = places_images and request.split_given
-    # ReadCvat reads the head (<meta>) of each XML again as the pipeline is built.
     return conversion(
-        "cvat", cvat, splits, cvat_input_patterns(cvat), request.output,
+        "cvat", cvat, splits, export.input_patterns(), request.output,
         lambda: ReadCvat(cvat, skip_below=request.output),
         lambda read, checks, fixes: CvatEncoder(checks, read.splits[0], fixes,
                                                 include_masks=cvat.include_masks,
                                                 track_ids=read.tracks),
         after_run=partial(_warn_if_split_placed_nothing, split=request.split)
-        if split_placing else None)
+        if places_images and request.split_given else None)
 
 
 def _warn_if_split_placed_nothing(output: str, split: str) -> None:
