@@ -247,10 +247,11 @@ ALLOWED_PRIVATE = {
     # them to name the closest option of the right subcommand.
     ("cli.parser", "argparse._SubParsersAction"),
     ("cli.parser", "parser._actions"),
-    # A NamedTuple's _fields is its documented public API (the underscore only keeps it
+    # A NamedTuple's _fields and _replace are its documented public API (the underscore only keeps it
     # apart from the field names).
     ("sources.coco.records", "ObjectLabel._fields"),
     ("sources.coco.records", "kind._fields"),
+    ("sources.cvat.reader", "images[0]._replace"),
 }
 
 

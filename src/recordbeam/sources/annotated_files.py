@@ -43,6 +43,7 @@ from recordbeam.dataset.class_names import (
 from recordbeam.records import ImageRecord, Reject
 from recordbeam.sources.detection import DetectionObject, object_fields
 from recordbeam.sources.fingerprint import input_terms, inputs_entry
+from recordbeam.sources.listing import skipped_prefix
 from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import is_text, printable
@@ -899,8 +900,7 @@ class ReadFormat(beam.PTransform):
         super().__init__()
         if options is not None:
             self._options = options
-            self._skip_prefix = (filesystems.prefix_below(options.root, skip_below)
-                                 if skip_below else None)
+            self._skip_prefix = skipped_prefix(options.root, skip_below)
             self.input_roots = options.input_roots()
 
     def annotation_format(self) -> AnnotationFormat:

@@ -74,7 +74,6 @@ from recordbeam.sources.input_checks import (
     require_file,
     require_folder,
 )
-from recordbeam.sources.listing import skipped_prefix
 from recordbeam.sources.text import as_number, as_whole
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
@@ -770,15 +769,10 @@ class ReadYolo(ReadFormat):
     Returns a :class:`~recordbeam.sources.result.SourceRead`. ``splits`` (known on
     construction, from ``obj.data``/``data.yaml`` or the split folders) are the splits it
     writes; ``classes`` the class names in class-id order.
-
-    ``skip_below``, the output folder when it lies inside ROOT, is left out.
     """
 
     def __init__(self, options: YoloOptions, skip_below: str | None = None) -> None:
-        super().__init__()
-        self._options = options
-        self._skip_prefix = skipped_prefix(options.root, skip_below)
-        self.input_roots = options.input_roots()
+        super().__init__(options, skip_below)
         self.layout = read_layout(options)
         self.splits = tuple(dict.fromkeys(self.layout.splits)) or (options.split,)
         self.classes = list(self.layout.classes)
