@@ -251,10 +251,11 @@ class _ReadTasks(beam.DoFn):
                 yield found
                 continue
             key = task.key(task.folder, found.path)
-            if split_of_key(key) in self._splits:
+            split = split_of_key(key)
+            if split in self._splits:
                 yield key, ListedImage(found.path, found.size_in_bytes, listed_time(found))
             else:
-                yield TaggedOutput("unsplit", split_of_key(key))
+                yield TaggedOutput("unsplit", split)
 
 
 def _parse_line(element: tuple[str, bytes], parse: Callable[[bytes], Iterable[Any]]):

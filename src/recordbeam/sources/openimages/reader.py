@@ -66,6 +66,7 @@ from recordbeam.sources.csv_boxes import (
 from recordbeam.sources.detection import DetectionEncoder, DetectionObject, object_fields
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
+from recordbeam.sources.listing import skipped_prefix
 from recordbeam.sources.text import as_number
 
 #: The per-object features the OD API's Open Images converter writes beside the boxes,
@@ -456,7 +457,7 @@ class ReadOpenImages(ReadBoxTables):
             build=partial(build_openimages_record, label_ids=self.label_ids,
                           names=self.display_names, class_file=tables.class_descriptions),
             classes=self.display_names, also_read=[tables.class_descriptions],
-            skip_prefix=filesystems.prefix_below(root, skip_below) if skip_below else None,
+            skip_prefix=skipped_prefix(root, skip_below),
             in_no_split=partial(in_no_split, root=root, splits=splits),
             warnings=[Reject("warning", tables.class_descriptions, DUPLICATE_CLASS_NAME, detail)
                       for detail in name_warnings],
