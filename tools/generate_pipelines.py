@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="only say whether the scripts are what the declarations make")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # this tool's folder, whatever ROOT is
     import flex_template_metadata
 
     if args.check:
