@@ -64,7 +64,7 @@ from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_file
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
-from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.record_coder import NamedTupleCoder
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.splits import split_share
 from recordbeam.write.encoder import Encoded
@@ -73,25 +73,10 @@ from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
 TYPES = ("int64", "float", "bytes", "image", "int64_list", "float_list", "bytes_list")
-_ALIASES = {
-    "int": "int64",
-    "integer": "int64",
-    "float32": "float",
-    "string": "bytes",
-    "str": "bytes",
-    "text": "bytes",
-    "string_list": "bytes_list",
-    "int_list": "int64_list",
-}
+_ALIASES = {"int": "int64", "integer": "int64", "float32": "float", "string": "bytes",
+            "str": "bytes", "text": "bytes", "string_list": "bytes_list", "int_list": "int64_list"}
 #: Feature kind written for each type.
-FEATURE_KIND = {
-    "int64": "int64",
-    "float": "float",
-    "bytes": "bytes",
-    "int64_list": "int64",
-    "float_list": "float",
-    "bytes_list": "bytes",
-}
+FEATURE_KIND = {kind: kind.removesuffix("_list") for kind in TYPES if kind != "image"}
 _IMAGE_NAME = re.compile(r"[^\n]*\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
 _INT = re.compile(r"[+-]?\d+")
 #: Distinct values allowed in a split column: more means it is not a split column.
@@ -719,19 +704,6 @@ class RangeRow(NamedTuple):
     detail: str = ""
 
 
-class RangeRowCoder(beam.coders.Coder):
-    """A :class:`RangeRow` as its five fields (no pickled class per row)."""
-
-    def encode(self, value: RangeRow) -> bytes:
-        return _PRIMITIVES.encode(tuple(value))
-
-    def decode(self, encoded: bytes) -> RangeRow:
-        return RangeRow(*_PRIMITIVES.decode(encoded))
-
-    def to_type_hint(self) -> type:
-        return RangeRow
-
-
 class _ReadRange(beam.DoFn):
     """Reads one :class:`ManifestRange` and checks every row against the schema: yields
     :class:`RangeRow`s, and ``(range index, lines read)`` to ``line_counts``."""
@@ -918,7 +890,7 @@ def _listed_state(meta: Any) -> tuple[int, float]:
 
 class BuiltRow(NamedTuple):
     """A manifest row with its images located: what becomes one example, or one step of
-    a sequence (then it crosses the shuffle that groups rows, see :class:`BuiltRowCoder`).
+    a sequence (then it crosses the shuffle that groups rows as its fields).
 
     ``images`` holds ``(column, path, size)`` per image column; ``row`` the other columns;
     ``modified`` each image's listed modification time, in the order of ``images``.
@@ -931,25 +903,8 @@ class BuiltRow(NamedTuple):
     modified: tuple[float, ...] = ()
 
 
-_PRIMITIVES = beam.coders.FastPrimitivesCoder()
-
-
-class BuiltRowCoder(beam.coders.Coder):
-    """A :class:`BuiltRow` as its four fields, without the pickled class a NamedTuple
-    costs under Beam's default coder."""
-
-    def encode(self, value: BuiltRow) -> bytes:
-        return _PRIMITIVES.encode(tuple(value))
-
-    def decode(self, encoded: bytes) -> BuiltRow:
-        return BuiltRow(*_PRIMITIVES.decode(encoded))
-
-    def to_type_hint(self) -> type:
-        return BuiltRow
-
-
-beam.coders.registry.register_coder(BuiltRow, BuiltRowCoder)
-beam.coders.registry.register_coder(RangeRow, RangeRowCoder)
+beam.coders.registry.register_coder(BuiltRow, NamedTupleCoder)
+beam.coders.registry.register_coder(RangeRow, NamedTupleCoder)
 
 
 class _BuildRows(beam.DoFn):
@@ -1032,12 +987,11 @@ def _row_record(built: BuiltRow, options: TableOptions) -> ImageRecord:
     )
 
 
-def varying_columns(rows: Sequence[dict]) -> set[str]:
+def varying_columns(group: tuple[str, Iterable[BuiltRow]]) -> set[str]:
     """Columns whose value is not the same in every row of a group."""
-    if not rows:
-        return set()
-    head = rows[0]
-    return {c for c in head if any(r.get(c) != head[c] for r in rows[1:])}
+    _key, members = group
+    head, *rest = [m.row for m in members]
+    return {c for c in head if any(r.get(c) != head[c] for r in rest)}
 
 
 def _group_record(
@@ -1051,18 +1005,10 @@ def _group_record(
     split = splits[0]
     if options.split_fractions:
         split = split_by_fraction(f"group:{key}", options.split_fractions)
-    context_columns = [
-        c
-        for c in schema.types
-        if c not in varying and c not in schema.image_columns and c != options.split_column
-    ]
-    list_columns = [
-        c
-        for c in schema.types
-        if c not in context_columns and c not in schema.image_columns and c != options.split_column
-    ]
-    context = {c: rows[0].get(c) for c in context_columns}
-    steps = {c: [r.get(c) for r in rows] for c in list_columns}
+    written = [c for c in schema.types
+               if c not in schema.image_columns and c != options.split_column]
+    context = {c: rows[0].get(c) for c in written if c not in varying}
+    steps = {c: [r.get(c) for r in rows] for c in written if c in varying}
     images = tuple(m.images for m in members)
     _column, first_path, _size = images[0][0]
     return ImageRecord(
@@ -1079,26 +1025,6 @@ def _group_record(
         },
         modified=tuple(seconds for m in members for seconds in m.modified),
     )
-
-
-class _VaryingFn(beam.CombineFn):
-    """Union of the columns that vary within some group (bounded by the column count)."""
-
-    def create_accumulator(self):
-        return set()
-
-    def add_input(self, acc, element):
-        _key, members = element
-        return acc | varying_columns([m.row for m in members])
-
-    def merge_accumulators(self, accumulators):
-        out = set()
-        for acc in accumulators:
-            out |= acc
-        return out
-
-    def extract_output(self, acc):
-        return sorted(acc)
 
 
 class ReadTable(beam.PTransform):
@@ -1164,7 +1090,11 @@ class ReadTable(beam.PTransform):
                 .with_output_types(tuple[str, BuiltRow])
                 | "GroupRows" >> beam.GroupByKey()  # (group value as JSON, [BuiltRow])
             )
-            varying = grouped | "VaryingColumns" >> beam.CombineGlobally(_VaryingFn())
+            varying = (  # the columns that vary within some group
+                grouped
+                | "VaryingColumns" >> beam.Map(varying_columns)
+                | "AnyGroup" >> beam.CombineGlobally(lambda found: set().union(*found))
+            )
             records = grouped | "BuildGroups" >> beam.Map(
                 lambda g, v: _group_record(g, v, opts, schema), AsSingleton(varying)
             ).with_output_types(ImageRecord)
@@ -1224,15 +1154,23 @@ class TableEncoder(ImageExampleEncoder):
         steps = images if "steps" in record.labels else (images,)
         return tuple(path for step in steps for _column, path, _size in step)
 
-    def _image(self, column: str, path: str, size: int):
-        name = path.rsplit("/", 1)[-1]
-        loaded = self.load_image(path, size, name)
-        if isinstance(loaded, Reject):
-            return loaded
-        prefix = self._prefix(column)
-        features = {prefix + k: v for k, v in loaded.fields.items()}
-        features[prefix + "filename"] = name
-        return features, loaded.counts, loaded.digest
+    def _load_images(self, images: Iterable[tuple[str, str, int]],
+                     counts: dict[str, int]) -> list[tuple[dict[str, Any], bytes]] | Reject:
+        """Each image's features and digest, adding its counts to ``counts``; or the
+        first image's reject."""
+        out = []
+        for column, path, size in images:
+            name = path.rsplit("/", 1)[-1]
+            loaded = self.load_image(path, size, name)
+            if isinstance(loaded, Reject):
+                return loaded
+            prefix = self._prefix(column)
+            features = {prefix + k: v for k, v in loaded.fields.items()}
+            features[prefix + "filename"] = name
+            for k, v in loaded.counts.items():
+                counts[k] = counts.get(k, 0) + v
+            out.append((features, loaded.digest))
+        return out
 
     def image_digest(self, record: ImageRecord) -> bytes | None:
         """A row's one image's SHA-256; rows with several images, and groups, are not
@@ -1249,58 +1187,38 @@ class TableEncoder(ImageExampleEncoder):
     def encode(self, record: ImageRecord) -> Encoded:
         if "steps" in record.labels:
             return self._encode_group(record)
-        features: dict[str, Any] = {}
         counts: dict[str, int] = {}
-        digests = []
-        for column, path, size in record.labels["images"]:
-            loaded = self._image(column, path, size)
-            if isinstance(loaded, Reject):
-                return Encoded(rejects=(loaded,))
-            features.update(loaded[0])
-            for k, v in loaded[1].items():
-                counts[k] = counts.get(k, 0) + v
-            digests.append(loaded[2])
-        for column, value in record.labels["row"].items():
-            features[column] = _value(value)
+        loaded = self._load_images(record.labels["images"], counts)
+        if isinstance(loaded, Reject):
+            return Encoded(rejects=(loaded,))
+        features = {name: value for image, _digest in loaded for name, value in image.items()}
+        features.update({column: _value(value) for column, value in record.labels["row"].items()})
         counts["images_written"] = 1
         return Encoded(
             features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts,
-            image_digest=digests[0] if len(digests) == 1 else None,
+            image_digest=loaded[0][1] if len(loaded) == 1 else None,
         )
 
     def _encode_group(self, record: ImageRecord) -> Encoded:
         labels = record.labels
         lists: dict[str, list] = {c: [_value(v) for v in vs] for c, vs in labels["steps"].items()}
         counts: dict[str, int] = {}
-        for step in labels["images"]:
-            for column, path, size in step:
-                loaded = self._image(column, path, size)
-                if isinstance(loaded, Reject):
-                    return Encoded(rejects=(loaded,))
-                for name, value in loaded[0].items():
-                    lists.setdefault(name, []).append(value)
-                for k, v in loaded[1].items():
-                    counts[k] = counts.get(k, 0) + v
+        loaded = self._load_images([image for step in labels["images"] for image in step], counts)
+        if isinstance(loaded, Reject):
+            return Encoded(rejects=(loaded,))
+        for image, _digest in loaded:
+            for name, value in image.items():
+                lists.setdefault(name, []).append(value)
         counts["images_written"] = len(labels["images"])
         counts["sequences_written"] = 1
         rejects = ()
         if labels["mixed_splits"]:
-            rejects = (
-                Reject(
-                    "warning",
-                    f"group {record.identity[6:]}",
-                    "mixed_splits",
-                    f"rows of this group name the splits {labels['mixed_splits']}; the "
-                    f"group was written to {record.split}",
-                ),
-            )
+            rejects = (Reject("warning", f"group {record.identity[6:]}", "mixed_splits",
+                              f"rows of this group name the splits {labels['mixed_splits']}; "
+                              f"the group was written to {record.split}"),)
         context = {c: _value(v) for c, v in labels["context"].items()}
-        return Encoded(
-            sequence=(context, lists),
-            kinds={**self._kinds, **self._image_kinds()},
-            counts=counts,
-            rejects=rejects,
-        )
+        return Encoded(sequence=(context, lists), kinds={**self._kinds, **self._image_kinds()},
+                       counts=counts, rejects=rejects)
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
