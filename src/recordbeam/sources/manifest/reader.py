@@ -59,6 +59,7 @@ from recordbeam.dataset import layout
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import listed_time
 from recordbeam.sources.conversion import settings_of, write_read
 from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.format import Conversion, Request
@@ -256,23 +257,25 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
     start = reader.line_num + 1
     while True:
         try:
-            cells = next(reader)
+            row = _csv_row(next(reader), header)
         except StopIteration:
             return
         except csv.Error as error:
-            yield start, f"not valid CSV ({error})"
-            start = reader.line_num + 1
-            continue
+            row = f"not valid CSV ({error})"
         line, start = start, reader.line_num + 1
-        if not cells:
-            continue
-        if any(map(_not_utf8, cells)):
-            yield line, NOT_UTF8
-            continue
-        if len(cells) != len(header):
-            yield line, f"has {len(cells)} fields but the header has {len(header)}"
-            continue
-        yield line, dict(zip(header, cells, strict=True))
+        if row is not None:
+            yield line, row
+
+
+def _csv_row(cells: list[str], header: Sequence[str]) -> dict[str, str] | str | None:
+    """A CSV row's cells as a row, a problem, or None (a blank line)."""
+    if not cells:
+        return None
+    if any(map(_not_utf8, cells)):
+        return NOT_UTF8
+    if len(cells) != len(header):
+        return f"has {len(cells)} fields but the header has {len(header)}"
+    return dict(zip(header, cells, strict=True))
 
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
@@ -390,30 +393,26 @@ def infer_schema(options: TableOptions) -> Schema:
             for column, value in row.items():
                 if given is not None:
                     if column not in given:
-                        raise TableError(
-                            f"{path}:{line}: column {column!r} is not in the schema "
-                            f"{options.schema}; add it there"
-                        )
+                        raise TableError(f"{path}:{line}: column {column!r} is not in the "
+                                         f"schema {options.schema}; add it there")
                     continue
                 kind = value_type(value, from_csv)
                 if kind == "invalid":
-                    raise TableError(
-                        f"{path}:{line}: column {column!r} holds {_short(value)}, which "
-                        "is no feature type (nested or mixed lists, objects)"
-                    )
-                known = types.get(column)
+                    raise TableError(f"{path}:{line}: column {column!r} holds {_short(value)}, "
+                                     "which is no feature type (nested or mixed lists, objects)")
                 if column not in types:
                     types[column], first[column] = kind, line
                     continue
+                known = types[column]
                 try:
                     merged = merge_types(known, kind)
                 except ValueError:
                     raise TableError(
                         f"{path}:{line}: column {column!r} is {kind} ({_short(value)}) but it is "
-                        f"{known} from line {first[column]} on; the type of a feature must be the same "
-                        "across the dataset. Fix the row, or give the types with --schema."
+                        f"{known} from line {first[column]} on; the type of a feature must be the "
+                        "same across the dataset. Fix the row, or give the types with --schema."
                     ) from None
-                if merged != known and known is None:
+                if known is None and merged is not None:
                     first[column] = line
                 types[column] = merged
     if rows == 0 and first_problem:
@@ -431,10 +430,7 @@ def infer_schema(options: TableOptions) -> Schema:
                          "CSV or JSON Lines manifest?")
     if rows == 0:
         raise TableError(f"{path} holds no rows")
-    if given is not None:
-        resolved = dict(given)
-    else:
-        resolved = {c: _settle(t) for c, t in types.items()}
+    resolved = dict(given) if given is not None else {c: _settle(t) for c, t in types.items()}
     for column in options.image_columns:
         if column not in resolved:
             raise TableOptionError(f"{path}: --image-columns names {column!r}, which is not a "
@@ -442,20 +438,16 @@ def infer_schema(options: TableOptions) -> Schema:
         resolved[column] = "image"
     images = tuple(c for c, t in resolved.items() if t == "image")
     if not images:
-        raise TableError(
-            f"{path}: no column holds image paths (values ending in .jpg, .png...); name it "
-            "with --image-columns or give it the type 'image' in --schema"
-        )
+        raise TableError(f"{path}: no column holds image paths (values ending in .jpg, .png...); "
+                         "name it with --image-columns or give it the type 'image' in --schema")
     for column, flag in ((options.split_column, "--split-column"), (options.group_by, "--group-by")):
         if column and column not in resolved:
             raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; "
                                    f"the columns are {', '.join(map(repr, resolved))}")
     _refuse_image_feature_names(path, resolved, images, options.split_column)
-    one_reader = None
-    if from_csv and options.csv_multiline:
-        one_reader = "--csv-multiline"
-    elif line_breaks_in_cells:
-        one_reader = "quoted fields in its first rows hold line breaks"
+    one_reader = ("--csv-multiline" if from_csv and options.csv_multiline
+                  else "quoted fields in its first rows hold line breaks" if line_breaks_in_cells
+                  else None)
     return Schema(
         resolved, images, options.splits or tuple(sorted(splits)), first, header, one_reader,
         sample_rows=options.schema_sample_rows, inferred=given is None,
@@ -502,16 +494,12 @@ def _note_split(path: str, line: int, row: dict, column: str, splits: dict[str, 
     value = row.get(column)
     name = str(value) if value not in (None, "") else ""
     if not _SPLIT_NAME.fullmatch(name):
-        raise TableError(
-            f"{path}:{line}: split column {column!r} holds {_short(value)}; split "
-            "names are letters, digits and underscores"
-        )
+        raise TableError(f"{path}:{line}: split column {column!r} holds {_short(value)}; split "
+                         "names are letters, digits and underscores")
     splits.setdefault(name, line)
     if len(splits) > MAX_SPLITS:
-        raise TableError(
-            f"{path}: split column {column!r} has more than {MAX_SPLITS} distinct "
-            "values; is it really the split?"
-        )
+        raise TableError(f"{path}: split column {column!r} has more than {MAX_SPLITS} distinct "
+                         "values; is it really the split?")
 
 
 def load_schema_file(path: str) -> dict[str, str]:
@@ -531,9 +519,8 @@ def load_schema_file(path: str) -> dict[str, str]:
     for column, kind in columns.items():
         kind = _ALIASES.get(kind, kind) if isinstance(kind, str) else kind
         if kind not in TYPES:
-            raise TableOptionError(
-                f"{path}: column {column!r} has type {kind!r}; use one of {', '.join(TYPES)}"
-            )
+            raise TableOptionError(f"{path}: column {column!r} has type {kind!r}; use one of "
+                                   f"{', '.join(TYPES)}")
         out[column] = kind
     return out
 
@@ -681,8 +668,7 @@ def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes | int]:
     """
     if start > 0:
         raw.seek(start - 1)
-        for _skipped in bounded_lines(raw):  # the line holding byte start-1 began before
-            break
+        next(bounded_lines(raw), None)  # the line holding byte start-1 began before
     position = raw.tell()
     lines = bounded_lines(raw)
     while position < end:
@@ -704,6 +690,10 @@ class RangeRow(NamedTuple):
     detail: str = ""
 
 
+def _bad_row(problem: str) -> tuple[None, str, str]:
+    return None, "bad_row", f"row {problem}; fix or remove the line"
+
+
 class _ReadRange(beam.DoFn):
     """Reads one :class:`ManifestRange` and checks every row against the schema: yields
     :class:`RangeRow`s, and ``(range index, lines read)`` to ``line_counts``."""
@@ -715,21 +705,14 @@ class _ReadRange(beam.DoFn):
     def process(self, piece: ManifestRange):
         path = self._options.manifest
         from_csv = is_csv(path)
-        rows = self._whole(path) if piece.end < 0 else self._lines(path, piece, from_csv)
+        # Read whole, the range starts at line 1: iter_rows' lines are the range's.
+        rows = iter_rows(path) if piece.end < 0 else self._lines(path, piece, from_csv)
         lines = 0  # the last line number is the range's line count: blank lines are yielded
         for lines, row in rows:
-            if row is None:
-                continue
-            if isinstance(row, str):
-                yield RangeRow(piece.index, lines, None, "bad_row",
-                               f"row {row}; fix or remove the line")
-                continue
-            typed, reason, detail = self._check(row, from_csv)
-            yield RangeRow(piece.index, lines, typed, reason, detail)
+            if row is not None:
+                checked = _bad_row(row) if isinstance(row, str) else self._check(row, from_csv)
+                yield RangeRow(piece.index, lines, *checked)
         yield TaggedOutput("line_counts", (piece.index, lines))
-
-    def _whole(self, path: str) -> Iterator[tuple[int, dict | str]]:
-        yield from iter_rows(path)  # lines are absolute: the range starts at line 1
 
     def _lines(self, path: str, piece: ManifestRange,
                from_csv: bool) -> Iterator[tuple[int, dict | str | None]]:
@@ -756,23 +739,20 @@ class _ReadRange(beam.DoFn):
     def _check(self, row: dict[str, Any], from_csv: bool) -> tuple[dict | None, str, str]:
         """The typed row (image paths resolved), or None and the reject's reason and detail."""
         schema, opts = self._schema, self._options
-        typed, problem = {}, None
+        typed = {}
         for column, kind in schema.types.items():
             try:
                 typed[column] = convert_value(row.get(column), kind, from_csv)
             except ValueError as error:
-                problem = (f"column {column!r}: {error} but the column's type is {kind}"
-                           f"{self._sample_hint()}")
-                break
-        if problem is None:
-            unknown = [c for c in row if c not in schema.types]
-            if unknown:
-                problem = f"has the column {unknown[0]!r}, which the schema lacks{self._sample_hint()}"
-        missing_images = [c for c in schema.image_columns if typed.get(c) is None]
-        if problem is None and missing_images:
-            problem = f"names no image in column {missing_images[0]!r}"
-        if problem is not None:
-            return None, "bad_row", f"row {problem}; fix or remove the line"
+                return _bad_row(f"column {column!r}: {error} but the column's type is {kind}"
+                                f"{self._sample_hint()}")
+        unknown = [c for c in row if c not in schema.types]
+        if unknown:
+            return _bad_row(f"has the column {unknown[0]!r}, which the schema lacks"
+                            f"{self._sample_hint()}")
+        missing_images = [c for c in schema.image_columns if typed[c] is None]
+        if missing_images:
+            return _bad_row(f"names no image in column {missing_images[0]!r}")
         if opts.split_column:
             split_problem = self._split_problem(typed.get(opts.split_column))
             if split_problem:
@@ -816,14 +796,10 @@ def _csv_line(text: str, header: Sequence[str], delimiter: str) -> dict[str, str
         cells = next(csv.reader([text], delimiter=delimiter), [])
     except csv.Error as error:
         return f"not valid CSV ({error})"
-    if not cells:
-        return None
     if any(_breaks_line(c) for c in cells):
         return ("has a quoted field that runs past the end of the line; if fields hold line "
                 "breaks, pass --csv-multiline")
-    if len(cells) != len(header):
-        return f"has {len(cells)} fields but the header has {len(header)}"
-    return dict(zip(header, cells, strict=True))
+    return _csv_row(cells, header)
 
 
 def _json_line(content: str) -> dict | str | None:
@@ -878,14 +854,9 @@ class _SizeImages(beam.DoFn):
         state = tuple(listed[0]) if listed else None
         if state is None:  # outside the manifest's folder: this one file's metadata
             found = filesystems.file_metadata(path)  # a bad URL is a missing image
-            state = None if found is None else _listed_state(found)
+            state = None if found is None else (found.size_in_bytes, listed_time(found))
         for line in lines:
             yield line, (path, state)
-
-
-def _listed_state(meta: Any) -> tuple[int, float]:
-    """A listed file's size and modification time."""
-    return meta.size_in_bytes, float(meta.last_updated_in_seconds or 0.0)
 
 
 class BuiltRow(NamedTuple):
@@ -926,17 +897,10 @@ class _BuildRows(beam.DoFn):
             path = row.pop(column)
             state = sizes.get(path)
             if state is None:
-                yield TaggedOutput(
-                    "rejects",
-                    Reject(
-                        "image",
-                        path,
-                        "missing",
-                        f"{opts.manifest}:{line} names {path} (column {column!r}), which does not "
-                        "exist; fix the path or remove the row",
-                        split=self._split(row, path),
-                    ),
-                )
+                yield TaggedOutput("rejects", Reject(
+                    "image", path, "missing", f"{opts.manifest}:{line} names {path} (column "
+                    f"{column!r}), which does not exist; fix the path or remove the row",
+                    split=self._split(row, path)))
                 return
             images.append((column, path, state[0]))
             modified.append(state[1])
@@ -972,19 +936,12 @@ def _row_record(built: BuiltRow, options: TableOptions) -> ImageRecord:
         row = {k: v for k, v in row.items() if k != options.split_column}
     _column, first_path, _size = images[0]
     first = _relative(options.manifest, first_path)
-    canonical = json.dumps(
-        [[c, _relative(options.manifest, p)] for c, p, _ in images] + [row],
-        sort_keys=True,
-        ensure_ascii=False,
-    )
+    canonical = json.dumps([[c, _relative(options.manifest, p)] for c, p, _ in images] + [row],
+                           sort_keys=True, ensure_ascii=False)
     return ImageRecord(
-        identity=f"{first}\0{canonical}",
-        path=first_path,
-        size=sum(size for _column, _path, size in images),
-        split=split,
-        labels={"row": row, "images": images, "line": line},
-        modified=modified,
-    )
+        identity=f"{first}\0{canonical}", path=first_path,
+        size=sum(size for _column, _path, size in images), split=split,
+        labels={"row": row, "images": images, "line": line}, modified=modified)
 
 
 def varying_columns(group: tuple[str, Iterable[BuiltRow]]) -> set[str]:
@@ -994,10 +951,8 @@ def varying_columns(group: tuple[str, Iterable[BuiltRow]]) -> set[str]:
     return {c for c in head if any(r.get(c) != head[c] for r in rest)}
 
 
-def _group_record(
-    element: tuple[str, Iterable[BuiltRow]], varying: Sequence[str], options: TableOptions,
-    schema: Schema,
-) -> ImageRecord:
+def _group_record(element: tuple[str, Iterable[BuiltRow]], varying: set[str],
+                  options: TableOptions, schema: Schema) -> ImageRecord:
     key, members = element
     members = sorted(members, key=lambda m: m.line)  # manifest order
     rows = [m.row for m in members]
@@ -1012,19 +967,12 @@ def _group_record(
     images = tuple(m.images for m in members)
     _column, first_path, _size = images[0][0]
     return ImageRecord(
-        identity=f"group:{key}",
-        path=first_path,
-        size=sum(size for step in images for _column, _path, size in step),
-        split=split,
-        labels={
-            "context": context,
-            "steps": steps,
-            "images": images,
-            "lines": [m.line for m in members],
-            "mixed_splits": splits if len(splits) > 1 else [],
-        },
-        modified=tuple(seconds for m in members for seconds in m.modified),
-    )
+        identity=f"group:{key}", path=first_path,
+        size=sum(size for step in images for _column, _path, size in step), split=split,
+        labels={"context": context, "steps": steps, "images": images,
+                "lines": [m.line for m in members],
+                "mixed_splits": splits if len(splits) > 1 else []},
+        modified=tuple(seconds for m in members for seconds in m.modified))
 
 
 class ReadTable(beam.PTransform):
@@ -1069,7 +1017,8 @@ class ReadTable(beam.PTransform):
         refs = read.rows | "ImageRefs" >> beam.FlatMap(_image_refs, image_columns)  # (path, line)
         base = manifest_dir(opts.manifest).rstrip("/")
         listing = pbegin | "ListFolder" >> ListFilesBelow(base, self._skipped_prefix)
-        files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, _listed_state(m)))
+        files = listing | "KeyByPath" >> beam.Map(
+            lambda m: (m.path, (m.size_in_bytes, listed_time(m))))
         sizes = (
             {"refs": refs, "files": files}
             | "JoinImages" >> beam.CoGroupByKey()
@@ -1078,8 +1027,7 @@ class ReadTable(beam.PTransform):
         built = (
             {"rows": read.rows, "sizes": sizes}
             | "JoinRows" >> beam.CoGroupByKey()
-            | "BuildRows"
-            >> beam.ParDo(_BuildRows(opts, schema)).with_output_types(BuiltRow)
+            | "BuildRows" >> beam.ParDo(_BuildRows(opts, schema)).with_output_types(BuiltRow)
             .with_outputs("rejects", main="rows")
         )
         if opts.group_by:
@@ -1104,12 +1052,9 @@ class ReadTable(beam.PTransform):
         manifest_file = pbegin | "ManifestFile" >> MatchFile(opts.manifest)
         terms = input_terms((listing, manifest_file) | "AllInputs" >> beam.Flatten())
         schema_json = {**schema.to_json(), "group_by": opts.group_by}
+        task = "sequence" if opts.group_by else "table"
         metadata = pbegin | "Metadata" >> beam.Impulse() | "Schema" >> beam.Map(
-            lambda _, t: {
-                "task": "sequence" if schema_json["group_by"] else "table",
-                "schema": schema_json,
-                "inputs": inputs_entry(t),
-            }, terms,
+            lambda _, t: {"task": task, "schema": schema_json, "inputs": inputs_entry(t)}, terms,
         ).with_output_types(Any)
         rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()
         counts = pbegin | "NoCounts" >> beam.Create([])
