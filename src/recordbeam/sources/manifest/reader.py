@@ -48,7 +48,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
@@ -197,7 +197,6 @@ class Schema:
     types: dict[str, str]
     image_columns: tuple[str, ...]
     splits: tuple[str, ...] = ()
-    first_lines: dict[str, int] = field(default_factory=dict)
     #: A CSV's column names (the workers reading later byte ranges never see line 1).
     header: tuple[str, ...] = ()
     #: Why the manifest must be read by one worker (None: it can be cut in byte ranges).
@@ -448,10 +447,8 @@ def infer_schema(options: TableOptions) -> Schema:
     one_reader = ("--csv-multiline" if from_csv and options.csv_multiline
                   else "quoted fields in its first rows hold line breaks" if line_breaks_in_cells
                   else None)
-    return Schema(
-        resolved, images, options.splits or tuple(sorted(splits)), first, header, one_reader,
-        sample_rows=options.schema_sample_rows, inferred=given is None,
-    )
+    return Schema(resolved, images, options.splits or tuple(sorted(splits)), header, one_reader,
+                  sample_rows=options.schema_sample_rows, inferred=given is None)
 
 
 def image_features(image_columns: Sequence[str]) -> dict[str, str]:
@@ -1061,10 +1058,6 @@ class ReadTable(beam.PTransform):
         return SourceRead(records, rejects, counts, metadata)
 
 
-def _kinds_of(schema: Schema) -> dict[str, str]:
-    return {c: FEATURE_KIND[t] for c, t in schema.types.items() if t in FEATURE_KIND}
-
-
 def _value(value: Any) -> Any:
     return [] if value is None else value
 
@@ -1080,7 +1073,8 @@ class TableEncoder(ImageExampleEncoder):
     def __init__(self, schema: Schema, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._schema = schema
-        self._kinds = _kinds_of(schema)
+        self._kinds = {**{c: FEATURE_KIND[t] for c, t in schema.types.items() if t in FEATURE_KIND},
+                       **image_features(schema.image_columns)}
         self.list_features = frozenset(c for c, t in schema.types.items() if t.endswith("_list"))
 
     def _prefix(self, column: str) -> str:
@@ -1126,9 +1120,6 @@ class TableEncoder(ImageExampleEncoder):
         _column, path, size = images[0]
         return self._digest_of(path, size)
 
-    def _image_kinds(self) -> dict[str, str]:
-        return image_features(self._schema.image_columns)
-
     def encode(self, record: ImageRecord) -> Encoded:
         if "steps" in record.labels:
             return self._encode_group(record)
@@ -1140,7 +1131,7 @@ class TableEncoder(ImageExampleEncoder):
         features.update({column: _value(value) for column, value in record.labels["row"].items()})
         counts["images_written"] = 1
         return Encoded(
-            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts,
+            features=features, kinds=self._kinds, counts=counts,
             image_digest=loaded[0][1] if len(loaded) == 1 else None,
         )
 
@@ -1162,8 +1153,8 @@ class TableEncoder(ImageExampleEncoder):
                               f"rows of this group name the splits {labels['mixed_splits']}; "
                               f"the group was written to {record.split}"),)
         context = {c: _value(v) for c, v in labels["context"].items()}
-        return Encoded(sequence=(context, lists), kinds={**self._kinds, **self._image_kinds()},
-                       counts=counts, rejects=rejects)
+        return Encoded(sequence=(context, lists), kinds=self._kinds, counts=counts,
+                       rejects=rejects)
 
 
 def table_input_patterns(table: TableOptions) -> list[str]:
