@@ -164,13 +164,10 @@ class TableOptions:
             raise UsageError(f"--csv-multiline is for CSV manifests, and {self.manifest} is "
                              "not one (.csv or .tsv); drop it")
         if self.split_fractions:
-            total = sum(f for _, f in self.split_fractions)
-            if any(f <= 0 for _, f in self.split_fractions) or not math.isclose(
-                total, 1.0, abs_tol=1e-6
-            ):
-                raise TableOptionError(
-                    f"--split fractions must be positive and add up to 1, got {total:g}"
-                )
+            fractions = [fraction for _name, fraction in self.split_fractions]
+            if min(fractions) <= 0 or not math.isclose(sum(fractions), 1.0, abs_tol=1e-6):
+                raise TableOptionError("--split fractions must be positive and add up to 1, "
+                                       f"got {sum(fractions):g}")
             if self.split_column:
                 raise TableOptionError("give either a split column or split fractions, not both")
 
@@ -841,19 +838,18 @@ class _NumberRows(beam.DoFn):
             yield line, found.row
 
 
-class _SizeImages(beam.DoFn):
+def _size_images(element):
     """path -> (its references, its listing) -> ``(line, (path, (size, modification
-    time) or None))``."""
-
-    def process(self, element):
-        path, grouped = element
-        lines, listed = list(grouped["refs"]), list(grouped["files"])
-        state = tuple(listed[0]) if listed else None
-        if state is None:  # outside the manifest's folder: this one file's metadata
-            found = filesystems.file_metadata(path)  # a bad URL is a missing image
-            state = None if found is None else (found.size_in_bytes, listed_time(found))
-        for line in lines:
-            yield line, (path, state)
+    time) or None))`` for each reference. (Beam callables here go without annotations:
+    Beam would check the joins' elements against them.)"""
+    path, grouped = element
+    listed = list(grouped["files"])
+    state = tuple(listed[0]) if listed else None
+    if state is None:  # outside the manifest's folder: this one file's metadata
+        found = filesystems.file_metadata(path)  # a bad URL is a missing image
+        state = None if found is None else (found.size_in_bytes, listed_time(found))
+    for line in grouped["refs"]:
+        yield line, (path, state)
 
 
 class BuiltRow(NamedTuple):
@@ -875,44 +871,38 @@ beam.coders.registry.register_coder(BuiltRow, NamedTupleCoder)
 beam.coders.registry.register_coder(RangeRow, NamedTupleCoder)
 
 
-class _BuildRows(beam.DoFn):
-    """line -> (typed row, image sizes) -> :class:`BuiltRow`."""
-
-    def __init__(self, options: TableOptions, schema: Schema) -> None:
-        self._options = options
-        self._schema = schema
-
-    def process(self, element):
-        line, grouped = element
-        rows, sizes = list(grouped["rows"]), dict(grouped["sizes"])
-        if not rows:
+def _build_row(element, opts, image_columns):
+    """line -> (typed row, image sizes) -> :class:`BuiltRow`, or the reject of a row
+    naming an image that is not there."""
+    line, grouped = element
+    rows, sizes = list(grouped["rows"]), dict(grouped["sizes"])
+    if not rows:
+        return
+    row = dict(rows[0])  # inputs must not be mutated
+    images, modified = [], []
+    for column in image_columns:
+        path = row.pop(column)
+        state = sizes.get(path)
+        if state is None:
+            yield TaggedOutput("rejects", Reject(
+                "image", path, "missing", f"{opts.manifest}:{line} names {path} (column "
+                f"{column!r}), which does not exist; fix the path or remove the row",
+                split=_row_split(row, path, opts)))
             return
-        row = dict(rows[0])  # inputs must not be mutated
-        opts, schema = self._options, self._schema
-        images, modified = [], []
-        for column in schema.image_columns:
-            path = row.pop(column)
-            state = sizes.get(path)
-            if state is None:
-                yield TaggedOutput("rejects", Reject(
-                    "image", path, "missing", f"{opts.manifest}:{line} names {path} (column "
-                    f"{column!r}), which does not exist; fix the path or remove the row",
-                    split=self._split(row, path)))
-                return
-            images.append((column, path, state[0]))
-            modified.append(state[1])
-        _column, first_path, _size = images[0]
-        yield BuiltRow(self._split(row, first_path), line, row, tuple(images), tuple(modified))
+        images.append((column, path, state[0]))
+        modified.append(state[1])
+    _column, first_path, _size = images[0]
+    yield BuiltRow(_row_split(row, first_path, opts), line, row, tuple(images), tuple(modified))
 
-    def _split(self, row: dict, first_image: str) -> str:
-        opts = self._options
-        if opts.split_column:
-            return str(row[opts.split_column])
-        if opts.group_by:
-            return opts.split  # decided per group later
-        if opts.split_fractions:
-            return split_by_fraction(_relative(opts.manifest, first_image), opts.split_fractions)
-        return opts.split
+
+def _row_split(row: dict, first_image: str, opts: TableOptions) -> str:
+    if opts.split_column:
+        return str(row[opts.split_column])
+    if opts.group_by:
+        return opts.split  # decided per group later
+    if opts.split_fractions:
+        return split_by_fraction(_relative(opts.manifest, first_image), opts.split_fractions)
+    return opts.split
 
 
 def _image_refs(typed_row: tuple[int, dict[str, Any]],
@@ -1019,12 +1009,13 @@ class ReadTable(beam.PTransform):
         sizes = (
             {"refs": refs, "files": files}
             | "JoinImages" >> beam.CoGroupByKey()
-            | "ImageSizes" >> beam.ParDo(_SizeImages()).with_output_types(Any)
+            | "ImageSizes" >> beam.FlatMap(_size_images).with_output_types(Any)
         )
         built = (
             {"rows": read.rows, "sizes": sizes}
             | "JoinRows" >> beam.CoGroupByKey()
-            | "BuildRows" >> beam.ParDo(_BuildRows(opts, schema)).with_output_types(BuiltRow)
+            | "BuildRows" >> beam.FlatMap(_build_row, opts, schema.image_columns)
+            .with_output_types(BuiltRow)
             .with_outputs("rejects", main="rows")
         )
         if opts.group_by:
