@@ -68,6 +68,7 @@ from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
 from recordbeam.sources.record_coder import NamedTupleCoder
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.splits import split_share
+from recordbeam.sources.text import is_text
 from recordbeam.write.encoder import Encoded
 from recordbeam.write.image_encoder import IMAGE_KINDS, ImageChecks, ImageExampleEncoder
 from recordbeam.write.planning import ShardOptions
@@ -232,7 +233,6 @@ def iter_rows(path: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
 #: A row whose bytes are not UTF-8 (decoded with ``surrogateescape``, they hold lone surrogates).
 NOT_UTF8 = "is not UTF-8 text (the manifest must be saved as UTF-8)"
-_not_utf8 = re.compile("[\udc80-\udcff]").search
 
 
 def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dict | str]]:
@@ -244,7 +244,7 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
     except csv.Error as error:
         yield 1, f"cannot read the header ({error})"
         return
-    if any(map(_not_utf8, header)):
+    if not all(map(is_text, header)):
         yield 1, "the header is not UTF-8 text; is this a CSV file, saved as UTF-8?"
         return
     if len(set(header)) != len(header) or any(not h.strip() for h in header):
@@ -267,7 +267,7 @@ def _csv_row(cells: list[str], header: Sequence[str]) -> dict[str, str] | str | 
     """A CSV row's cells as a row, a problem, or None (a blank line)."""
     if not cells:
         return None
-    if any(map(_not_utf8, cells)):
+    if not all(map(is_text, cells)):
         return NOT_UTF8
     if len(cells) != len(header):
         return f"has {len(cells)} fields but the header has {len(header)}"
@@ -279,7 +279,7 @@ def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
         if isinstance(content, int):
             yield line, too_long(content, "characters")
             continue
-        row = NOT_UTF8 if _not_utf8(content) else _json_line(content)
+        row = _json_line(content) if is_text(content) else NOT_UTF8
         if row is not None:
             yield line, row
 
