@@ -8,6 +8,10 @@ pickled object. ``records.py`` itself stays free of Beam.
 Text may hold lone surrogates (file names that are not UTF-8, JSON ``\\udcxx`` escapes):
 it is written with ``surrogatepass`` and labels holding such text are pickled, so every
 record a source yields survives the shuffle unchanged.
+
+:class:`NamedTupleCoder` is the coder a source registers for its own records between
+stages, when their fields are Beam's primitive values (text that is UTF-8: Beam writes it
+strictly).
 """
 
 from __future__ import annotations
