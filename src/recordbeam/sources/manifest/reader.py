@@ -1148,14 +1148,6 @@ class TableEncoder(ImageExampleEncoder):
                        rejects=rejects)
 
 
-def table_input_patterns(table: TableOptions) -> list[str]:
-    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
-    # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
-    # on its own (the file may lie anywhere, e.g. beside images on another bucket).
-    return [filesystems.everything_below(manifest_dir(table.manifest)),
-            filesystems.literal(table.manifest)]
-
-
 #: Options of ``convert manifest`` added after its first release: recorded only when set,
 #: so outputs made without them keep their manifests and fingerprints. ``range_bytes``
 #: (how the reading is spread) never changes the output, so it is never recorded.
@@ -1212,8 +1204,12 @@ def prepare(request: Request) -> Conversion:
     if request.split_column and not fractions:
         refuse_split(request, read.splits, f"the column {request.split_column!r} "
                      "(--split-column) names each row's split", accepted=False)
+    # What --if-changed lists: the manifest twice, as ReadTable's fingerprint has it, in its
+    # folder's listing and on its own (the file may lie anywhere, e.g. on another bucket).
+    patterns = [filesystems.everything_below(manifest_dir(table.manifest)),
+                filesystems.literal(table.manifest)]
     return Conversion(
-        splits=read.splits, input_patterns=table_input_patterns(table),
+        splits=read.splits, input_patterns=patterns,
         settings=lambda shards, checks, fixes: table_settings(table, shards, checks, fixes),
         build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, table, shards,
                                                             checks, fixes))
