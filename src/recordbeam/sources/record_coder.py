@@ -8,11 +8,16 @@ pickled object. ``records.py`` itself stays free of Beam.
 Text may hold lone surrogates (file names that are not UTF-8, JSON ``\\udcxx`` escapes):
 it is written with ``surrogatepass`` and labels holding such text are pickled, so every
 record a source yields survives the shuffle unchanged.
+
+:class:`NamedTupleCoder` is the coder a source registers for its own records between
+stages, when their fields are Beam's primitive values (text that is UTF-8: Beam writes it
+strictly).
 """
 
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
@@ -60,6 +65,28 @@ class ImageRecordCoder(beam.coders.Coder):
 
     def to_type_hint(self) -> type:
         return ImageRecord
+
+
+class NamedTupleCoder(beam.coders.Coder):
+    """A ``NamedTuple`` of Beam's primitive values as its fields, without the pickled class
+    Beam's default coder writes with each element. Registered for a type with
+    ``beam.coders.registry.register_coder(Kind, NamedTupleCoder)``."""
+
+    def __init__(self, kind: type) -> None:
+        self._kind = kind
+
+    @classmethod
+    def from_type_hint(cls, typehint: type, registry: Any) -> NamedTupleCoder:
+        return cls(typehint)
+
+    def encode(self, value: tuple) -> bytes:
+        return _LABELS.encode(tuple(value))
+
+    def decode(self, encoded: bytes) -> Any:
+        return self._kind(*_LABELS.decode(encoded))
+
+    def to_type_hint(self) -> type:
+        return self._kind
 
 
 def _write_text(out, text: str) -> None:

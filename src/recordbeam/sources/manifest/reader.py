@@ -48,7 +48,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
@@ -59,39 +59,26 @@ from recordbeam.dataset import layout
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.transcode import ImageFixes
 from recordbeam.records import ImageRecord, Reject
+from recordbeam.sources.annotated_files import listed_time
 from recordbeam.sources.conversion import settings_of, write_read
 from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_file
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
-from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - registers it
+from recordbeam.sources.record_coder import NamedTupleCoder
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.splits import split_share
+from recordbeam.sources.text import is_text
 from recordbeam.write.encoder import Encoded
 from recordbeam.write.image_encoder import IMAGE_KINDS, ImageChecks, ImageExampleEncoder
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
 TYPES = ("int64", "float", "bytes", "image", "int64_list", "float_list", "bytes_list")
-_ALIASES = {
-    "int": "int64",
-    "integer": "int64",
-    "float32": "float",
-    "string": "bytes",
-    "str": "bytes",
-    "text": "bytes",
-    "string_list": "bytes_list",
-    "int_list": "int64_list",
-}
+_ALIASES = {"int": "int64", "integer": "int64", "float32": "float", "string": "bytes",
+            "str": "bytes", "text": "bytes", "string_list": "bytes_list", "int_list": "int64_list"}
 #: Feature kind written for each type.
-FEATURE_KIND = {
-    "int64": "int64",
-    "float": "float",
-    "bytes": "bytes",
-    "int64_list": "int64",
-    "float_list": "float",
-    "bytes_list": "bytes",
-}
+FEATURE_KIND = {kind: kind.removesuffix("_list") for kind in TYPES if kind != "image"}
 _IMAGE_NAME = re.compile(r"[^\n]*\.(jpe?g|png|gif|bmp|webp|tiff?)$", re.IGNORECASE)
 _INT = re.compile(r"[+-]?\d+")
 #: Distinct values allowed in a split column: more means it is not a split column.
@@ -178,13 +165,10 @@ class TableOptions:
             raise UsageError(f"--csv-multiline is for CSV manifests, and {self.manifest} is "
                              "not one (.csv or .tsv); drop it")
         if self.split_fractions:
-            total = sum(f for _, f in self.split_fractions)
-            if any(f <= 0 for _, f in self.split_fractions) or not math.isclose(
-                total, 1.0, abs_tol=1e-6
-            ):
-                raise TableOptionError(
-                    f"--split fractions must be positive and add up to 1, got {total:g}"
-                )
+            fractions = [fraction for _name, fraction in self.split_fractions]
+            if min(fractions) <= 0 or not math.isclose(sum(fractions), 1.0, abs_tol=1e-6):
+                raise TableOptionError("--split fractions must be positive and add up to 1, "
+                                       f"got {sum(fractions):g}")
             if self.split_column:
                 raise TableOptionError("give either a split column or split fractions, not both")
 
@@ -211,7 +195,6 @@ class Schema:
     types: dict[str, str]
     image_columns: tuple[str, ...]
     splits: tuple[str, ...] = ()
-    first_lines: dict[str, int] = field(default_factory=dict)
     #: A CSV's column names (the workers reading later byte ranges never see line 1).
     header: tuple[str, ...] = ()
     #: Why the manifest must be read by one worker (None: it can be cut in byte ranges).
@@ -250,7 +233,6 @@ def iter_rows(path: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
 #: A row whose bytes are not UTF-8 (decoded with ``surrogateescape``, they hold lone surrogates).
 NOT_UTF8 = "is not UTF-8 text (the manifest must be saved as UTF-8)"
-_not_utf8 = re.compile("[\udc80-\udcff]").search
 
 
 def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dict | str]]:
@@ -262,7 +244,7 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
     except csv.Error as error:
         yield 1, f"cannot read the header ({error})"
         return
-    if any(map(_not_utf8, header)):
+    if not all(map(is_text, header)):
         yield 1, "the header is not UTF-8 text; is this a CSV file, saved as UTF-8?"
         return
     if len(set(header)) != len(header) or any(not h.strip() for h in header):
@@ -271,23 +253,25 @@ def _csv_rows(text: io.TextIOWrapper, delimiter: str) -> Iterator[tuple[int, dic
     start = reader.line_num + 1
     while True:
         try:
-            cells = next(reader)
+            row = _csv_row(next(reader), header)
         except StopIteration:
             return
         except csv.Error as error:
-            yield start, f"not valid CSV ({error})"
-            start = reader.line_num + 1
-            continue
+            row = f"not valid CSV ({error})"
         line, start = start, reader.line_num + 1
-        if not cells:
-            continue
-        if any(map(_not_utf8, cells)):
-            yield line, NOT_UTF8
-            continue
-        if len(cells) != len(header):
-            yield line, f"has {len(cells)} fields but the header has {len(header)}"
-            continue
-        yield line, dict(zip(header, cells, strict=True))
+        if row is not None:
+            yield line, row
+
+
+def _csv_row(cells: list[str], header: Sequence[str]) -> dict[str, str] | str | None:
+    """A CSV row's cells as a row, a problem, or None (a blank line)."""
+    if not cells:
+        return None
+    if not all(map(is_text, cells)):
+        return NOT_UTF8
+    if len(cells) != len(header):
+        return f"has {len(cells)} fields but the header has {len(header)}"
+    return dict(zip(header, cells, strict=True))
 
 
 def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
@@ -295,7 +279,7 @@ def _jsonl_rows(text: io.TextIOWrapper) -> Iterator[tuple[int, dict | str]]:
         if isinstance(content, int):
             yield line, too_long(content, "characters")
             continue
-        row = NOT_UTF8 if _not_utf8(content) else _json_line(content)
+        row = _json_line(content) if is_text(content) else NOT_UTF8
         if row is not None:
             yield line, row
 
@@ -405,30 +389,26 @@ def infer_schema(options: TableOptions) -> Schema:
             for column, value in row.items():
                 if given is not None:
                     if column not in given:
-                        raise TableError(
-                            f"{path}:{line}: column {column!r} is not in the schema "
-                            f"{options.schema}; add it there"
-                        )
+                        raise TableError(f"{path}:{line}: column {column!r} is not in the "
+                                         f"schema {options.schema}; add it there")
                     continue
                 kind = value_type(value, from_csv)
                 if kind == "invalid":
-                    raise TableError(
-                        f"{path}:{line}: column {column!r} holds {_short(value)}, which "
-                        "is no feature type (nested or mixed lists, objects)"
-                    )
-                known = types.get(column)
+                    raise TableError(f"{path}:{line}: column {column!r} holds {_short(value)}, "
+                                     "which is no feature type (nested or mixed lists, objects)")
                 if column not in types:
                     types[column], first[column] = kind, line
                     continue
+                known = types[column]
                 try:
                     merged = merge_types(known, kind)
                 except ValueError:
                     raise TableError(
                         f"{path}:{line}: column {column!r} is {kind} ({_short(value)}) but it is "
-                        f"{known} from line {first[column]} on; the type of a feature must be the same "
-                        "across the dataset. Fix the row, or give the types with --schema."
+                        f"{known} from line {first[column]} on; the type of a feature must be the "
+                        "same across the dataset. Fix the row, or give the types with --schema."
                     ) from None
-                if merged != known and known is None:
+                if known is None and merged is not None:
                     first[column] = line
                 types[column] = merged
     if rows == 0 and first_problem:
@@ -446,10 +426,7 @@ def infer_schema(options: TableOptions) -> Schema:
                          "CSV or JSON Lines manifest?")
     if rows == 0:
         raise TableError(f"{path} holds no rows")
-    if given is not None:
-        resolved = dict(given)
-    else:
-        resolved = {c: _settle(t) for c, t in types.items()}
+    resolved = dict(given) if given is not None else {c: _settle(t) for c, t in types.items()}
     for column in options.image_columns:
         if column not in resolved:
             raise TableOptionError(f"{path}: --image-columns names {column!r}, which is not a "
@@ -457,24 +434,18 @@ def infer_schema(options: TableOptions) -> Schema:
         resolved[column] = "image"
     images = tuple(c for c, t in resolved.items() if t == "image")
     if not images:
-        raise TableError(
-            f"{path}: no column holds image paths (values ending in .jpg, .png...); name it "
-            "with --image-columns or give it the type 'image' in --schema"
-        )
+        raise TableError(f"{path}: no column holds image paths (values ending in .jpg, .png...); "
+                         "name it with --image-columns or give it the type 'image' in --schema")
     for column, flag in ((options.split_column, "--split-column"), (options.group_by, "--group-by")):
         if column and column not in resolved:
             raise TableOptionError(f"{path}: {flag} names {column!r}, which is not a column; "
                                    f"the columns are {', '.join(map(repr, resolved))}")
     _refuse_image_feature_names(path, resolved, images, options.split_column)
-    one_reader = None
-    if from_csv and options.csv_multiline:
-        one_reader = "--csv-multiline"
-    elif line_breaks_in_cells:
-        one_reader = "quoted fields in its first rows hold line breaks"
-    return Schema(
-        resolved, images, options.splits or tuple(sorted(splits)), first, header, one_reader,
-        sample_rows=options.schema_sample_rows, inferred=given is None,
-    )
+    one_reader = ("--csv-multiline" if from_csv and options.csv_multiline
+                  else "quoted fields in its first rows hold line breaks" if line_breaks_in_cells
+                  else None)
+    return Schema(resolved, images, options.splits or tuple(sorted(splits)), header, one_reader,
+                  sample_rows=options.schema_sample_rows, inferred=given is None)
 
 
 def image_features(image_columns: Sequence[str]) -> dict[str, str]:
@@ -517,16 +488,12 @@ def _note_split(path: str, line: int, row: dict, column: str, splits: dict[str, 
     value = row.get(column)
     name = str(value) if value not in (None, "") else ""
     if not _SPLIT_NAME.fullmatch(name):
-        raise TableError(
-            f"{path}:{line}: split column {column!r} holds {_short(value)}; split "
-            "names are letters, digits and underscores"
-        )
+        raise TableError(f"{path}:{line}: split column {column!r} holds {_short(value)}; split "
+                         "names are letters, digits and underscores")
     splits.setdefault(name, line)
     if len(splits) > MAX_SPLITS:
-        raise TableError(
-            f"{path}: split column {column!r} has more than {MAX_SPLITS} distinct "
-            "values; is it really the split?"
-        )
+        raise TableError(f"{path}: split column {column!r} has more than {MAX_SPLITS} distinct "
+                         "values; is it really the split?")
 
 
 def load_schema_file(path: str) -> dict[str, str]:
@@ -546,9 +513,8 @@ def load_schema_file(path: str) -> dict[str, str]:
     for column, kind in columns.items():
         kind = _ALIASES.get(kind, kind) if isinstance(kind, str) else kind
         if kind not in TYPES:
-            raise TableOptionError(
-                f"{path}: column {column!r} has type {kind!r}; use one of {', '.join(TYPES)}"
-            )
+            raise TableOptionError(f"{path}: column {column!r} has type {kind!r}; use one of "
+                                   f"{', '.join(TYPES)}")
         out[column] = kind
     return out
 
@@ -696,8 +662,7 @@ def range_lines(raw: BinaryIO, start: int, end: int) -> Iterator[bytes | int]:
     """
     if start > 0:
         raw.seek(start - 1)
-        for _skipped in bounded_lines(raw):  # the line holding byte start-1 began before
-            break
+        next(bounded_lines(raw), None)  # the line holding byte start-1 began before
     position = raw.tell()
     lines = bounded_lines(raw)
     while position < end:
@@ -719,17 +684,8 @@ class RangeRow(NamedTuple):
     detail: str = ""
 
 
-class RangeRowCoder(beam.coders.Coder):
-    """A :class:`RangeRow` as its five fields (no pickled class per row)."""
-
-    def encode(self, value: RangeRow) -> bytes:
-        return _PRIMITIVES.encode(tuple(value))
-
-    def decode(self, encoded: bytes) -> RangeRow:
-        return RangeRow(*_PRIMITIVES.decode(encoded))
-
-    def to_type_hint(self) -> type:
-        return RangeRow
+def _bad_row(problem: str) -> tuple[None, str, str]:
+    return None, "bad_row", f"row {problem}; fix or remove the line"
 
 
 class _ReadRange(beam.DoFn):
@@ -743,21 +699,14 @@ class _ReadRange(beam.DoFn):
     def process(self, piece: ManifestRange):
         path = self._options.manifest
         from_csv = is_csv(path)
-        rows = self._whole(path) if piece.end < 0 else self._lines(path, piece, from_csv)
+        # Read whole, the range starts at line 1: iter_rows' lines are the range's.
+        rows = iter_rows(path) if piece.end < 0 else self._lines(path, piece, from_csv)
         lines = 0  # the last line number is the range's line count: blank lines are yielded
         for lines, row in rows:
-            if row is None:
-                continue
-            if isinstance(row, str):
-                yield RangeRow(piece.index, lines, None, "bad_row",
-                               f"row {row}; fix or remove the line")
-                continue
-            typed, reason, detail = self._check(row, from_csv)
-            yield RangeRow(piece.index, lines, typed, reason, detail)
+            if row is not None:
+                checked = _bad_row(row) if isinstance(row, str) else self._check(row, from_csv)
+                yield RangeRow(piece.index, lines, *checked)
         yield TaggedOutput("line_counts", (piece.index, lines))
-
-    def _whole(self, path: str) -> Iterator[tuple[int, dict | str]]:
-        yield from iter_rows(path)  # lines are absolute: the range starts at line 1
 
     def _lines(self, path: str, piece: ManifestRange,
                from_csv: bool) -> Iterator[tuple[int, dict | str | None]]:
@@ -784,23 +733,20 @@ class _ReadRange(beam.DoFn):
     def _check(self, row: dict[str, Any], from_csv: bool) -> tuple[dict | None, str, str]:
         """The typed row (image paths resolved), or None and the reject's reason and detail."""
         schema, opts = self._schema, self._options
-        typed, problem = {}, None
+        typed = {}
         for column, kind in schema.types.items():
             try:
                 typed[column] = convert_value(row.get(column), kind, from_csv)
             except ValueError as error:
-                problem = (f"column {column!r}: {error} but the column's type is {kind}"
-                           f"{self._sample_hint()}")
-                break
-        if problem is None:
-            unknown = [c for c in row if c not in schema.types]
-            if unknown:
-                problem = f"has the column {unknown[0]!r}, which the schema lacks{self._sample_hint()}"
-        missing_images = [c for c in schema.image_columns if typed.get(c) is None]
-        if problem is None and missing_images:
-            problem = f"names no image in column {missing_images[0]!r}"
-        if problem is not None:
-            return None, "bad_row", f"row {problem}; fix or remove the line"
+                return _bad_row(f"column {column!r}: {error} but the column's type is {kind}"
+                                f"{self._sample_hint()}")
+        unknown = [c for c in row if c not in schema.types]
+        if unknown:
+            return _bad_row(f"has the column {unknown[0]!r}, which the schema lacks"
+                            f"{self._sample_hint()}")
+        missing_images = [c for c in schema.image_columns if typed[c] is None]
+        if missing_images:
+            return _bad_row(f"names no image in column {missing_images[0]!r}")
         if opts.split_column:
             split_problem = self._split_problem(typed.get(opts.split_column))
             if split_problem:
@@ -844,14 +790,10 @@ def _csv_line(text: str, header: Sequence[str], delimiter: str) -> dict[str, str
         cells = next(csv.reader([text], delimiter=delimiter), [])
     except csv.Error as error:
         return f"not valid CSV ({error})"
-    if not cells:
-        return None
     if any(_breaks_line(c) for c in cells):
         return ("has a quoted field that runs past the end of the line; if fields hold line "
                 "breaks, pass --csv-multiline")
-    if len(cells) != len(header):
-        return f"has {len(cells)} fields but the header has {len(header)}"
-    return dict(zip(header, cells, strict=True))
+    return _csv_row(cells, header)
 
 
 def _json_line(content: str) -> dict | str | None:
@@ -896,29 +838,23 @@ class _NumberRows(beam.DoFn):
             yield line, found.row
 
 
-class _SizeImages(beam.DoFn):
+def _size_images(element):
     """path -> (its references, its listing) -> ``(line, (path, (size, modification
-    time) or None))``."""
-
-    def process(self, element):
-        path, grouped = element
-        lines, listed = list(grouped["refs"]), list(grouped["files"])
-        state = tuple(listed[0]) if listed else None
-        if state is None:  # outside the manifest's folder: this one file's metadata
-            found = filesystems.file_metadata(path)  # a bad URL is a missing image
-            state = None if found is None else _listed_state(found)
-        for line in lines:
-            yield line, (path, state)
-
-
-def _listed_state(meta: Any) -> tuple[int, float]:
-    """A listed file's size and modification time."""
-    return meta.size_in_bytes, float(meta.last_updated_in_seconds or 0.0)
+    time) or None))`` for each reference. (Beam callables here go without annotations:
+    Beam would check the joins' elements against them.)"""
+    path, grouped = element
+    listed = list(grouped["files"])
+    state = tuple(listed[0]) if listed else None
+    if state is None:  # outside the manifest's folder: this one file's metadata
+        found = filesystems.file_metadata(path)  # a bad URL is a missing image
+        state = None if found is None else (found.size_in_bytes, listed_time(found))
+    for line in grouped["refs"]:
+        yield line, (path, state)
 
 
 class BuiltRow(NamedTuple):
     """A manifest row with its images located: what becomes one example, or one step of
-    a sequence (then it crosses the shuffle that groups rows, see :class:`BuiltRowCoder`).
+    a sequence (then it crosses the shuffle that groups rows as its fields).
 
     ``images`` holds ``(column, path, size)`` per image column; ``row`` the other columns;
     ``modified`` each image's listed modification time, in the order of ``images``.
@@ -931,72 +867,42 @@ class BuiltRow(NamedTuple):
     modified: tuple[float, ...] = ()
 
 
-_PRIMITIVES = beam.coders.FastPrimitivesCoder()
+beam.coders.registry.register_coder(BuiltRow, NamedTupleCoder)
+beam.coders.registry.register_coder(RangeRow, NamedTupleCoder)
 
 
-class BuiltRowCoder(beam.coders.Coder):
-    """A :class:`BuiltRow` as its four fields, without the pickled class a NamedTuple
-    costs under Beam's default coder."""
-
-    def encode(self, value: BuiltRow) -> bytes:
-        return _PRIMITIVES.encode(tuple(value))
-
-    def decode(self, encoded: bytes) -> BuiltRow:
-        return BuiltRow(*_PRIMITIVES.decode(encoded))
-
-    def to_type_hint(self) -> type:
-        return BuiltRow
-
-
-beam.coders.registry.register_coder(BuiltRow, BuiltRowCoder)
-beam.coders.registry.register_coder(RangeRow, RangeRowCoder)
-
-
-class _BuildRows(beam.DoFn):
-    """line -> (typed row, image sizes) -> :class:`BuiltRow`."""
-
-    def __init__(self, options: TableOptions, schema: Schema) -> None:
-        self._options = options
-        self._schema = schema
-
-    def process(self, element):
-        line, grouped = element
-        rows, sizes = list(grouped["rows"]), dict(grouped["sizes"])
-        if not rows:
+def _build_row(element, opts, image_columns):
+    """line -> (typed row, image sizes) -> :class:`BuiltRow`, or the reject of a row
+    naming an image that is not there."""
+    line, grouped = element
+    rows, sizes = list(grouped["rows"]), dict(grouped["sizes"])
+    if not rows:
+        return
+    row = dict(rows[0])  # inputs must not be mutated
+    images, modified = [], []
+    for column in image_columns:
+        path = row.pop(column)
+        state = sizes.get(path)
+        if state is None:
+            yield TaggedOutput("rejects", Reject(
+                "image", path, "missing", f"{opts.manifest}:{line} names {path} (column "
+                f"{column!r}), which does not exist; fix the path or remove the row",
+                split=_row_split(row, path, opts)))
             return
-        row = dict(rows[0])  # inputs must not be mutated
-        opts, schema = self._options, self._schema
-        images, modified = [], []
-        for column in schema.image_columns:
-            path = row.pop(column)
-            state = sizes.get(path)
-            if state is None:
-                yield TaggedOutput(
-                    "rejects",
-                    Reject(
-                        "image",
-                        path,
-                        "missing",
-                        f"{opts.manifest}:{line} names {path} (column {column!r}), which does not "
-                        "exist; fix the path or remove the row",
-                        split=self._split(row, path),
-                    ),
-                )
-                return
-            images.append((column, path, state[0]))
-            modified.append(state[1])
-        _column, first_path, _size = images[0]
-        yield BuiltRow(self._split(row, first_path), line, row, tuple(images), tuple(modified))
+        images.append((column, path, state[0]))
+        modified.append(state[1])
+    _column, first_path, _size = images[0]
+    yield BuiltRow(_row_split(row, first_path, opts), line, row, tuple(images), tuple(modified))
 
-    def _split(self, row: dict, first_image: str) -> str:
-        opts = self._options
-        if opts.split_column:
-            return str(row[opts.split_column])
-        if opts.group_by:
-            return opts.split  # decided per group later
-        if opts.split_fractions:
-            return split_by_fraction(_relative(opts.manifest, first_image), opts.split_fractions)
-        return opts.split
+
+def _row_split(row: dict, first_image: str, opts: TableOptions) -> str:
+    if opts.split_column:
+        return str(row[opts.split_column])
+    if opts.group_by:
+        return opts.split  # decided per group later
+    if opts.split_fractions:
+        return split_by_fraction(_relative(opts.manifest, first_image), opts.split_fractions)
+    return opts.split
 
 
 def _image_refs(typed_row: tuple[int, dict[str, Any]],
@@ -1017,33 +923,23 @@ def _row_record(built: BuiltRow, options: TableOptions) -> ImageRecord:
         row = {k: v for k, v in row.items() if k != options.split_column}
     _column, first_path, _size = images[0]
     first = _relative(options.manifest, first_path)
-    canonical = json.dumps(
-        [[c, _relative(options.manifest, p)] for c, p, _ in images] + [row],
-        sort_keys=True,
-        ensure_ascii=False,
-    )
+    canonical = json.dumps([[c, _relative(options.manifest, p)] for c, p, _ in images] + [row],
+                           sort_keys=True, ensure_ascii=False)
     return ImageRecord(
-        identity=f"{first}\0{canonical}",
-        path=first_path,
-        size=sum(size for _column, _path, size in images),
-        split=split,
-        labels={"row": row, "images": images, "line": line},
-        modified=modified,
-    )
+        identity=f"{first}\0{canonical}", path=first_path,
+        size=sum(size for _column, _path, size in images), split=split,
+        labels={"row": row, "images": images, "line": line}, modified=modified)
 
 
-def varying_columns(rows: Sequence[dict]) -> set[str]:
+def varying_columns(group: tuple[str, Iterable[BuiltRow]]) -> set[str]:
     """Columns whose value is not the same in every row of a group."""
-    if not rows:
-        return set()
-    head = rows[0]
-    return {c for c in head if any(r.get(c) != head[c] for r in rows[1:])}
+    _key, members = group
+    head, *rest = [m.row for m in members]
+    return {c for c in head if any(r.get(c) != head[c] for r in rest)}
 
 
-def _group_record(
-    element: tuple[str, Iterable[BuiltRow]], varying: Sequence[str], options: TableOptions,
-    schema: Schema,
-) -> ImageRecord:
+def _group_record(element: tuple[str, Iterable[BuiltRow]], varying: set[str],
+                  options: TableOptions, schema: Schema) -> ImageRecord:
     key, members = element
     members = sorted(members, key=lambda m: m.line)  # manifest order
     rows = [m.row for m in members]
@@ -1051,54 +947,19 @@ def _group_record(
     split = splits[0]
     if options.split_fractions:
         split = split_by_fraction(f"group:{key}", options.split_fractions)
-    context_columns = [
-        c
-        for c in schema.types
-        if c not in varying and c not in schema.image_columns and c != options.split_column
-    ]
-    list_columns = [
-        c
-        for c in schema.types
-        if c not in context_columns and c not in schema.image_columns and c != options.split_column
-    ]
-    context = {c: rows[0].get(c) for c in context_columns}
-    steps = {c: [r.get(c) for r in rows] for c in list_columns}
+    written = [c for c in schema.types
+               if c not in schema.image_columns and c != options.split_column]
+    context = {c: rows[0].get(c) for c in written if c not in varying}
+    steps = {c: [r.get(c) for r in rows] for c in written if c in varying}
     images = tuple(m.images for m in members)
     _column, first_path, _size = images[0][0]
     return ImageRecord(
-        identity=f"group:{key}",
-        path=first_path,
-        size=sum(size for step in images for _column, _path, size in step),
-        split=split,
-        labels={
-            "context": context,
-            "steps": steps,
-            "images": images,
-            "lines": [m.line for m in members],
-            "mixed_splits": splits if len(splits) > 1 else [],
-        },
-        modified=tuple(seconds for m in members for seconds in m.modified),
-    )
-
-
-class _VaryingFn(beam.CombineFn):
-    """Union of the columns that vary within some group (bounded by the column count)."""
-
-    def create_accumulator(self):
-        return set()
-
-    def add_input(self, acc, element):
-        _key, members = element
-        return acc | varying_columns([m.row for m in members])
-
-    def merge_accumulators(self, accumulators):
-        out = set()
-        for acc in accumulators:
-            out |= acc
-        return out
-
-    def extract_output(self, acc):
-        return sorted(acc)
+        identity=f"group:{key}", path=first_path,
+        size=sum(size for step in images for _column, _path, size in step), split=split,
+        labels={"context": context, "steps": steps, "images": images,
+                "lines": [m.line for m in members],
+                "mixed_splits": splits if len(splits) > 1 else []},
+        modified=tuple(seconds for m in members for seconds in m.modified))
 
 
 class ReadTable(beam.PTransform):
@@ -1143,17 +1004,18 @@ class ReadTable(beam.PTransform):
         refs = read.rows | "ImageRefs" >> beam.FlatMap(_image_refs, image_columns)  # (path, line)
         base = manifest_dir(opts.manifest).rstrip("/")
         listing = pbegin | "ListFolder" >> ListFilesBelow(base, self._skipped_prefix)
-        files = listing | "KeyByPath" >> beam.Map(lambda m: (m.path, _listed_state(m)))
+        files = listing | "KeyByPath" >> beam.Map(
+            lambda m: (m.path, (m.size_in_bytes, listed_time(m))))
         sizes = (
             {"refs": refs, "files": files}
             | "JoinImages" >> beam.CoGroupByKey()
-            | "ImageSizes" >> beam.ParDo(_SizeImages()).with_output_types(Any)
+            | "ImageSizes" >> beam.FlatMap(_size_images).with_output_types(Any)
         )
         built = (
             {"rows": read.rows, "sizes": sizes}
             | "JoinRows" >> beam.CoGroupByKey()
-            | "BuildRows"
-            >> beam.ParDo(_BuildRows(opts, schema)).with_output_types(BuiltRow)
+            | "BuildRows" >> beam.FlatMap(_build_row, opts, schema.image_columns)
+            .with_output_types(BuiltRow)
             .with_outputs("rejects", main="rows")
         )
         if opts.group_by:
@@ -1164,7 +1026,11 @@ class ReadTable(beam.PTransform):
                 .with_output_types(tuple[str, BuiltRow])
                 | "GroupRows" >> beam.GroupByKey()  # (group value as JSON, [BuiltRow])
             )
-            varying = grouped | "VaryingColumns" >> beam.CombineGlobally(_VaryingFn())
+            varying = (  # the columns that vary within some group
+                grouped
+                | "VaryingColumns" >> beam.Map(varying_columns)
+                | "AnyGroup" >> beam.CombineGlobally(lambda found: set().union(*found))
+            )
             records = grouped | "BuildGroups" >> beam.Map(
                 lambda g, v: _group_record(g, v, opts, schema), AsSingleton(varying)
             ).with_output_types(ImageRecord)
@@ -1174,20 +1040,13 @@ class ReadTable(beam.PTransform):
         manifest_file = pbegin | "ManifestFile" >> MatchFile(opts.manifest)
         terms = input_terms((listing, manifest_file) | "AllInputs" >> beam.Flatten())
         schema_json = {**schema.to_json(), "group_by": opts.group_by}
+        task = "sequence" if opts.group_by else "table"
         metadata = pbegin | "Metadata" >> beam.Impulse() | "Schema" >> beam.Map(
-            lambda _, t: {
-                "task": "sequence" if schema_json["group_by"] else "table",
-                "schema": schema_json,
-                "inputs": inputs_entry(t),
-            }, terms,
+            lambda _, t: {"task": task, "schema": schema_json, "inputs": inputs_entry(t)}, terms,
         ).with_output_types(Any)
         rejects = (read.rejects, built.rejects) | "TableRejects" >> beam.Flatten()
         counts = pbegin | "NoCounts" >> beam.Create([])
         return SourceRead(records, rejects, counts, metadata)
-
-
-def _kinds_of(schema: Schema) -> dict[str, str]:
-    return {c: FEATURE_KIND[t] for c, t in schema.types.items() if t in FEATURE_KIND}
 
 
 def _value(value: Any) -> Any:
@@ -1205,7 +1064,8 @@ class TableEncoder(ImageExampleEncoder):
     def __init__(self, schema: Schema, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._schema = schema
-        self._kinds = _kinds_of(schema)
+        self._kinds = {**{c: FEATURE_KIND[t] for c, t in schema.types.items() if t in FEATURE_KIND},
+                       **image_features(schema.image_columns)}
         self.list_features = frozenset(c for c, t in schema.types.items() if t.endswith("_list"))
 
     def _prefix(self, column: str) -> str:
@@ -1224,15 +1084,23 @@ class TableEncoder(ImageExampleEncoder):
         steps = images if "steps" in record.labels else (images,)
         return tuple(path for step in steps for _column, path, _size in step)
 
-    def _image(self, column: str, path: str, size: int):
-        name = path.rsplit("/", 1)[-1]
-        loaded = self.load_image(path, size, name)
-        if isinstance(loaded, Reject):
-            return loaded
-        prefix = self._prefix(column)
-        features = {prefix + k: v for k, v in loaded.fields.items()}
-        features[prefix + "filename"] = name
-        return features, loaded.counts, loaded.digest
+    def _load_images(self, images: Iterable[tuple[str, str, int]],
+                     counts: dict[str, int]) -> list[tuple[dict[str, Any], bytes]] | Reject:
+        """Each image's features and digest, adding its counts to ``counts``; or the
+        first image's reject."""
+        out = []
+        for column, path, size in images:
+            name = path.rsplit("/", 1)[-1]
+            loaded = self.load_image(path, size, name)
+            if isinstance(loaded, Reject):
+                return loaded
+            prefix = self._prefix(column)
+            features = {prefix + k: v for k, v in loaded.fields.items()}
+            features[prefix + "filename"] = name
+            for k, v in loaded.counts.items():
+                counts[k] = counts.get(k, 0) + v
+            out.append((features, loaded.digest))
+        return out
 
     def image_digest(self, record: ImageRecord) -> bytes | None:
         """A row's one image's SHA-256; rows with several images, and groups, are not
@@ -1243,72 +1111,41 @@ class TableEncoder(ImageExampleEncoder):
         _column, path, size = images[0]
         return self._digest_of(path, size)
 
-    def _image_kinds(self) -> dict[str, str]:
-        return image_features(self._schema.image_columns)
-
     def encode(self, record: ImageRecord) -> Encoded:
         if "steps" in record.labels:
             return self._encode_group(record)
-        features: dict[str, Any] = {}
         counts: dict[str, int] = {}
-        digests = []
-        for column, path, size in record.labels["images"]:
-            loaded = self._image(column, path, size)
-            if isinstance(loaded, Reject):
-                return Encoded(rejects=(loaded,))
-            features.update(loaded[0])
-            for k, v in loaded[1].items():
-                counts[k] = counts.get(k, 0) + v
-            digests.append(loaded[2])
-        for column, value in record.labels["row"].items():
-            features[column] = _value(value)
+        loaded = self._load_images(record.labels["images"], counts)
+        if isinstance(loaded, Reject):
+            return Encoded(rejects=(loaded,))
+        features = {name: value for image, _digest in loaded for name, value in image.items()}
+        features.update({column: _value(value) for column, value in record.labels["row"].items()})
         counts["images_written"] = 1
         return Encoded(
-            features=features, kinds={**self._kinds, **self._image_kinds()}, counts=counts,
-            image_digest=digests[0] if len(digests) == 1 else None,
+            features=features, kinds=self._kinds, counts=counts,
+            image_digest=loaded[0][1] if len(loaded) == 1 else None,
         )
 
     def _encode_group(self, record: ImageRecord) -> Encoded:
         labels = record.labels
         lists: dict[str, list] = {c: [_value(v) for v in vs] for c, vs in labels["steps"].items()}
         counts: dict[str, int] = {}
-        for step in labels["images"]:
-            for column, path, size in step:
-                loaded = self._image(column, path, size)
-                if isinstance(loaded, Reject):
-                    return Encoded(rejects=(loaded,))
-                for name, value in loaded[0].items():
-                    lists.setdefault(name, []).append(value)
-                for k, v in loaded[1].items():
-                    counts[k] = counts.get(k, 0) + v
+        loaded = self._load_images([image for step in labels["images"] for image in step], counts)
+        if isinstance(loaded, Reject):
+            return Encoded(rejects=(loaded,))
+        for image, _digest in loaded:
+            for name, value in image.items():
+                lists.setdefault(name, []).append(value)
         counts["images_written"] = len(labels["images"])
         counts["sequences_written"] = 1
         rejects = ()
         if labels["mixed_splits"]:
-            rejects = (
-                Reject(
-                    "warning",
-                    f"group {record.identity[6:]}",
-                    "mixed_splits",
-                    f"rows of this group name the splits {labels['mixed_splits']}; the "
-                    f"group was written to {record.split}",
-                ),
-            )
+            rejects = (Reject("warning", f"group {record.identity[6:]}", "mixed_splits",
+                              f"rows of this group name the splits {labels['mixed_splits']}; "
+                              f"the group was written to {record.split}"),)
         context = {c: _value(v) for c, v in labels["context"].items()}
-        return Encoded(
-            sequence=(context, lists),
-            kinds={**self._kinds, **self._image_kinds()},
-            counts=counts,
-            rejects=rejects,
-        )
-
-
-def table_input_patterns(table: TableOptions) -> list[str]:
-    """The files a conversion reads, for its inputs fingerprint (``--if-changed``)."""
-    # The manifest twice, as ReadTable's fingerprint has it: in its folder's listing and
-    # on its own (the file may lie anywhere, e.g. beside images on another bucket).
-    return [filesystems.everything_below(manifest_dir(table.manifest)),
-            filesystems.literal(table.manifest)]
+        return Encoded(sequence=(context, lists), kinds=self._kinds, counts=counts,
+                       rejects=rejects)
 
 
 #: Options of ``convert manifest`` added after its first release: recorded only when set,
@@ -1367,8 +1204,12 @@ def prepare(request: Request) -> Conversion:
     if request.split_column and not fractions:
         refuse_split(request, read.splits, f"the column {request.split_column!r} "
                      "(--split-column) names each row's split", accepted=False)
+    # What --if-changed lists: the manifest twice, as ReadTable's fingerprint has it, in its
+    # folder's listing and on its own (the file may lie anywhere, e.g. on another bucket).
+    patterns = [filesystems.everything_below(manifest_dir(table.manifest)),
+                filesystems.literal(table.manifest)]
     return Conversion(
-        splits=read.splits, input_patterns=table_input_patterns(table),
+        splits=read.splits, input_patterns=patterns,
         settings=lambda shards, checks, fixes: table_settings(table, shards, checks, fixes),
         build=lambda p, shards, checks, fixes: to_tfrecord(p, request.output, table, shards,
                                                             checks, fixes))
