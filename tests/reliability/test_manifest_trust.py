@@ -99,3 +99,26 @@ def test_a_file_that_is_no_manifest_stops_the_run_naming_it(tmp_path, capsys, na
     err = capsys.readouterr().err
     assert "Traceback" not in err and f"{tmp_path / name}" in err and "not UTF-8" in err
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@CASE("JSON Lines row with a `\\udcff` escape (a lone surrogate: no character), in the "
+      "launcher's schema sample or past it",
+      "reject `bad_row` naming `<manifest>:<line>` and the escape; the other rows are written")
+def test_a_lone_surrogate_escape_is_a_reject_wherever_the_row_is_read(tmp_path):
+    (tmp_path / "img").mkdir()
+    for name in "abcd":
+        (tmp_path / "img" / f"{name}.jpg").write_bytes(jpeg())
+    rows = [json.dumps({"image": f"img/{n}.jpg", "note": note})
+            for n, note in zip("abcd", ["ok", "\udcff", "fine", "caf\udce9"], strict=True)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+    argv = ["convert", "manifest", "--manifest", str(path), "--output", str(tmp_path / "out"),
+            "--schema-sample-rows", "2", "--max-reject-fraction", "0.9", "--quiet", *IN_MEMORY]
+    assert cli.main(argv) == 0
+    rejects = [json.loads(line) for line in
+               (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert sorted((r["source"], r["reason"]) for r in rejects) == [
+        (f"{path}:2", "bad_row"), (f"{path}:4", "bad_row")]
+    assert all("lone surrogate" in r["detail"] for r in rejects)
+    written = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert written["splits"]["train"]["examples"] == 2

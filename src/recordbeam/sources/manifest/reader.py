@@ -808,6 +808,9 @@ def _json_line(content: str) -> dict | str | None:
         return "nests arrays or objects too deeply to be read (a row is one object of values)"
     if not isinstance(row, dict):
         return f"is a JSON {type(row).__name__}, not an object with one key per column"
+    if "\\u" in content and not is_text(json.dumps(row, ensure_ascii=False)):
+        return ("holds a \\u escape of a lone surrogate (\\ud800 to \\udfff), which is no "
+                "character: write the character itself, or a pair of escapes")
     return row
 
 
