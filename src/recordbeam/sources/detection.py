@@ -66,6 +66,12 @@ def object_fields(obj: DetectionObject) -> tuple:
 _DEFAULTS = ((), None, False)
 
 
+def box_around(points: Sequence[float]) -> tuple[float, float, float, float]:
+    """``(x, y, width, height)`` around the points ``[x1, y1, x2, y2, ...]``."""
+    xs, ys = points[0::2], points[1::2]
+    return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
+
+
 class Geometry(NamedTuple):
     """Where an image's boxes live and where they go.
 

@@ -57,7 +57,6 @@ from recordbeam.errors import DataError, UsageError
 from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import NamedObject
-from recordbeam.sources.conversion import conversion
 from recordbeam.sources.exports import (
     ExportEncoder,
     ExportEntry,
@@ -65,6 +64,7 @@ from recordbeam.sources.exports import (
     FieldsCoder,
     Part,
     ReadExport,
+    export_conversion,
 )
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
@@ -728,10 +728,11 @@ class ReadCvat(ReadExport):
     images folder, is left out of the listing.
     """
 
+    export_format = CvatExport
+
     def __init__(self, options: CvatOptions, skip_below: str | None = None) -> None:
-        fmt = CvatExport(options)
-        super().__init__(fmt, skip_below, options.input_roots())
-        self.tracks = fmt.tracks
+        super().__init__(options, skip_below)
+        self.tracks = self._format.tracks
 
 
 class CvatEncoder(ExportEncoder):
@@ -745,7 +746,7 @@ class CvatEncoder(ExportEncoder):
         kinds = {feature_keys.OCCLUDED: "int64"}
         if track_ids:
             kinds[feature_keys.TRACK_ID] = "int64"
-        super().__init__(checks, split, fixes, extra_kinds=kinds, include_masks=include_masks)
+        super().__init__(checks, split, fixes, include_masks, kinds)
 
 
 def prepare(request: Request) -> Conversion:
@@ -765,14 +766,11 @@ def prepare(request: Request) -> Conversion:
     places_images = len(splits) > 1 and any(file_subset(p) is None for p in export.export_files())
     refuse_split(request, splits, "the XMLs name the subsets",
                  accepted=request.split in splits if places_images else None)
-    return conversion(
-        "cvat", cvat, splits, export.input_patterns(), request.output,
-        lambda: ReadCvat(cvat, skip_below=request.output),
-        lambda read, checks, fixes: CvatEncoder(checks, read.splits[0], fixes,
-                                                include_masks=cvat.include_masks,
-                                                track_ids=read.tracks),
-        after_run=partial(_warn_if_split_placed_nothing, split=request.split)
-        if places_images and request.split_given else None)
+    warn = places_images and request.split_given
+    return export_conversion(
+        export, ReadCvat, CvatEncoder, request.output,
+        partial(_warn_if_split_placed_nothing, split=request.split) if warn else None,
+        track_ids=export.tracks)
 
 
 def _warn_if_split_placed_nothing(output: str, split: str) -> None:
