@@ -72,6 +72,15 @@ def box_around(points: Sequence[float]) -> tuple[float, float, float, float]:
     return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
 
 
+def union_of(polygons: list[list[float]], masks: list[dict[str, Any]]) -> Any:
+    """The segmentation of an object made of several shapes: its ``polygons``, or its one
+    box RLE mask (see :mod:`recordbeam.images.masks`), or the union of their pixels (drawn
+    when the mask is written); None when it has neither."""
+    if masks and (polygons or len(masks) > 1):
+        return {"size": masks[0]["size"], "union": [*([polygons] if polygons else []), *masks]}
+    return polygons or (masks[0] if masks else None)
+
+
 class Geometry(NamedTuple):
     """Where an image's boxes live and where they go.
 

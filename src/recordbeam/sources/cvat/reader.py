@@ -58,7 +58,7 @@ from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import Reject
 from recordbeam.sources import exports
 from recordbeam.sources.annotated_files import NamedObject
-from recordbeam.sources.detection import box_around
+from recordbeam.sources.detection import box_around, union_of
 from recordbeam.sources.exports import ExportEntry, Part, Unusable
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
@@ -240,16 +240,9 @@ def _check_subset(path: str, subset: str, named_by_file: bool) -> None:
 
 def parse_points(text: str | None) -> list[float] | None:
     """``"x1,y1;x2,y2;..."`` -> ``[x1, y1, x2, y2, ...]``; None when malformed."""
-    flat: list[float] = []
-    for pair in (text or "").strip().split(";"):
-        parts = pair.split(",")
-        if len(parts) != 2:
-            return None
-        x, y = as_number(parts[0]), as_number(parts[1])
-        if x is None or y is None:
-            return None
-        flat += (x, y)
-    return flat
+    pairs = [pair.split(",") for pair in (text or "").strip().split(";")]
+    flat = [as_number(value) for pair in pairs for value in pair]
+    return None if None in flat or any(len(pair) != 2 for pair in pairs) else flat
 
 
 def cvat_mask(rle: str, left: int, top: int, width: int, height: int,
@@ -424,14 +417,9 @@ def _merge(shapes: list[_Shape], where: str, split: str,
     polygons = [p for s in shapes if s.kind == "polygon" and s.segmentation
                 for p in s.segmentation]
     masks = [s.segmentation for s in shapes if s.kind == "mask" and s.segmentation]
-    if masks and (polygons or len(masks) > 1):
-        segmentation = {"size": masks[0]["size"],
-                        "union": [*([polygons] if polygons else []), *masks]}
-    else:
-        segmentation = polygons or (masks[0] if masks else None)
     occluded = max(s.occluded for s in shapes)
     extra = (occluded,) if track_id is None else (occluded, track_id)
-    return NamedObject(where, labels[0], box, extra, segmentation)
+    return NamedObject(where, labels[0], box, extra, union_of(polygons, masks))
 
 
 # --- one XML, streamed -------------------------------------------------------------------

@@ -61,7 +61,7 @@ from recordbeam.sources.annotated_files import (
 )
 from recordbeam.sources.classes_file import read_classes_file
 from recordbeam.sources.conversion import conversion
-from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.detection import DetectionEncoder, union_of
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import (
     NO_OBJECTS,
@@ -399,12 +399,9 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     ymax = max(piece.corners[3] for piece in pieces)
     outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
-    segmentation: Any = outlines
-    if masks:  # with mask shapes, the union of every piece's pixels
-        segmentation = {"size": masks[0]["size"],
-                        "union": [*([outlines] if outlines else []), *masks]}
+    # Two pieces or more: outlines, or with mask shapes the union of every piece's pixels.
     return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
-                       segmentation=segmentation)
+                       segmentation=union_of(outlines, masks))
 
 
 def _rectangle(piece: _Piece) -> list[float]:
