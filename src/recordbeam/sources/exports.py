@@ -17,6 +17,12 @@ video's tracks). :class:`ReadExport` does the rest the same way for every such f
   (:func:`~recordbeam.sources.annotated_files.class_names`,
   :func:`~recordbeam.sources.annotated_files.build_record`).
 
+What such a format's plain Python shares besides: :class:`Unusable`, raised for what
+becomes a reject; :func:`key_below`, the key of an image an export names by a path or
+URL (refused outside the images folder); and :func:`export_conversion`, its conversion
+once its inputs are checked. Its read transform subclasses :class:`ReadExport` naming the
+format, its encoder :class:`ExportEncoder`.
+
 A format whose export is one JSON array (``array_export``) parses one element at a time
 (``parse_item``); an export file from ``byte_ranges.RANGED_FROM_BYTES`` on is then read in
 byte ranges by all workers at once (:class:`ReadArrayRanges`), each element numbered as
@@ -70,44 +76,6 @@ from recordbeam.sources.result import SourceRead
 
 class ExportError(DataError, ValueError):
     """An export file that cannot be read at all: the run stops, naming it."""
-
-
-class Unusable(Exception):
-    """Something an export describes that cannot be used (an image reference, a shape):
-    its reject's ``reason``, and what the reject says of it (``detail``, the exception's
-    text)."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
-
-
-def folder_prefixes(folder: str) -> tuple[str, ...]:
-    """``folder`` as given and, when local, absolute, each ending in ``/``: how the paths
-    (or bucket URLs) of the files below it begin."""
-    local = filesystems.local_path(folder)
-    absolute = [os.path.abspath(local) + "/"] if local is not None else []
-    return (folder.rstrip("/") + "/", *absolute)
-
-
-def key_below(path: str, reference: str, prefixes: Sequence[str], absolute: bool,
-              fallback: str | None = None) -> str:
-    """The key of the image an export names by ``reference`` (as said in messages) at
-    ``path``: ``path`` itself when relative, below the images folder; when ``absolute`` (a
-    path from ``/``, a bucket URL), what follows the first of ``prefixes``
-    (:func:`folder_prefixes`) it begins with, else ``fallback``. Normalized; raises
-    :class:`Unusable` (``outside_root``) when it lies or leads outside the folder."""
-    if absolute:
-        below = next((path[len(p):] for p in prefixes if path.startswith(p)), fallback)
-        if below is None:
-            raise Unusable("outside_root", (
-                f"{reference} does not lie below --images {prefixes[0].rstrip('/')}; pass as "
-                "--images the folder (or bucket folder) holding the images"))
-        path = below
-    key = posixpath.normpath(path)
-    if key in (".", "..") or key.startswith(("../", "/")):
-        raise Unusable("outside_root", f"{reference} leads outside --images; not read")
-    return key
 
 
 def json_array_items(path: str, data: BinaryIO, what: str) -> Iterator[Any]:
@@ -269,6 +237,44 @@ class _Joining(beam.DoFn):
 
     def process(self, keyed):
         yield keyed[0], Joined(self._side, self._coder.encode(keyed[1]))
+
+
+class Unusable(Exception):
+    """Something an export describes that cannot be used (an image reference, a shape):
+    its reject's ``reason``, and what the reject says of it (``detail``, the exception's
+    text)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def folder_prefixes(folder: str) -> tuple[str, ...]:
+    """``folder`` as given and, when local, absolute, each ending in ``/``: how the paths
+    (or bucket URLs) of the files below it begin."""
+    local = filesystems.local_path(folder)
+    absolute = [os.path.abspath(local) + "/"] if local is not None else []
+    return (folder.rstrip("/") + "/", *absolute)
+
+
+def key_below(path: str, reference: str, prefixes: Sequence[str], absolute: bool,
+              fallback: str | None = None) -> str:
+    """The key of the image an export names by ``reference`` (as said in messages) at
+    ``path``: ``path`` itself when relative, below the images folder; when ``absolute`` (a
+    path from ``/``, a bucket URL), what follows the first of ``prefixes``
+    (:func:`folder_prefixes`) it begins with, else ``fallback``. Normalized; raises
+    :class:`Unusable` (``outside_root``) when it lies or leads outside the folder."""
+    if absolute:
+        below = next((path[len(p):] for p in prefixes if path.startswith(p)), fallback)
+        if below is None:
+            raise Unusable("outside_root", (
+                f"{reference} does not lie below --images {prefixes[0].rstrip('/')}; pass as "
+                "--images the folder (or bucket folder) holding the images"))
+        path = below
+    key = posixpath.normpath(path)
+    if key in (".", "..") or key.startswith(("../", "/")):
+        raise Unusable("outside_root", f"{reference} leads outside --images; not read")
+    return key
 
 
 class ExportFormat:
