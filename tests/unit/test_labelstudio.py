@@ -21,6 +21,7 @@ from recordbeam.sources.exports import (
     ExportEntryCoder,
     ExportError,
     Joined,
+    Unusable,
     _Pair,
     _ParseArrayRange,
     _StreamExport,
@@ -28,7 +29,6 @@ from recordbeam.sources.exports import (
 from recordbeam.sources.labelstudio.reader import (
     LabelStudioExport,
     LabelStudioOptions,
-    _Unusable,
     image_key,
     written_name,
 )
@@ -99,7 +99,7 @@ def test_a_bucket_url_is_its_path_below_the_bucket_folder_given():
     ("http://[::1/data/upload/1/a.jpg", "unsupported_url"),  # no URL: an unclosed [
 ])
 def test_a_reference_outside_images_or_on_the_web_is_refused_with_its_reason(reference, reason):
-    with pytest.raises(_Unusable) as refused:
+    with pytest.raises(Unusable) as refused:
         image_key(reference, ROOTS)
     assert refused.value.reason == reason
     assert reference in refused.value.detail

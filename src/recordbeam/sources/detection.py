@@ -66,6 +66,21 @@ def object_fields(obj: DetectionObject) -> tuple:
 _DEFAULTS = ((), None, False)
 
 
+def box_around(points: Sequence[float]) -> tuple[float, float, float, float]:
+    """``(x, y, width, height)`` around the points ``[x1, y1, x2, y2, ...]``."""
+    xs, ys = points[0::2], points[1::2]
+    return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
+
+
+def union_of(polygons: list[list[float]], masks: list[dict[str, Any]]) -> Any:
+    """The segmentation of an object made of several shapes: its ``polygons``, or its one
+    box RLE mask (see :mod:`recordbeam.images.masks`), or the union of their pixels (drawn
+    when the mask is written); None when it has neither."""
+    if masks and (polygons or len(masks) > 1):
+        return {"size": masks[0]["size"], "union": [*([polygons] if polygons else []), *masks]}
+    return polygons or (masks[0] if masks else None)
+
+
 class Geometry(NamedTuple):
     """Where an image's boxes live and where they go.
 

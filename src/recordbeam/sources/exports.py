@@ -17,6 +17,12 @@ video's tracks). :class:`ReadExport` does the rest the same way for every such f
   (:func:`~recordbeam.sources.annotated_files.class_names`,
   :func:`~recordbeam.sources.annotated_files.build_record`).
 
+What such a format's plain Python shares besides: :class:`Unusable`, raised for what
+becomes a reject; :func:`key_below`, the key of an image an export names by a path or
+URL (refused outside the images folder); and :func:`export_conversion`, its conversion
+once its inputs are checked. Its read transform subclasses :class:`ReadExport` naming the
+format, its encoder :class:`ExportEncoder`.
+
 A format whose export is one JSON array (``array_export``) parses one element at a time
 (``parse_item``); an export file from ``byte_ranges.RANGED_FROM_BYTES`` on is then read in
 byte ranges by all workers at once (:class:`ReadArrayRanges`), each element numbered as
@@ -26,10 +32,11 @@ in the whole array, so what is written is what the streamed read writes.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import posixpath
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
@@ -53,8 +60,10 @@ from recordbeam.sources.annotated_files import (
     text_metadata,
 )
 from recordbeam.sources.classes_file import read_classes_file
+from recordbeam.sources.conversion import conversion
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.fingerprint import input_terms
+from recordbeam.sources.format import Conversion
 from recordbeam.sources.json_depth import (
     BOM,
     JsonTooDeep,
@@ -230,12 +239,51 @@ class _Joining(beam.DoFn):
         yield keyed[0], Joined(self._side, self._coder.encode(keyed[1]))
 
 
+class Unusable(Exception):
+    """Something an export describes that cannot be used (an image reference, a shape):
+    its reject's ``reason``, and what the reject says of it (``detail``, the exception's
+    text)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def folder_prefixes(folder: str) -> tuple[str, ...]:
+    """``folder`` as given and, when local, absolute, each ending in ``/``: how the paths
+    (or bucket URLs) of the files below it begin."""
+    local = filesystems.local_path(folder)
+    absolute = [os.path.abspath(local) + "/"] if local is not None else []
+    return (folder.rstrip("/") + "/", *absolute)
+
+
+def key_below(path: str, reference: str, prefixes: Sequence[str], absolute: bool,
+              fallback: str | None = None) -> str:
+    """The key of the image an export names by ``reference`` (as said in messages) at
+    ``path``: ``path`` itself when relative, below the images folder; when ``absolute`` (a
+    path from ``/``, a bucket URL), what follows the first of ``prefixes``
+    (:func:`folder_prefixes`) it begins with, else ``fallback``. Normalized; raises
+    :class:`Unusable` (``outside_root``) when it lies or leads outside the folder."""
+    if absolute:
+        below = next((path[len(p):] for p in prefixes if path.startswith(p)), fallback)
+        if below is None:
+            raise Unusable("outside_root", (
+                f"{reference} does not lie below --images {prefixes[0].rstrip('/')}; pass as "
+                "--images the folder (or bucket folder) holding the images"))
+        path = below
+    key = posixpath.normpath(path)
+    if key in (".", "..") or key.startswith(("../", "/")):
+        raise Unusable("outside_root", f"{reference} leads outside --images; not read")
+    return key
+
+
 class ExportFormat:
     """What :class:`ReadExport` needs to know about a format; subclass it (an instance
     travels to the workers).
 
     Attributes:
         name: the format's name, the prefix of its counters.
+        options: the options it is made from (a dataclass, the conversion's settings).
         image_folder: the folder the images are listed in.
         splits: the splits written.
         classes: the class names in label order, or None for the sorted names found.
@@ -255,6 +303,7 @@ class ExportFormat:
     """
 
     name = "export"
+    options: Any
     image_folder: str
     splits: tuple[str, ...] = ("train",)
     classes: Sequence[str] | None = None
@@ -578,18 +627,22 @@ class ReadExport(beam.PTransform):
     :class:`~recordbeam.sources.detection.DetectionEncoder` (image labels in their
     ``image_labels``).
 
+    A format's read transform subclasses it, naming its :attr:`export_format`, and is made
+    from the format's options: ``ReadCvat(options)`` reads ``CvatExport(options)``.
     Returns a :class:`~recordbeam.sources.result.SourceRead`. ``skip_below``, the output
-    folder when it lies inside the images folder, is left out of the listing; ``roots``
-    are the folders the encoder may read images from (``input_roots``).
+    folder when it lies inside the images folder, is left out of the listing; the
+    options' ``input_roots()`` are the folders the encoder may read images from.
     """
 
-    def __init__(self, fmt: ExportFormat, skip_below: str | None = None,
-                 roots: filesystems.InputRoots | None = None) -> None:
+    #: The format read, made from the options the transform is given.
+    export_format: type[ExportFormat]
+
+    def __init__(self, options: Any, skip_below: str | None = None) -> None:
         super().__init__()
-        self._format = fmt
+        fmt = self._format = self.export_format(options)
         self._skip_prefix = (filesystems.prefix_below(fmt.image_folder, skip_below)
                              if skip_below else None)
-        self.input_roots = roots
+        self.input_roots = options.input_roots()
         self.splits = tuple(fmt.splits)
         classes = fmt.classes
         if classes is None and fmt.classes_file:
@@ -651,8 +704,34 @@ class ReadExport(beam.PTransform):
 
 
 class ExportEncoder(DetectionEncoder):
-    """The detection features of an export's images; an image written with no object is
-    counted (``images_without_objects``), as it is written."""
+    """The detection features of an export's images (with ``include_masks``, masks; a
+    format's ``extra_kinds``; with the class attribute ``image_labels``, the classes of the
+    whole image); an image written with no object is counted
+    (``images_without_objects``), as it is written."""
+
+    image_labels = False
+
+    def __init__(self, checks=None, split: str = "train", fixes=None,
+                 include_masks: bool = False, extra_kinds: dict[str, str] | None = None) -> None:
+        super().__init__(checks, split, fixes, extra_kinds, include_masks,
+                         image_labels=self.image_labels)
 
     def object_counts(self, columns) -> dict[str, int]:
         return {} if columns[feature_keys.OBJECT_LABEL] else {"images_without_objects": 1}
+
+
+def export_conversion(fmt: ExportFormat, read: type[ReadExport], encoder: type[ExportEncoder],
+                      output: str, after_run: Callable[[str], None] | None = None,
+                      **encoder_options: Any) -> Conversion:
+    """The :class:`~recordbeam.sources.format.Conversion` of ``fmt`` (made from the
+    options ``fmt.options``, its settings, when the inputs were checked): its splits and
+    input patterns, the read transform ``read(options)`` and the ``encoder`` of its first
+    split, with the options' ``include_masks`` and ``encoder_options``."""
+    options = fmt.options
+    return conversion(
+        fmt.name, options, fmt.splits, fmt.input_patterns(), output,
+        lambda: read(options, skip_below=output),
+        lambda _read, checks, fixes: encoder(checks, fmt.splits[0], fixes,
+                                             include_masks=options.include_masks,
+                                             **encoder_options),
+        after_run)

@@ -3,7 +3,8 @@ are not UTF-8 on disk, and JSON ``\\udcxx`` escapes, reach Python as strings hol
 surrogates. Formats that take names from their inputs tell them apart with
 :func:`is_text`, and name them in rejects with :func:`printable`. Numbers written as
 text (XML attributes, table cells, label lines) are read by :func:`as_number`
-and :func:`as_whole`, a JSON document's by :func:`json_number`."""
+and :func:`as_whole`, a JSON document's by :func:`json_number` (its ``[x, y]`` points by
+:func:`json_points`)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,19 @@ def json_number(value: Any) -> float | None:
     except OverflowError:  # an integer past a float's range (10^400)
         return None
     return number if math.isfinite(number) else None
+
+
+def json_points(value: Any) -> list[tuple[float, float]] | None:
+    """A JSON list of ``[x, y]`` points whose values are :func:`json_number`s, as pairs of
+    floats; None when it is no such list."""
+    if not isinstance(value, list):
+        return None
+    points = []
+    for point in value:  # written out long-hand: this runs for every point of every shape
+        if not isinstance(point, list) or len(point) != 2:
+            return None
+        x, y = json_number(point[0]), json_number(point[1])
+        if x is None or y is None:
+            return None
+        points.append((x, y))
+    return points

@@ -56,16 +56,10 @@ from recordbeam.dataset.names import OutputFolderError, check_split_name
 from recordbeam.errors import DataError, UsageError
 from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import Reject
+from recordbeam.sources import exports
 from recordbeam.sources.annotated_files import NamedObject
-from recordbeam.sources.conversion import conversion
-from recordbeam.sources.exports import (
-    ExportEncoder,
-    ExportEntry,
-    ExportFormat,
-    FieldsCoder,
-    Part,
-    ReadExport,
-)
+from recordbeam.sources.detection import box_around, union_of
+from recordbeam.sources.exports import ExportEntry, Part, Unusable
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import PASS_IMAGES, refuse_split, require_folder
 from recordbeam.sources.text import as_number, as_whole
@@ -246,16 +240,9 @@ def _check_subset(path: str, subset: str, named_by_file: bool) -> None:
 
 def parse_points(text: str | None) -> list[float] | None:
     """``"x1,y1;x2,y2;..."`` -> ``[x1, y1, x2, y2, ...]``; None when malformed."""
-    flat: list[float] = []
-    for pair in (text or "").strip().split(";"):
-        parts = pair.split(",")
-        if len(parts) != 2:
-            return None
-        x, y = as_number(parts[0]), as_number(parts[1])
-        if x is None or y is None:
-            return None
-        flat += (x, y)
-    return flat
+    pairs = [pair.split(",") for pair in (text or "").strip().split(";")]
+    flat = [as_number(value) for pair in pairs for value in pair]
+    return None if None in flat or any(len(pair) != 2 for pair in pairs) else flat
 
 
 def cvat_mask(rle: str, left: int, top: int, width: int, height: int,
@@ -310,22 +297,13 @@ class _Shape(NamedTuple):
     kind: str  # box, rotated_box, polygon or mask
 
 
-class _Unusable(Exception):
-    """A shape's geometry that cannot be used: its reject's ``reason``, and what the
-    reject says after the shape's place and label (the exception's text)."""
-
-    def __init__(self, reason: str, said: str) -> None:
-        super().__init__(said)
-        self.reason = reason
-
-
 def _box(element: Element, _width: int | None, _height: int | None) -> tuple[str, Any, None]:
     corners = [as_number(element.get(k)) for k in ("xtl", "ytl", "xbr", "ybr")]
     if None in corners:
-        raise _Unusable("invalid_bbox", " needs numbers in xtl, ytl, xbr and ybr")
+        raise Unusable("invalid_bbox", " needs numbers in xtl, ytl, xbr and ybr")
     xtl, ytl, xbr, ybr = corners
     if xbr <= xtl or ybr <= ytl:
-        raise _Unusable("degenerate_bbox", f": box xtl={xtl:g} ytl={ytl:g} xbr={xbr:g} "
+        raise Unusable("degenerate_bbox", f": box xtl={xtl:g} ytl={ytl:g} xbr={xbr:g} "
                         f"ybr={ybr:g} has no area (br must be right of and below tl)")
     angle = as_number(element.get("rotation")) or 0.0
     if not angle % 360:
@@ -342,13 +320,12 @@ def _polygon(element: Element, _width: int | None, _height: int | None) -> tuple
     text = element.get("points") or ""
     too_many = too_many_vertices(text.count(";") + 1)
     if too_many:
-        raise _Unusable("malformed_points", f": {too_many}")
+        raise Unusable("malformed_points", f": {too_many}")
     points = parse_points(text)
     if points is None or len(points) < 6:
-        raise _Unusable("malformed_points", ": points must be at least 3 'x,y' pairs "
+        raise Unusable("malformed_points", ": points must be at least 3 'x,y' pairs "
                         f"separated by ';' (got {text[:60]!r})")
-    xs, ys = points[0::2], points[1::2]
-    return "polygon", (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)), [points]
+    return "polygon", box_around(points), [points]
 
 
 def _mask(element: Element, width: int | None, height: int | None) -> tuple[str, Any, Any]:
@@ -362,10 +339,10 @@ def _mask(element: Element, width: int | None, height: int | None) -> tuple[str,
         mask = cvat_mask(element.get("rle") or "", int(left), int(top), mask_width,
                          mask_height, width, height)
     except ValueError as bad:
-        raise _Unusable("malformed_rle", f": {bad}") from None
+        raise Unusable("malformed_rle", f": {bad}") from None
     box = pixel_box(mask)
     if box is None:
-        raise _Unusable("degenerate_bbox", ": the mask has no pixel set")
+        raise Unusable("degenerate_bbox", ": the mask has no pixel set")
     return "mask", box, mask
 
 
@@ -387,7 +364,7 @@ def _shape(element: Element, where: str, split: str, width: int | None, height: 
         return None
     try:
         kind, box, segmentation = _GEOMETRY[element.tag](element, width, height)
-    except _Unusable as bad:
+    except Unusable as bad:
         yield Reject("annotation", where, bad.reason, f"{where} ({label!r}){bad}; the image "
                      "was written without this object", split)
         return None
@@ -436,19 +413,13 @@ def _merge(shapes: list[_Shape], where: str, split: str,
             split)
     boxes = [s.box for s in shapes if s.kind in ("box", "rotated_box")] or [
         s.box for s in shapes]
-    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
-    x1, y1 = max(b[0] + b[2] for b in boxes), max(b[1] + b[3] for b in boxes)
+    box = box_around([v for x, y, w, h in boxes for v in (x, y, x + w, y + h)])
     polygons = [p for s in shapes if s.kind == "polygon" and s.segmentation
                 for p in s.segmentation]
     masks = [s.segmentation for s in shapes if s.kind == "mask" and s.segmentation]
-    if masks and (polygons or len(masks) > 1):
-        segmentation = {"size": masks[0]["size"],
-                        "union": [*([polygons] if polygons else []), *masks]}
-    else:
-        segmentation = polygons or (masks[0] if masks else None)
     occluded = max(s.occluded for s in shapes)
     extra = (occluded,) if track_id is None else (occluded, track_id)
-    return NamedObject(where, labels[0], (x0, y0, x1 - x0, y1 - y0), extra, segmentation)
+    return NamedObject(where, labels[0], box, extra, union_of(polygons, masks))
 
 
 # --- one XML, streamed -------------------------------------------------------------------
@@ -479,7 +450,7 @@ class CvatTrackShape(NamedTuple):
     xml: str
 
 
-class CvatTrackShapeCoder(FieldsCoder):
+class CvatTrackShapeCoder(exports.FieldsCoder):
     """A :class:`CvatTrackShape`, its shape as a plain tuple."""
 
     kind = CvatTrackShape
@@ -640,7 +611,7 @@ def _image(path: str, element: Element, index: int, placed: Any, keep_masks: boo
 # --- on the export plumbing ------------------------------------------------------------
 
 
-class CvatExport(ExportFormat):
+class CvatExport(exports.ExportFormat):
     """CVAT's XMLs and images folder, for :class:`~recordbeam.sources.exports.ReadExport`.
     Construction reads the head of each XML (:func:`plan`). Images join by their name (a
     video's frames by :func:`frame_key`), found in ``images/`` or ``images/<subset>/``;
@@ -718,7 +689,7 @@ class CvatExport(ExportFormat):
                 "XML, or move it to images/<subset>/")
 
 
-class ReadCvat(ReadExport):
+class ReadCvat(exports.ReadExport):
     """Read a CVAT for images (or video) 1.1 export into ``ImageRecord``s for
     :class:`CvatEncoder`.
 
@@ -728,13 +699,14 @@ class ReadCvat(ReadExport):
     images folder, is left out of the listing.
     """
 
+    export_format = CvatExport
+
     def __init__(self, options: CvatOptions, skip_below: str | None = None) -> None:
-        fmt = CvatExport(options)
-        super().__init__(fmt, skip_below, options.input_roots())
-        self.tracks = fmt.tracks
+        super().__init__(options, skip_below)
+        self.tracks = self._format.tracks
 
 
-class CvatEncoder(ExportEncoder):
+class CvatEncoder(exports.ExportEncoder):
     """The detection features plus ``image/object/occluded`` (CVAT's flag, 0 or 1), and
     with ``include_masks`` ``image/object/mask`` from the polygons and CVAT masks. With
     ``track_ids`` (a "CVAT for video" export), ``image/object/track_id``: the id of the
@@ -745,7 +717,7 @@ class CvatEncoder(ExportEncoder):
         kinds = {feature_keys.OCCLUDED: "int64"}
         if track_ids:
             kinds[feature_keys.TRACK_ID] = "int64"
-        super().__init__(checks, split, fixes, extra_kinds=kinds, include_masks=include_masks)
+        super().__init__(checks, split, fixes, include_masks, kinds)
 
 
 def prepare(request: Request) -> Conversion:
@@ -765,14 +737,11 @@ def prepare(request: Request) -> Conversion:
     places_images = len(splits) > 1 and any(file_subset(p) is None for p in export.export_files())
     refuse_split(request, splits, "the XMLs name the subsets",
                  accepted=request.split in splits if places_images else None)
-    return conversion(
-        "cvat", cvat, splits, export.input_patterns(), request.output,
-        lambda: ReadCvat(cvat, skip_below=request.output),
-        lambda read, checks, fixes: CvatEncoder(checks, read.splits[0], fixes,
-                                                include_masks=cvat.include_masks,
-                                                track_ids=read.tracks),
-        after_run=partial(_warn_if_split_placed_nothing, split=request.split)
-        if places_images and request.split_given else None)
+    warn = places_images and request.split_given
+    return exports.export_conversion(
+        export, ReadCvat, CvatEncoder, request.output,
+        partial(_warn_if_split_placed_nothing, split=request.split) if warn else None,
+        track_ids=export.tracks)
 
 
 def _warn_if_split_placed_nothing(output: str, split: str) -> None:

@@ -61,7 +61,7 @@ from recordbeam.sources.annotated_files import (
 )
 from recordbeam.sources.classes_file import read_classes_file
 from recordbeam.sources.conversion import conversion
-from recordbeam.sources.detection import DetectionEncoder
+from recordbeam.sources.detection import DetectionEncoder, union_of
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import (
     NO_OBJECTS,
@@ -70,6 +70,7 @@ from recordbeam.sources.input_checks import (
     require_folder,
     require_images_option,
 )
+from recordbeam.sources.text import json_points
 
 #: Shape types that mark no area: counted and skipped.
 SKIPPED_SHAPES = ("point", "points", "line", "linestrip")
@@ -243,8 +244,7 @@ def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] 
     whose pixels are kept only with ``keep_masks``."""
     rejects: list[Reject] = []
     counts: dict[str, int] = {}
-    groups: dict[str, list[_Piece]] = {}
-    order: list[str] = []
+    groups: dict[str, list[_Piece]] = {}  # in the order of their first shapes
     for index, shape in enumerate(shapes):
         piece = _piece(shape, index, path, image_size, keep_masks)
         if isinstance(piece, Reject):
@@ -255,13 +255,10 @@ def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] 
             continue
         group_id = shape.get("group_id")
         key = f"shape {index}" if group_id is None else json.dumps(group_id, sort_keys=True)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(piece)
+        groups.setdefault(key, []).append(piece)
     objects = []
-    for key in order:
-        merged = _merge(groups[key], path)
+    for pieces in groups.values():
+        merged = _merge(pieces, path)
         (rejects if isinstance(merged, Reject) else objects).append(merged)
     return tuple(objects), rejects, counts
 
@@ -301,7 +298,7 @@ def _piece(shape: Any, index: int, path: str,
     if too_many:
         return Reject("annotation", where, "invalid_shape", (
             f"{where} ({label!r}): {too_many}; the image was written without this shape"))
-    points = _points(raw)
+    points = json_points(raw)
     needed = _POINTS_NEEDED.get(kind)
     if needed is None:
         return Reject("annotation", where, "unsupported_shape", (
@@ -380,31 +377,6 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
                   patch_to_box_rle(patch, int(x0), int(y0), width, height) if keep else None)
 
 
-def _points(value: Any) -> list[tuple[float, float]] | None:
-    if not isinstance(value, list):
-        return None
-    points = []
-    # Written out long-hand: this runs for every point of every shape.
-    for point in value:
-        if not isinstance(point, list) or len(point) != 2:
-            return None
-        x, y = point
-        if not (_is_number(x) and _is_number(y)):
-            return None
-        try:
-            x, y = float(x), float(y)
-        except OverflowError:  # a JSON integer beyond any float
-            return None
-        if not (math.isfinite(x) and math.isfinite(y)):
-            return None
-        points.append((x, y))
-    return points
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     """The pieces of one group as one object: the union of boxes and outlines."""
     if len(pieces) == 1:  # most shapes are no group: the piece itself
@@ -427,12 +399,9 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     ymax = max(piece.corners[3] for piece in pieces)
     outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
-    segmentation: Any = outlines
-    if masks:  # with mask shapes, the union of every piece's pixels
-        segmentation = {"size": masks[0]["size"],
-                        "union": [*([outlines] if outlines else []), *masks]}
+    # Two pieces or more: outlines, or with mask shapes the union of every piece's pixels.
     return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
-                       segmentation=segmentation)
+                       segmentation=union_of(outlines, masks))
 
 
 def _rectangle(piece: _Piece) -> list[float]:

@@ -13,12 +13,11 @@ fractions of the image; choices are classes of the whole image; other results
 from __future__ import annotations
 
 import math
-import os
 import posixpath
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -26,17 +25,12 @@ from recordbeam import filesystems
 from recordbeam.dataset.class_names import INVALID_CLASS_NAME, name_problem, shown
 from recordbeam.images.masks import too_many_vertices
 from recordbeam.records import Reject
-from recordbeam.sources import input_checks
+from recordbeam.sources import exports, input_checks
 from recordbeam.sources.annotated_files import NamedObject
-from recordbeam.sources.conversion import conversion
-from recordbeam.sources.exports import (
-    ExportEncoder,
-    ExportEntry,
-    ExportFormat,
-    ReadExport,
-)
+from recordbeam.sources.detection import box_around
+from recordbeam.sources.exports import Unusable
 from recordbeam.sources.format import Conversion, Request
-from recordbeam.sources.text import is_text, json_number, printable
+from recordbeam.sources.text import is_text, json_number, json_points, printable
 
 #: What --input takes, for messages.
 EXPORT = ("Label Studio's JSON export (Export > JSON: an array of tasks; a COCO export goes "
@@ -66,12 +60,6 @@ class LabelStudioOptions:
         return filesystems.input_roots((self.images_dir,), self.allow_outside_root)
 
 
-class _Unusable(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
-
-
 def image_key(reference: str, roots: tuple[str, ...]) -> str:
     """A task's image reference -> its path below --images (``roots``: --images spelled
     as given and, when local, absolute, each ending in ``/``). Uploads
@@ -82,7 +70,7 @@ def image_key(reference: str, roots: tuple[str, ...]) -> str:
     try:
         parts = urlsplit(reference)
     except ValueError as error:  # a host part opening [ without closing it
-        raise _Unusable("unsupported_url", f"{reference} is no URL ({error}); name the image "
+        raise Unusable("unsupported_url", f"{reference} is no URL ({error}); name the image "
                         "by its upload, local-files or bucket URL") from None
     served = parts.scheme.lower() in ("", "http", "https")
     local = (parse_qs(parts.query).get("d") or [""])[0] if parts.path.rstrip("/") in (
@@ -92,25 +80,15 @@ def image_key(reference: str, roots: tuple[str, ...]) -> str:
     elif served and local:
         key = local
     elif parts.scheme.lower() in ("http", "https"):
-        raise _Unusable("unsupported_url", f"{reference} is a web address: images are not "
+        raise Unusable("unsupported_url", f"{reference} is a web address: images are not "
                         "downloaded. Keep them in a folder or bucket Label Studio's storage "
                         "reads (local files, S3, GCS) and export again")
     else:
         key = reference.removeprefix("file://")
-    if key.startswith("/") or not (served or parts.scheme == "file"):
-        below = next((key[len(root):] for root in roots if key.startswith(root)), None)
-        if below is None and served and local:
-            # Label Studio's server reads ?d= below its document root, leading / dropped.
-            below = posixpath.normpath(local).lstrip("/")
-        if below is None:
-            raise _Unusable("outside_root", (
-                f"{reference} does not lie below --images {roots[0].rstrip('/')}; pass as "
-                "--images the folder (or bucket folder) holding the images"))
-        key = below
-    key = posixpath.normpath(key)
-    if key in (".", "..") or key.startswith(("../", "/")):
-        raise _Unusable("outside_root", f"{reference} leads outside --images; not read")
-    return key
+    # Label Studio's server reads ?d= below its document root, leading / dropped.
+    fallback = posixpath.normpath(local).lstrip("/") if served and local else None
+    absolute = key.startswith("/") or not (served or parts.scheme == "file")
+    return exports.key_below(key, reference, roots, absolute, fallback)
 
 
 def written_name(key: str) -> str:
@@ -188,92 +166,81 @@ def _percent(value: float) -> bool:
     return -1e-6 <= value <= 100 + 1e-6  # float rounding at the edges
 
 
-def parse_result(result: dict, where: str, masks: bool, counts: Counter) -> Any:
-    """One ``result`` item -> its objects (one per label of a region), the image labels
-    ``(name, where)`` of its choices, a ``Reject``, or None (counted and skipped)."""
+def parse_result(result: dict, where: str, masks: bool, counts: Counter) -> list:
+    """One ``result`` item -> its objects (one per label of a region) or the image labels
+    ``(name, where)`` of its choices; none for a result counted and skipped. Raises
+    :class:`~recordbeam.sources.exports.Unusable` for one that cannot be used."""
     kind, value = result.get("type"), result.get("value")
     if (kind in _SHAPES or kind == "labels") and not isinstance(value, dict):
-        return _reject(where, "missing_field", "has no value")
+        raise Unusable("missing_field", "has no value")
     # A <Labels> tag beside a <Rectangle> or <Polygon>: its shape's; of text spans, none.
     shape = _SHAPES.get(kind) or _geometry(result, "labels")
     if shape is None:
         name = kind if isinstance(kind, str) and re.fullmatch("[a-z]+", kind) else "unknown"
         counts[f"labelstudio_{name}_results_skipped"] += 1
-        return None
+        return []
     names = value.get(kind)
     if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
-        return _reject(where, "missing_field", f"holds no labels in value.{kind}")
+        raise Unusable("missing_field", f"holds no labels in value.{kind}")
     # A JSON \udcxx escape: no later step could carry the name (UTF-8 refuses it).
     untext = next((name for name in names if not is_text(name)), None)
     if untext is not None:
-        return _reject(where, INVALID_CLASS_NAME, f"has the class name {shown(untext)}, which "
+        raise Unusable(INVALID_CLASS_NAME, f"has the class name {shown(untext)}, which "
                        f"{name_problem(untext)}; a class name is written as one line of "
                        "labels.txt. Fix the name")
     if shape == "choices":
         return [(name, where) for name in names]
-    geometry = (_box(value, result, where, masks, counts) if shape == "box"
-                else _polygon(value, where, masks))
-    if isinstance(geometry, Reject):
-        return geometry
+    geometry = _box(result, masks, counts) if shape == "box" else _polygon(value, masks)
     return [NamedObject(where, name, *geometry, True) for name in dict.fromkeys(names)]
 
 
-def _reject(where: str, reason: str, what: str) -> Reject:
-    return Reject("annotation", where, reason, f"{where} {what}; the image was written "
-                  "without it")
-
-
-def _box(value: dict, result: dict, where: str, masks: bool, counts: Counter) -> Any:
+def _box(result: dict, masks: bool, counts: Counter) -> tuple:
+    value = result["value"]
     numbers = [json_number(value.get(k)) for k in ("x", "y", "width", "height")]
     turn = json_number(value.get("rotation") or 0)
     if None in numbers or turn is None:
-        return _reject(where, "invalid_bbox", "needs numbers in x, y, width, height, rotation")
+        raise Unusable("invalid_bbox", "needs numbers in x, y, width, height, rotation")
     x, y, w, h = numbers
     if not w or not h:
-        return _reject(where, "degenerate_bbox", f"has no area (width {w:g}, height {h:g})")
+        raise Unusable("degenerate_bbox", f"has no area (width {w:g}, height {h:g})")
     if not all(map(_percent, (x, y, abs(w), abs(h)))):
-        return _reject(where, "invalid_bbox", f"lies outside the image: x={x:g} y={y:g} "
-                       f"width={w:g} height={h:g} are percentages of it, 0 to 100")
+        raise Unusable("invalid_bbox", f"lies outside the image: x={x:g} y={y:g} width={w:g} "
+                       f"height={h:g} are percentages of it, 0 to 100")
     width = height = 100.0  # unturned, any scale gives the same corners
     if turn % 360:
         width, height = (json_number(result.get(k)) for k in ("original_width", "original_height"))
         if not (width and height and width > 0 and height > 0):
-            return _reject(where, "missing_field", "is turned but has no original_width and "
+            raise Unusable("missing_field", "is turned but has no original_width and "
                            "original_height, which its corners depend on")
         counts["labelstudio_rotated_boxes_enclosed"] += 1
     # Turned about the top-left corner in pixels: a turn keeps distances there only.
     cos, sin = math.cos(math.radians(turn)), math.sin(math.radians(turn))
     w, h = w / 100 * width, h / 100 * height
-    corners = [(x / 100 + (dx * cos - dy * sin) / width, y / 100 + (dx * sin + dy * cos) / height)
-               for dx, dy in ((0, 0), (w, 0), (w, h), (0, h))]
-    outline = [[v for corner in corners for v in corner]] if masks and turn % 360 else None
-    return _around(corners), (), outline
+    outline = [v for dx, dy in ((0, 0), (w, 0), (w, h), (0, h))
+               for v in (x / 100 + (dx * cos - dy * sin) / width,
+                         y / 100 + (dx * sin + dy * cos) / height)]
+    return box_around(outline), (), [outline] if masks and turn % 360 else None
 
 
-def _polygon(value: dict, where: str, masks: bool) -> Any:
+def _polygon(value: dict, masks: bool) -> tuple:
     points = _list(value.get("points"))
     too_many = too_many_vertices(len(points))
     if too_many:
-        return _reject(where, "malformed_points", f"is refused: {too_many}")
-    corners = [(json_number(p[0]), json_number(p[1])) for p in points if len(_list(p)) == 2]
-    if len(corners) < 3 or len(corners) != len(points) or any(None in p for p in corners):
-        return _reject(where, "malformed_points", "needs points: 3 or more [x, y] numbers")
-    if not all(_percent(v) for corner in corners for v in corner):
-        return _reject(where, "malformed_points", "has points outside the image (percentages "
-                       "of it, 0 to 100)")
-    corners = [(x / 100, y / 100) for x, y in corners]
-    box = _around(corners)
+        raise Unusable("malformed_points", f"is refused: {too_many}")
+    points = json_points(points)
+    if points is None or len(points) < 3:
+        raise Unusable("malformed_points", "needs points: 3 or more [x, y] numbers")
+    if not all(_percent(v) for point in points for v in point):
+        raise Unusable("malformed_points", "has points outside the image (percentages of it, "
+                       "0 to 100)")
+    outline = [v / 100 for point in points for v in point]
+    box = box_around(outline)
     if not box[2] or not box[3]:
-        return _reject(where, "degenerate_bbox", "has no area")
-    return box, (), [[v for corner in corners for v in corner]] if masks else None
+        raise Unusable("degenerate_bbox", "has no area")
+    return box, (), [outline] if masks else None
 
 
-def _around(corners: list[tuple[float, float]]) -> tuple[float, float, float, float]:
-    xs, ys = [x for x, _y in corners], [y for _x, y in corners]
-    return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
-
-
-class LabelStudioExport(ExportFormat):
+class LabelStudioExport(exports.ExportFormat):
     """Label Studio's JSON export, for :class:`~recordbeam.sources.exports.ReadExport`."""
 
     name, entry = "labelstudio", "task"
@@ -284,38 +251,41 @@ class LabelStudioExport(ExportFormat):
     def __init__(self, options: LabelStudioOptions) -> None:
         self.options, self.classes_file = options, options.classes_file
         self.image_folder, self.splits = options.images_dir, (options.split,)
-        local = filesystems.local_path(options.images_dir)
-        self.roots = (options.images_dir.rstrip("/") + "/",
-                      *([os.path.abspath(local) + "/"] if local is not None else []))
+        self.roots = exports.folder_prefixes(options.images_dir)
 
     def export_files(self) -> list[str]:
         return [self.options.export]
 
     def parse_item(self, path: str, index: int, task: Any) -> Iterator[Any]:
-        """One task -> its entry, rejects and ``(counter, n)`` counts."""
+        """One task -> its entry, or its image's reject; its objects' rejects, and
+        ``(counter, n)`` counts."""
         task = task if isinstance(task, dict) else {}
-        opts, split = self.options, self.options.split
         # Printable: JSON's \udcxx escapes reach here as lone surrogates, which UTF-8 refuses.
         where = printable(f"{path}: task {task['id']}" if "id" in task else f"{path}: task [{index}]")
+        counts: Counter[str] = Counter()
+        try:
+            yield from self._task(task, where, counts)
+        except Unusable as bad:
+            yield Reject("image", where, bad.reason, bad.detail, self.options.split)
+        yield from (+counts).items()  # those above 0
+
+    def _task(self, task: dict, where: str, counts: Counter) -> Iterator[Any]:
+        opts = self.options
         data = task.get("data")
         reference = data.get(opts.image_key) if isinstance(data, dict) else None
         if not isinstance(reference, str) or not reference.strip():
-            yield Reject("image", where, "missing_field", (
+            raise Unusable("missing_field", (
                 f"{where} has no data.{opts.image_key} naming its image; pass --image-key with "
                 "the $name of the labeling config's <Image value=\"$name\"> (a JSON-MIN export "
-                "has no data: export as JSON)"), split)
-            return
+                "has no data: export as JSON)"))
         try:
             key = image_key(reference.strip(), self.roots)
-        except _Unusable as bad:
-            yield Reject("image", where, bad.reason, printable(f"{where}: {bad.detail}"), split)
-            return
+        except Unusable as bad:
+            raise Unusable(bad.reason, printable(f"{where}: {bad.detail}")) from None
         if not is_text(key):
-            yield Reject("image", where, "invalid_file_name", (
+            raise Unusable("invalid_file_name", (
                 f"{where}: {printable(reference)} names a file whose name is not valid "
-                "Unicode text (a lone surrogate escape); rename the file and its task"), split)
-            return
-        counts: Counter[str] = Counter()
+                "Unicode text (a lone surrogate escape); rename the file and its task"))
         annotation = chosen(task, opts.annotation, opts.use_predictions, counts)
         # A result of no type, or of one that is no text, is one of an unknown type.
         results = [r if isinstance(r, dict) and isinstance(r.get("type", ""), str)
@@ -327,39 +297,36 @@ class LabelStudioExport(ExportFormat):
         regions = {_region(r) for r in results if _on_image(r)} - {None}
         tag = _image_tag(results, opts.image_key)
         if isinstance(tag, set):
-            yield from (+counts).items()  # those above 0
-            yield Reject("image", where, "several_images", (
+            raise Unusable("several_images", (
                 f"{where} has regions for several tags ({', '.join(sorted(tag))}), none "
                 f"named {opts.image_key!r}, and the export does not say which one shows "
                 f"data.{opts.image_key}; recordbeam writes one image per task: label one "
-                "<Image> per task, or name its tag as its field"), split)
-            return
+                "<Image> per task, or name its tag as its field"))
         found: list[Any] = []
         for number, result in enumerate(results):
-            if _region(result) in labelled and result.get("type") in ("rectangle", "polygon"):
+            kind, region = result.get("type"), _region(result)
+            if region in labelled and kind in ("rectangle", "polygon"):
                 continue
-            kind, name = result.get("type"), result.get("to_name")
-            if kind == "choices" and (_region(result) in regions or _geometry(result, kind)):
+            if kind == "choices" and (region in regions or _geometry(result, kind)):
                 counts["labelstudio_region_choices_skipped"] += 1
-                continue
-            if (kind == "choices" or _on_image(result)) and isinstance(name, str) and (
-                    name != tag):  # another <Image>'s, a <Text>'s; or, unknown, any
+            elif (kind == "choices" or _on_image(result)) and isinstance(
+                    result.get("to_name"), str) and result["to_name"] != tag:
+                # Another <Image>'s, a <Text>'s; or, the image's tag unknown, any.
                 counts[f"labelstudio_{'choices' if kind == 'choices' else 'regions'}"
                        "_of_other_tags_skipped"] += 1
-                continue
-            shown = f"result {result['id']}" if "id" in result else f"result [{number}]"
-            parsed = parse_result(result, printable(f"{where} {shown}"), opts.include_masks,
-                                  counts)
-            if isinstance(parsed, Reject):
-                yield replace(parsed, split=split)
             else:
-                found += parsed or []
+                said = printable(f"{where} result {result['id']}" if "id" in result
+                                 else f"{where} result [{number}]")
+                try:
+                    found += parse_result(result, said, opts.include_masks, counts)
+                except Unusable as bad:
+                    yield Reject("annotation", said, bad.reason, f"{said} {bad.detail}; the "
+                                 "image was written without it", opts.split)
         sizes = ((r.get("original_width"), r.get("original_height")) for r in results)
         size = next((s for s in sizes if all(isinstance(v, int) and v > 0 for v in s)),
                     (None, None))
-        yield from (+counts).items()  # those above 0
-        yield ExportEntry(
-            key, where, split, *size, tuple(o for o in found if isinstance(o, NamedObject)),
+        yield exports.ExportEntry(
+            key, where, opts.split, *size, tuple(o for o in found if isinstance(o, NamedObject)),
             tuple(o for o in found if not isinstance(o, NamedObject)),
             None if annotation is not None else "labelstudio_tasks_not_annotated",
             printable(str(task["id"])) if "id" in task else None)
@@ -374,21 +341,20 @@ class LabelStudioExport(ExportFormat):
                 "files, Label Studio's LOCAL_FILES_DOCUMENT_ROOT)")
 
 
-class ReadLabelStudio(ReadExport):
+class ReadLabelStudio(exports.ReadExport):
     """Read a Label Studio JSON export into ``ImageRecord``s for
-    :class:`LabelStudioEncoder` (a ``SourceRead``); a classes file is read here."""
+    :class:`LabelStudioEncoder` (a ``SourceRead``); a classes file is read here.
+    ``ReadLabelStudio(options, skip_below=None)``: a :class:`LabelStudioOptions`, and the
+    output folder when it lies inside the images folder (left out of the listing)."""
 
-    def __init__(self, options: LabelStudioOptions, skip_below: str | None = None) -> None:
-        super().__init__(LabelStudioExport(options), skip_below, options.input_roots())
+    export_format = LabelStudioExport
 
 
-class LabelStudioEncoder(ExportEncoder):
+class LabelStudioEncoder(exports.ExportEncoder):
     """The detection features (masks with ``include_masks``), and the choices as classes
     of the whole image: ``image/class/label`` and ``image/class/text``."""
 
-    def __init__(self, checks=None, split: str = "train", fixes=None,
-                 include_masks: bool = False) -> None:
-        super().__init__(checks, split, fixes, include_masks=include_masks, image_labels=True)
+    image_labels = True
 
 
 def prepare(request: Request) -> Conversion:
@@ -403,8 +369,5 @@ def prepare(request: Request) -> Conversion:
         request.input, images, request.split, request.image_key, request.annotation,
         request.use_predictions, request.classes, request.include_masks,
         request.allow_outside_root)
-    return conversion(
-        "labelstudio", options, (options.split,), LabelStudioExport(options).input_patterns(),
-        request.output, lambda: ReadLabelStudio(options, skip_below=request.output),
-        lambda read, checks, fixes: LabelStudioEncoder(checks, options.split, fixes,
-                                                       options.include_masks))
+    return exports.export_conversion(LabelStudioExport(options), ReadLabelStudio,
+                                     LabelStudioEncoder, request.output)
