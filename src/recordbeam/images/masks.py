@@ -378,6 +378,9 @@ def decode_mask_png(data: bytes, max_pixels: int) -> np.ndarray:
     unreadable = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
     try:
         image = Image.open(io.BytesIO(data))
+    except Image.UnidentifiedImageError:  # its text names the stream's address: no repeat
+        raise InvalidMask("invalid_mask", "the mask is not a readable PNG (no image format "
+                          "Pillow knows)") from None
     except unreadable as error:
         raise InvalidMask("invalid_mask", f"the mask is not a readable PNG ({error})") from None
     width, height = image.size
