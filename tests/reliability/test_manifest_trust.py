@@ -122,3 +122,26 @@ def test_a_lone_surrogate_escape_is_a_reject_wherever_the_row_is_read(tmp_path):
     assert all("lone surrogate" in r["detail"] for r in rejects)
     written = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert written["splits"]["train"]["examples"] == 2
+
+
+@CASE("Manifest whose lines end in a carriage return alone (classic Mac line ends, Excel's "
+      "\"CSV (Macintosh)\"), CSV or JSON Lines",
+      "every row is read (by one worker: byte ranges cut at line feeds); none lost, none "
+      "rejected")
+@pytest.mark.parametrize("name", ["rows.csv", "rows.jsonl"])
+def test_carriage_return_line_ends_lose_no_row(tmp_path, name):
+    (tmp_path / "img").mkdir()
+    for n in "abc":
+        (tmp_path / "img" / f"{n}.jpg").write_bytes(jpeg())
+    if name.endswith(".csv"):
+        lines = ["image,label", *(f"img/{n}.jpg,{i}" for i, n in enumerate("abc"))]
+    else:
+        lines = [json.dumps({"image": f"img/{n}.jpg", "label": i}) for i, n in enumerate("abc")]
+    path = tmp_path / name
+    path.write_bytes("\r".join(lines).encode() + b"\r")
+    argv = ["convert", "manifest", "--manifest", str(path), "--output", str(tmp_path / "out"),
+            "--quiet", *IN_MEMORY]
+    assert cli.main(argv) == 0
+    written = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert written["splits"]["train"]["examples"] == 3
+    assert written["rejects"]["total"] == 0

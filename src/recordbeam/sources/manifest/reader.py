@@ -443,6 +443,7 @@ def infer_schema(options: TableOptions) -> Schema:
     _refuse_image_feature_names(path, resolved, images, options.split_column)
     one_reader = ("--csv-multiline" if from_csv and options.csv_multiline
                   else "quoted fields in its first rows hold line breaks" if line_breaks_in_cells
+                  else "its lines end in a carriage return alone" if _cr_line_ends(path)
                   else None)
     return Schema(resolved, images, options.splits or tuple(sorted(splits)), header, one_reader,
                   sample_rows=options.schema_sample_rows, inferred=given is None)
@@ -472,6 +473,15 @@ def _refuse_image_feature_names(path: str, types: dict[str, str], images: tuple[
             "under the name of a feature the image writes itself (the image's bytes, format, "
             "size, file name and hash, under image/ or <image column>/); rename "
             f"{'them' if len(clashes) > 1 else 'it'} in the manifest")
+
+
+def _cr_line_ends(path: str) -> bool:
+    """Whether the manifest's first line ends in a carriage return alone (classic Mac line
+    ends, as Excel's "CSV (Macintosh)" saves): its byte ranges, cut at ``\\n``, would hold
+    one line, so one worker reads it, as the launcher's sample did."""
+    with filesystems.open_read(path) as raw:
+        first = raw.readline(1 << 15)  # a header's worth: a CSV's first line is its header
+    return b"\r" in first.rstrip(b"\r\n")
 
 
 def _breaks_line(cell: str) -> bool:
