@@ -622,20 +622,17 @@ def parse_label_file(data: bytes, path: str, classes: tuple[str, ...],
     rejects naming ``<file>:<line>``. With ``keypoint_values`` (a pose dataset), lines are
     ``cls cx cy w h`` and that many keypoint values, which are not written (counted
     ``yolo_keypoints_not_written``, per object)."""
-    text = data.decode("utf-8-sig", "replace")
-    objects: list[NamedObject] = []
-    rejects: list[Reject] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        parsed = parse_label_line(line, f"{path}:{number}", classes, keypoint_values)
-        (rejects if isinstance(parsed, Reject) else objects).append(parsed)
+    lines = enumerate(data.decode("utf-8-sig", "replace").splitlines(), 1)
+    parsed = [parse_label_line(line, f"{path}:{number}", classes, keypoint_values)
+              for number, line in lines if line.strip()]
+    objects = tuple(found for found in parsed if not isinstance(found, Reject))
+    rejects = tuple(found for found in parsed if isinstance(found, Reject))
     counts: tuple[tuple[str, int], ...] = ()
-    if not objects and not rejects:
+    if not parsed:
         counts = (("yolo_empty_label_files", 1),)
     elif keypoint_values and objects:
         counts = (("yolo_keypoints_not_written", len(objects)),)
-    return ParsedAnnotation(None, None, None, tuple(objects), tuple(rejects), counts)
+    return ParsedAnnotation(None, None, None, objects, rejects, counts)
 
 
 def parse_label_line(line: str, where: str, classes: tuple[str, ...],
