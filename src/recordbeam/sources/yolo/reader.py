@@ -207,12 +207,11 @@ def relative_to_root(path: str, root: str | tuple[str, ...], base: str = "",
 
 def _rename_last_folder(path: str, old: str, new: str) -> str:
     """``path`` with its last folder named ``old`` (not its file name) named ``new``."""
-    folders = path.split("/")
-    for i in range(len(folders) - 2, -1, -1):
-        if folders[i] == old:
-            folders[i] = new
-            break
-    return "/".join(folders)
+    parts = path.split("/")
+    found = [i for i, folder in enumerate(parts[:-1]) if folder == old]
+    if found:
+        parts[found[-1]] = new
+    return "/".join(parts)
 
 
 def label_key(relative: str) -> str:
@@ -405,7 +404,7 @@ def yaml_names(names: Any, count: Any, path: str) -> tuple[str, ...]:
         raise YoloError(f"{path}: names must be a list of class names or a {{id: name}} "
                         "mapping, class 0 first")
     texts = tuple(_yaml_class_name(name, class_id, path) for class_id, name in enumerate(names))
-    if any(not text for text in texts):
+    if "" in texts:
         raise YoloError(f"{path}: class {texts.index('')} has an empty name")
     if isinstance(count, int) and count != len(texts):
         raise YoloError(f"{path}: nc is {count} but names lists {len(texts)} classes; make "
@@ -434,18 +433,16 @@ def read_layout(options: YoloOptions) -> YoloLayout:
 
 def _darknet_layout(options: YoloOptions, data_path: str) -> YoloLayout:
     roots = options.input_roots()
-    settings: dict[str, str] = {}
-    for line in _read_text(data_path, roots).splitlines():
-        key, equals, value = clean_line(line).partition("=")
-        if equals:
-            settings[key.strip().lower()] = value.strip()
+    pairs = (clean_line(line).partition("=") for line in _read_text(data_path, roots).splitlines())
+    settings = {key.strip().lower(): value.strip() for key, equals, value in pairs if equals}
     strip_data = not filesystems.has_files(options.path("data"))
 
     def named_file(key: str) -> str | None:
         """The file of ROOT that ``key = ...`` names, when it is there."""
         relative = relative_to_root(clean_line(settings[key]), options.folder, "", strip_data)
-        path = None if relative is None else options.path(relative)
-        return path if path is not None and filesystems.exists(path) else None
+        if relative is None or not filesystems.exists(options.path(relative)):
+            return None
+        return options.path(relative)
 
     names_path = options.path(DARKNET_NAMES)
     if settings.get("names"):
@@ -485,18 +482,10 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
     lists: dict[str, list[str]] = {}
     for split in ULTRALYTICS_SPLIT_KEYS:
         entries = data.get(split)
-        if entries is None or entries == "":
+        if entries in (None, ""):
             continue
         for entry in entries if isinstance(entries, list) else [entries]:
-            kind, found = _yaml_split_path(options, base, str(entry))
-            if kind == "outside":
-                raise YoloError(f"{yaml_path}: {split}: {entry} is {found}, outside "
-                                f"{options.folder}; nothing there is read unless you pass "
-                                "--allow-outside-root (or move the folder into ROOT)")
-            if found is None:
-                raise YoloError(f"{yaml_path}: {split}: {entry} is neither a folder of "
-                                f"images nor a list file in {options.folder}; fix the entry or "
-                                "remove it")
+            kind, found = _split_entry(options, base, str(entry), f"{yaml_path}: {split}")
             if kind == "list":
                 filesystems.refuse_outside(options.input_roots(), found, "split list")
             (folders if kind == "folder" else lists).setdefault(split, []).append(found)
@@ -519,21 +508,21 @@ def _keypoint_values(shape: Any, path: str) -> int:
     return shape[0] * shape[1]
 
 
-def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, str | None]:
-    """``("folder" | "list", path)`` of one train/val/test entry, resolved against
-    ``path:`` and ROOT (and, as Ultralytics does for Roboflow's ``../train/images``,
-    without a leading ``../``); ``("outside", path)`` for an entry that exists only
-    outside ROOT (an absolute path, or ``..`` leading out) while reading there is not
-    allowed; ``("", None)`` for one that names nothing."""
-    entry = clean_line(entry)
+def _split_entry(options: YoloOptions, base: str, entry: str, where: str) -> tuple[str, str]:
+    """``("folder" | "list", path)`` of one train/val/test ``entry`` (``where``: the file
+    and key naming it), resolved against ``path:`` and ROOT (and, as Ultralytics does for
+    Roboflow's ``../train/images``, without a leading ``../``). Raises :class:`YoloError`
+    for an entry that names nothing, or that exists only outside ROOT (an absolute path,
+    or ``..`` leading out) while reading there is not allowed."""
+    cleaned = clean_line(entry)
     candidates, outside = [], []
-    if _is_absolute(entry):
-        path = entry.rstrip("/")
+    if _is_absolute(cleaned):
+        path = cleaned.rstrip("/")
         roots = [spelling.rstrip("/") for spelling in root_spellings(options.folder)]
         inside = any(path == root or path.startswith(root + "/") for root in roots)
         (candidates if inside else outside).append(path)
     else:
-        spellings = (entry, entry[3:]) if entry.startswith("../") else (entry,)
+        spellings = (cleaned, cleaned[3:]) if cleaned.startswith("../") else (cleaned,)
         for start in dict.fromkeys((base, "")):
             for spelled in spellings:
                 relative = posixpath.normpath(posixpath.join(start, spelled))
@@ -541,7 +530,7 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
                     candidates.append(options.folder)
                 elif relative != ".." and not relative.startswith("../"):
                     candidates.append(options.path(relative))
-                elif spelled == entry:
+                elif spelled == cleaned:
                     outside.append(_joined_outside(options.folder, relative))
     if options.allow_outside_root:
         candidates += outside
@@ -549,10 +538,13 @@ def _yaml_split_path(options: YoloOptions, base: str, entry: str) -> tuple[str, 
         kind = _kind_there(candidate)
         if kind:
             return kind, candidate
-    for candidate in outside:
-        if _kind_there(candidate):
-            return "outside", candidate
-    return "", None
+    found = next((path for path in outside if _kind_there(path)), None)
+    if found:
+        raise YoloError(f"{where}: {entry} is {found}, outside {options.folder}; nothing there "
+                        "is read unless you pass --allow-outside-root (or move the folder into "
+                        "ROOT)")
+    raise YoloError(f"{where}: {entry} is neither a folder of images nor a list file in "
+                    f"{options.folder}; fix the entry or remove it")
 
 
 def _kind_there(path: str) -> str:
@@ -630,20 +622,17 @@ def parse_label_file(data: bytes, path: str, classes: tuple[str, ...],
     rejects naming ``<file>:<line>``. With ``keypoint_values`` (a pose dataset), lines are
     ``cls cx cy w h`` and that many keypoint values, which are not written (counted
     ``yolo_keypoints_not_written``, per object)."""
-    text = data.decode("utf-8-sig", "replace")
-    objects: list[NamedObject] = []
-    rejects: list[Reject] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        parsed = parse_label_line(line, f"{path}:{number}", classes, keypoint_values)
-        (rejects if isinstance(parsed, Reject) else objects).append(parsed)
+    lines = enumerate(data.decode("utf-8-sig", "replace").splitlines(), 1)
+    parsed = [parse_label_line(line, f"{path}:{number}", classes, keypoint_values)
+              for number, line in lines if line.strip()]
+    objects = tuple(found for found in parsed if not isinstance(found, Reject))
+    rejects = tuple(found for found in parsed if isinstance(found, Reject))
     counts: tuple[tuple[str, int], ...] = ()
-    if not objects and not rejects:
+    if not parsed:
         counts = (("yolo_empty_label_files", 1),)
     elif keypoint_values and objects:
         counts = (("yolo_keypoints_not_written", len(objects)),)
-    return ParsedAnnotation(None, None, None, tuple(objects), tuple(rejects), counts)
+    return ParsedAnnotation(None, None, None, objects, rejects, counts)
 
 
 def parse_label_line(line: str, where: str, classes: tuple[str, ...],
@@ -833,7 +822,6 @@ def prepare(request: Request) -> Conversion:
         raise UsageError(f"{folders}: no label file (.txt){NO_OBJECTS}an image's labels are "
                          "its path with images/ as labels/ and .txt as extension "
                          f"(labels/<split>/<id>.txt), or beside it{UNLABELED}")
-    masks = request.include_masks
 
     def settings(shards: ShardOptions, checks: ImageChecks,
                  fixes: ImageFixes | None) -> dict[str, Any]:
@@ -842,7 +830,7 @@ def prepare(request: Request) -> Conversion:
         recorded = settings_of("yolo", yolo, shards, checks, fixes)
         if yolo.classes_file is None:
             del recorded["yolo"]["classes_file"]
-        if masks:
+        if request.include_masks:
             recorded["include_masks"] = True
         return recorded
 
@@ -851,7 +839,7 @@ def prepare(request: Request) -> Conversion:
         """Every split ``obj.data`` or ``data.yaml`` names, into the sink; raises
         ``YoloError`` (exit 1) when the folder's description cannot be used."""
         read = ReadYolo(yolo, skip_below=request.output)
-        encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=masks)
+        encoder = YoloEncoder(checks, read.splits[0], fixes, include_masks=request.include_masks)
         return write_format(p, request.output, "ReadYolo", read, classes_known(read.classes),
                             encoder, shards, settings(shards, checks, fixes))
 
