@@ -224,6 +224,24 @@ def _convert(root, out, *options):
                      *options, *IN_MEMORY])
 
 
+def test_darknet_working_folder_with_its_own_data_folder(tmp_path):
+    # obj.data at the top of darknet's working folder: data/ is a folder of ROOT, so
+    # data/x in obj.data and in the lists is ROOT's data/x, and the lists are no labels.
+    root = tmp_path / "darknet"
+    _write(root / "obj.data", "classes = 1\ntrain = data/train.txt\nnames = data/obj.names\n")
+    _write(root / "data" / "obj.names", "dog\n")
+    for name in "ab":
+        _image(root / "data" / "obj" / f"{name}.jpg")
+        _write(root / "data" / "obj" / f"{name}.txt", "0 0.5 0.5 0.2 0.2\n")
+    _write(root / "data" / "train.txt", "data/obj/a.jpg\ndata/obj/b.jpg\n")
+    out = tmp_path / "out"
+    assert _convert(root, out) == 0
+    train = split_examples(out, "train", kinds=KINDS)
+    assert set(train) == {"data/obj/a", "data/obj/b"}  # source ids: label paths below ROOT
+    assert all(e["image/object/class/text"].tolist() == [b"dog"] for e in train.values())
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
 def test_labelimg_yolo_saves_beside_the_images_with_classes_txt(tmp_path):
     # labelImg's YOLO mode writes <name>.txt beside <name>.jpg and a classes.txt there.
     root = tmp_path / "photos"

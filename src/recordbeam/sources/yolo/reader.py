@@ -149,6 +149,8 @@ class YoloLayout:
         lists: split -> list files naming images (darknet, or Ultralytics ``*.txt``).
         keypoint_values: values a pose line holds after its box (``data.yaml``'s
             ``kpt_shape``, e.g. 17 x 3 = 51); 0 for detection and segment datasets.
+        strip_data: list lines spell ROOT's ``x`` as ``data/x``, as darknet runs from its
+            working folder (darknet's, when ROOT has no ``data/`` folder of its own).
     """
 
     kind: str
@@ -157,6 +159,7 @@ class YoloLayout:
     folders: tuple[tuple[str, tuple[str, ...]], ...] = ()
     lists: tuple[tuple[str, tuple[str, ...]], ...] = ()
     keypoint_values: int = 0
+    strip_data: bool = False
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -224,12 +227,15 @@ def label_key(relative: str) -> str:
     return stem
 
 
-def listed_key(prefix: str, relative: str, names_files: bool = False) -> str | None:
+def listed_key(prefix: str, relative: str, names_files: bool = False,
+               lists: frozenset[str] = frozenset()) -> str | None:
     """The key of a file found ``relative`` below a listed folder that is ``prefix``
-    below ROOT. None for a file that is no label nor image: with ``names_files`` (a folder
-    of labelImg's, labels beside their images) the class names files, else the ``.txt``
-    files directly in ROOT (darknet's split lists)."""
+    below ROOT. None for a file that is no label nor image: the split ``lists`` (paths
+    below ROOT); with ``names_files`` (a folder of labelImg's, labels beside their images)
+    the class names files, else the ``.txt`` files directly in ROOT (darknet's lists)."""
     path = f"{prefix}/{relative}" if prefix else relative
+    if path in lists:
+        return None
     if names_files:
         if posixpath.basename(relative) in NAMES_FILES:
             return None
@@ -465,7 +471,8 @@ def _darknet_layout(options: YoloOptions, data_path: str) -> YoloLayout:
                             f"{options.folder}; fix the line or add the list")
         filesystems.refuse_outside(roots, path, "split list")
         lists.setdefault(split, []).append(path)
-    return YoloLayout("darknet", data_path, classes, lists=_by_split(lists))
+    return YoloLayout("darknet", data_path, classes, lists=_by_split(lists),
+                      strip_data=strip_data)
 
 
 def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
@@ -707,12 +714,14 @@ class YoloFormat(AnnotationFormat):
         when its labels lie beside the images; ROOT when splits are lists. Without
         ``obj.data`` or ``data.yaml``, a names file may lie among the labels."""
         names_files = self._layout.kind == "folders"
+        lists = frozenset(self._prefix(path) for _split, paths in self._layout.lists
+                          for path in paths)
         listings = []
         for split, folders in self._layout.folders or ((None, (self._options.folder,)),):
             listing = partial(Listing, split=split, skipped="yolo_other_files_skipped")
             for folder in folders:
                 prefix = self._prefix(folder)
-                ids = partial(listed_key, prefix, names_files=names_files)
+                ids = partial(listed_key, prefix, names_files=names_files, lists=lists)
                 labels_prefix = posixpath.dirname(label_key(posixpath.join(prefix, "x.jpg")))
                 if labels_prefix == prefix:
                     listings.append(listing(folder, (".txt",), images=True, ids=ids))
@@ -721,14 +730,13 @@ class YoloFormat(AnnotationFormat):
                           else self._options.path(labels_prefix))
                 listings.append(listing(folder, images=True, ids=ids))
                 listings.append(listing(labels, (".txt",), ids=partial(
-                    listed_key, labels_prefix, names_files=names_files)))
+                    listed_key, labels_prefix, names_files=names_files, lists=lists)))
         return listings
 
     def split_lists(self) -> list[SplitList]:
         root = root_spellings(self._options.folder)
-        strip_data = self._layout.kind == "darknet"
-        return [SplitList(split, path, partial(
-                    line_key, root, posixpath.dirname(self._prefix(path)), strip_data))
+        return [SplitList(split, path, partial(line_key, root, posixpath.dirname(
+                    self._prefix(path)), self._layout.strip_data))
                 for split, paths in self._layout.lists for path in paths]
 
     def small_inputs(self) -> list[str]:
