@@ -66,3 +66,18 @@ def test_box_csv_row_outside_the_folder_is_never_read(box_csv):
     by_source = {os.path.basename(r["source"]): r for r in rejects}
     assert by_source["_annotations.csv:3"]["reason"] == "missing"
     assert b"-secret.jpg" not in shards
+
+
+@CASE("Box CSV whose lines end in a carriage return alone (classic Mac line ends)",
+      "the run stops before it starts (exit 1), naming the table and the line ends to save "
+      "it with")
+def test_box_csv_with_carriage_return_line_ends_is_refused_naming_them(tmp_path, capsys):
+    root = tmp_path / "export"
+    _image(root / "train" / "a.jpg")
+    (root / "train" / "_annotations.csv").write_bytes(
+        f"{CSV_HEADER}\ra.jpg,32,32,dog,1,1,9,9\r".encode())
+    code, _rejects, shards = _run("box-csv", root)
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_DATA and shards == b""
+    assert "_annotations.csv: its lines end in a carriage return alone" in err
+    assert "Traceback" not in err

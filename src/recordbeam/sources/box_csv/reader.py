@@ -93,11 +93,14 @@ def column_positions(header: list[str], path: str) -> dict[str, int]:
 def read_header(path: str) -> dict[str, int]:
     """The column positions of one table, from its first line (read on the launcher)."""
     with filesystems.open_read(path) as f:
-        first = f.readline()
+        first = f.readline(1 << 20)  # a header's worth, not a whole table without line feeds
     try:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BoxCsvError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+    if "\r" in line.rstrip("\r\n"):
+        raise BoxCsvError(f"{path}: its lines end in a carriage return alone (classic Mac line "
+                          "ends); save it with LF or CRLF line ends")
     try:
         header = next(csv.reader([line]), [])
     except csv.Error as error:
