@@ -94,3 +94,20 @@ def test_open_images_row_not_utf8_is_a_reject(open_images):
     (reject,) = [r for r in rejects if "latin" in r["source"]]
     assert reject["reason"] == "malformed_row" and "\\xe9" in reject["source"]
     assert b"latin.jpg" in shards  # its image is written, without the row's box
+
+
+@CASE("Open Images table whose lines end in a carriage return alone (classic Mac line ends)",
+      "the run stops before it starts (exit 1), naming the table and the line ends to save "
+      "it with")
+def test_open_images_carriage_return_line_ends_are_refused_naming_them(tmp_path, capsys):
+    root = tmp_path / "oid"
+    root.mkdir()
+    (root / "class-descriptions-boxable.csv").write_text("/m/dog,Dog\n")
+    rows = [BOX_HEADER, "img0,xclick,/m/dog,1,0.1,0.5,0.1,0.5,0,0,0,0,0"]
+    (root / "train-annotations-bbox.csv").write_bytes(("\r".join(rows) + "\r").encode())
+    _image(root / "images" / "train" / "img0.jpg")
+    code, _rejects, shards = _run("openimages", root)
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_DATA and shards == b""
+    assert "train-annotations-bbox.csv: its lines end in a carriage return alone" in err
+    assert "Traceback" not in err
