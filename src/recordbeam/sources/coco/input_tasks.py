@@ -212,12 +212,10 @@ def annotation_reject(item: Any, path: str, position: int, options: CocoOptions)
 
 
 def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: CocoOptions,
-                       tally: IdTally, range_index: int | None = None):
+                       tally: IdTally):
     """The outputs of ``(position, annotation)`` pairs, as ``(last position, output)``:
     batches by image id, rejects, and the counts of what is not written; their ids go to
-    ``tally``. With ``range_index`` the positions count from the range's first element,
-    so a reject leaves as ``(range_index, position, item)`` on ``placed_rejects``, to be
-    made where the elements before the range are counted.
+    ``tally``.
 
     This loop runs once per annotation (860k in train2017), so what it calls per item is
     bound to local names and the common case (integer ids, as in every COCO file) takes
@@ -232,9 +230,6 @@ def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: Coc
     position = -1
     for position, item in items:
         if not isinstance(item, dict):
-            if range_index is not None:
-                yield position, TaggedOutput("placed_rejects", (range_index, position, item))
-                continue
             yield position, TaggedOutput("rejects", annotation_reject(
                 item, path, position, options))
             continue
@@ -244,10 +239,6 @@ def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: Coc
         if "dp_masks" in item or "dp_I" in item:
             densepose += 1
         if type(checked) is Reject:
-            if range_index is not None:
-                checked = (range_index, position, item)
-                yield position, TaggedOutput("placed_rejects", checked)
-                continue
             yield position, TaggedOutput("rejects", checked)
             continue
         image_id, annotation = checked
