@@ -22,11 +22,11 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystem import FileMetadata
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.records import Reject
+from recordbeam.sources.annotated_files import text_metadata
 from recordbeam.sources.coco.checks import (
     bad_item,
     check_annotation,
@@ -119,11 +119,11 @@ class ReadInputs(beam.DoFn):
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes,
                                    float(meta.last_updated_in_seconds or 0.0))
             yield JoinKey(name), file
-            yield TaggedOutput("inputs", _text_metadata(meta))
+            yield TaggedOutput("inputs", text_metadata(meta))
         for path in (opts.annotations, opts.captions):
             meta = filesystems.file_metadata(path) if path else None
             if meta is not None:
-                yield TaggedOutput("inputs", _text_metadata(meta))
+                yield TaggedOutput("inputs", text_metadata(meta))
 
     def _read_captions(self, path: str):
         """The captions file's ``annotations``, one :class:`CaptionBatch` per image id
@@ -406,10 +406,3 @@ def _file_key(images_dir: str, path: str, size: int,
         # file name holds, keeps the escaped form from meeting a genuine name.
         return "\0" + printable(name), ListedFile(printable(path), size, modified)
     return name_key(name), ListedFile(path, size, modified)
-
-
-def _text_metadata(meta: FileMetadata) -> FileMetadata:
-    """Beam encodes paths as UTF-8: a name that is not UTF-8 travels escaped."""
-    if is_text(meta.path):
-        return meta
-    return FileMetadata(printable(meta.path), meta.size_in_bytes, meta.last_updated_in_seconds)
