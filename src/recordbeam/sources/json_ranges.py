@@ -193,12 +193,13 @@ def array_marks(data: bytes, start: int, state: EntryState, depth: int,
     """The :class:`ArrayMarks` of the range ``data`` that begins at ``start`` in ``state``."""
     marks, before, kinds = _depths(_scan(data, preceding_backslashes), state)
     framing = (before <= depth) | ((kinds == _CLOSE) & (before == depth + 1))
-    stretch = np.cumsum(framing & (kinds <= _CLOSE))[(kinds == _COMMA) & (before == depth + 1)]
-    commas = marks[(kinds == _COMMA) & (before == depth + 1)]
+    between = (kinds == _COMMA) & (before == depth + 1)
+    stretch = np.cumsum(framing & (kinds <= _CLOSE))[between]  # brackets of the frame before
     stretches, first = np.unique(stretch, return_index=True)
     counts = np.bincount(stretch)[stretches] if stretch.size else stretch
+    firsts = start + marks[between][first]
     return ArrayMarks(tuple((start + p, data[p]) for p in marks[framing].tolist()),
-                      tuple(zip((start + commas[first]).tolist(), counts.tolist(), strict=True)))
+                      tuple(zip(firsts.tolist(), counts.tolist(), strict=True)))
 
 
 class ArrayPlan(NamedTuple):
@@ -237,9 +238,9 @@ def array_plan(marks: Sequence[ArrayMarks], key: str | None,
         for position, byte, count in sorted([*((p, b, 0) for p, b in found.frame),
                                              *((p, ord(","), c) for p, c in found.separators)]):
             if count:  # commas between the elements of a value at the array's depth
-                if in_array and first is None:
-                    first, index = position + 1, commas + 1
                 if in_array:
+                    if first is None:
+                        first, index = position + 1, commas + 1
                     commas += count
             elif byte in b"[{":
                 if level == depth:
@@ -280,7 +281,7 @@ def array_plan(marks: Sequence[ArrayMarks], key: str | None,
                 keys.add(name)
         firsts.append(first)
         first_index.append(index)
-    if not values or key in keys and key not in values:
+    if not values or (key in keys and key not in values):
         raise JsonRangeError(0, f"no array where {key!r} should be")
     end = values[key][1] if key in values else -1
     spans = spans_between(firsts, end) if key in values else (None,) * len(marks)
