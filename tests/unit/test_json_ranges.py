@@ -16,34 +16,30 @@ from recordbeam.sources.json_ranges import (
     array_plan,
     backslashes_before,
     entry_states,
-    section_elements,
-    sections,
     split_ranges,
     summarize,
-    top_level_events,
 )
 
 
-def read_section(document: bytes, name: str, range_bytes: int) -> list[tuple[int, bytes]]:
+def read_array(document: bytes, key: str | None, range_bytes: int) -> list[tuple[int, object]]:
     """Every pass, one range after another, in this process, as workers run them on ranges
-    of a file: the elements of the top-level list ``name`` of ``document``."""
+    of a file: ``(index, element)`` of the array ``key`` of the top object of ``document``
+    (None: the array that is the document), range by range."""
     ranges = list(split_ranges(len(document), range_bytes))
     before = [backslashes_before(document[:start]) for start, _end in ranges]
     states = entry_states([(start, summarize(document[start:end], run))
                            for (start, end), run in zip(ranges, before, strict=True)])
-    events = [event for (start, end), state, run in zip(ranges, states, before, strict=True)
-              for event in top_level_events(document[start:], start, end, state, run)]
-    section = sections(events).get(name)
-    if section is None or section.end < 0:
-        return []
-    elements: list[tuple[int, bytes]] = []
-    for (start, end), state, run in zip(ranges, states, before, strict=True):
-        if end <= section.begin or start > section.end:
-            continue
-        found, whole = section_elements(document[start:], start, end, state, section, run)
-        assert whole, "the whole document was given"
-        elements.extend(found)
-    return elements
+    marks = [array_marks(document[start:end], start, state, 0 if key is None else 1, run)
+             for (start, end), state, run in zip(ranges, states, before, strict=True)]
+    plan = array_plan(marks, key, lambda begin, end: document[begin:end])
+    found = []
+    for span, first in zip(plan.spans, plan.first_index, strict=True):
+        if span is not None:
+            if len(plan.spans) - plan.spans.count(None) > 1 and not document[span[0]:span[1]].strip():
+                raise ValueError("an empty element")  # as byte_ranges.parse_span
+            items = json.loads(b"[" + document[span[0]:span[1]] + b"]")
+            found += list(enumerate(items, first))
+    return found
 
 
 #: Strings made of what confuses a scanner: brackets, quotes, backslashes, separators.
@@ -70,10 +66,7 @@ def test_elements_of_a_section_are_what_json_loads_finds(items, other, layout, r
     sections = {"info": {"annotations": other}, "annotations": items, "zz": other}
     order = data.draw(st.permutations(list(sections)))
     document = _document({key: sections[key] for key in order}, layout)
-    found = read_section(document, "annotations", range_bytes)
-    assert [json.loads(body) for _offset, body in found] == items
-    for offset, body in found:
-        assert document[offset:offset + len(body)] == body
+    assert read_array(document, "annotations", range_bytes) == list(enumerate(items))
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -83,7 +76,7 @@ def test_a_document_cut_short_is_refused(items, range_bytes, data):
     document = _document({"annotations": items, "categories": []}, {})
     cut = data.draw(st.integers(1, len(document) - 1))
     with pytest.raises(JsonRangeError):
-        read_section(document[:cut], "annotations", range_bytes)
+        read_array(document[:cut], "annotations", range_bytes)
 
 
 @pytest.mark.parametrize("document", [
@@ -94,14 +87,18 @@ def test_a_document_cut_short_is_refused(items, range_bytes, data):
     b'["annotations"]',  # not an object
 ])
 def test_broken_structure_is_refused(document):
-    with pytest.raises(JsonRangeError):
-        read_section(document, "annotations", 3)
+    with pytest.raises((JsonRangeError, ValueError)):  # ValueError: the element's parse
+        read_array(document, "annotations", 3)
 
 
-def test_a_section_that_is_missing_or_no_list_has_no_elements():
-    assert read_section(b'{"images": [1, 2]}', "annotations", 4) == []
-    assert read_section(b'{"annotations": 3, "x": []}', "annotations", 4) == []
-    assert read_section(b'{"annotations": [ ]}', "annotations", 2) == []
+def test_a_section_that_is_missing_or_empty_has_no_elements():
+    assert read_array(b'{"images": [1, 2]}', "annotations", 4) == []
+    assert read_array(b'{"annotations": [ ]}', "annotations", 2) == []
+
+
+def test_a_section_that_is_no_list_is_refused():
+    with pytest.raises(JsonRangeError):  # the streamed pass reads the file, and says so
+        read_array(b'{"annotations": 3, "x": []}', "annotations", 4)
 
 
 def test_escapes_split_across_ranges():
@@ -110,8 +107,8 @@ def test_escapes_split_across_ranges():
     value = 'a\\\\\\"},{"b'  # backslashes and a quote that does not end the string
     document = json.dumps({"annotations": [value, {"k": value}]}).encode()
     for range_bytes in range(1, len(document) + 1):
-        found = read_section(document, "annotations", range_bytes)
-        assert [json.loads(b) for _o, b in found] == [value, {"k": value}]
+        found = read_array(document, "annotations", range_bytes)
+        assert found == [(0, value), (1, {"k": value})]
 
 
 def test_summary_does_not_depend_on_where_the_range_starts():
@@ -135,33 +132,15 @@ def test_backslashes_before_counts_the_run_at_the_end():
     assert backslashes_before(b'') == 0
 
 
-def _array_elements(document: bytes, range_bytes: int) -> list[tuple[int, object]]:
-    """The passes of an array export read in ranges (``exports.ReadArrayRanges``), one
-    range after another: ``(index, element)`` of each range's span, in range order."""
-    ranges = list(split_ranges(len(document), range_bytes))
-    before = [backslashes_before(document[:start]) for start, _end in ranges]
-    states = entry_states([(start, summarize(document[start:end], run))
-                           for (start, end), run in zip(ranges, before, strict=True)])
-    marks = [array_marks(document[start:end], start, state, run)
-             for (start, end), state, run in zip(ranges, states, before, strict=True)]
-    plan = array_plan([start for start, _end in ranges], marks)
-    found = []
-    for span, first in zip(plan.spans, plan.first_index, strict=True):
-        if span is not None:
-            items = json.loads(b"[" + document[span[0]:span[1]] + b"]")
-            found += list(enumerate(items, first))
-    return found
-
-
 @settings(max_examples=examples(300), deadline=None)
 @given(items=st.lists(VALUES, max_size=8), layout=LAYOUTS, range_bytes=st.integers(1, 64))
 def test_an_array_read_in_ranges_gives_each_element_with_its_index(items, layout, range_bytes):
     document = json.dumps(items, **layout).encode()
-    assert _array_elements(document, range_bytes) == list(enumerate(items))
+    assert read_array(document, None, range_bytes) == list(enumerate(items))
 
 
 @pytest.mark.parametrize("document", [
     b'{"a": [1, 2]}', b'[1, 2] [3]', b'[1], 2', b'"[1, 2]"', b'[1, 2]]', b'[[1, 2]'])
 def test_a_document_that_is_not_one_array_has_no_plan(document):
     with pytest.raises(JsonRangeError):
-        _array_elements(document, 3)
+        read_array(document, None, 3)

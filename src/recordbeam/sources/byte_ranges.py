@@ -1,17 +1,19 @@
-"""A JSON file read in byte ranges by many workers at once: the ranges and their bytes, the
-JSON state each range starts in (the first pass of :mod:`recordbeam.sources.json_ranges`),
-the ranges spread over the workers. COCO's annotations list is read this way
-(:mod:`recordbeam.sources.coco.annotation_ranges`), and an export that is one JSON array
-(:class:`recordbeam.sources.exports.ReadArrayRanges`): after the entry states, each range
-gives the array's brackets and the commas between its elements (:func:`marks_of_range`),
-from which :func:`plan_of` tells each range which bytes hold the elements that begin in it,
-and their index in the whole array. A file the ranges cannot follow (broken brackets, no
-single array, nesting deeper than ``MAX_JSON_DEPTH``, more than white space around the
-array) has no plan: it is streamed by one worker.
+"""A JSON array read in byte ranges by many workers at once (:class:`ReadJsonArray`): the
+array that is the whole file (an export, :class:`recordbeam.sources.exports.ReadArrayRanges`)
+or the value of a key of its top object (COCO's annotations,
+:mod:`recordbeam.sources.coco.annotation_ranges`). The file is cut into ranges, and each
+range is read in passes by all workers at once (:mod:`recordbeam.sources.json_ranges`):
+the JSON state each range starts in (:func:`summarize_range`), the structure around the
+array in it (:func:`marks_of_range`), from which :func:`plan_of` tells each range which
+bytes hold the elements that begin in it, and their index in the whole array; then each
+range parses its elements (:class:`ParseRanges`). A file the ranges cannot follow (broken
+brackets, no such array, nesting deeper than ``MAX_JSON_DEPTH``, no JSON around the array)
+has no plan: it is streamed by one worker.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+from apache_beam.pvalue import AsSingleton
 
 from recordbeam import filesystems
 from recordbeam.sources.json_depth import BOM, MAX_JSON_DEPTH
@@ -51,8 +54,6 @@ MIN_RANGE_BYTES = 1 << 20
 #: few enough that each range's task costs little beside its parse (a task per range and
 #: pass; at 1M COCO annotations, 219 MB, a range parses in about 0.8 s).
 RANGES_PER_FILE = 8
-#: White space read around an array at most (more: the file is streamed).
-EDGE_BYTES = 64 << 10
 #: What the streamed parser (ijson's C backend) reads otherwise than ``json.loads``: a
 #: form feed or vertical tab between tokens (white space to it, an error to ``json``), and
 #: a lone high surrogate escape (``?`` to it, the surrogate to ``json``). A range holding
@@ -123,28 +124,21 @@ def summarize_range(rng: ByteRange, path: str) -> tuple[ByteRange, RangeSummary 
     return rng, summarize(data, run)
 
 
-class Entry(NamedTuple):
+def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary | None]],
+                    ) -> tuple[EntryState, ...] | None:
     """Every range's starting state, or None when the file's structure is broken (then
-    the streamed pass reads it); and the lowest depth each range reaches."""
-
-    states: tuple[EntryState, ...] | None
-    floors: tuple[int, ...] = ()
-
-
-def entry_of_ranges(summaries: Iterable[tuple[ByteRange, RangeSummary | None]]) -> Entry:
+    the streamed pass reads it)."""
     ordered = sorted(summaries)
     if any(summary is None for _rng, summary in ordered):
-        return Entry(None)
+        return None
     try:
         states = entry_states([(rng.start, summary) for rng, summary in ordered])
     except JsonRangeError:
-        return Entry(None)
+        return None
     for state, (_rng, summary) in zip(states, ordered, strict=True):
         if state.depth + summary.highest_depth[state.inside_string] > MAX_JSON_DEPTH:
-            return Entry(None)
-    return Entry(tuple(states), tuple(
-        state.depth + summary.lowest_depth[state.inside_string]
-        for state, (_rng, summary) in zip(states, ordered, strict=True)))
+            return None
+    return tuple(states)
 
 
 def _ranges_of_key(keyed: tuple[int, Iterable[ByteRange]]) -> Iterable[ByteRange]:
@@ -184,31 +178,135 @@ def parse_span(path: str, spans: Sequence[tuple[int, int] | None], index: int) -
     return json.loads(f"[{text}]", parse_constant=refuse_constant, parse_float=_finite_float)
 
 
-# --- an export that is one JSON array ------------------------------------------------------
-
-
-def marks_of_range(rng: ByteRange, path: str, entry: Entry) -> tuple[ByteRange, ArrayMarks | None]:
-    if entry.states is None:
+def marks_of_range(rng: ByteRange, path: str, states: tuple[EntryState, ...] | None,
+                   depth: int = 0) -> tuple[ByteRange, ArrayMarks | None]:
+    if states is None:
         return rng, None
     data, run = read_range(path, rng.start, rng.end)
-    return rng, array_marks(data, rng.start, entry.states[rng.index], run)
+    return rng, array_marks(data, rng.start, states[rng.index], depth, run)
 
 
-def plan_of(found: Iterable[tuple[ByteRange, ArrayMarks | None]], path: str) -> ArrayPlan | None:
-    """The plan of the ranges' reads; None when the file is streamed instead."""
+#: The most bytes :func:`plan_of` parses of what lies around the arrays read apart; a file
+#: with more is streamed whole, by one worker.
+SKELETON_BYTES = 16 << 20
+
+
+def plan_of(found: Iterable[tuple[ByteRange, ArrayMarks | None]], path: str,
+            key: str | None = None, apart: tuple[str, ...] = ()) -> ArrayPlan | None:
+    """The plan of the ranges' reads of the array ``key`` (:func:`array_plan`); None when
+    the file is streamed instead: the ranges cannot follow it, or it is no JSON once the
+    array and the top-level values named in ``apart`` (which other passes parse) are each
+    replaced by ``[]`` (what is left, ``info`` or the white space around an array, is
+    parsed nowhere else)."""
     found = sorted(found)
     if any(marks is None for _rng, marks in found):
         return None
     try:
-        plan = array_plan([rng.start for rng, _m in found], [marks for _rng, marks in found])
+        plan = array_plan([marks for _rng, marks in found], key,
+                          lambda begin, end: read_bytes(path, begin, end))
     except JsonRangeError:
         return None
-    size = filesystems.size_of(path) or 0
-    if plan.begin > EDGE_BYTES or size - plan.end > EDGE_BYTES:
+    cuts = sorted(span for name, span in plan.values.items() if name == key or name in apart)
+    kept, at = [], 0
+    for begin, end in cuts:
+        kept.append((at, begin))
+        at = end + 1
+    kept.append((at, filesystems.size_of(path) or 0))
+    if sum(end - begin for begin, end in kept) > SKELETON_BYTES:
         return None
-    head = read_bytes(path, 0, plan.begin).removeprefix(BOM)
-    tail = read_bytes(path, plan.end + 1, size)
-    return plan if not (head.strip() or tail.strip()) else None
+    skeleton = b"[]".join(read_bytes(path, begin, end) for begin, end in kept)
+    try:
+        json.loads(skeleton.removeprefix(BOM).decode("utf-8"), parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    return plan
+
+
+class ParseRanges(beam.DoFn):
+    """The elements of the array that begin in one range, parsed (:func:`parse_span`) and
+    handed to :meth:`elements` with the index of the first in the whole array; without a
+    plan, the file read by :meth:`streamed` on the first range's worker. A subclass names
+    its outputs: ``main`` (of ``output_type``) and the tagged ``outputs``."""
+
+    output_type: Any = Any
+    main = "elements"
+    outputs: tuple[str, ...] = ()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def process(self, rng: ByteRange, plan: ArrayPlan | None):
+        if plan is None:
+            if rng.index == 0:
+                yield from self.streamed()
+            return
+        span = plan.spans[rng.index]
+        if span is None:
+            return
+        paused = gc.isenabled()
+        gc.disable()  # millions of small objects and no cycles
+        try:
+            try:
+                items = parse_span(self.path, plan.spans, rng.index)
+            except (ValueError, RecursionError):
+                self.fail_as_streamed(span[0])
+            yield from self.elements(rng, span, plan.first_index[rng.index], items)
+        finally:
+            if paused:
+                gc.enable()
+
+    def streamed(self) -> Iterable[Any]:
+        """The outputs of the whole file, streamed."""
+        raise NotImplementedError
+
+    def elements(self, rng: ByteRange, span: tuple[int, int], first: int,
+                 items: list[Any]) -> Iterable[Any]:
+        """The outputs of ``items``, the elements of range ``rng`` (bytes ``span``), the
+        first of them the ``first``-th of the array."""
+        raise NotImplementedError
+
+    def fail_as_streamed(self, where: int) -> None:
+        """Raise what the streamed read raises for the file; when it raises nothing, name
+        the element the ranges' parse refused at byte ``where``."""
+        raise NotImplementedError
+
+
+class ReadJsonArray(beam.PTransform):
+    """The elements of a JSON array read in byte ranges by all workers at once: the value
+    of ``key`` in the top object of the file ``parse.path`` (``key`` None: the array that
+    is the whole file), parsed by ``parse`` (a :class:`ParseRanges`), whose outputs this
+    returns. ``apart``: the file's other top-level values that other passes parse. Ranges
+    are from ``smallest`` to ``largest`` bytes (by default :data:`MIN_RANGE_BYTES` and
+    :data:`MAX_RANGE_BYTES`)."""
+
+    def __init__(self, parse: ParseRanges, key: str | None = None, apart: tuple[str, ...] = (),
+                 smallest: int | None = None, largest: int | None = None) -> None:
+        super().__init__()
+        self._parse, self._key, self._apart = parse, key, apart
+        self._smallest, self._largest = smallest, largest
+
+    def expand(self, pbegin):
+        path, parse = self._parse.path, self._parse
+        keyed = (pbegin | "JsonFile" >> beam.Create([path])
+                 | "CutRanges" >> beam.FlatMap(file_ranges, self._smallest or MIN_RANGE_BYTES,
+                                               self._largest or MAX_RANGE_BYTES))
+        states = (
+            spread(keyed, "Summarize")
+            | "SummarizeRanges" >> beam.Map(summarize_range, path)
+            | "EntryStates" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
+            | "Entry" >> beam.Map(entry_of_ranges)
+        )
+        plan = (
+            spread(keyed, "Marks")
+            | "ArrayMarks" >> beam.Map(marks_of_range, path, AsSingleton(states),
+                                       0 if self._key is None else 1)
+            | "AllMarks" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
+            | "Plan" >> beam.Map(plan_of, path, self._key, self._apart)
+        )
+        return (spread(keyed, "Parse")
+                | "ParseRanges" >> beam.ParDo(parse, AsSingleton(plan))
+                .with_output_types(parse.output_type)
+                .with_outputs(*parse.outputs, main=parse.main))
 
 
 def read_in_ranges(path: str, from_bytes: int) -> bool:

@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import apache_beam as beam
 import ijson
-from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import feature_keys, filesystems
 from recordbeam.errors import DataError
@@ -438,77 +438,47 @@ def _routed(items: Iterable[ExportEntry | Reject | Part | tuple[str, int]]) -> I
             yield TaggedOutput("counts", (counter, n))
 
 
-class _ParseArrayRange(beam.DoFn):
+class _ParseArrayRange(byte_ranges.ParseRanges):
     """The elements of an array export that begin in one range, each parsed by the
     format's ``parse_item`` with its index in the whole array; without a plan, the file
     streamed by the first range's worker."""
 
+    output_type = tuple[str, ExportEntry]
+    main = "entries"
+    outputs = ("rejects", "counts", "inputs", "parts")
+
     def __init__(self, fmt: ExportFormat, path: str) -> None:
-        self._format, self._path = fmt, path
+        super().__init__(path)
+        self._format = fmt
 
     def process(self, rng: byte_ranges.ByteRange, plan: Any):
-        path = self._path
-        if rng.index == 0 and plan is None:
-            yield from _StreamExport(self._format).process(path)
-        if plan is None:
-            return
-        if rng.index == 0:
-            yield from _inputs(path)
-        span = plan.spans[rng.index]
-        if span is None:
-            return
-        try:
-            items = byte_ranges.parse_span(path, plan.spans, rng.index)
-        except (ValueError, RecursionError):
-            self._fail_as_streamed(span[0])
-        first = plan.first_index[rng.index]
-        yield from _routed(item for index, element in enumerate(items, first)
-                           for item in self._format.parse_item(path, index, element))
+        if rng.index == 0 and plan is not None:
+            yield from _inputs(self.path)
+        yield from super().process(rng, plan)
 
-    def _fail_as_streamed(self, where: int) -> None:
-        """Raise what the streamed parse raises for the file; when it raises nothing,
-        what the ranged parse found at byte ``where``."""
-        with filesystems.open_read(self._path) as f:
-            for _item in self._format.parse(self._path, f):
+    def streamed(self) -> Iterator[Any]:
+        return _StreamExport(self._format).process(self.path)
+
+    def elements(self, rng: byte_ranges.ByteRange, span: tuple[int, int], first: int,
+                 items: list[Any]) -> Iterator[Any]:
+        return _routed(item for index, element in enumerate(items, first)
+                       for item in self._format.parse_item(self.path, index, element))
+
+    def fail_as_streamed(self, where: int) -> None:
+        with filesystems.open_read(self.path) as f:
+            for _item in self._format.parse(self.path, f):
                 pass
-        raise ExportError(f"{self._path}: malformed JSON (the element at byte {where} is not "
+        raise ExportError(f"{self.path}: malformed JSON (the element at byte {where} is not "
                           "plain JSON: NaN, bytes that are not UTF-8 or a control character "
                           "in a string); fix or export it again")
 
 
-class ReadArrayRanges(beam.PTransform):
+class ReadArrayRanges(byte_ranges.ReadJsonArray):
     """An array export file of ``fmt`` read in byte ranges (:mod:`.byte_ranges`): the
     tagged outputs :class:`_StreamExport` gives for one file."""
 
     def __init__(self, fmt: ExportFormat, path: str) -> None:
-        super().__init__()
-        self._format, self._path = fmt, path
-
-    def expand(self, pbegin):
-        path = self._path
-        keyed = (pbegin | "ExportFile" >> beam.Create([path])
-                 | "CutRanges" >> beam.FlatMap(byte_ranges.file_ranges,
-                                               byte_ranges.MIN_RANGE_BYTES,
-                                               byte_ranges.MAX_RANGE_BYTES))
-        entry = (
-            byte_ranges.spread(keyed, "Summarize")
-            | "SummarizeRanges" >> beam.Map(byte_ranges.summarize_range, path)
-            | "EntryStates" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
-            | "Entry" >> beam.Map(byte_ranges.entry_of_ranges)
-        )
-        plan = (
-            byte_ranges.spread(keyed, "Marks")
-            | "ArrayMarks" >> beam.Map(byte_ranges.marks_of_range, path, AsSingleton(entry))
-            | "AllMarks" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
-            | "Plan" >> beam.Map(byte_ranges.plan_of, path)
-        )
-        return (
-            byte_ranges.spread(keyed, "Parse")
-            | "ParseRanges" >> beam.ParDo(_ParseArrayRange(self._format, path),
-                                          AsSingleton(plan))
-            .with_output_types(tuple[str, ExportEntry])
-            .with_outputs("rejects", "counts", "inputs", "parts", main="entries")
-        )
+        super().__init__(_ParseArrayRange(fmt, path))
 
 
 class _ListImages(beam.DoFn):

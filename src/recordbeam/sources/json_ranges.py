@@ -8,11 +8,11 @@ only hand-over is a few numbers per range:
    unescaped quotes) and how its depth changes, for both states it may start in;
 2. :func:`entry_states`: from the document's start (outside any string, depth 0), the
    summaries in order give every range its true starting state;
-3. :func:`top_level_events` of a range, now that its start is known: the keys of the
-   document's top object and where their values open and close; :func:`sections` puts the
-   events of all ranges together into the span of each top-level value;
-4. :func:`section_elements`: the elements of a top-level array that begin in a range, as
-   byte slices for ``json.loads``.
+3. :func:`array_marks` of a range, now that its start is known: the structure around the
+   array read (the document's brackets, the keys of its top object, their values'
+   brackets) and how many commas between the array's elements it holds; from those of
+   every range, :func:`array_plan` tells each range which bytes hold the elements that
+   begin in it (for ``json.loads``), and the index of the first in the whole array.
 
 Whether a quote is escaped depends on the backslashes just before it, which may lie in the
 previous range: every pass takes ``preceding_backslashes``, the length of the run of
@@ -20,14 +20,15 @@ backslashes that ends where the range begins (:func:`backslashes_before` counts 
 
 The scans are vectorized with NumPy: they look only at quotes, backslashes and the six
 structural characters, and build arrays as long as those, never as long as the range.
-What is checked: the structure (brackets that match, strings that end, one top-level
-object and nothing after it) and every element handed out. Values outside the sections
-read (COCO's ``info``, ``licenses``) are not parsed, so a broken one there goes unnoticed.
+What is checked: the structure (brackets that balance, strings that end, one top-level
+value and nothing after it, keys given once) and every element handed out; what lies
+outside the array is parsed by the caller (``byte_ranges.plan_of``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -157,158 +158,11 @@ def entry_states(summaries: Sequence[tuple[int, RangeSummary]]) -> list[EntrySta
     return states
 
 
-class TopLevelEvent(NamedTuple):
-    """A key of the top object (``kind`` "key": its ``name``, where its value starts and
-    the value's first byte), or the opening or closing bracket of a top-level value
-    ("open", "close") or of the document itself ("document-open", "document-close"), with
-    the bracket as ``value_byte``; or ("separator") the range's first comma between the
-    elements of a top-level list or object. Positions are offsets in the document."""
-
-    position: int
-    kind: str
-    name: str = ""
-    value_at: int = -1
-    value_byte: int = 0
-
-
 def _depths(scan: _Scan, state: EntryState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The marks outside strings: positions, the depth just before each, and classes."""
     outside, steps = _steps(scan, state.inside_string)
     before = state.depth + np.cumsum(steps) - steps
     return scan.marks[outside], before[outside], scan.kinds[outside]
-
-
-def top_level_events(data: bytes, start: int, end: int, state: EntryState,
-                     preceding_backslashes: int = 0) -> list[TopLevelEvent]:
-    """The top-level events at positions in ``[start, end)``. ``data`` holds the document
-    from ``start`` on, and past ``end`` far enough to hold a key that begins before
-    ``end`` and the first byte of its value (a few hundred bytes do for COCO); raises
-    :class:`JsonRangeError` when it does not."""
-    import json
-
-    scan = _scan(data, preceding_backslashes)
-    marks, before, kinds = _depths(scan, state)
-    limit = end - start
-    events: list[TopLevelEvent] = []
-    brackets = (marks < limit) & (((kinds == _OPEN) & (before <= 1))
-                                  | ((kinds == _CLOSE) & (before <= 2)))
-    for position, kind, depth in zip(marks[brackets].tolist(), kinds[brackets].tolist(),
-                                     before[brackets].tolist(), strict=True):
-        name = ("document-" if depth == (0 if kind == _OPEN else 1) else "") + (
-            "open" if kind == _OPEN else "close")
-        events.append(TopLevelEvent(start + position, name, value_byte=data[position]))
-    separators = np.flatnonzero((marks < limit) & (kinds == _COMMA) & (before == 2))
-    if separators.size:
-        events.append(TopLevelEvent(start + int(marks[separators[0]]), "separator"))
-    # A string opens at an unescaped quote with an even number of them before it (counting
-    # from the state the range starts in); at depth 1 it is a key when a colon follows it.
-    openings = np.arange(state.inside_string, scan.quotes.size, 2)
-    openings = openings[scan.quotes[openings] < limit]
-    final_depth = state.depth + int(np.sum(kinds == _OPEN)) - int(np.sum(kinds == _CLOSE))
-    # The depth at a quote is the depth before the first mark after it.
-    depth_at = np.append(before, final_depth)[np.searchsorted(marks, scan.quotes[openings])]
-    for opening in openings[depth_at == 1].tolist():
-        if opening + 1 >= scan.quotes.size:
-            raise JsonRangeError(start + int(scan.quotes[opening]),
-                                 "a string that does not end in the bytes read")
-        first, last = int(scan.quotes[opening]), int(scan.quotes[opening + 1])
-        after = np.searchsorted(marks, last)
-        if after >= marks.size:
-            raise JsonRangeError(start + first, "a string not followed by ':', ',' or a bracket")
-        if kinds[after] != _COLON:
-            continue  # a top-level string value, not a key
-        try:
-            name = json.loads(data[first:last + 1])
-        except ValueError:
-            raise JsonRangeError(start + first, "a key that is not a JSON string") from None
-        value = _skip_whitespace(data, int(marks[after]) + 1)
-        if value >= len(data):
-            raise JsonRangeError(start + first, f"the value of {name!r} lies beyond the bytes read")
-        events.append(TopLevelEvent(start + first, "key", name, start + value, data[value]))
-    return sorted(events)
-
-
-def _skip_whitespace(data: bytes, at: int) -> int:
-    while at < len(data) and data[at] in _WHITESPACE:
-        at += 1
-    return at
-
-
-class Section(NamedTuple):
-    """A top-level value: its key, where it begins, where it ends (its closing bracket,
-    for a list or an object; -1 for a plain value), and its first byte."""
-
-    name: str
-    begin: int
-    end: int
-    first_byte: int
-
-
-def sections(events: Iterable[TopLevelEvent]) -> dict[str, Section]:
-    """The top-level values by key, from the events of every range. Raises
-    :class:`JsonRangeError` for a document that is no object, holds a second top-level
-    value, or gives a key twice."""
-    found: dict[str, Section] = {}
-    pending: Section | None = None
-    opened = closed = False
-    for event in sorted(events):
-        if event.kind == "document-open":
-            if opened:
-                raise JsonRangeError(event.position, "a second top-level value")
-            if event.value_byte != ord("{"):
-                raise JsonRangeError(event.position, "the document is a list, not an object")
-            opened = True
-        elif event.kind == "document-close":
-            closed = True
-        elif event.kind == "key":
-            if event.name in found:
-                raise JsonRangeError(event.position, f"the key {event.name!r} a second time")
-            found[event.name] = Section(event.name, event.value_at, -1, event.value_byte)
-            pending = found[event.name] if event.value_byte in b"[{" else None
-        elif event.kind == "close" and pending is not None:
-            found[pending.name] = Section(pending.name, pending.begin, event.position,
-                                          pending.first_byte)
-            pending = None
-    if not (opened and closed):
-        raise JsonRangeError(0, "the document is not one JSON object")
-    return found
-
-
-def section_elements(data: bytes, start: int, end: int, state: EntryState,
-                     section: Section, preceding_backslashes: int = 0,
-                     ) -> tuple[list[tuple[int, bytes]], bool]:
-    """The elements of the top-level list ``section`` whose separator (the list's ``[``
-    or the comma before them) lies in ``[start, end)``, as ``(offset, bytes)``; and
-    whether ``data`` (the document from ``start`` on) held all of the last one. When it
-    did not, call again with more data."""
-    marks, before, kinds = _depths(_scan(data, preceding_backslashes), state)
-    absolute = marks + start
-    boundaries = (absolute >= section.begin) & (absolute <= section.end) & (
-        ((kinds == _COMMA) & (before == 2)) | ((kinds == _OPEN) & (before == 1))
-        | ((kinds == _CLOSE) & (before == 2)))
-    positions, kinds = marks[boundaries], kinds[boundaries]
-    elements: list[tuple[int, bytes]] = []
-    for index in np.flatnonzero((positions + start < end) & (kinds != _CLOSE)):
-        if index + 1 >= positions.size:
-            return elements, False
-        first, after = int(positions[index]) + 1, int(positions[index + 1])
-        body = data[first:after]
-        if not body.strip():
-            if kinds[index] == _OPEN and kinds[index + 1] == _CLOSE:
-                continue  # []
-            raise JsonRangeError(start + first, f"an empty element in '{section.name}'")
-        elements.append((start + first, body))
-    return elements, True
-
-
-def first_separator(data: bytes, start: int, end: int, state: EntryState,
-                    preceding_backslashes: int = 0) -> int | None:
-    """Where the first comma between the elements of a top-level value lies in
-    ``[start, end)``, searched in ``data`` (the document from ``start`` on; a part of the
-    range will do); None when ``data`` holds none there."""
-    marks, before, kinds = _depths(_scan(data, preceding_backslashes), state)
-    found = np.flatnonzero((marks < end - start) & (kinds == _COMMA) & (before == 2))
-    return start + int(marks[found[0]]) if found.size else None
 
 
 def backslashes_before(data: bytes) -> int:
@@ -323,74 +177,115 @@ def split_ranges(size: int, range_bytes: int) -> Iterator[tuple[int, int]]:
 
 
 class ArrayMarks(NamedTuple):
-    """What one range holds of the structure of a document that should be one array: the
-    brackets that open at depth 0 and close to it (``(position, byte)``), the commas
-    between the array's elements (how many, and the first), and whether a comma lies
-    outside any value (no array then)."""
+    """What one range holds of the structure around an array at ``depth`` 0 (the whole
+    document) or 1 (a value of the top object). ``frame``: the brackets that open at that
+    depth or above or close to it, and the commas and colons at it or above, as
+    ``(position, byte)``; ``separators``: in each stretch between two brackets of the
+    frame, the commas one level deeper (between the elements of a value at ``depth``), as
+    ``(the first one's position, how many)``."""
 
-    opens: tuple[tuple[int, int], ...]
-    closes: tuple[tuple[int, int], ...]
-    separators: int
-    first_separator: int | None
-    stray: bool
+    frame: tuple[tuple[int, int], ...]
+    separators: tuple[tuple[int, int], ...]
 
 
-def array_marks(data: bytes, start: int, state: EntryState,
+def array_marks(data: bytes, start: int, state: EntryState, depth: int,
                 preceding_backslashes: int = 0) -> ArrayMarks:
     """The :class:`ArrayMarks` of the range ``data`` that begins at ``start`` in ``state``."""
     marks, before, kinds = _depths(_scan(data, preceding_backslashes), state)
-    commas = marks[(kinds == _COMMA) & (before == 1)]
-
-    def brackets(kind: int, depth: int) -> tuple[tuple[int, int], ...]:
-        return tuple((start + int(p), data[int(p)])
-                     for p in marks[(kinds == kind) & (before == depth)].tolist())
-
-    return ArrayMarks(brackets(_OPEN, 0), brackets(_CLOSE, 1), int(commas.size),
-                      start + int(commas[0]) if commas.size else None,
-                      bool(np.any((kinds == _COMMA) & (before == 0))))
+    framing = (before <= depth) | ((kinds == _CLOSE) & (before == depth + 1))
+    between = (kinds == _COMMA) & (before == depth + 1)
+    stretch = np.cumsum(framing & (kinds <= _CLOSE))[between]  # brackets of the frame before
+    stretches, first = np.unique(stretch, return_index=True)
+    counts = np.bincount(stretch)[stretches] if stretch.size else stretch
+    firsts = start + marks[between][first]
+    return ArrayMarks(tuple((start + p, data[p]) for p in marks[framing].tolist()),
+                      tuple(zip(firsts.tolist(), counts.tolist(), strict=True)))
 
 
 class ArrayPlan(NamedTuple):
-    """How the elements of a document that is one array are read in ranges: for each
-    range, the bytes from its first element to the comma before the next range's first
-    (or the array's ``]``), or None when no element begins in it; and the index of that
-    first element in the array. ``begin`` and ``end``: the array's brackets."""
+    """How the elements of an array are read in ranges: for each range, the bytes from its
+    first element to the comma before the next range's first (or the array's ``]``), or
+    None when no element begins in it; and the index of that first element in the array.
+    ``values``: the brackets (first and last byte) of the document's top-level values that
+    are arrays or objects, by key (the document's own, when it is the array: by None)."""
 
     spans: tuple[tuple[int, int] | None, ...]
     first_index: tuple[int, ...]
-    begin: int
-    end: int
+    values: dict[str | None, tuple[int, int]]
 
 
-def array_plan(starts: Sequence[int], marks: Sequence[ArrayMarks]) -> ArrayPlan:
-    """The :class:`ArrayPlan` from the marks of every range (``starts``: where each range
-    begins, in order). Raises :class:`JsonRangeError` for a document that is not one
-    array (an object, a second top-level value, a comma outside it)."""
-    opens = [o for m in marks for o in m.opens]
-    closes = [c for m in marks for c in m.closes]
-    stray = next((start for start, m in zip(starts, marks, strict=True) if m.stray), None)
-    if stray is not None:
-        raise JsonRangeError(stray, "a comma outside the array, in the range that starts here")
-    if (len(opens) != 1 or opens[0][1] != ord("[") or len(closes) != 1
-            or closes[0][1] != ord("]")):
-        raise JsonRangeError(opens[1][0] if len(opens) > 1 else 0,
-                             "the document is not one JSON array")
-    begin, end = opens[0][0], closes[0][0]
+#: The longest key of the top object :func:`array_plan` reads.
+KEY_BYTES = 64 << 10
+
+
+def array_plan(marks: Sequence[ArrayMarks], key: str | None,
+               read: Callable[[int, int], bytes]) -> ArrayPlan:
+    """The :class:`ArrayPlan` of the array that is the value of ``key`` in the document's
+    top object, or (``key`` None) the whole document, from the marks of every range in
+    order; ``read(begin, end)`` gives the document's bytes there (the keys). Without that
+    key, no element begins anywhere. Raises :class:`JsonRangeError` where the structure
+    is not one array (one object with ``key``), a key is given twice, or ``key`` holds
+    no array."""
+    depth = 0 if key is None else 1
+    values: dict[str | None, list[int]] = {}
+    keys: set[str] = set()
+    level, member, value, name, in_array = 0, -1, None, None, False
     firsts: list[int | None] = []
     first_index: list[int] = []
     commas = 0
-    for m in marks:
-        if m.opens:
-            firsts.append(begin + 1)
-            first_index.append(0)
-        elif m.first_separator is not None:
-            firsts.append(m.first_separator + 1)
-            first_index.append(commas + 1)
-        else:
-            firsts.append(None)
-            first_index.append(-1)
-        commas += m.separators
-    return ArrayPlan(spans_between(firsts, end), tuple(first_index), begin, end)
+    for found in marks:
+        first, index = None, -1
+        for position, byte, count in sorted([*((p, b, 0) for p, b in found.frame),
+                                             *((p, ord(","), c) for p, c in found.separators)]):
+            if count:  # commas between the elements of a value at the array's depth
+                if in_array:
+                    if first is None:
+                        first, index = position + 1, commas + 1
+                    commas += count
+            elif byte in b"[{":
+                if level == depth:
+                    if (level == 0 and values) or (level == 1 and name is None):
+                        raise JsonRangeError(position, "a value where none can be")
+                    value, name = name, None
+                    values[value] = [position, -1]
+                    in_array = value == key
+                    if in_array:
+                        first, index = position + 1, 0
+                    if in_array and byte != ord("["):
+                        raise JsonRangeError(position, "not an array")
+                elif level == 0:
+                    if byte != ord("{") or member >= 0:
+                        raise JsonRangeError(position, "the document is not one object")
+                    member = position
+                level += 1
+            elif byte in b"]}":
+                level -= 1
+                if level == depth:
+                    values[value][1] = position
+                    if in_array and byte != ord("]"):
+                        raise JsonRangeError(position, "an array closed by '}'")
+                    in_array = False
+            elif level == 0:
+                raise JsonRangeError(position, "a comma or colon outside the document's value")
+            elif byte == ord(","):
+                member, name = position, None
+            else:  # the colon after a key of the top object
+                if position - member > KEY_BYTES:
+                    raise JsonRangeError(member, "a key longer than the plan reads")
+                try:
+                    name = json.loads(read(member + 1, position))
+                except ValueError:
+                    name = None
+                if not isinstance(name, str) or name in keys:
+                    raise JsonRangeError(member, "a key that is no string, or given twice")
+                keys.add(name)
+        firsts.append(first)
+        first_index.append(index)
+    if not values or (key in keys and key not in values):
+        raise JsonRangeError(0, f"no array where {key!r} should be")
+    end = values[key][1] if key in values else -1
+    spans = spans_between(firsts, end) if key in values else (None,) * len(marks)
+    return ArrayPlan(spans, tuple(first_index), {k: (b, e) for k, (b, e) in values.items()})
 
 
 def spans_between(firsts: Sequence[int | None], end: int) -> tuple[tuple[int, int] | None, ...]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import filesystems
@@ -30,7 +29,7 @@ from recordbeam.sources.coco.records import (
     name_key,
     new_record,
 )
-from recordbeam.sources.text import is_text, printable
+from recordbeam.sources.text import is_text, json_number, printable
 
 
 def is_id(value: Any) -> bool:
@@ -40,15 +39,6 @@ def is_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (
         isinstance(value, str) and value != "" and is_text(value)
     )
-
-
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value)
-    except OverflowError:  # integers beyond a double's range
-        return None
 
 
 def id_order(value: Any) -> tuple[int, Any]:
@@ -213,7 +203,7 @@ def check_annotation(item: dict, path: str, position: int, include_masks: bool =
                           f"{too_many}; the image was written without this object")
     area = item.get("area")
     if type(area) is not float:
-        area = _as_float(area)
+        area = json_number(area)
         if area is None:
             area = _box_area(bbox)
     return image_id, new_record(Annotation, (
@@ -234,8 +224,8 @@ def _check_keypoints(item: dict) -> Keypoints | str:
     if not isinstance(values, list) or len(values) % 3:
         return ("'keypoints' must be a list of x, y, visibility triples (its length a "
                 "multiple of 3)")
-    numbers = [_as_float(v) for v in values]
-    if any(v is None or not np.isfinite(v) for v in numbers):
+    numbers = [json_number(v) for v in values]
+    if None in numbers:
         return "'keypoints' holds values that are not finite numbers"
     if any(v not in VISIBILITIES for v in numbers[2::3]):
         return "a keypoint visibility (every third value) is not 0, 1 or 2"

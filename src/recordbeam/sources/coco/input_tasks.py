@@ -22,11 +22,11 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystem import FileMetadata
 from apache_beam.pvalue import TaggedOutput
 
 from recordbeam import filesystems
 from recordbeam.records import Reject
+from recordbeam.sources.annotated_files import text_metadata
 from recordbeam.sources.coco.checks import (
     bad_item,
     check_annotation,
@@ -119,11 +119,11 @@ class ReadInputs(beam.DoFn):
             name, file = _file_key(opts.images_dir, meta.path, meta.size_in_bytes,
                                    float(meta.last_updated_in_seconds or 0.0))
             yield JoinKey(name), file
-            yield TaggedOutput("inputs", _text_metadata(meta))
+            yield TaggedOutput("inputs", text_metadata(meta))
         for path in (opts.annotations, opts.captions):
             meta = filesystems.file_metadata(path) if path else None
             if meta is not None:
-                yield TaggedOutput("inputs", _text_metadata(meta))
+                yield TaggedOutput("inputs", text_metadata(meta))
 
     def _read_captions(self, path: str):
         """The captions file's ``annotations``, one :class:`CaptionBatch` per image id
@@ -212,12 +212,10 @@ def annotation_reject(item: Any, path: str, position: int, options: CocoOptions)
 
 
 def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: CocoOptions,
-                       tally: IdTally, range_index: int | None = None):
+                       tally: IdTally):
     """The outputs of ``(position, annotation)`` pairs, as ``(last position, output)``:
     batches by image id, rejects, and the counts of what is not written; their ids go to
-    ``tally``. With ``range_index`` the positions count from the range's first element,
-    so a reject leaves as ``(range_index, position, item)`` on ``placed_rejects``, to be
-    made where the elements before the range are counted.
+    ``tally``.
 
     This loop runs once per annotation (860k in train2017), so what it calls per item is
     bound to local names and the common case (integer ids, as in every COCO file) takes
@@ -232,9 +230,6 @@ def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: Coc
     position = -1
     for position, item in items:
         if not isinstance(item, dict):
-            if range_index is not None:
-                yield position, TaggedOutput("placed_rejects", (range_index, position, item))
-                continue
             yield position, TaggedOutput("rejects", annotation_reject(
                 item, path, position, options))
             continue
@@ -244,10 +239,6 @@ def annotation_outputs(items: Iterable[tuple[int, Any]], path: str, options: Coc
         if "dp_masks" in item or "dp_I" in item:
             densepose += 1
         if type(checked) is Reject:
-            if range_index is not None:
-                checked = (range_index, position, item)
-                yield position, TaggedOutput("placed_rejects", checked)
-                continue
             yield position, TaggedOutput("rejects", checked)
             continue
         image_id, annotation = checked
@@ -415,10 +406,3 @@ def _file_key(images_dir: str, path: str, size: int,
         # file name holds, keeps the escaped form from meeting a genuine name.
         return "\0" + printable(name), ListedFile(printable(path), size, modified)
     return name_key(name), ListedFile(path, size, modified)
-
-
-def _text_metadata(meta: FileMetadata) -> FileMetadata:
-    """Beam encodes paths as UTF-8: a name that is not UTF-8 travels escaped."""
-    if is_text(meta.path):
-        return meta
-    return FileMetadata(printable(meta.path), meta.size_in_bytes, meta.last_updated_in_seconds)

@@ -363,14 +363,7 @@ class JoinAnnotations(beam.DoFn):
     def _captions_not_written(self, images: list[JoinMessage],
                               captions: list[tuple[Any, str, Any]]):
         """Rejects for the captions of an id that is no single located file."""
-        if not images:
-            reason, why = "unknown_image", "is not the id of any image"
-        elif len(images) > 1:
-            reason, why = "image_rejected", f"was rejected ({len(images)} image entries have this id)"
-        else:
-            image_reason = images[0].reason
-            reason = lost_annotation_reason(image_reason)
-            why = f"was rejected ({image_reason}; see its image's reject)"
+        reason, why = _why_lost(images, "is not the id of any image")
         for caption_id, _text, image_id in captions:
             yield TaggedOutput("rejects", Reject(
                 "annotation", f"caption {caption_id}", reason,
@@ -408,17 +401,22 @@ class JoinAnnotations(beam.DoFn):
                     f"{len(images)} image entries have id {key}{same_text}; ids must be unique. "
                     "All of them were rejected.",
                 ))
-        if not images:
-            reason, why = "unknown_image", "is not the id of any image in the annotation file's images"
-        elif len(images) > 1:
-            reason, why = "image_rejected", f"was rejected ({len(images)} image entries have this id)"
-        else:
-            image_reason = images[0].reason
-            reason = lost_annotation_reason(image_reason)
-            why = f"was rejected ({image_reason}; see its image's reject)"
+        reason, why = _why_lost(
+            images, "is not the id of any image in the annotation file's images")
         for annotation, ann_image_id in annotations:
             ann_id = annotation.id
             yield TaggedOutput("rejects", Reject(
                 "annotation", f"annotation {ann_id}", reason,
                 f"annotation {ann_id} belongs to image id {ann_image_id!r}, which {why}",
             ))
+
+
+def _why_lost(images: list[JoinMessage], unknown: str) -> tuple[str, str]:
+    """The reason and the words of the rejects of what belongs to an image id that is no
+    single located file: none has it (``unknown``), several, or its one was rejected."""
+    if not images:
+        return "unknown_image", unknown
+    if len(images) > 1:
+        return "image_rejected", f"was rejected ({len(images)} image entries have this id)"
+    image_reason = images[0].reason
+    return lost_annotation_reason(image_reason), f"was rejected ({image_reason}; see its image's reject)"

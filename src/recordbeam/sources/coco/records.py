@@ -267,81 +267,44 @@ _KINDS: dict[type, int] = {ListedFile: 0, ImageEntry: 1, AnnotationBatch: 2,
                            ImageNotLocated: 3, LocatedImage: 4, CaptionBatch: 5,
                            ImageCategoryLists: 6}
 _TYPES = {kind: message_type for message_type, kind in _KINDS.items()}
+#: How each field of a message is written: "t" text and "b" bytes length-prefixed, "v" a
+#: varint, "d" a double, "a" Beam's primitive value (ids, image sizes, tuples).
+_FIELD_CODES = {ListedFile: "tvd", ImageEntry: "ataa", AnnotationBatch: "ab",
+                ImageNotLocated: "t", LocatedImage: "attvaad", CaptionBatch: "aa",
+                ImageCategoryLists: "aa"}
+_WRITE = {
+    "t": lambda out, text: out.write(text.encode("utf-8", "surrogatepass"), True),
+    "b": lambda out, data: out.write(data, True),
+    "v": lambda out, number: out.write_var_int64(number),
+    "d": lambda out, number: out.write_bigendian_double(number),
+    "a": lambda out, value: _ANY.encode_to_stream(value, out, True),
+}
+_READ = {
+    "t": lambda stream: stream.read_all(True).decode("utf-8", "surrogatepass"),
+    "b": lambda stream: stream.read_all(True),
+    "v": lambda stream: stream.read_var_int64(),
+    "d": lambda stream: stream.read_bigendian_double(),
+    "a": lambda stream: _ANY.decode_from_stream(stream, True),
+}
 
 
 class JoinMessageCoder(beam.coders.Coder):
-    """A :class:`JoinMessage`: its kind byte, then its fields in order (text and bytes
-    length-prefixed, sizes as varints, ids and image sizes as Beam's primitive values)."""
+    """A :class:`JoinMessage`: its kind byte, then its fields in order (:data:`_FIELD_CODES`)."""
 
     def encode(self, value: JoinMessage) -> bytes:
         out = create_OutputStream()
         out.write_byte(_KINDS[type(value)])
-        if type(value) is ListedFile:
-            _write_text(out, value.path)
-            out.write_var_int64(value.size)
-            out.write_bigendian_double(value.modified)
-        elif type(value) is ImageEntry:
-            _ANY.encode_to_stream(value.image_id, out, True)
-            _write_text(out, value.file_name)
-            _ANY.encode_to_stream(value.width, out, True)
-            _ANY.encode_to_stream(value.height, out, True)
-        elif type(value) is AnnotationBatch:
-            _ANY.encode_to_stream(value.image_id, out, True)
-            out.write(value.packed, True)
-        elif type(value) is ImageNotLocated:
-            _write_text(out, value.reason)
-        elif type(value) is CaptionBatch:
-            _ANY.encode_to_stream(value.image_id, out, True)
-            _ANY.encode_to_stream(value.captions, out, True)
-        elif type(value) is ImageCategoryLists:
-            _ANY.encode_to_stream(value.negative, out, True)
-            _ANY.encode_to_stream(value.not_exhaustive, out, True)
-        else:
-            _ANY.encode_to_stream(value.image_id, out, True)
-            _write_text(out, value.name)
-            _write_text(out, value.path)
-            out.write_var_int64(value.size)
-            _ANY.encode_to_stream(value.width, out, True)
-            _ANY.encode_to_stream(value.height, out, True)
-            out.write_bigendian_double(value.modified)
+        for code, name in zip(_FIELD_CODES[type(value)], value.__slots__, strict=True):
+            _WRITE[code](out, getattr(value, name))
         return out.get()
 
     def decode(self, encoded: bytes) -> JoinMessage:
         stream = create_InputStream(encoded)
         message_type = _TYPES[stream.read_byte()]
-        if message_type is ListedFile:
-            return ListedFile(_read_text(stream), stream.read_var_int64(),
-                              stream.read_bigendian_double())
-        if message_type is ImageEntry:
-            return ImageEntry(_ANY.decode_from_stream(stream, True), _read_text(stream),
-                              _ANY.decode_from_stream(stream, True),
-                              _ANY.decode_from_stream(stream, True))
-        if message_type is AnnotationBatch:
-            return AnnotationBatch(_ANY.decode_from_stream(stream, True), stream.read_all(True))
-        if message_type is ImageNotLocated:
-            return ImageNotLocated(_read_text(stream))
-        if message_type is CaptionBatch:
-            return CaptionBatch(_ANY.decode_from_stream(stream, True),
-                                _ANY.decode_from_stream(stream, True))
-        if message_type is ImageCategoryLists:
-            return ImageCategoryLists(_ANY.decode_from_stream(stream, True),
-                                      _ANY.decode_from_stream(stream, True))
-        return LocatedImage(_ANY.decode_from_stream(stream, True), _read_text(stream),
-                            _read_text(stream), stream.read_var_int64(),
-                            _ANY.decode_from_stream(stream, True),
-                            _ANY.decode_from_stream(stream, True),
-                            stream.read_bigendian_double())
+        return message_type(*[_READ[code](stream) for code in _FIELD_CODES[message_type]])
 
     def to_type_hint(self) -> type:
         return JoinMessage
-
-
-def _write_text(out: Any, text: str) -> None:
-    out.write(text.encode("utf-8", "surrogatepass"), True)
-
-
-def _read_text(stream: Any) -> str:
-    return stream.read_all(True).decode("utf-8", "surrogatepass")
 
 
 beam.coders.registry.register_coder(JoinKey, JoinKeyCoder)
