@@ -40,10 +40,9 @@ from recordbeam.sources.json_ranges import (
 )
 
 #: Array exports from this size on are read in ranges (:func:`read_in_ranges`); a smaller
-#: one is streamed by one
-#: worker. The ranged read costs three passes in stages of their own; it pays once one
-#: worker's stream would be long (COCO's annotations, measured the same way:
-#: ``coco.annotation_ranges.RANGED_FROM_BYTES``).
+#: one is streamed by one worker. The ranged read costs three passes in stages of their
+#: own; it pays once one worker's stream would be long (COCO's annotations, measured the
+#: same way: ``coco.annotation_ranges.RANGED_FROM_BYTES``).
 RANGED_FROM_BYTES = 512 << 20
 #: The largest range a worker reads, and holds with the elements parsed from it (a
 #: worker's memory grows by about 8 times the range's bytes while it parses COCO's).
