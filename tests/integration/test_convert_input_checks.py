@@ -20,27 +20,45 @@ def _refused(capsys, argv: list[str], out) -> str:
     return capsys.readouterr().err.strip()
 
 
-@pytest.mark.parametrize(("kind", "folder", "advice"), [
-    ("voc", "", f"{NO_FILES}; --input takes a Pascal VOC folder holding Annotations/ and "
+@pytest.mark.parametrize(("kind", "advice"), [
+    ("voc", f"{NO_FILES}; --input takes a Pascal VOC folder holding Annotations/ and "
      "JPEGImages/, or a flat export with each <name>.xml beside its image"),
-    ("labelme", "", f"{NO_FILES}; --input takes the folder labelme saved its JSONs into"),
-    ("openimages", "", f"{NO_FILES}; --input takes an Open Images folder holding the "
+    ("labelme", f"{NO_FILES}; --input takes the folder labelme saved its JSONs into"),
+    ("openimages", f"{NO_FILES}; --input takes an Open Images folder holding the "
      "*-annotations-bbox.csv tables (or annotations/ with them) and images/"),
-    ("box-csv", "", f"{NO_FILES}; --input takes the folder a box CSV export holds: "
+    ("box-csv", f"{NO_FILES}; --input takes the folder a box CSV export holds: "
      "<split>/_annotations.csv beside the images"),
-    ("yolo", "", f"{NO_FILES}; --input takes a YOLO folder holding obj.data (darknet), "
+    ("yolo", f"{NO_FILES}; --input takes a YOLO folder holding obj.data (darknet), "
      "data.yaml (Ultralytics), or images and labels with a classes.txt"),
-    ("cvat", "*.xml", "matches no file; --input takes the CVAT export folder holding "
+    ("cvat", f"{NO_FILES}; --input takes the CVAT export folder holding "
      "annotations.xml (or <subset>.xml files) and images/"),
-    ("kitti", "", "no <split>/image_2/ or <split>/label_2/ folder with files; --input takes "
+    ("kitti", "no <split>/image_2/ or <split>/label_2/ folder with files; --input takes "
      "a KITTI folder such as the one holding training/image_2/ and training/label_2/ "
      "(--images if the images are elsewhere)"),
 ])
-def test_a_missing_input_folder_says_what_input_takes(kind, folder, advice, tmp_path, capsys):
+def test_a_missing_input_folder_says_what_input_takes(kind, advice, tmp_path, capsys):
     missing = tmp_path / "missing"
-    named = f"{missing}/{folder}" if folder else str(missing)
     message = _refused(capsys, ["convert", kind, "--input", str(missing)], tmp_path / "out")
-    assert message == f"recordbeam: {named}{': ' if folder != '*.xml' else ' '}{advice}"
+    assert message == f"recordbeam: {missing}: {advice}"
+
+
+@pytest.mark.parametrize(("argv", "taken"), [
+    *((["convert", kind, "--input"], "a folder: extract it and pass the folder it holds")
+      for kind in ("voc", "labelme", "openimages", "box-csv", "yolo", "cvat", "kitti",
+                   "imagefolder")),
+    (["convert", "labelstudio", "--input"], "a JSON array: extract it and pass the JSON file"),
+    (["convert", "coco", "--images", ".", "--annotations"],
+     "a JSON object: extract it and pass the JSON file"),
+])
+def test_an_archive_given_for_a_folder_or_a_json_file_is_named_as_one(argv, taken, tmp_path,
+                                                                      capsys):
+    import zipfile
+
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("annotations.xml", "<annotations/>")
+    message = _refused(capsys, [*argv, str(archive)], tmp_path / "out")
+    assert message.startswith(f"recordbeam: {archive} is a zip archive, not {taken}"), message
 
 
 #: Commands and the option that names their image folder (the annotations: a file that exists).

@@ -21,12 +21,38 @@ NO_OBJECTS = ", so every image would be written without objects; "
 UNLABELED = " (to write unlabeled images, use convert imagefolder)"
 
 
-def require_folder(path: str, advice: str) -> None:
-    """A folder that is there and holds files (``advice`` follows the message: what the
-    option takes, or which one to check)."""
+#: The first bytes of the archives tools export datasets as, and their names.
+_ARCHIVES = ((b"PK\x03\x04", "zip"), (b"\x1f\x8b", "gzip"), (b"7z\xbc\xaf\x27\x1c", "7z"),
+             (b"Rar!", "RAR"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))
+
+
+def archive_kind(start: bytes) -> str | None:
+    """The kind of archive a file starting with ``start`` (its first 512 bytes) is, or None."""
+    if start[257:262] == b"ustar":
+        return "tar"
+    return next((kind for magic, kind in _ARCHIVES if start.startswith(magic)), None)
+
+
+def _archive_of(local: str) -> str | None:
+    with open(local, "rb") as f:
+        return archive_kind(f.read(512))
+
+
+def refuse_file(path: str, advice: str) -> None:
+    """Refuse a local file (an archive named as one) where a folder is wanted (``advice``
+    follows the message: what the option takes, or which one to check)."""
     local = filesystems.local_path(path)
     if local is not None and os.path.isfile(local):
+        archive = _archive_of(local)
+        if archive:
+            raise UsageError(f"{path} is a {archive} archive, not a folder: extract it and "
+                             f"pass the folder it holds{advice}")
         raise UsageError(f"{path} is a file, not a folder{advice}")
+
+
+def require_folder(path: str, advice: str) -> None:
+    """A folder that is there and holds files (``advice``: as for :func:`refuse_file`)."""
+    refuse_file(path, advice)
     # Listing, not exists(): a gs:// or s3:// "folder" is not an object of its own.
     if not filesystems.has_files(path):
         raise UsageError(f"{path}: no such folder, or it holds no files{advice}")
@@ -77,6 +103,10 @@ def require_json_object(path: str, flag: str, what: str, opening: bytes = b"{") 
     if not start:
         raise UsageError(f"{path} holds no JSON (it is empty or blank); {flag} takes {what}")
     kind = "a JSON array" if opening == b"[" else "a JSON object"
+    archive = archive_kind(start)
+    if archive:
+        raise UsageError(f"{path} is a {archive} archive, not {kind}: extract it and pass the "
+                         f"JSON file it holds; {flag} takes {what}")
     raise UsageError(
         f"{path} is not {kind} (it starts with {shown_start(start)}); {flag} takes {what}")
 

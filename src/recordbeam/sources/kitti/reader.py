@@ -50,6 +50,7 @@ from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import (
     NO_OBJECTS,
     UNLABELED,
+    refuse_file,
     refuse_split,
     require_images_option,
 )
@@ -361,6 +362,8 @@ def prepare(request: Request) -> Conversion:
     least) and refuses a typed --split that the split folders' names would override."""
     kitti = KittiOptions(request.input, request.images, request.split,
                          request.allow_outside_root)
+    refuse_file(request.input, "; --input takes a KITTI folder such as the one holding "
+                "training/image_2/ and training/label_2/")
     require_images_option(request)
     splits = ReadKitti(kitti).split_folders  # lists the split folders
     if not splits:
