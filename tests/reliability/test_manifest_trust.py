@@ -145,3 +145,18 @@ def test_carriage_return_line_ends_lose_no_row(tmp_path, name):
     written = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert written["splits"]["train"]["examples"] == 3
     assert written["rejects"]["total"] == 0
+
+
+@CASE("A compressed manifest (`rows.csv.gz`)",
+      "the run stops before it starts (exit 1), naming the archive and saying to extract it")
+def test_a_compressed_manifest_is_named_as_an_archive(tmp_path, capsys):
+    import gzip
+
+    path = tmp_path / "rows.csv.gz"
+    path.write_bytes(gzip.compress(b"image,label\nimg/a.jpg,0\n"))
+    argv = ["convert", "manifest", "--manifest", str(path), "--output", str(tmp_path / "out"),
+            "--quiet", *IN_MEMORY]
+    assert cli.main(argv) == cli.EXIT_DATA
+    err = capsys.readouterr().err
+    assert f"{path} is a gzip archive" in err and "extract it" in err
+    assert "Traceback" not in err

@@ -63,7 +63,7 @@ from recordbeam.sources.annotated_files import listed_time
 from recordbeam.sources.conversion import settings_of, write_read
 from recordbeam.sources.fingerprint import input_terms, inputs_entry
 from recordbeam.sources.format import Conversion, Request
-from recordbeam.sources.input_checks import refuse_split, require_file
+from recordbeam.sources.input_checks import archive_kind, refuse_split, require_file
 from recordbeam.sources.listing import ListFilesBelow, MatchFile, skipped_prefix
 from recordbeam.sources.record_coder import NamedTupleCoder
 from recordbeam.sources.result import SourceRead
@@ -413,6 +413,11 @@ def infer_schema(options: TableOptions) -> Schema:
                 types[column] = merged
     if rows == 0 and first_problem:
         line, problem = first_problem
+        with filesystems.open_read(path) as raw:
+            archive = archive_kind(raw.read(512))
+        if archive:
+            raise TableError(f"{path} is a {archive} archive: a manifest is read as it is "
+                             "(in byte ranges, by many workers); extract it and pass the file")
         if limit is not None and seen > limit:
             raise TableError(
                 f"{path}: none of the first {limit} lines read for the schema is a row (line "
