@@ -187,6 +187,29 @@ def test_note_files_beside_images_are_skipped_and_counted_not_rejected(tmp_path)
     assert manifest["label_map"] == {"0": "cat"}
 
 
+@pytest.mark.case(
+    "Windows and macOS system files in class folders (`Thumbs.db`, `desktop.ini`, `._a.jpg`)",
+    "skipped and counted as hidden files, not rejected as images; a folder holding only "
+    "them is no class",
+)
+def test_system_files_beside_images_are_skipped_as_hidden_files(tmp_path):
+    root = tmp_path / "in"
+    (root / "cat").mkdir(parents=True)
+    (root / "thumbs-only").mkdir()  # only Windows' thumbnail cache: not a class
+    Image.new("RGB", (8, 6), (10, 20, 30)).save(root / "cat" / "a.jpg", "JPEG")
+    junk = {"cat/Thumbs.db": b"\xd0\xcf\x11\xe0", "cat/desktop.ini": b"[.ShellClassInfo]\r\n",
+            "cat/._a.jpg": b"\x00\x05\x16\x07", "thumbs-only/Thumbs.db": b"\xd0\xcf\x11\xe0",
+            "cat/ehthumbs.db": b"\xd0\xcf"}
+    for relative, data in junk.items():
+        (root / relative).write_bytes(data)
+    manifest = _convert(tmp_path / "out", ImageFolderOptions(str(root)))
+    entry = manifest["splits"]["train"]
+    assert entry["examples"] == 1
+    assert entry["rejects"]["total"] == 0
+    assert entry["counts"]["skipped_hidden_files"] == len(junk)
+    assert manifest["label_map"] == {"0": "cat"}
+
+
 @pytest.mark.parametrize("content,said", [
     (b"\xff\xd8\xff\xe0\x00\x10JFIF", "is not UTF-8 text; --classes takes a text file"),
     (b"cat\ndog\ncat\n", "class 'cat' (line 3) already appears (line 1)"),

@@ -53,6 +53,16 @@ SPLIT_FOLDERS = ("train", "val", "test")
 #: --max-reject-fraction.
 NON_IMAGE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".md", ".yaml", ".yml")
 
+#: Files Windows writes into folders it shows (thumbnail caches, folder settings), in lower
+#: case: skipped and counted as hidden files, as ``.DS_Store`` is; they are hidden there.
+SYSTEM_FILES = ("thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini")
+
+
+def is_hidden(parts: list[str]) -> bool:
+    """Whether a file is hidden: a name below the root starting with ``.`` (``.DS_Store``,
+    macOS's ``._a.jpg``, ``.ipynb_checkpoints/``) or a Windows system file (``Thumbs.db``)."""
+    return any(part.startswith(".") for part in parts) or parts[-1].lower() in SYSTEM_FILES
+
 
 class ImageFolderError(DataError, ValueError):
     """The class folders or the classes file cannot be used as given."""
@@ -145,7 +155,7 @@ class _Classify(beam.DoFn):
     def process(self, meta):
         relative = filesystems.relative_name(self._root, meta.path)
         parts = relative.split("/")
-        if any(part.startswith(".") for part in parts):
+        if is_hidden(parts):
             yield TaggedOutput("counts", ("skipped_hidden_files", 1))
             return
         if parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
@@ -247,7 +257,7 @@ def _listed_class_names(root: str, split_folders: tuple[str, ...],
         if is_skipped(meta.path, skipped_prefix):
             continue
         parts = filesystems.relative_name(root, meta.path).split("/")
-        if any(p.startswith(".") for p in parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+        if is_hidden(parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
             continue
         if split_folders:
             if parts[0] in split_folders and len(parts) >= 3:
