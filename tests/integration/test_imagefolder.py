@@ -114,6 +114,23 @@ def test_split_folders_classes_file_and_label_offset(tmp_path):
     assert manifest["label_map"] == {"1": order[0], "2": order[1]}
 
 
+def test_roboflow_valid_split_folder_is_a_split(tmp_path):
+    # Roboflow's folder export: train/, valid/, test/; valid/ was rejected image by image
+    # (not_in_class_folder) as if it were no split.
+    root = tmp_path / "in"
+    for relative in ("train/cat/1.jpg", "train/dog/2.jpg", "valid/cat/3.jpg",
+                     "valid/dog/4.jpg", "test/cat/5.jpg"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 6), (10, 20, 30)).save(root / relative, "JPEG")
+    manifest = _convert(tmp_path / "out", ImageFolderOptions(str(root)))
+    assert {split: entry["examples"] for split, entry in manifest["splits"].items()} == {
+        "train": 2, "valid": 2, "test": 1}
+    assert all(entry["rejects"]["total"] == 0 for entry in manifest["splits"].values())
+    assert {e["image/source_id"][0].decode() for e in _examples(tmp_path / "out", "valid")} == {
+        "valid/cat/3.jpg", "valid/dog/4.jpg"}
+    assert manifest["label_map"] == {"0": "cat", "1": "dog"}
+
+
 def test_val_fraction_with_split_folders_is_refused(tmp_path):
     sample = make_image_folder_sample(tmp_path / "in", split_folders=True, include_bad=False)
     with pytest.raises(ImageFolderError, match="split folders"):

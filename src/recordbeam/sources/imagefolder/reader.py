@@ -5,7 +5,8 @@ Layouts:
 * ``root/<class>/...``: one split (``--split``, default ``train``), or two when
   ``val_fraction`` moves a deterministic share of the images (by a salted hash of their
   relative path) into ``val``;
-* ``root/train/<class>/...`` and ``root/val/<class>/...`` (and ``test``): the folders are
+* ``root/train/<class>/...`` and ``root/val/<class>/...`` (and ``valid``, ``validation``,
+  ``test``): the folders are
   the splits. The launcher checks for them with a listing limited to one file.
 
 Classes are the class folder names sorted by name, or the lines of a classes file (one
@@ -43,8 +44,9 @@ from recordbeam.write.image_encoder import ImageChecks, ImageExampleEncoder
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
-#: Top-level folder names recognized as splits.
-SPLIT_FOLDERS = ("train", "val", "test")
+#: Top-level folder names recognized as splits, each named as its folder (``valid``:
+#: Roboflow's exports; ``validation``: Hugging Face's and Kaggle's layouts).
+SPLIT_FOLDERS = ("train", "val", "valid", "validation", "test")
 
 
 #: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
