@@ -72,6 +72,24 @@ def test_rectangles_any_corner_order_polygons_and_circles_become_objects():
     assert parsed.rejects == () and parsed.counts == ()
 
 
+def test_rectangles_of_four_corners_as_x_anylabeling_writes_them():
+    # X-AnyLabeling saves a rectangle as its 4 corners (top-left, top-right, bottom-right,
+    # bottom-left); they were rejected as "needs exactly 2 points". A 4-point rectangle
+    # that is not upright would not be its box: still rejected.
+    parsed = parse(labelme_json([
+        shape("dog", [[1.5, 2], [30, 2], [30, 40], [1.5, 40]], "rectangle"),
+        shape("cat", [[10, 10], [20, 12], [18, 30], [8, 28]], "rectangle"),
+        shape("cat", [[1, 2], [30, 2], [30, 40]], "rectangle"),
+        shape("cat", [[1, 2], [30, 2], [30, 40], [30, 40]], "rectangle"),
+    ]))
+    assert [(o.source, o.name, o.bbox, o.segmentation) for o in parsed.objects] == [
+        ("R/a.json: shapes[0]", "dog", (1.5, 2, 28.5, 38), None)]
+    assert [(r.source.split(": ")[1], r.reason) for r in parsed.rejects] == [
+        ("shapes[1]", "invalid_shape"), ("shapes[2]", "invalid_shape"),
+        ("shapes[3]", "invalid_shape")]
+    assert "its 4 corners, axis-aligned" in parsed.rejects[0].detail
+
+
 def test_point_and_line_shapes_are_counted_and_skipped():
     parsed = parse(labelme_json([
         shape("eye", [[1, 1]], "point"), shape("eye", [[2, 2]], "point"),

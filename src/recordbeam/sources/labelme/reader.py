@@ -15,7 +15,8 @@ embeds the image (``imageData``, base64), the embedded bytes are written (counte
 ``labelme_embedded_images_used``): the writer reads them from the JSON, so no image bytes
 cross the shuffle.
 
-Shapes: ``rectangle`` (two opposite corners, any order), ``polygon`` (its bounds; with
+Shapes: ``rectangle`` (two opposite corners, any order, or its four corners as
+X-AnyLabeling writes them), ``polygon`` (its bounds; with
 ``--include-masks`` its mask), ``circle`` (centre and a point on the rim; its mask a
 64-sided polygon), ``oriented_rectangle`` (its four corners, as a polygon) and ``mask``
 (labelme 5: a base64 PNG of the region from its first point; its box that of its pixels)
@@ -268,7 +269,7 @@ def shape_source(path: str, indices: Sequence[int]) -> str:
 
 
 #: What each shape kind that becomes an object needs, said in its reject.
-_POINTS_NEEDED = {"rectangle": "exactly 2 points (opposite corners)",
+_POINTS_NEEDED = {"rectangle": "2 points (opposite corners) or its 4 corners, axis-aligned",
                   "circle": "exactly 2 points (the centre, then a point on the rim)",
                   "mask": "exactly 2 points (the corners of its PNG)",
                   "oriented_rectangle": "exactly 4 points (its corners)",
@@ -307,7 +308,8 @@ def _piece(shape: Any, index: int, path: str,
             "skipped). The image was written without this shape"))
     count_ok = points is not None and (
         len(points) >= 3 if kind == "polygon"
-        else len(points) == 4 if kind == "oriented_rectangle" else len(points) == 2)
+        else len(points) == 4 if kind == "oriented_rectangle"
+        else len(points) == 2 or (kind == "rectangle" and _axis_aligned_corners(points)))
     if not count_ok:
         got = "points that are not [x, y] numbers" if points is None else f"{len(points)} points"
         return Reject("annotation", where, "invalid_shape", (
@@ -316,9 +318,9 @@ def _piece(shape: Any, index: int, path: str,
     if kind == "mask":
         return _mask_piece(shape, index, label, points, where, image_size, keep_masks)
     outline: list[float] | None
-    if kind == "rectangle":
-        (x0, y0), (x1, y1) = points
-        corners, outline = (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)), None
+    if kind == "rectangle":  # two opposite corners, or all four (X-AnyLabeling's)
+        xs, ys = [x for x, _y in points], [y for _x, y in points]
+        corners, outline = (min(xs), min(ys), max(xs), max(ys)), None
     elif kind == "circle":
         (cx, cy), (px, py) = points
         radius = math.hypot(px - cx, py - cy)
@@ -336,6 +338,16 @@ def _piece(shape: Any, index: int, path: str,
             f"{where} ({label!r}, {kind}): its box from ({xmin:g}, {ymin:g}) to "
             f"({xmax:g}, {ymax:g}) has no area; the image was written without this shape"))
     return _Piece(index, label, corners, outline)
+
+
+def _axis_aligned_corners(points: list[tuple[float, float]]) -> bool:
+    """Whether 4 points are the corners of an upright rectangle, as X-AnyLabeling writes
+    a ``rectangle`` (top-left, top-right, bottom-right, bottom-left): each corner of the
+    box they span once, so that box is exactly the rectangle."""
+    if len(points) != 4:
+        return False
+    xs, ys = sorted({x for x, _y in points}), sorted({y for _x, y in points})
+    return len(xs) == len(ys) == 2 and len(set(points)) == 4
 
 
 def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, float]],
