@@ -292,9 +292,14 @@ def _parse_object(element: Element, index: int, path: str) -> NamedObject | Reje
             f"{where} ({name!r}): box xmin={xmin:g} ymin={ymin:g} xmax={xmax:g} ymax={ymax:g} "
             "has no area (max must be above min); the image was written without this object"))
     return NamedObject(where, name, (xmin, ymin, xmax - xmin, ymax - ymin), (
-        1 if as_whole(element.findtext("difficult")) else 0,
-        1 if as_whole(element.findtext("truncated")) else 0,
+        _flag(element.findtext("difficult")), _flag(element.findtext("truncated")),
         (element.findtext("pose") or "").strip() or "Unspecified"))
+
+
+def _flag(text: str | None) -> int:
+    """A VOC flag (``<difficult>``, ``<truncated>``): 1 for a non-zero number or ``true``
+    (any case), as tools writing booleans as words save it; else 0."""
+    return 1 if as_whole(text) or (text or "").strip().lower() == "true" else 0
 
 
 # --- the pipeline ---------------------------------------------------------------------
