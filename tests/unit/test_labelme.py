@@ -116,7 +116,8 @@ def test_shapes_labelled_with_labelmes_reserved_names_are_counted_and_skipped():
                                    "labelme_background_shapes_skipped": 1}
 
 
-def test_shapes_of_one_group_are_one_object_other_label_rejects_naming_both():
+def test_shapes_of_one_label_and_group_are_one_object_other_labels_their_own():
+    # labelme keys an instance by (label, group_id): person 1 and car 1 are two objects.
     parsed = parse(labelme_json([
         shape("person", [[10, 10], [20, 10], [20, 20]], group_id=1),
         shape("dog", [[0, 0], [5, 5]], "rectangle", group_id=2),
@@ -124,15 +125,14 @@ def test_shapes_of_one_group_are_one_object_other_label_rejects_naming_both():
         shape("cat", [[1, 1], [2, 9]], "rectangle", group_id=2),
         shape("dog", [[50, 40], [60, 45]], "rectangle"),
     ]))
-    [person, lone_dog] = parsed.objects
+    [person, dog, cat, lone_dog] = parsed.objects
     assert (person.source, person.name, person.bbox) == (
         "R/a.json: shapes[0, 2]", "person", (10, 5, 30, 20))
     assert person.segmentation == [[10, 10, 20, 10, 20, 20], [30, 5, 40, 5, 40, 25, 30, 25]]
+    assert (dog.source, dog.name, dog.bbox) == ("R/a.json: shapes[1]", "dog", (0, 0, 5, 5))
+    assert (cat.source, cat.name, cat.bbox) == ("R/a.json: shapes[3]", "cat", (1, 1, 1, 8))
     assert (lone_dog.source, lone_dog.bbox) == ("R/a.json: shapes[4]", (50, 40, 10, 5))
-    [conflict] = parsed.rejects
-    assert (conflict.kind, conflict.source, conflict.reason) == (
-        "annotation", "R/a.json: shapes[1, 3]", "group_label_conflict")
-    assert "'cat' and 'dog'" in conflict.detail
+    assert parsed.rejects == ()
 
 
 def test_unusable_shapes_are_rejected_with_their_index():

@@ -23,8 +23,9 @@ X-AnyLabeling writes them), ``polygon`` (its bounds; with
 are objects. ``point``, ``points``, ``line`` and ``linestrip`` mark no
 area: they are counted (``labelme_<type>_shapes_skipped``) and skipped, as are shapes
 labelled ``__ignore__`` or ``_background_`` (labelme's reserved names, which its
-``labels.txt`` lists first). Shapes sharing a non-null ``group_id`` are one object: the
-union of their boxes and of their masks.
+``labels.txt`` lists first). Shapes sharing a label and a non-null ``group_id`` are one
+object (labelme's own converters key an instance by both): the union of their boxes and
+of their masks.
 Coordinates are pixels of the image (0-based, continuous), normalized by the header's size.
 """
 
@@ -240,7 +241,8 @@ class _Piece(NamedTuple):
 
 def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] = (None, None),
              keep_masks: bool = True) -> tuple[tuple[NamedObject, ...], list[Reject], dict]:
-    """The objects of a shapes list: single shapes, and groups merged (by ``group_id``).
+    """The objects of a shapes list: single shapes, and groups merged (by label and
+    ``group_id``, as labelme's ``shapes_to_label`` keys its instances).
     ``image_size`` (the JSON's ``imageWidth``, ``imageHeight``) places ``mask`` shapes,
     whose pixels are kept only with ``keep_masks``."""
     rejects: list[Reject] = []
@@ -255,12 +257,10 @@ def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] 
             counts[piece] = counts.get(piece, 0) + 1
             continue
         group_id = shape.get("group_id")
-        key = f"shape {index}" if group_id is None else json.dumps(group_id, sort_keys=True)
+        key = (f"shape {index}" if group_id is None
+               else json.dumps([piece.label, group_id], sort_keys=True))
         groups.setdefault(key, []).append(piece)
-    objects = []
-    for pieces in groups.values():
-        merged = _merge(pieces, path)
-        (rejects if isinstance(merged, Reject) else objects).append(merged)
+    objects = [_merge(pieces, path) for pieces in groups.values()]
     return tuple(objects), rejects, counts
 
 
@@ -389,7 +389,7 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
                   patch_to_box_rle(patch, int(x0), int(y0), width, height) if keep else None)
 
 
-def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
+def _merge(pieces: list[_Piece], path: str) -> NamedObject:
     """The pieces of one group as one object: the union of boxes and outlines."""
     if len(pieces) == 1:  # most shapes are no group: the piece itself
         piece = pieces[0]
@@ -399,12 +399,6 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
         return NamedObject(shape_source(path, [piece.index]), piece.label,
                            (xmin, ymin, xmax - xmin, ymax - ymin), segmentation=segmentation)
     where = shape_source(path, [piece.index for piece in pieces])
-    labels = sorted({piece.label for piece in pieces})
-    if len(labels) > 1:
-        return Reject("annotation", where, "group_label_conflict", (
-            f"{where} share a group_id but are labelled {' and '.join(map(repr, labels))}; "
-            "the shapes of one group are one object of one class: fix the label or the "
-            "group_id. The image was written without this object"))
     xmin = min(piece.corners[0] for piece in pieces)
     ymin = min(piece.corners[1] for piece in pieces)
     xmax = max(piece.corners[2] for piece in pieces)
@@ -412,7 +406,7 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
     # Two pieces or more: outlines, or with mask shapes the union of every piece's pixels.
-    return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
+    return NamedObject(where, pieces[0].label, (xmin, ymin, xmax - xmin, ymax - ymin),
                        segmentation=union_of(outlines, masks))
 
 
