@@ -158,7 +158,9 @@ def read_layout(options: VocOptions) -> VocLayout:
         f"{base} has no Annotations/ folder with files, and no .xml file in it or in its "
         f"{', '.join(name + '/' for name in FLAT_SPLIT_FOLDERS)} folders; --input takes a "
         "Pascal VOC folder (Annotations/ and JPEGImages/) or a flat export with each "
-        "<name>.xml beside its image (Roboflow's, labelImg's)")
+        "<name>.xml beside its image (Roboflow's, labelImg's); with the XMLs in a folder "
+        "of their own (annotations/ beside images/), pass --input that folder and --images "
+        "the images' folder")
 
 
 # --- what the launcher reads: split names, the label map ------------------------------
