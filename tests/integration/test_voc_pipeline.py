@@ -306,3 +306,21 @@ def test_xmls_in_a_folder_of_their_own_are_read_with_images_as_the_refusal_says(
                      str(root / "images"), "--output", str(out), "--quiet", *IN_MEMORY]) == 0
     [example] = _examples(out, "train").values()
     assert example["image/object/class/text"].tolist() == [b"with_mask"]
+
+
+def test_labelimg_folder_with_xmls_only_in_subfolders_is_read(tmp_path):
+    # labelImg saves each XML beside its image, at any depth; a ROOT holding only
+    # subfolders (a folder per batch) was refused as holding no XML at all.
+    root = tmp_path / "batches"
+    for stem in ("batch1/a", "batch2/b"):
+        (root / stem).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (80, 40), (90, 20, 200)).save(root / f"{stem}.jpg")
+        (root / f"{stem}.xml").write_text(_labelimg_xml(stem.split("/")[0], f"{stem[-1]}.jpg",
+                                                        [("dog", (8, 4, 40, 20))]))
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    train = _examples(out, "train")
+    assert set(train) == {"batch1/a", "batch2/b"}
+    assert train["batch2/b"]["image/object/class/text"].tolist() == [b"dog"]
