@@ -344,10 +344,8 @@ def _axis_aligned_corners(points: list[tuple[float, float]]) -> bool:
     """Whether 4 points are the corners of an upright rectangle, as X-AnyLabeling writes
     a ``rectangle`` (top-left, top-right, bottom-right, bottom-left): each corner of the
     box they span once, so that box is exactly the rectangle."""
-    if len(points) != 4:
-        return False
-    xs, ys = sorted({x for x, _y in points}), sorted({y for _x, y in points})
-    return len(xs) == len(ys) == 2 and len(set(points)) == 4
+    return (len(set(points)) == 4 and len({x for x, _y in points}) == 2
+            and len({y for _x, y in points}) == 2)
 
 
 def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, float]],
