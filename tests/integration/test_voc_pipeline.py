@@ -324,3 +324,12 @@ def test_labelimg_folder_with_xmls_only_in_subfolders_is_read(tmp_path):
     train = _examples(out, "train")
     assert set(train) == {"batch1/a", "batch2/b"}
     assert train["batch2/b"]["image/object/class/text"].tolist() == [b"dog"]
+    # The same XMLs with the images in a folder of their own, laid out alike (--images).
+    pictures = tmp_path / "pictures"
+    for stem in ("batch1/a", "batch2/b"):
+        (pictures / stem).parent.mkdir(parents=True, exist_ok=True)
+        (root / f"{stem}.jpg").rename(pictures / f"{stem}.jpg")
+    code = cli.main(["convert", "voc", "--input", str(root), "--images", str(pictures),
+                     "--output", str(tmp_path / "o2"), "--quiet", *IN_MEMORY])
+    assert code == 0
+    assert set(_examples(tmp_path / "o2", "train")) == {"batch1/a", "batch2/b"}

@@ -152,7 +152,7 @@ def read_layout(options: VocOptions) -> VocLayout:
                                                            f"*{suffix}")), None) is not None
         for suffix in (".xml", ".XML"))]
     split_folders = tuple(folder for folder in found if folder)
-    if split_folders or found or _xml_beside_image_below(base):
+    if split_folders or found or _labelimg_xml_below(base, options.images_dir is not None):
         return VocLayout(flat=True, split_folders=split_folders)
     raise NotAVocFolder(
         f"{base} has no Annotations/ folder with files, and no .xml file in it or in its "
@@ -163,16 +163,18 @@ def read_layout(options: VocOptions) -> VocLayout:
         "the images' folder")
 
 
-def _xml_beside_image_below(folder: str) -> bool:
-    """Whether the first XML below ``folder`` lies beside an image of its name, as labelImg
-    saves them in subfolders (a folder per batch): a listing stopped at that XML, and one
-    of its name's files. An XML without such an image (``annotations/`` beside
+def _labelimg_xml_below(folder: str, images_apart: bool) -> bool:
+    """Whether the first XML below ``folder`` is one of labelImg's, saved in subfolders (a
+    folder per batch): beside an image of its name, or anywhere with ``images_apart``
+    (``--images``, where the images lie as the XMLs do). A listing stopped at that XML,
+    and one of its name's files. An XML without its image (``annotations/`` beside
     ``images/``) is no labelImg folder: the caller refuses it, saying what to pass."""
     for meta in filesystems.iter_match(filesystems.everything_below(folder)):
         if meta.path.lower().endswith(".xml"):
             stem = posixpath.splitext(meta.path)[0]
-            return any(other.path.lower().endswith(IMAGE_SUFFIXES) for other in
-                       filesystems.iter_match(filesystems.literal(stem) + ".*"))
+            return images_apart or any(
+                other.path.lower().endswith(IMAGE_SUFFIXES)
+                for other in filesystems.iter_match(filesystems.literal(stem) + ".*"))
     return False
 
 
