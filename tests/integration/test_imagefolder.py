@@ -114,6 +114,23 @@ def test_split_folders_classes_file_and_label_offset(tmp_path):
     assert manifest["label_map"] == {"1": order[0], "2": order[1]}
 
 
+def test_roboflow_valid_split_folder_is_a_split(tmp_path):
+    # Roboflow's folder export: train/, valid/, test/; valid/ was rejected image by image
+    # (not_in_class_folder) as if it were no split.
+    root = tmp_path / "in"
+    for relative in ("train/cat/1.jpg", "train/dog/2.jpg", "valid/cat/3.jpg",
+                     "valid/dog/4.jpg", "test/cat/5.jpg"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 6), (10, 20, 30)).save(root / relative, "JPEG")
+    manifest = _convert(tmp_path / "out", ImageFolderOptions(str(root)))
+    assert {split: entry["examples"] for split, entry in manifest["splits"].items()} == {
+        "train": 2, "valid": 2, "test": 1}
+    assert all(entry["rejects"]["total"] == 0 for entry in manifest["splits"].values())
+    assert {e["image/source_id"][0].decode() for e in _examples(tmp_path / "out", "valid")} == {
+        "valid/cat/3.jpg", "valid/dog/4.jpg"}
+    assert manifest["label_map"] == {"0": "cat", "1": "dog"}
+
+
 def test_val_fraction_with_split_folders_is_refused(tmp_path):
     sample = make_image_folder_sample(tmp_path / "in", split_folders=True, include_bad=False)
     with pytest.raises(ImageFolderError, match="split folders"):
@@ -184,6 +201,29 @@ def test_note_files_beside_images_are_skipped_and_counted_not_rejected(tmp_path)
     assert entry["examples"] == 1
     assert entry["rejects"]["total"] == 0
     assert entry["counts"]["skipped_non_image_files"] == len(notes)
+    assert manifest["label_map"] == {"0": "cat"}
+
+
+@pytest.mark.case(
+    "Windows and macOS system files in class folders (`Thumbs.db`, `desktop.ini`, `._a.jpg`)",
+    "skipped and counted as hidden files, not rejected as images; a folder holding only "
+    "them is no class",
+)
+def test_system_files_beside_images_are_skipped_as_hidden_files(tmp_path):
+    root = tmp_path / "in"
+    (root / "cat").mkdir(parents=True)
+    (root / "thumbs-only").mkdir()  # only Windows' thumbnail cache: not a class
+    Image.new("RGB", (8, 6), (10, 20, 30)).save(root / "cat" / "a.jpg", "JPEG")
+    junk = {"cat/Thumbs.db": b"\xd0\xcf\x11\xe0", "cat/desktop.ini": b"[.ShellClassInfo]\r\n",
+            "cat/._a.jpg": b"\x00\x05\x16\x07", "thumbs-only/Thumbs.db": b"\xd0\xcf\x11\xe0",
+            "cat/ehthumbs.db": b"\xd0\xcf"}
+    for relative, data in junk.items():
+        (root / relative).write_bytes(data)
+    manifest = _convert(tmp_path / "out", ImageFolderOptions(str(root)))
+    entry = manifest["splits"]["train"]
+    assert entry["examples"] == 1
+    assert entry["rejects"]["total"] == 0
+    assert entry["counts"]["skipped_hidden_files"] == len(junk)
     assert manifest["label_map"] == {"0": "cat"}
 
 

@@ -92,7 +92,7 @@ def test_labelme_folder_converts_with_every_reject_named(labelme_root, tmp_path)
     assert set(examples) == {"a", "images/b", "images/c", "e", "g", "h"}
     a = examples["a"]
     assert a["image/object/class/text"].tolist() == [b"dog", b"traffic light", b"person"]
-    assert a["image/object/class/label"].tolist() == [1, 3, 2]  # sorted names found
+    assert a["image/object/class/label"].tolist() == [2, 4, 3]  # sorted names found
     assert a["image/object/bbox/xmin"].tolist() == pytest.approx([0.1, 0.75, 0.0])
     assert a["image/object/bbox/xmax"].tolist() == pytest.approx([0.5, 1.0, 0.375])  # clipped
     assert a["image/object/bbox/ymin"].tolist() == pytest.approx([0.1, 0.25, 0.0])
@@ -105,7 +105,8 @@ def test_labelme_folder_converts_with_every_reject_named(labelme_root, tmp_path)
     assert e["image/encoded"][0] == EMBEDDED_PNG
     assert (e["image/filename"][0], e["image/format"][0]) == (b"e.png", b"png")
     assert e["image/object/bbox/xmin"].tolist() == pytest.approx([0.1])
-    assert examples["h"]["image/object/class/label"].tolist() == []
+    # One group_id, two labels: two objects, as labelme keys instances by (label, group_id).
+    assert examples["h"]["image/object/class/label"].tolist() == [2, 1]
     rejects = {(r["kind"], r["reason"], os.path.basename(r["source"]))
                for r in map(json.loads, (out / "rejects.jsonl").read_text().splitlines())}
     assert rejects == {
@@ -114,15 +115,14 @@ def test_labelme_folder_converts_with_every_reject_named(labelme_root, tmp_path)
         ("image", "malformed_json", "f.json"),
         ("annotation", "degenerate_bbox", "g.json: shapes[2]"),
         ("warning", "size_mismatch", "g.jpg"),
-        ("annotation", "group_label_conflict", "h.json: shapes[0, 1]"),
     }
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["label_map"] == {"1": "dog", "2": "person", "3": "traffic light"}
+    assert manifest["label_map"] == {"1": "cat", "2": "dog", "3": "person", "4": "traffic light"}
     counts = manifest["splits"]["train"]["counts"]
     assert counts["labelme_embedded_images_used"] == 1
     assert counts["labelme_point_shapes_skipped"] == 2
     assert counts["labelme_other_files_skipped"] == 1  # notes.txt
-    assert counts["images_without_objects"] == 3  # c, g, h
+    assert counts["images_without_objects"] == 2  # c, g
 
 
 def test_classes_file_and_masks(labelme_root, tmp_path):

@@ -285,3 +285,51 @@ def test_label_studio_voc_export_has_its_images_in_images(tmp_path):
     assert code == 0
     [example] = _examples(out, "train").values()
     assert example["image/object/class/text"].tolist() == [b"Airplane"]
+
+
+def test_xmls_in_a_folder_of_their_own_are_read_with_images_as_the_refusal_says(
+        tmp_path, capsys):
+    # Kaggle's VOC datasets: annotations/ and images/ (lower case, no JPEGImages/). The
+    # refusal named only the layouts it reads; it now says how to read this one.
+    root = tmp_path / "kaggle"
+    (root / "annotations").mkdir(parents=True)
+    (root / "images").mkdir()
+    Image.new("RGB", (80, 40)).save(root / "images" / "maksssksksss0.png")
+    (root / "annotations" / "maksssksksss0.xml").write_text(_labelimg_xml(
+        "images", "maksssksksss0.png", [("with_mask", (8, 4, 40, 20))]))
+    out = tmp_path / "out"
+    assert cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY]) == 2
+    assert ("with the XMLs in a folder of their own (annotations/ beside images/), pass "
+            "--input that folder and --images the images' folder") in capsys.readouterr().err
+    assert cli.main(["convert", "voc", "--input", str(root / "annotations"), "--images",
+                     str(root / "images"), "--output", str(out), "--quiet", *IN_MEMORY]) == 0
+    [example] = _examples(out, "train").values()
+    assert example["image/object/class/text"].tolist() == [b"with_mask"]
+
+
+def test_labelimg_folder_with_xmls_only_in_subfolders_is_read(tmp_path):
+    # labelImg saves each XML beside its image, at any depth; a ROOT holding only
+    # subfolders (a folder per batch) was refused as holding no XML at all.
+    root = tmp_path / "batches"
+    for stem in ("batch1/a", "batch2/b"):
+        (root / stem).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (80, 40), (90, 20, 200)).save(root / f"{stem}.jpg")
+        (root / f"{stem}.xml").write_text(_labelimg_xml(stem.split("/")[0], f"{stem[-1]}.jpg",
+                                                        [("dog", (8, 4, 40, 20))]))
+    out = tmp_path / "out"
+    code = cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    train = _examples(out, "train")
+    assert set(train) == {"batch1/a", "batch2/b"}
+    assert train["batch2/b"]["image/object/class/text"].tolist() == [b"dog"]
+    # The same XMLs with the images in a folder of their own, laid out alike (--images).
+    pictures = tmp_path / "pictures"
+    for stem in ("batch1/a", "batch2/b"):
+        (pictures / stem).parent.mkdir(parents=True, exist_ok=True)
+        (root / f"{stem}.jpg").rename(pictures / f"{stem}.jpg")
+    code = cli.main(["convert", "voc", "--input", str(root), "--images", str(pictures),
+                     "--output", str(tmp_path / "o2"), "--quiet", *IN_MEMORY])
+    assert code == 0
+    assert set(_examples(tmp_path / "o2", "train")) == {"batch1/a", "batch2/b"}

@@ -109,3 +109,40 @@ def test_split_folder_that_cannot_be_a_split(tmp_path, capsys):
     assert "'my-split' becomes the split's name" in err and "rename the folder" in err
     assert "Traceback" not in err and "KittiError" not in err
     assert not (tmp_path / "out").exists()
+
+
+@CASE("KITTI, VOC or labelme folder copied from a Mac (`._000001.png`, `._000001.txt` beside "
+      "each file) or holding `.ipynb_checkpoints/` copies",
+      "hidden files named like images or annotations are skipped and counted "
+      "(`skipped_hidden_files`), never paired, read or rejected")
+@pytest.mark.parametrize("fmt", ["kitti", "voc", "labelme"])
+def test_hidden_files_named_like_images_or_annotations_are_skipped(tmp_path, fmt):
+    root = tmp_path / "in"
+    image_dir, label_dir, label, suffix = {
+        "kitti": (root / "training" / "image_2", root / "training" / "label_2", GOOD, ".txt"),
+        "voc": (root / "JPEGImages", root / "Annotations",
+                "<annotation><object><name>Car</name><bndbox><xmin>1</xmin><ymin>1</ymin>"
+                "<xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>", ".xml"),
+        "labelme": (root, root, json.dumps({"shapes": [{
+            "label": "Car", "points": [[1, 1], [9, 9]], "shape_type": "rectangle"}],
+            "imagePath": "a.png", "imageData": None}), ".json"),
+    }[fmt]
+    for folder in (image_dir, label_dir, root / ".ipynb_checkpoints"):
+        folder.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (32, 32)).save(image_dir / "a.png", format="PNG")
+    (label_dir / f"a{suffix}").write_text(label)
+    apple_double = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        "
+    (image_dir / "._a.png").write_bytes(apple_double)
+    (label_dir / f"._a{suffix}").write_bytes(apple_double)
+    (root / ".ipynb_checkpoints" / f"a-checkpoint{suffix}").write_text(label)
+    out = tmp_path / "out"
+    code = cli.main(["convert", fmt, "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY])
+    assert code == 0
+    assert (out / "rejects.jsonl").read_text() == ""
+    manifest = json.loads((out / "manifest.json").read_text())
+    split = "training" if fmt == "kitti" else "train"
+    entry = manifest["splits"][split]
+    assert entry["examples"] == 1
+    assert entry["counts"]["skipped_hidden_files"] == (3 if fmt == "labelme" else 2)  # labelme lists ROOT
+    assert list(manifest["label_map"].values()) == ["Car"]

@@ -72,6 +72,24 @@ def test_rectangles_any_corner_order_polygons_and_circles_become_objects():
     assert parsed.rejects == () and parsed.counts == ()
 
 
+def test_rectangles_of_four_corners_as_x_anylabeling_writes_them():
+    # X-AnyLabeling saves a rectangle as its 4 corners (top-left, top-right, bottom-right,
+    # bottom-left); they were rejected as "needs exactly 2 points". A 4-point rectangle
+    # that is not upright would not be its box: still rejected.
+    parsed = parse(labelme_json([
+        shape("dog", [[1.5, 2], [30, 2], [30, 40], [1.5, 40]], "rectangle"),
+        shape("cat", [[10, 10], [20, 12], [18, 30], [8, 28]], "rectangle"),
+        shape("cat", [[1, 2], [30, 2], [30, 40]], "rectangle"),
+        shape("cat", [[1, 2], [30, 2], [30, 40], [30, 40]], "rectangle"),
+    ]))
+    assert [(o.source, o.name, o.bbox, o.segmentation) for o in parsed.objects] == [
+        ("R/a.json: shapes[0]", "dog", (1.5, 2, 28.5, 38), None)]
+    assert [(r.source.split(": ")[1], r.reason) for r in parsed.rejects] == [
+        ("shapes[1]", "invalid_shape"), ("shapes[2]", "invalid_shape"),
+        ("shapes[3]", "invalid_shape")]
+    assert "its 4 corners, axis-aligned" in parsed.rejects[0].detail
+
+
 def test_point_and_line_shapes_are_counted_and_skipped():
     parsed = parse(labelme_json([
         shape("eye", [[1, 1]], "point"), shape("eye", [[2, 2]], "point"),
@@ -98,7 +116,8 @@ def test_shapes_labelled_with_labelmes_reserved_names_are_counted_and_skipped():
                                    "labelme_background_shapes_skipped": 1}
 
 
-def test_shapes_of_one_group_are_one_object_other_label_rejects_naming_both():
+def test_shapes_of_one_label_and_group_are_one_object_other_labels_their_own():
+    # labelme keys an instance by (label, group_id): person 1 and car 1 are two objects.
     parsed = parse(labelme_json([
         shape("person", [[10, 10], [20, 10], [20, 20]], group_id=1),
         shape("dog", [[0, 0], [5, 5]], "rectangle", group_id=2),
@@ -106,15 +125,14 @@ def test_shapes_of_one_group_are_one_object_other_label_rejects_naming_both():
         shape("cat", [[1, 1], [2, 9]], "rectangle", group_id=2),
         shape("dog", [[50, 40], [60, 45]], "rectangle"),
     ]))
-    [person, lone_dog] = parsed.objects
+    [person, dog, cat, lone_dog] = parsed.objects
     assert (person.source, person.name, person.bbox) == (
         "R/a.json: shapes[0, 2]", "person", (10, 5, 30, 20))
     assert person.segmentation == [[10, 10, 20, 10, 20, 20], [30, 5, 40, 5, 40, 25, 30, 25]]
+    assert (dog.source, dog.name, dog.bbox) == ("R/a.json: shapes[1]", "dog", (0, 0, 5, 5))
+    assert (cat.source, cat.name, cat.bbox) == ("R/a.json: shapes[3]", "cat", (1, 1, 1, 8))
     assert (lone_dog.source, lone_dog.bbox) == ("R/a.json: shapes[4]", (50, 40, 10, 5))
-    [conflict] = parsed.rejects
-    assert (conflict.kind, conflict.source, conflict.reason) == (
-        "annotation", "R/a.json: shapes[1, 3]", "group_label_conflict")
-    assert "'cat' and 'dog'" in conflict.detail
+    assert parsed.rejects == ()
 
 
 def test_unusable_shapes_are_rejected_with_their_index():

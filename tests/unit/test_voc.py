@@ -59,6 +59,14 @@ def test_objects_flags_and_size_are_read():
     assert parsed.rejects == ()
 
 
+def test_flags_written_as_words_are_read():
+    # <difficult>true</difficult> was read as 0: a difficult object written as not.
+    xml = voc_xml(voc_object("dog", (1, 2, 30, 40), difficult="true", truncated="True")
+                  + voc_object("cat", (1, 2, 30, 40), difficult="false", truncated=" 1.0 "))
+    parsed = parse_voc_xml(xml.encode(), "Annotations/a.xml")
+    assert [o.extra[:2] for o in parsed.objects] == [(1, 1), (0, 1)]
+
+
 def test_windows_line_endings_bom_and_class_names_with_spaces():
     xml = voc_xml(voc_object(" traffic light ", (1, 2, 30, 40))).replace("><", ">\r\n  <")
     parsed = parse_voc_xml(b"\xef\xbb\xbf" + xml.encode(), "Annotations/a.xml")

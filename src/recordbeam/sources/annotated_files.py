@@ -375,6 +375,14 @@ def file_id(folder: str, path: str, scope: str = "") -> str:
     return f"{scope}/{stem}" if scope else stem
 
 
+def is_hidden(folder: str, path: str) -> bool:
+    """Whether a name of ``path`` below ``folder`` starts with ``.``: macOS's ``._a.jpg``
+    beside each file copied from a Mac, ``.ipynb_checkpoints/`` copies. Such a file named
+    like an image or annotation is none of the dataset's: skipped and counted."""
+    return any(part.startswith(".")
+               for part in filesystems.relative_name(folder, path).split("/"))
+
+
 def listed_time(meta: FileMetadata) -> float:
     """A listed file's modification time in seconds (0.0 where the filesystem gives none)."""
     return float(meta.last_updated_in_seconds or 0.0)
@@ -432,7 +440,8 @@ def find_annotation_file(fmt: AnnotationFormat, skip_prefix: str | None = None) 
         for meta in filesystems.iter_match(filesystems.everything_below(listing.folder)):
             path = meta.path
             if ((skip_prefix and path.startswith(skip_prefix)) or not is_text(path)
-                    or not path.lower().endswith(listing.annotation_suffixes)):
+                    or not path.lower().endswith(listing.annotation_suffixes)
+                    or is_hidden(listing.folder, path)):
                 continue
             if listing.ids is None or listing.ids(
                     filesystems.relative_name(listing.folder, path)) is not None:
@@ -469,6 +478,8 @@ class _List(beam.DoFn):
                 yield TaggedOutput("rejects", invalid_name(meta.path))
             elif not (is_annotation or is_image):
                 yield TaggedOutput("counts", (listing.skipped, 1))
+            elif is_hidden(listing.folder, meta.path):
+                yield TaggedOutput("counts", ("skipped_hidden_files", 1))
             else:
                 key = (file_id(listing.folder, meta.path, listing.scope) if listing.ids is None
                        else listing.ids(filesystems.relative_name(listing.folder, meta.path)))

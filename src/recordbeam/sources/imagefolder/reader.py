@@ -5,7 +5,8 @@ Layouts:
 * ``root/<class>/...``: one split (``--split``, default ``train``), or two when
   ``val_fraction`` moves a deterministic share of the images (by a salted hash of their
   relative path) into ``val``;
-* ``root/train/<class>/...`` and ``root/val/<class>/...`` (and ``test``): the folders are
+* ``root/train/<class>/...`` and ``root/val/<class>/...`` (and ``valid``, ``validation``,
+  ``test``): the folders are
   the splits. The launcher checks for them with a listing limited to one file.
 
 Classes are the class folder names sorted by name, or the lines of a classes file (one
@@ -43,8 +44,9 @@ from recordbeam.write.image_encoder import ImageChecks, ImageExampleEncoder
 from recordbeam.write.planning import ShardOptions
 from recordbeam.write.sink import WriteShards
 
-#: Top-level folder names recognized as splits.
-SPLIT_FOLDERS = ("train", "val", "test")
+#: Top-level folder names recognized as splits, each named as its folder (``valid``:
+#: Roboflow's exports; ``validation``: Hugging Face's and Kaggle's layouts).
+SPLIT_FOLDERS = ("train", "val", "valid", "validation", "test")
 
 
 #: Files that sit beside images as notes or metadata (ImageNet ships synset lists and box
@@ -52,6 +54,16 @@ SPLIT_FOLDERS = ("train", "val", "test")
 #: they are not meant as examples and rejecting them would count against
 #: --max-reject-fraction.
 NON_IMAGE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".xml", ".md", ".yaml", ".yml")
+
+#: Files Windows writes into folders it shows (thumbnail caches, folder settings), in lower
+#: case: skipped and counted as hidden files, as ``.DS_Store`` is; they are hidden there.
+SYSTEM_FILES = ("thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini")
+
+
+def is_hidden(parts: list[str]) -> bool:
+    """Whether a file is hidden: a name below the root starting with ``.`` (``.DS_Store``,
+    macOS's ``._a.jpg``, ``.ipynb_checkpoints/``) or a Windows system file (``Thumbs.db``)."""
+    return any(part.startswith(".") for part in parts) or parts[-1].lower() in SYSTEM_FILES
 
 
 class ImageFolderError(DataError, ValueError):
@@ -145,7 +157,7 @@ class _Classify(beam.DoFn):
     def process(self, meta):
         relative = filesystems.relative_name(self._root, meta.path)
         parts = relative.split("/")
-        if any(part.startswith(".") for part in parts):
+        if is_hidden(parts):
             yield TaggedOutput("counts", ("skipped_hidden_files", 1))
             return
         if parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
@@ -247,7 +259,7 @@ def _listed_class_names(root: str, split_folders: tuple[str, ...],
         if is_skipped(meta.path, skipped_prefix):
             continue
         parts = filesystems.relative_name(root, meta.path).split("/")
-        if any(p.startswith(".") for p in parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
+        if is_hidden(parts) or parts[-1].lower().endswith(NON_IMAGE_SUFFIXES):
             continue
         if split_folders:
             if parts[0] in split_folders and len(parts) >= 3:

@@ -15,15 +15,17 @@ embeds the image (``imageData``, base64), the embedded bytes are written (counte
 ``labelme_embedded_images_used``): the writer reads them from the JSON, so no image bytes
 cross the shuffle.
 
-Shapes: ``rectangle`` (two opposite corners, any order), ``polygon`` (its bounds; with
+Shapes: ``rectangle`` (two opposite corners, any order, or its four corners as
+X-AnyLabeling writes them), ``polygon`` (its bounds; with
 ``--include-masks`` its mask), ``circle`` (centre and a point on the rim; its mask a
 64-sided polygon), ``oriented_rectangle`` (its four corners, as a polygon) and ``mask``
 (labelme 5: a base64 PNG of the region from its first point; its box that of its pixels)
 are objects. ``point``, ``points``, ``line`` and ``linestrip`` mark no
 area: they are counted (``labelme_<type>_shapes_skipped``) and skipped, as are shapes
 labelled ``__ignore__`` or ``_background_`` (labelme's reserved names, which its
-``labels.txt`` lists first). Shapes sharing a non-null ``group_id`` are one object: the
-union of their boxes and of their masks.
+``labels.txt`` lists first). Shapes sharing a label and a non-null ``group_id`` are one
+object (labelme's own converters key an instance by both): the union of their boxes and
+of their masks.
 Coordinates are pixels of the image (0-based, continuous), normalized by the header's size.
 """
 
@@ -239,7 +241,8 @@ class _Piece(NamedTuple):
 
 def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] = (None, None),
              keep_masks: bool = True) -> tuple[tuple[NamedObject, ...], list[Reject], dict]:
-    """The objects of a shapes list: single shapes, and groups merged (by ``group_id``).
+    """The objects of a shapes list: single shapes, and groups merged (by label and
+    ``group_id``, as labelme's ``shapes_to_label`` keys its instances).
     ``image_size`` (the JSON's ``imageWidth``, ``imageHeight``) places ``mask`` shapes,
     whose pixels are kept only with ``keep_masks``."""
     rejects: list[Reject] = []
@@ -254,12 +257,10 @@ def _objects(shapes: list, path: str, image_size: tuple[int | None, int | None] 
             counts[piece] = counts.get(piece, 0) + 1
             continue
         group_id = shape.get("group_id")
-        key = f"shape {index}" if group_id is None else json.dumps(group_id, sort_keys=True)
+        key = (f"shape {index}" if group_id is None
+               else json.dumps([piece.label, group_id], sort_keys=True))
         groups.setdefault(key, []).append(piece)
-    objects = []
-    for pieces in groups.values():
-        merged = _merge(pieces, path)
-        (rejects if isinstance(merged, Reject) else objects).append(merged)
+    objects = [_merge(pieces, path) for pieces in groups.values()]
     return tuple(objects), rejects, counts
 
 
@@ -268,7 +269,7 @@ def shape_source(path: str, indices: Sequence[int]) -> str:
 
 
 #: What each shape kind that becomes an object needs, said in its reject.
-_POINTS_NEEDED = {"rectangle": "exactly 2 points (opposite corners)",
+_POINTS_NEEDED = {"rectangle": "2 points (opposite corners) or its 4 corners, axis-aligned",
                   "circle": "exactly 2 points (the centre, then a point on the rim)",
                   "mask": "exactly 2 points (the corners of its PNG)",
                   "oriented_rectangle": "exactly 4 points (its corners)",
@@ -307,7 +308,8 @@ def _piece(shape: Any, index: int, path: str,
             "skipped). The image was written without this shape"))
     count_ok = points is not None and (
         len(points) >= 3 if kind == "polygon"
-        else len(points) == 4 if kind == "oriented_rectangle" else len(points) == 2)
+        else len(points) == 4 if kind == "oriented_rectangle"
+        else len(points) == 2 or (kind == "rectangle" and _axis_aligned_corners(points)))
     if not count_ok:
         got = "points that are not [x, y] numbers" if points is None else f"{len(points)} points"
         return Reject("annotation", where, "invalid_shape", (
@@ -316,9 +318,9 @@ def _piece(shape: Any, index: int, path: str,
     if kind == "mask":
         return _mask_piece(shape, index, label, points, where, image_size, keep_masks)
     outline: list[float] | None
-    if kind == "rectangle":
-        (x0, y0), (x1, y1) = points
-        corners, outline = (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)), None
+    if kind == "rectangle":  # two opposite corners, or all four (X-AnyLabeling's)
+        xs, ys = [x for x, _y in points], [y for _x, y in points]
+        corners, outline = (min(xs), min(ys), max(xs), max(ys)), None
     elif kind == "circle":
         (cx, cy), (px, py) = points
         radius = math.hypot(px - cx, py - cy)
@@ -336,6 +338,14 @@ def _piece(shape: Any, index: int, path: str,
             f"{where} ({label!r}, {kind}): its box from ({xmin:g}, {ymin:g}) to "
             f"({xmax:g}, {ymax:g}) has no area; the image was written without this shape"))
     return _Piece(index, label, corners, outline)
+
+
+def _axis_aligned_corners(points: list[tuple[float, float]]) -> bool:
+    """Whether 4 points are the corners of an upright rectangle, as X-AnyLabeling writes
+    a ``rectangle`` (top-left, top-right, bottom-right, bottom-left): each corner of the
+    box they span once, so that box is exactly the rectangle."""
+    return (len(set(points)) == 4 and len({x for x, _y in points}) == 2
+            and len({y for _x, y in points}) == 2)
 
 
 def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, float]],
@@ -377,7 +387,7 @@ def _mask_piece(shape: dict, index: int, label: str, points: list[tuple[float, f
                   patch_to_box_rle(patch, int(x0), int(y0), width, height) if keep else None)
 
 
-def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
+def _merge(pieces: list[_Piece], path: str) -> NamedObject:
     """The pieces of one group as one object: the union of boxes and outlines."""
     if len(pieces) == 1:  # most shapes are no group: the piece itself
         piece = pieces[0]
@@ -387,12 +397,6 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
         return NamedObject(shape_source(path, [piece.index]), piece.label,
                            (xmin, ymin, xmax - xmin, ymax - ymin), segmentation=segmentation)
     where = shape_source(path, [piece.index for piece in pieces])
-    labels = sorted({piece.label for piece in pieces})
-    if len(labels) > 1:
-        return Reject("annotation", where, "group_label_conflict", (
-            f"{where} share a group_id but are labelled {' and '.join(map(repr, labels))}; "
-            "the shapes of one group are one object of one class: fix the label or the "
-            "group_id. The image was written without this object"))
     xmin = min(piece.corners[0] for piece in pieces)
     ymin = min(piece.corners[1] for piece in pieces)
     xmax = max(piece.corners[2] for piece in pieces)
@@ -400,7 +404,7 @@ def _merge(pieces: list[_Piece], path: str) -> NamedObject | Reject:
     outlines = [piece.outline or _rectangle(piece) for piece in pieces if piece.mask is None]
     masks = [piece.mask for piece in pieces if piece.mask is not None]
     # Two pieces or more: outlines, or with mask shapes the union of every piece's pixels.
-    return NamedObject(where, labels[0], (xmin, ymin, xmax - xmin, ymax - ymin),
+    return NamedObject(where, pieces[0].label, (xmin, ymin, xmax - xmin, ymax - ymin),
                        segmentation=union_of(outlines, masks))
 
 

@@ -152,13 +152,30 @@ def read_layout(options: VocOptions) -> VocLayout:
                                                            f"*{suffix}")), None) is not None
         for suffix in (".xml", ".XML"))]
     split_folders = tuple(folder for folder in found if folder)
-    if split_folders or found:
+    if split_folders or found or _labelimg_xml_below(base, options.images_dir is not None):
         return VocLayout(flat=True, split_folders=split_folders)
     raise NotAVocFolder(
         f"{base} has no Annotations/ folder with files, and no .xml file in it or in its "
         f"{', '.join(name + '/' for name in FLAT_SPLIT_FOLDERS)} folders; --input takes a "
         "Pascal VOC folder (Annotations/ and JPEGImages/) or a flat export with each "
-        "<name>.xml beside its image (Roboflow's, labelImg's)")
+        "<name>.xml beside its image (Roboflow's, labelImg's); with the XMLs in a folder "
+        "of their own (annotations/ beside images/), pass --input that folder and --images "
+        "the images' folder")
+
+
+def _labelimg_xml_below(folder: str, images_apart: bool) -> bool:
+    """Whether the first XML below ``folder`` is one of labelImg's, saved in subfolders (a
+    folder per batch): beside an image of its name, or anywhere with ``images_apart``
+    (``--images``, where the images lie as the XMLs do). A listing stopped at that XML,
+    and one of its name's files. An XML without its image (``annotations/`` beside
+    ``images/``) is no labelImg folder: the caller refuses it, saying what to pass."""
+    for meta in filesystems.iter_match(filesystems.everything_below(folder)):
+        if meta.path.lower().endswith(".xml"):
+            stem = posixpath.splitext(meta.path)[0]
+            return images_apart or any(
+                other.path.lower().endswith(IMAGE_SUFFIXES)
+                for other in filesystems.iter_match(filesystems.literal(stem) + ".*"))
+    return False
 
 
 # --- what the launcher reads: split names, the label map ------------------------------
@@ -292,9 +309,14 @@ def _parse_object(element: Element, index: int, path: str) -> NamedObject | Reje
             f"{where} ({name!r}): box xmin={xmin:g} ymin={ymin:g} xmax={xmax:g} ymax={ymax:g} "
             "has no area (max must be above min); the image was written without this object"))
     return NamedObject(where, name, (xmin, ymin, xmax - xmin, ymax - ymin), (
-        1 if as_whole(element.findtext("difficult")) else 0,
-        1 if as_whole(element.findtext("truncated")) else 0,
+        _flag(element.findtext("difficult")), _flag(element.findtext("truncated")),
         (element.findtext("pose") or "").strip() or "Unspecified"))
+
+
+def _flag(text: str | None) -> int:
+    """A VOC flag (``<difficult>``, ``<truncated>``): 1 for a non-zero number or ``true``
+    (any case), as tools writing booleans as words save it; else 0."""
+    return 1 if as_whole(text) or (text or "").strip().lower() == "true" else 0
 
 
 # --- the pipeline ---------------------------------------------------------------------
