@@ -271,6 +271,20 @@ def test_labelimg_folder_with_each_xml_beside_its_image_is_one_split(tmp_path):
     assert "c.xml beside it" in warning["detail"]
 
 
+def test_a_jfif_image_pairs_with_its_xml(tmp_path):
+    # Windows saves a JPEG downloaded from the web as .jfif; labelImg labels it as any JPEG.
+    root = tmp_path / "images"
+    root.mkdir()
+    Image.new("RGB", (80, 40), (90, 20, 200)).save(root / "a.jfif", format="JPEG")
+    (root / "a.xml").write_text(_labelimg_xml("images", "a.jfif", [("dog", (8, 4, 40, 20))]))
+    out = tmp_path / "out"
+    assert cli.main(["convert", "voc", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY]) == 0
+    [example] = _examples(out, "train").values()
+    assert example["image/object/class/text"].tolist() == [b"dog"]
+    assert (out / "rejects.jsonl").read_text() == ""
+
+
 def test_label_studio_voc_export_has_its_images_in_images(tmp_path):
     # Label Studio's "Pascal VOC XML" export: Annotations/ and images/ (no JPEGImages/).
     root = tmp_path / "project-3-at-2024-05-02"

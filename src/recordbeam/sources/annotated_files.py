@@ -48,8 +48,9 @@ from recordbeam.sources.record_coder import ImageRecordCoder  # noqa: F401 - reg
 from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import is_text, printable
 
-#: File name endings taken as images (compared in lower case).
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+#: File name endings taken as images (compared in lower case; ``.jfif``: a JPEG as Windows
+#: saves one downloaded from the web).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".jfif")
 
 #: The label of a record whose ``path`` is its annotation file, holding the image inside
 #: (labelme's ``imageData``): the format's encoder reads the image from there.
