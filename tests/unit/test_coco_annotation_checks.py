@@ -92,6 +92,15 @@ def test_categories_carry_keypoint_names_and_skeleton_when_asked():
         1, "person", ("nose", "eye"), ((1, 2),))
 
 
+def test_a_category_name_with_a_lone_surrogate_is_named_as_such():
+    # json.dump writes a name that was not UTF-8 as a \\udcff escape: the category has its
+    # id and its name, and the message says what is wrong with the name.
+    with pytest.raises(CocoFormatError, match=r"category 1\): the name '\\udcff' holds a "
+                                              r"lone surrogate") as error:
+        check_category({"id": 1, "name": "\udcff"}, "k.json: categories[0]")
+    assert "needs an 'id'" not in str(error.value)
+
+
 def test_a_skeleton_naming_a_missing_keypoint_is_a_broken_file():
     with pytest.raises(CocoFormatError, match="from 1 to 2"):
         check_category({**PERSON, "skeleton": [[1, 3]]}, "k.json: categories[0]", True)

@@ -249,8 +249,12 @@ def check_category(item: dict, where: str, include_keypoints: bool = False) -> C
     written. A category that cannot be used fails the run (``CocoFormatError``): every
     annotation of it would be lost."""
     name = item.get("name")
-    if not is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
+    if not is_id(item.get("id")) or not isinstance(name, str):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
+    if not is_text(name):
+        raise CocoFormatError(f"{where} (category {item['id']!r}): the name {shown(name)} "
+                              "holds a lone surrogate (a JSON \\udcxx escape), which is no "
+                              "character and UTF-8 cannot write; fix the annotation file")
     problem = name_problem(name)
     if problem:
         raise CocoFormatError(f"{where} (category {item['id']!r}): the name {shown(name)} "
