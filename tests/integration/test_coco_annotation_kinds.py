@@ -152,6 +152,20 @@ def test_a_captions_file_alone_converts_its_images(sample, tmp_path):
     assert ("caption 103", "unknown_image") in _reasons(rejects)
 
 
+def test_written_captions_count_in_the_annotation_reject_fraction(sample, tmp_path):
+    # A caption of an unknown image is an annotation reject; the fraction it is checked
+    # against is over every caption, not over the objects alone (none here: it was 1 of 1,
+    # 100%, and any such caption failed a captions-only run).
+    _, manifest, rejects = _convert(tmp_path / "c", CocoOptions(
+        sample.images_dir, None, captions=sample.captions))
+    split = manifest["splits"]["train"]
+    written = split["counts"]["captions_written"]
+    caption_rejects = sum(1 for r in rejects if r["kind"] == "annotation")
+    assert written > 0 and caption_rejects > 0
+    assert split["rejects"]["annotations_seen"] == written + caption_rejects
+    assert split["rejects"]["annotation_fraction"] < 1.0
+
+
 def test_lvis_images_named_by_url_with_their_category_lists(sample, tmp_path):
     examples, manifest, rejects = _convert(tmp_path / "l", CocoOptions(
         sample.images_dir, sample.lvis, contiguous_labels=True))
