@@ -232,9 +232,11 @@ def listed_key(prefix: str, relative: str, names_files: bool = False,
     """The key of a file found ``relative`` below a listed folder that is ``prefix``
     below ROOT. None for a file that is no label nor image: the split ``lists`` (paths
     below ROOT); with ``names_files`` (a folder of labelImg's, labels beside their images)
-    the class names files, else the ``.txt`` files directly in ROOT (darknet's lists)."""
+    the class names files, else the ``.txt`` files directly in ROOT (darknet's lists).
+    Hidden files and folders (macOS's ``._a.jpg`` and ``.DS_Store``) are none either:
+    Ultralytics' glob skips them."""
     path = f"{prefix}/{relative}" if prefix else relative
-    if path in lists:
+    if path in lists or any(part.startswith(".") for part in relative.split("/")):
         return None
     if names_files:
         if posixpath.basename(relative) in NAMES_FILES:
@@ -601,14 +603,25 @@ def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[s
         raise NotAYoloFolder(
             f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data (darknet), "
             f"nor a class names file ({', '.join(NAMES_FILES)}) in it, in labels/ or in its "
-            "split folders; --input takes the YOLO folder as exported, or pass --classes "
-            "FILE with one class name per line, class 0 first")
+            f"split folders{_other_yamls(options.folder)}; --input takes the YOLO folder as "
+            "exported, or pass --classes FILE with one class name per line, class 0 first")
     first = parse_names(_read_text(found[0], options.input_roots()), found[0])
     for other in found[1:]:
         if parse_names(_read_text(other, options.input_roots()), other) != first:
             raise YoloError(f"{other} names other classes than {found[0]}; keep one class "
                             "names file, or pass --classes FILE")
     return found[0], first
+
+
+def _other_yamls(folder: str) -> str:
+    """What the message says of YAML files in ROOT under another name than data.yaml
+    (Ultralytics takes any name: ``coco8.yaml``), which are not read."""
+    names = sorted(posixpath.basename(found.path) for pattern in ("*.yaml", "*.yml")
+                   for found in filesystems.iter_match(filesystems.glob_below(folder, pattern)))
+    if not names:
+        return ""
+    return (f" ({', '.join(names[:3])} {'is' if len(names) == 1 else 'are'} not read: a "
+            "dataset YAML is read as data.yaml, so copy or rename it to that name)")
 
 
 def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
