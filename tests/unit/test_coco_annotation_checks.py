@@ -174,6 +174,14 @@ def test_lvis_images_are_named_by_their_coco_url():
     assert [m for _k, m in out] == [ImageEntry(9, "x.jpg", 4, 3)]
 
 
+def test_a_file_name_starting_with_dot_slash_names_the_file_below_the_images_folder():
+    # pycocotools and Detectron2 join file_name to the images folder: ./a.jpg is a.jpg.
+    out = _images_of({"id": 9, "file_name": "./sub/a.jpg", "width": 4, "height": 3})
+    assert [(k.text, m) for k, m in out] == [("sub/a.jpg", ImageEntry(9, "sub/a.jpg", 4, 3))]
+    [reject, _lost] = _images_of({"id": 9, "file_name": "./../a.jpg"})
+    assert reject.value.reason == "outside_root"
+
+
 def test_lvis_category_lists_ride_the_join_by_image_id():
     out = _images_of({"id": 9, "file_name": "x.jpg", "neg_category_ids": [3],
                       "not_exhaustive_category_ids": []})

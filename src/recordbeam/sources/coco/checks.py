@@ -78,9 +78,14 @@ def _image_rejected(image_id: Any, reason: str):
 
 
 def _file_name_of(item: dict) -> Any:
-    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``."""
+    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``. A
+    leading ``./`` is dropped: COCO readers join the name to the images folder, where
+    ``./a.jpg`` is ``a.jpg``."""
     if "file_name" in item:
-        return item["file_name"]
+        name = item["file_name"]
+        while isinstance(name, str) and name.startswith("./") and len(name) > 2:
+            name = name[2:].lstrip("/")
+        return name
     url = item.get("coco_url")
     return url.rstrip("/").rsplit("/", 1)[-1] if isinstance(url, str) else None
 
@@ -138,8 +143,9 @@ def check_image(item: dict, where: str, allow_outside_root: bool = False):
     if unsafe:
         yield TaggedOutput("rejects", Reject(
             "image", file_name, "outside_root",
-            f"{where}: file_name {file_name!r} {unsafe}; only files inside the images folder "
-            "are read (pass --allow-outside-root if this is intended)",
+            f"{where}: file_name {file_name!r} {unsafe}; file_names are read relative to the "
+            "images folder, and only files inside it are read (pass --allow-outside-root to "
+            "read the paths as they are)",
         ))
         yield _image_rejected(image_id, "outside_root")
         return
