@@ -166,6 +166,18 @@ def test_tables_are_found_by_name_and_boxable_classes_preferred(tmp_path):
         "oidv7-class-descriptions.csv"]
 
 
+def test_v7_val_image_labels_join_the_validation_boxes(tmp_path):
+    # The v7 download: validation-annotations-bbox.csv beside
+    # oidv7-val-annotations-human-imagelabels.csv; "val" is the same split.
+    (tmp_path / "validation-annotations-bbox.csv").write_text(",".join(OID_HEADER) + "\n")
+    (tmp_path / "oidv7-val-annotations-human-imagelabels.csv").write_text(
+        "ImageID,Source,LabelName,Confidence\n")
+    (tmp_path / "oidv7-class-descriptions-boxable.csv").write_text("/m/a,Apple\n")
+    tables = find_tables(OpenImagesOptions(str(tmp_path)))
+    assert tables.splits == ("validation",)
+    assert [t.split for t in tables.image_labels] == ["validation"]
+
+
 def test_box_table_without_its_columns_is_refused(tmp_path):
     (tmp_path / "train-annotations-bbox.csv").write_text("ImageID,LabelName,XMin\n")
     (tmp_path / "class-descriptions.csv").write_text("/m/a,Apple\n")
