@@ -135,6 +135,15 @@ def test_open_images_image_labels_positive_kept_negative_counted():
     assert [r.reason for r in rejects] == ["malformed_row"]
 
 
+def test_box_csv_split_folder_given_as_input_is_named_in_the_refusal(tmp_path):
+    from recordbeam.sources.box_csv import reader as boxcsv
+
+    (tmp_path / "_annotations.csv").write_text("filename,width,height,class,xmin,ymin,xmax,ymax\n")
+    with pytest.raises(boxcsv.NotABoxCsvFolder, match="holds _annotations.csv itself, so it "
+                                                      "is a split folder: pass the folder above"):
+        boxcsv.ReadBoxCsv(boxcsv.BoxCsvOptions(str(tmp_path)))
+
+
 def test_class_descriptions_with_and_without_header(tmp_path):
     v5 = tmp_path / "class-descriptions-boxable.csv"
     v5.write_bytes(b'/m/a,Apple\r\n/m/t,"Traffic light, red"\r\n')
