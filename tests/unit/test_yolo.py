@@ -312,6 +312,14 @@ def test_a_dataset_yaml_of_another_name_is_named_in_the_refusal(tmp_path):
         read_layout(YoloOptions(str(tmp_path)))
 
 
+def test_a_split_folder_given_as_root_names_the_data_yaml_above(tmp_path):
+    # Roboflow's YOLOv8 export: data.yaml beside train/, valid/; --input train/ is a mistake.
+    (tmp_path / "data.yaml").write_text("train: ../train/images\nnames: [a]\n")
+    (tmp_path / "train" / "images").mkdir(parents=True)
+    with pytest.raises(YoloError, match=r"data.yaml is in the folder above: pass .* as --input"):
+        read_layout(YoloOptions(str(tmp_path / "train")))
+
+
 def test_yaml_is_loaded_safely(tmp_path):
     with pytest.raises(YoloError, match="not valid YAML"):
         _ultralytics(tmp_path, "train: !!python/object/apply:os.system ['true']\nnames: [a]\n")

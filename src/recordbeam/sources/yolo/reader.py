@@ -615,9 +615,15 @@ def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[s
 
 def _other_yamls(folder: str) -> str:
     """What the message says of YAML files in ROOT under another name than data.yaml
-    (Ultralytics takes any name: ``coco8.yaml``), which are not read."""
+    (Ultralytics takes any name: ``coco8.yaml``), which are not read; or of a data.yaml
+    in the folder above (ROOT is a split folder of Roboflow's export)."""
     names = sorted(posixpath.basename(found.path) for pattern in ("*.yaml", "*.yml")
                    for found in filesystems.iter_match(filesystems.glob_below(folder, pattern)))
+    parent = posixpath.dirname(folder.rstrip("/"))
+    above = next((path for path in (filesystems.join(parent, name) for name in ULTRALYTICS_YAMLS)
+                  if parent and filesystems.exists(path)), None)
+    if above and not names:  # a split folder of Roboflow's export, given as ROOT
+        return f" ({above} is in the folder above: pass {parent} as --input)"
     if not names:
         return ""
     return (f" ({', '.join(names[:3])} {'is' if len(names) == 1 else 'are'} not read: a "
