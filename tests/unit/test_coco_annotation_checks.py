@@ -113,6 +113,14 @@ def test_a_category_without_keypoint_names_has_no_skeleton_to_check():
     assert check_category(bare, "k.json: categories[1]", True) == Category(2, "dog")
 
 
+def test_iscrowd_written_as_text_reads_as_its_number():
+    # pycocotools reads int(iscrowd): "0" is not a crowd (it was 1, a non-empty string).
+    crowd = [check_annotation({"id": 1, "image_id": 1, "category_id": 2, "bbox": [1, 1, 2, 2],
+                               "iscrowd": value}, "i.json", 0)[1].iscrowd
+             for value in ("0", "1", " 0 ", 0, 1, True, False, None)]
+    assert crowd == [0, 1, 0, 0, 1, 1, 0, 0]
+
+
 def test_an_annotation_without_bbox_is_a_label_of_the_whole_image():
     image_id, annotation = check_annotation(
         {"id": 3, "image_id": 1, "category_id": 2}, "l.json", 0)

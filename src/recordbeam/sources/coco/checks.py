@@ -29,7 +29,7 @@ from recordbeam.sources.coco.records import (
     name_key,
     new_record,
 )
-from recordbeam.sources.text import is_text, json_number, printable
+from recordbeam.sources.text import as_number, is_text, json_number, printable
 
 
 def is_id(value: Any) -> bool:
@@ -214,9 +214,17 @@ def check_annotation(item: dict, path: str, position: int, include_masks: bool =
             area = _box_area(bbox)
     return image_id, new_record(Annotation, (
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
-        area, 1 if item.get("iscrowd", 0) else 0,
+        area, _crowd(item.get("iscrowd", 0)),
         segmentation, keypoints,
     ))
+
+
+def _crowd(value: Any) -> int:
+    """``iscrowd`` as 0 or 1: a number written as text (``"0"``) is that number, as
+    pycocotools' ``int(iscrowd)`` reads it, not a non-empty (true) string."""
+    if type(value) is str and as_number(value) is not None:
+        value = as_number(value)
+    return 1 if value else 0
 
 
 #: COCO's keypoint visibility flags: 0 not labeled, 1 labeled but not visible, 2 visible.
