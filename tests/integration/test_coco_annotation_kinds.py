@@ -181,6 +181,18 @@ def test_lvis_images_named_by_url_with_their_category_lists(sample, tmp_path):
     assert manifest["label_map"] == {"1": "person", "2": "dog"}
 
 
+def test_lvis_images_found_below_a_coco_root_by_their_url_folder(sample, tmp_path):
+    # --images the COCO root (val2017/ inside), as Detectron2's LVIS datasets take it.
+    root = tmp_path / "coco"
+    (root / "val2017").mkdir(parents=True)
+    for name in os.listdir(sample.images_dir):
+        os.link(os.path.join(sample.images_dir, name), root / "val2017" / name)
+    examples, _manifest, rejects = _convert(tmp_path / "l", CocoOptions(
+        str(root), sample.lvis, contiguous_labels=True))
+    assert sorted(examples) == [f"val2017/{n}" for n in ("a.png", "b.png", "c.png", "d.png")]
+    assert [r["reason"] for r in rejects] == ["unknown_category"]
+
+
 @pytest.fixture(scope="module")
 def exif_sample(tmp_path_factory):
     """The COCO sample with two keypoints per object, on its box's top-left and

@@ -190,6 +190,19 @@ def test_a_file_name_starting_with_dot_slash_names_the_file_below_the_images_fol
     assert reject.value.reason == "outside_root"
 
 
+def test_lvis_images_keep_their_url_folder_when_the_images_folder_holds_it():
+    # LVIS v1 val names images of COCO's train2017 and val2017: Detectron2 looks for them
+    # below the COCO root, as <folder>/<file>; a folder of one split takes the last part.
+    item = {"id": 9, "coco_url": "http://images.cocodataset.org/train2017/x.jpg"}
+    held = list(check_image(item, "l.json: images[0]", url_folder_kept={"train2017"}.__contains__))
+    assert [m.file_name for _k, m in held] == ["train2017/x.jpg"]
+    alone = list(check_image(item, "l.json: images[0]", url_folder_kept=set().__contains__))
+    assert [m.file_name for _k, m in alone] == ["x.jpg"]
+    named = {"id": 9, "file_name": "x.jpg", "coco_url": "http://h/train2017/y.jpg"}
+    assert [m.file_name for _k, m in check_image(
+        named, "l.json: images[0]", url_folder_kept=lambda _folder: True)] == ["x.jpg"]
+
+
 def test_lvis_category_lists_ride_the_join_by_image_id():
     out = _images_of({"id": 9, "file_name": "x.jpg", "neg_category_ids": [3],
                       "not_exhaustive_category_ids": []})

@@ -7,6 +7,7 @@ the common case (integer ids, plain floats) takes the short paths."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from apache_beam.pvalue import TaggedOutput
@@ -77,17 +78,27 @@ def _image_rejected(image_id: Any, reason: str):
     return JoinKey(join_key(image_id), by_image_id=True), ImageNotLocated(reason)
 
 
-def _file_name_of(item: dict) -> Any:
-    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``. A
-    leading ``./`` is dropped: COCO readers join the name to the images folder, where
-    ``./a.jpg`` is ``a.jpg``."""
+def _file_name_of(item: dict, url_folder_kept: Callable[[str], bool] | None = None) -> Any:
+    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``; with
+    its folder (``val2017/x.jpg``) when ``url_folder_kept(folder)`` says the images folder
+    holds that folder: LVIS v1 names images of COCO's train2017 and val2017 in one file,
+    and its readers (Detectron2's) look for them below the COCO root. A leading ``./`` is
+    dropped: COCO readers join the name to the images folder, where ``./a.jpg`` is
+    ``a.jpg``."""
     if "file_name" in item:
         name = item["file_name"]
         while isinstance(name, str) and name.startswith("./") and len(name) > 2:
             name = name[2:].lstrip("/")
         return name
     url = item.get("coco_url")
-    return url.rstrip("/").rsplit("/", 1)[-1] if isinstance(url, str) else None
+    if not isinstance(url, str):
+        return None
+    parts = url.rstrip("/").rsplit("/", 2)
+    folder = parts[-2] if len(parts) == 3 else ""
+    if (url_folder_kept and folder and folder not in (".", "..") and "\\" not in folder
+            and url_folder_kept(folder)):
+        return f"{folder}/{parts[-1]}"
+    return parts[-1]
 
 
 def _category_lists(item: dict) -> ImageCategoryLists | None | str:
@@ -105,12 +116,14 @@ def _category_lists(item: dict) -> ImageCategoryLists | None | str:
     return ImageCategoryLists(*lists)
 
 
-def check_image(item: dict, where: str, allow_outside_root: bool = False):
+def check_image(item: dict, where: str, allow_outside_root: bool = False,
+                url_folder_kept: Callable[[str], bool] | None = None):
     """An item of ``images`` as the join by file name takes it: its :class:`ImageEntry`
     keyed by file name (tagged ``outside`` when it names a file outside the images folder
     and ``allow_outside_root`` lets it), and its LVIS category lists keyed by image id; or
-    its reject, and an :class:`ImageNotLocated` that takes its annotations down with it."""
-    image_id, file_name = item.get("id"), _file_name_of(item)
+    its reject, and an :class:`ImageNotLocated` that takes its annotations down with it.
+    ``url_folder_kept``: see :func:`_file_name_of`."""
+    image_id, file_name = item.get("id"), _file_name_of(item, url_folder_kept)
     if not is_id(image_id) or not isinstance(file_name, str) or not file_name:
         yield TaggedOutput("rejects", bad_item(
             "images", where, "needs an 'id' (number or string) and a non-empty 'file_name' "
