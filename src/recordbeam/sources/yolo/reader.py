@@ -74,6 +74,7 @@ from recordbeam.sources.input_checks import (
     require_file,
     require_folder,
 )
+from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import as_number, as_whole
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
@@ -97,6 +98,10 @@ UNDO_ORIENTATION = {2: 2, 3: 3, 4: 4, 5: 5, 6: 8, 7: 7, 8: 6}
 
 class YoloError(DataError, ValueError):
     """The YOLO folder cannot be used as given (no class names, a split that is not there)."""
+
+
+class SplitEntryNotFound(YoloError):
+    """A ``data.yaml`` split entry naming no folder nor list file."""
 
 
 class NotAYoloFolder(UsageError, YoloError):  # UsageError first: its exit code
@@ -151,6 +156,9 @@ class YoloLayout:
             ``kpt_shape``, e.g. 17 x 3 = 51); 0 for detection and segment datasets.
         strip_data: list lines spell ROOT's ``x`` as ``data/x``, as darknet runs from its
             working folder (darknet's, when ROOT has no ``data/`` folder of its own).
+        splits_not_found: ``data.yaml``'s ``test`` entries naming nothing, as ``(entry,
+            why)``: Roboflow writes ``test: ../test/images`` for exports without a test
+            split, and Ultralytics needs only train and val. Not written; said as warnings.
     """
 
     kind: str
@@ -160,6 +168,7 @@ class YoloLayout:
     lists: tuple[tuple[str, tuple[str, ...]], ...] = ()
     keypoint_values: int = 0
     strip_data: bool = False
+    splits_not_found: tuple[tuple[str, str], ...] = ()
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -489,12 +498,20 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
             base = inner
     folders: dict[str, list[str]] = {}
     lists: dict[str, list[str]] = {}
+    not_found: list[tuple[str, str]] = []
     for split in ULTRALYTICS_SPLIT_KEYS:
         entries = data.get(split)
         if entries in (None, ""):
             continue
         for entry in entries if isinstance(entries, list) else [entries]:
-            kind, found = _split_entry(options, base, str(entry), f"{yaml_path}: {split}")
+            try:
+                kind, found = _split_entry(options, base, str(entry), f"{yaml_path}: {split}")
+            except SplitEntryNotFound as error:
+                if split != "test":
+                    raise
+                not_found.append((f"{yaml_path}: {split}: {entry}",
+                                  str(error).removesuffix("; fix the entry or remove it")))
+                continue
             if kind == "list":
                 filesystems.refuse_outside(options.input_roots(), found, "split list")
             (folders if kind == "folder" else lists).setdefault(split, []).append(found)
@@ -503,7 +520,8 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
                         f"some list files ({', '.join(lists)}); give all as folders or all as "
                         "list files")
     return YoloLayout("ultralytics", yaml_path, classes, _by_split(folders), _by_split(lists),
-                      _keypoint_values(data.get("kpt_shape"), yaml_path))
+                      _keypoint_values(data.get("kpt_shape"), yaml_path),
+                      splits_not_found=tuple(not_found))
 
 
 def _keypoint_values(shape: Any, path: str) -> int:
@@ -552,8 +570,8 @@ def _split_entry(options: YoloOptions, base: str, entry: str, where: str) -> tup
         raise YoloError(f"{where}: {entry} is {found}, outside {options.folder}; nothing there "
                         "is read unless you pass --allow-outside-root (or move the folder into "
                         "ROOT)")
-    raise YoloError(f"{where}: {entry} is neither a folder of images nor a list file in "
-                    f"{options.folder}; fix the entry or remove it")
+    raise SplitEntryNotFound(f"{where}: {entry} is neither a folder of images nor a list "
+                             f"file in {options.folder}; fix the entry or remove it")
 
 
 def _kind_there(path: str) -> str:
@@ -795,6 +813,18 @@ class ReadYolo(ReadFormat):
 
     def annotation_format(self) -> YoloFormat:
         return YoloFormat(self._options, self.layout)
+
+    def expand(self, pbegin):
+        read = super().expand(pbegin)
+        if not self.layout.splits_not_found:
+            return read
+        warnings = [Reject("warning", entry, "split_not_found",
+                           f"{why}: the test split is not written (Roboflow's data.yaml "
+                           "names one for exports without it)", self.splits[0])
+                    for entry, why in self.layout.splits_not_found]
+        said = pbegin | "SplitsNotFound" >> beam.Create(warnings)
+        rejects = (read.rejects, said) | "WithSplitsNotFound" >> beam.Flatten()
+        return SourceRead(read.records, rejects, read.counts, read.metadata, read.sizes)
 
 
 class YoloEncoder(DetectionEncoder):
