@@ -64,6 +64,11 @@ LOST_WITH_IMAGE = ("image_missing", "image_rejected")
 #: The count (in the manifest's ``counts``) of objects written: with the annotation
 #: rejects, what the annotation reject fraction is taken over.
 OBJECTS_WRITTEN = "boxes_written"
+#: The counts of the other annotations written (COCO's captions and image-level labels):
+#: their rejects are annotation rejects, so the fraction is taken over them too.
+CAPTIONS_WRITTEN = "captions_written"
+IMAGE_LABELS_WRITTEN = "image_labels_written"
+ANNOTATIONS_WRITTEN = (OBJECTS_WRITTEN, CAPTIONS_WRITTEN, IMAGE_LABELS_WRITTEN)
 
 
 @dataclass(frozen=True)

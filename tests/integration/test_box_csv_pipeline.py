@@ -83,6 +83,25 @@ def test_box_csv_converts_with_every_reject_named(box_root, tmp_path):
     assert manifest["splits"]["train"]["counts"]["box_csv_images_without_rows"] == 1
 
 
+def test_hidden_files_beside_the_images_are_skipped_and_counted(tmp_path):
+    # macOS leaves ._a.jpg (AppleDouble: no image) beside a.jpg on other file systems; it
+    # was rejected not_an_image and failed the run at the default --max-reject-fraction.
+    root = tmp_path / "in"
+    (root / "train").mkdir(parents=True)
+    Image.new("RGB", (80, 40), (90, 20, 200)).save(root / "train" / "a.jpg", format="JPEG")
+    (root / "train" / "._a.jpg").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    (root / "train" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    (root / "train" / "_annotations.csv").write_text(HEADER + "\na.jpg,80,40,dog,8,4,40,20\n")
+    out = tmp_path / "out"
+    code = cli.main(["convert", "box-csv", "--input", str(root), "--output", str(out),
+                     "--quiet", *IN_MEMORY])
+    assert code == 0
+    assert set(_examples(out, "train")) == {"a.jpg"}
+    assert (out / "rejects.jsonl").read_text() == ""
+    counts = json.loads((out / "manifest.json").read_text())["splits"]["train"]["counts"]
+    assert counts["box_csv_other_files_skipped"] == 2
+
+
 def test_a_table_without_its_columns_is_a_data_error_no_tables_a_usage_error(tmp_path):
     # No table at all: --input is not a box CSV export (exit 2, as for VOC, KITTI, CVAT);
     # a table that is there but lacks its columns: the data's problem (exit 1).

@@ -152,6 +152,20 @@ def test_a_captions_file_alone_converts_its_images(sample, tmp_path):
     assert ("caption 103", "unknown_image") in _reasons(rejects)
 
 
+def test_written_captions_count_in_the_annotation_reject_fraction(sample, tmp_path):
+    # A caption of an unknown image is an annotation reject; the fraction it is checked
+    # against is over every caption, not over the objects alone (none here: it was 1 of 1,
+    # 100%, and any such caption failed a captions-only run).
+    _, manifest, rejects = _convert(tmp_path / "c", CocoOptions(
+        sample.images_dir, None, captions=sample.captions))
+    split = manifest["splits"]["train"]
+    written = split["counts"]["captions_written"]
+    caption_rejects = sum(1 for r in rejects if r["kind"] == "annotation")
+    assert written > 0 and caption_rejects > 0
+    assert split["rejects"]["annotations_seen"] == written + caption_rejects
+    assert split["rejects"]["annotation_fraction"] < 1.0
+
+
 def test_lvis_images_named_by_url_with_their_category_lists(sample, tmp_path):
     examples, manifest, rejects = _convert(tmp_path / "l", CocoOptions(
         sample.images_dir, sample.lvis, contiguous_labels=True))
@@ -165,6 +179,18 @@ def test_lvis_images_named_by_url_with_their_category_lists(sample, tmp_path):
     assert examples["c.png"]["image/object/class/label"].tolist() == [2]
     assert _reasons(rejects) == [("image 2 neg_category_ids", "unknown_category")]
     assert manifest["label_map"] == {"1": "person", "2": "dog"}
+
+
+def test_lvis_images_found_below_a_coco_root_by_their_url_folder(sample, tmp_path):
+    # --images the COCO root (val2017/ inside), as Detectron2's LVIS datasets take it.
+    root = tmp_path / "coco"
+    (root / "val2017").mkdir(parents=True)
+    for name in os.listdir(sample.images_dir):
+        os.link(os.path.join(sample.images_dir, name), root / "val2017" / name)
+    examples, _manifest, rejects = _convert(tmp_path / "l", CocoOptions(
+        str(root), sample.lvis, contiguous_labels=True))
+    assert sorted(examples) == [f"val2017/{n}" for n in ("a.png", "b.png", "c.png", "d.png")]
+    assert [r["reason"] for r in rejects] == ["unknown_category"]
 
 
 @pytest.fixture(scope="module")

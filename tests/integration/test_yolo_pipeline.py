@@ -279,6 +279,27 @@ def test_label_studio_yolo_export_images_labels_and_classes_txt(tmp_path):
     assert train["labels/0b1c2d-a"]["image/object/class/text"].tolist() == [b"Airplane"]
 
 
+def test_roboflow_yolov8_export_without_its_test_split_converts_with_a_warning(tmp_path):
+    # Roboflow's data.yaml names test: ../test/images for exports without a test split;
+    # Ultralytics trains on it (it needs train and val). The command refused it (exit 1).
+    root = tmp_path / "roboflow"
+    for split in ("train", "valid"):
+        _image(root / split / "images" / "x_jpg.rf.1.jpg")
+        _write(root / split / "labels" / "x_jpg.rf.1.txt", "0 0.5 0.5 0.5 0.5\n")
+    _write(root / "data.yaml", "train: ../train/images\nval: ../valid/images\n"
+           "test: ../test/images\n\nnc: 1\nnames: ['helmet']\n")
+    out = tmp_path / "out"
+    assert _convert(root, out) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(manifest["splits"]) == ["train", "val"]
+    [warning] = map(json.loads, (out / "rejects.jsonl").read_text().splitlines())
+    assert (warning["kind"], warning["reason"]) == ("warning", "split_not_found")
+    assert "test: ../test/images" in warning["source"]
+    # train and val must be there, as Ultralytics needs them
+    _write(root / "data.yaml", "train: ../train/images\nval: ../val/images\nnames: [helmet]\n")
+    assert _convert(root, tmp_path / "o2") == 1
+
+
 def test_roboflow_yolo_darknet_export_split_folders_with_darknet_labels(tmp_path):
     # Roboflow's "YOLO Darknet": train/, valid/, test/, each with _darknet.labels and
     # <name>.txt beside <name>.jpg.

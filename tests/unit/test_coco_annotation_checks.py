@@ -92,6 +92,15 @@ def test_categories_carry_keypoint_names_and_skeleton_when_asked():
         1, "person", ("nose", "eye"), ((1, 2),))
 
 
+def test_a_category_name_with_a_lone_surrogate_is_named_as_such():
+    # json.dump writes a name that was not UTF-8 as a \\udcff escape: the category has its
+    # id and its name, and the message says what is wrong with the name.
+    with pytest.raises(CocoFormatError, match=r"category 1\): the name '\\udcff' holds a "
+                                              r"lone surrogate") as error:
+        check_category({"id": 1, "name": "\udcff"}, "k.json: categories[0]")
+    assert "needs an 'id'" not in str(error.value)
+
+
 def test_a_skeleton_naming_a_missing_keypoint_is_a_broken_file():
     with pytest.raises(CocoFormatError, match="from 1 to 2"):
         check_category({**PERSON, "skeleton": [[1, 3]]}, "k.json: categories[0]", True)
@@ -102,6 +111,14 @@ def test_a_category_without_keypoint_names_has_no_skeleton_to_check():
     # skeleton copied from the person's.
     bare = {"id": 2, "name": "dog", "keypoints": [], "skeleton": [[16, 14], [14, 12]]}
     assert check_category(bare, "k.json: categories[1]", True) == Category(2, "dog")
+
+
+def test_iscrowd_written_as_text_reads_as_its_number():
+    # pycocotools reads int(iscrowd): "0" is not a crowd (it was 1, a non-empty string).
+    crowd = [check_annotation({"id": 1, "image_id": 1, "category_id": 2, "bbox": [1, 1, 2, 2],
+                               "iscrowd": value}, "i.json", 0)[1].iscrowd
+             for value in ("0", "1", " 0 ", 0, 1, True, False, None)]
+    assert crowd == [0, 1, 0, 0, 1, 1, 0, 0]
 
 
 def test_an_annotation_without_bbox_is_a_label_of_the_whole_image():
@@ -163,6 +180,27 @@ def test_lvis_images_are_named_by_their_coco_url():
     out = _images_of({"id": 9, "coco_url": "http://images.cocodataset.org/val2017/x.jpg",
                       "width": 4, "height": 3})
     assert [m for _k, m in out] == [ImageEntry(9, "x.jpg", 4, 3)]
+
+
+def test_a_file_name_starting_with_dot_slash_names_the_file_below_the_images_folder():
+    # pycocotools and Detectron2 join file_name to the images folder: ./a.jpg is a.jpg.
+    out = _images_of({"id": 9, "file_name": "./sub/a.jpg", "width": 4, "height": 3})
+    assert [(k.text, m) for k, m in out] == [("sub/a.jpg", ImageEntry(9, "sub/a.jpg", 4, 3))]
+    [reject, _lost] = _images_of({"id": 9, "file_name": "./../a.jpg"})
+    assert reject.value.reason == "outside_root"
+
+
+def test_lvis_images_keep_their_url_folder_when_the_images_folder_holds_it():
+    # LVIS v1 val names images of COCO's train2017 and val2017: Detectron2 looks for them
+    # below the COCO root, as <folder>/<file>; a folder of one split takes the last part.
+    item = {"id": 9, "coco_url": "http://images.cocodataset.org/train2017/x.jpg"}
+    held = list(check_image(item, "l.json: images[0]", url_folder_kept={"train2017"}.__contains__))
+    assert [m.file_name for _k, m in held] == ["train2017/x.jpg"]
+    alone = list(check_image(item, "l.json: images[0]", url_folder_kept=set().__contains__))
+    assert [m.file_name for _k, m in alone] == ["x.jpg"]
+    named = {"id": 9, "file_name": "x.jpg", "coco_url": "http://h/train2017/y.jpg"}
+    assert [m.file_name for _k, m in check_image(
+        named, "l.json: images[0]", url_folder_kept=lambda _folder: True)] == ["x.jpg"]
 
 
 def test_lvis_category_lists_ride_the_join_by_image_id():

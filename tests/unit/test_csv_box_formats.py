@@ -135,6 +135,15 @@ def test_open_images_image_labels_positive_kept_negative_counted():
     assert [r.reason for r in rejects] == ["malformed_row"]
 
 
+def test_box_csv_split_folder_given_as_input_is_named_in_the_refusal(tmp_path):
+    from recordbeam.sources.box_csv import reader as boxcsv
+
+    (tmp_path / "_annotations.csv").write_text("filename,width,height,class,xmin,ymin,xmax,ymax\n")
+    with pytest.raises(boxcsv.NotABoxCsvFolder, match="holds _annotations.csv itself, so it "
+                                                      "is a split folder: pass the folder above"):
+        boxcsv.ReadBoxCsv(boxcsv.BoxCsvOptions(str(tmp_path)))
+
+
 def test_class_descriptions_with_and_without_header(tmp_path):
     v5 = tmp_path / "class-descriptions-boxable.csv"
     v5.write_bytes(b'/m/a,Apple\r\n/m/t,"Traffic light, red"\r\n')
@@ -164,6 +173,18 @@ def test_tables_are_found_by_name_and_boxable_classes_preferred(tmp_path):
     assert tables.class_descriptions.endswith("oidv7-class-descriptions-boxable.csv")
     assert [os.path.basename(path) for path in tables.not_read] == [
         "oidv7-class-descriptions.csv"]
+
+
+def test_v7_val_image_labels_join_the_validation_boxes(tmp_path):
+    # The v7 download: validation-annotations-bbox.csv beside
+    # oidv7-val-annotations-human-imagelabels.csv; "val" is the same split.
+    (tmp_path / "validation-annotations-bbox.csv").write_text(",".join(OID_HEADER) + "\n")
+    (tmp_path / "oidv7-val-annotations-human-imagelabels.csv").write_text(
+        "ImageID,Source,LabelName,Confidence\n")
+    (tmp_path / "oidv7-class-descriptions-boxable.csv").write_text("/m/a,Apple\n")
+    tables = find_tables(OpenImagesOptions(str(tmp_path)))
+    assert tables.splits == ("validation",)
+    assert [t.split for t in tables.image_labels] == ["validation"]
 
 
 def test_box_table_without_its_columns_is_refused(tmp_path):

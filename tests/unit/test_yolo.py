@@ -305,6 +305,21 @@ def test_a_folder_without_description_is_refused(tmp_path):
         read_layout(YoloOptions(str(tmp_path)))
 
 
+def test_a_dataset_yaml_of_another_name_is_named_in_the_refusal(tmp_path):
+    # Ultralytics reads a dataset YAML of any name (coco8.yaml); here it must be data.yaml.
+    (tmp_path / "coco8.yaml").write_text("train: images/train\nnames: [a]\n")
+    with pytest.raises(YoloError, match=r"coco8.yaml is not read: .* rename it"):
+        read_layout(YoloOptions(str(tmp_path)))
+
+
+def test_a_split_folder_given_as_root_names_the_data_yaml_above(tmp_path):
+    # Roboflow's YOLOv8 export: data.yaml beside train/, valid/; --input train/ is a mistake.
+    (tmp_path / "data.yaml").write_text("train: ../train/images\nnames: [a]\n")
+    (tmp_path / "train" / "images").mkdir(parents=True)
+    with pytest.raises(YoloError, match=r"data.yaml is in the folder above: pass .* as --input"):
+        read_layout(YoloOptions(str(tmp_path / "train")))
+
+
 def test_yaml_is_loaded_safely(tmp_path):
     with pytest.raises(YoloError, match="not valid YAML"):
         _ultralytics(tmp_path, "train: !!python/object/apply:os.system ['true']\nnames: [a]\n")
@@ -326,6 +341,21 @@ def test_listing_keys_pair_images_and_labels_and_skip_root_lists(tmp_path):
                    (o for o in out if not isinstance(o, TaggedOutput)))
     assert keyed == [("labels/train/a", "AnnotationFile"), ("labels/train/a", "ImageFile")]
     assert sum(n for _name, n in _tagged(out, "counts")) == 5  # lists, yaml, names, data, cache
+
+
+def test_hidden_files_are_skipped_and_counted_as_ultralytics_skips_them(tmp_path):
+    # macOS writes ._a.jpg (AppleDouble) beside a.jpg on other file systems, and .DS_Store.
+    for path in ("images/train/a.jpg", "images/train/._a.jpg", "images/train/.DS_Store",
+                 "images/train/.thumbs/b.jpg", "labels/train/a.txt", "labels/train/._a.txt"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"x")
+    (tmp_path / "data.yaml").write_text("train: images/train\nnames: [dog]\n")
+    fmt = YoloFormat(YoloOptions(str(tmp_path)), read_layout(YoloOptions(str(tmp_path))))
+    out = [o for listing in fmt.listings() for o in _List(fmt, None).process(listing)]
+    keyed = sorted((key, type(message).__name__) for key, message in
+                   (o for o in out if not isinstance(o, TaggedOutput)))
+    assert keyed == [("labels/train/a", "AnnotationFile"), ("labels/train/a", "ImageFile")]
+    assert sum(n for _name, n in _tagged(out, "counts")) == 4
 
 
 def _join(fmt, tagged, has_split_lists):

@@ -17,7 +17,7 @@ from typing import Any
 
 from recordbeam.dataset.names import is_shard_file
 from recordbeam.errors import DataError, counted
-from recordbeam.records import LOST_WITH_IMAGE, OBJECTS_WRITTEN, Reject
+from recordbeam.records import ANNOTATIONS_WRITTEN, LOST_WITH_IMAGE, Reject
 from recordbeam.tfrecord.feature_spec import FeatureSpec, merge_spec_json
 from recordbeam.tfrecord.framing import compression_for_path
 
@@ -149,7 +149,8 @@ def reject_summary(rejects: Iterable[Reject], examples: int,
     """Counts by ``kind:reason``; ``image_fraction`` is image rejects over images seen;
     ``annotation_fraction`` is annotations rejected on their own account (not with their
     image, see :data:`~recordbeam.records.LOST_WITH_IMAGE`) over annotations seen
-    (``objects_written`` plus every annotation reject)."""
+    (``objects_written``: objects, captions and image-level labels written; plus every
+    annotation reject)."""
     real = [r for r in rejects if r.kind != "warning"]
     images = sum(1 for r in real if r.kind == "image")
     seen = examples + images
@@ -177,7 +178,8 @@ def split_entry(shards: list[tuple[str, int, int]], spec: FeatureSpec, rejects: 
         "bytes": sum(b for _, _, b in shards),
         "shards": [{"file": f, "examples": n, "bytes": b} for f, n, b in shards],
         "features": spec.to_json(),
-        "rejects": reject_summary(rejects, examples, counts.get(OBJECTS_WRITTEN, 0)),
+        "rejects": reject_summary(rejects, examples,
+                                  sum(counts.get(key, 0) for key in ANNOTATIONS_WRITTEN)),
         "warnings": dict(sorted(Counter(r.reason for r in rejects if r.kind == "warning").items())),
         "counts": {k: v for k, v in sorted(counts.items()) if v},
     }

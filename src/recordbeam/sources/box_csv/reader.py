@@ -214,9 +214,13 @@ class ReadBoxCsv(ReadBoxTables):
         self.input_roots = options.input_roots()
         splits = find_splits(options)
         if not splits:
-            raise NotABoxCsvFolder(f"{options.root} has no <split>/{TABLE_NAME}; --input takes "
-                                   "the folder a box CSV export holds (train/_annotations.csv, "
-                                   "...)")
+            inside = filesystems.exists(filesystems.join(options.root, TABLE_NAME))
+            raise NotABoxCsvFolder(
+                f"{options.root} has no <split>/{TABLE_NAME}; --input takes the folder a box "
+                "CSV export holds (train/_annotations.csv, ...)" + (
+                    f"; {options.root} holds {TABLE_NAME} itself, so it is a split folder: "
+                    "pass the folder above it (the split is named as this folder)"
+                    if inside else ""))
         for split in splits:
             filesystems.refuse_outside(self.input_roots, options.table(split), "box table")
             read_header(options.table(split))

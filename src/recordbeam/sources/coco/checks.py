@@ -7,6 +7,7 @@ the common case (integer ids, plain floats) takes the short paths."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from apache_beam.pvalue import TaggedOutput
@@ -29,7 +30,7 @@ from recordbeam.sources.coco.records import (
     name_key,
     new_record,
 )
-from recordbeam.sources.text import is_text, json_number, printable
+from recordbeam.sources.text import as_number, is_text, json_number, printable
 
 
 def is_id(value: Any) -> bool:
@@ -77,12 +78,27 @@ def _image_rejected(image_id: Any, reason: str):
     return JoinKey(join_key(image_id), by_image_id=True), ImageNotLocated(reason)
 
 
-def _file_name_of(item: dict) -> Any:
-    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``."""
+def _file_name_of(item: dict, url_folder_kept: Callable[[str], bool] | None = None) -> Any:
+    """``file_name``, or (LVIS, whose images have none) the last part of ``coco_url``; with
+    its folder (``val2017/x.jpg``) when ``url_folder_kept(folder)`` says the images folder
+    holds that folder: LVIS v1 names images of COCO's train2017 and val2017 in one file,
+    and its readers (Detectron2's) look for them below the COCO root. A leading ``./`` is
+    dropped: COCO readers join the name to the images folder, where ``./a.jpg`` is
+    ``a.jpg``."""
     if "file_name" in item:
-        return item["file_name"]
+        name = item["file_name"]
+        while isinstance(name, str) and name.startswith("./") and len(name) > 2:
+            name = name[2:].lstrip("/")
+        return name
     url = item.get("coco_url")
-    return url.rstrip("/").rsplit("/", 1)[-1] if isinstance(url, str) else None
+    if not isinstance(url, str):
+        return None
+    parts = url.rstrip("/").rsplit("/", 2)
+    folder = parts[-2] if len(parts) == 3 else ""
+    if (url_folder_kept and folder and folder not in (".", "..") and "\\" not in folder
+            and url_folder_kept(folder)):
+        return f"{folder}/{parts[-1]}"
+    return parts[-1]
 
 
 def _category_lists(item: dict) -> ImageCategoryLists | None | str:
@@ -100,12 +116,14 @@ def _category_lists(item: dict) -> ImageCategoryLists | None | str:
     return ImageCategoryLists(*lists)
 
 
-def check_image(item: dict, where: str, allow_outside_root: bool = False):
+def check_image(item: dict, where: str, allow_outside_root: bool = False,
+                url_folder_kept: Callable[[str], bool] | None = None):
     """An item of ``images`` as the join by file name takes it: its :class:`ImageEntry`
     keyed by file name (tagged ``outside`` when it names a file outside the images folder
     and ``allow_outside_root`` lets it), and its LVIS category lists keyed by image id; or
-    its reject, and an :class:`ImageNotLocated` that takes its annotations down with it."""
-    image_id, file_name = item.get("id"), _file_name_of(item)
+    its reject, and an :class:`ImageNotLocated` that takes its annotations down with it.
+    ``url_folder_kept``: see :func:`_file_name_of`."""
+    image_id, file_name = item.get("id"), _file_name_of(item, url_folder_kept)
     if not is_id(image_id) or not isinstance(file_name, str) or not file_name:
         yield TaggedOutput("rejects", bad_item(
             "images", where, "needs an 'id' (number or string) and a non-empty 'file_name' "
@@ -138,8 +156,9 @@ def check_image(item: dict, where: str, allow_outside_root: bool = False):
     if unsafe:
         yield TaggedOutput("rejects", Reject(
             "image", file_name, "outside_root",
-            f"{where}: file_name {file_name!r} {unsafe}; only files inside the images folder "
-            "are read (pass --allow-outside-root if this is intended)",
+            f"{where}: file_name {file_name!r} {unsafe}; file_names are read relative to the "
+            "images folder, and only files inside it are read (pass --allow-outside-root to "
+            "read the paths as they are)",
         ))
         yield _image_rejected(image_id, "outside_root")
         return
@@ -208,9 +227,17 @@ def check_annotation(item: dict, path: str, position: int, include_masks: bool =
             area = _box_area(bbox)
     return image_id, new_record(Annotation, (
         ann_id, category_id, tuple(bbox) if type(bbox) is list else bbox,
-        area, 1 if item.get("iscrowd", 0) else 0,
+        area, _crowd(item.get("iscrowd", 0)),
         segmentation, keypoints,
     ))
+
+
+def _crowd(value: Any) -> int:
+    """``iscrowd`` as 0 or 1: a number written as text (``"0"``) is that number, as
+    pycocotools' ``int(iscrowd)`` reads it, not a non-empty (true) string."""
+    if type(value) is str and as_number(value) is not None:
+        value = as_number(value)
+    return 1 if value else 0
 
 
 #: COCO's keypoint visibility flags: 0 not labeled, 1 labeled but not visible, 2 visible.
@@ -249,8 +276,12 @@ def check_category(item: dict, where: str, include_keypoints: bool = False) -> C
     written. A category that cannot be used fails the run (``CocoFormatError``): every
     annotation of it would be lost."""
     name = item.get("name")
-    if not is_id(item.get("id")) or not isinstance(name, str) or not is_text(name):
+    if not is_id(item.get("id")) or not isinstance(name, str):
         raise CocoFormatError(f"{where} needs an 'id' and a 'name'; fix the annotation file")
+    if not is_text(name):
+        raise CocoFormatError(f"{where} (category {item['id']!r}): the name {shown(name)} "
+                              "holds a lone surrogate (a JSON \\udcxx escape), which is no "
+                              "character and UTF-8 cannot write; fix the annotation file")
     problem = name_problem(name)
     if problem:
         raise CocoFormatError(f"{where} (category {item['id']!r}): the name {shown(name)} "

@@ -11,7 +11,7 @@ from recordbeam.images.boxes import InvalidBox
 from recordbeam.images.checks import ImageInfo
 from recordbeam.images.masks import InvalidMask, mask_png, segmentation_to_mask
 from recordbeam.images.transcode import orient_point
-from recordbeam.records import ImageRecord, Reject
+from recordbeam.records import CAPTIONS_WRITTEN, IMAGE_LABELS_WRITTEN, ImageRecord, Reject
 from recordbeam.sources.coco.join import lost_annotation_reason
 from recordbeam.sources.coco.records import (
     IMAGE_LABELS,
@@ -123,7 +123,7 @@ class CocoEncoder(DetectionEncoder):
         if self.captions:
             texts = [text for _caption_id, text in record.labels.get("captions", ())]
             columns[feature_keys.CAPTION], kinds[feature_keys.CAPTION] = texts, "bytes"
-            counts["captions_written"] = len(texts)
+            counts[CAPTIONS_WRITTEN] = len(texts)
         for key, feature in LVIS_LIST_FEATURES.items():
             if key in record.labels:
                 columns[feature], kinds[feature] = list(record.labels[key]), "int64"
@@ -132,7 +132,7 @@ class CocoEncoder(DetectionEncoder):
             columns[feature_keys.CLASS_LABEL] = [label for _id, label, _text in image_labels]
             columns[feature_keys.CLASS_TEXT] = [text for _id, _label, text in image_labels]
             kinds.update(feature_keys.IMAGE_LABEL_KINDS)
-            counts["image_labels_written"] = len(image_labels)
+            counts[IMAGE_LABELS_WRITTEN] = len(image_labels)
         return columns, kinds, rejects, counts
 
     def objects(self, record: ImageRecord) -> tuple[ObjectLabel, ...]:

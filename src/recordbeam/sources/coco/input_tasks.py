@@ -87,6 +87,15 @@ class ReadInputs(beam.DoFn):
     def __init__(self, options: CocoOptions, skipped_prefix: str | None = None) -> None:
         self._options = options
         self._skipped_prefix = skipped_prefix  # the output folder, when inside the images
+        self._folders_held: dict[str, bool] = {}
+
+    def _holds_folder(self, folder: str) -> bool:
+        """Whether the images folder holds ``folder`` (an LVIS ``coco_url``'s train2017 or
+        val2017): asked once per folder name."""
+        if folder not in self._folders_held:
+            self._folders_held[folder] = filesystems.has_files(
+                filesystems.join(self._options.images_dir, folder))
+        return self._folders_held[folder]
 
     def process(self, task: str):
         """``task``: :data:`LIST_TASK`, or the name of the section to read."""
@@ -160,7 +169,8 @@ class ReadInputs(beam.DoFn):
                     section, item_at(path, section, position), "is not a JSON object"))
             elif section == "images":
                 yield from check_image(
-                    item, item_at(path, section, position), self._options.allow_outside_root)
+                    item, item_at(path, section, position), self._options.allow_outside_root,
+                    self._holds_folder)
             else:
                 yield TaggedOutput("categories", check_category(
                     item, item_at(path, section, position), self._options.include_keypoints))

@@ -38,7 +38,7 @@ import io
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -175,6 +175,12 @@ def find_tables(options: OpenImagesOptions) -> Tables:
             classes.append((not match["boxable"], path))
         else:
             others.append(path)
+    box_splits = {table.split for table in boxes}
+    if "validation" in box_splits and "val" not in box_splits:
+        # v7's image-level tables say val (oidv7-val-annotations-human-imagelabels.csv)
+        # beside the box table of validation (validation-annotations-bbox.csv).
+        labels = [replace(table, split="validation") if table.split == "val" else table
+                  for table in labels]
     root = options.root.rstrip("/")
     where = f"{root} or {filesystems.join(root, 'annotations')}"
     if not boxes:

@@ -74,6 +74,7 @@ from recordbeam.sources.input_checks import (
     require_file,
     require_folder,
 )
+from recordbeam.sources.result import SourceRead
 from recordbeam.sources.text import as_number, as_whole
 from recordbeam.write.image_encoder import ImageChecks
 from recordbeam.write.planning import ShardOptions
@@ -97,6 +98,10 @@ UNDO_ORIENTATION = {2: 2, 3: 3, 4: 4, 5: 5, 6: 8, 7: 7, 8: 6}
 
 class YoloError(DataError, ValueError):
     """The YOLO folder cannot be used as given (no class names, a split that is not there)."""
+
+
+class SplitEntryNotFound(YoloError):
+    """A ``data.yaml`` split entry naming no folder nor list file."""
 
 
 class NotAYoloFolder(UsageError, YoloError):  # UsageError first: its exit code
@@ -151,6 +156,9 @@ class YoloLayout:
             ``kpt_shape``, e.g. 17 x 3 = 51); 0 for detection and segment datasets.
         strip_data: list lines spell ROOT's ``x`` as ``data/x``, as darknet runs from its
             working folder (darknet's, when ROOT has no ``data/`` folder of its own).
+        splits_not_found: ``data.yaml``'s ``test`` entries naming nothing, as ``(entry,
+            why)``: Roboflow writes ``test: ../test/images`` for exports without a test
+            split, and Ultralytics needs only train and val. Not written; said as warnings.
     """
 
     kind: str
@@ -160,6 +168,7 @@ class YoloLayout:
     lists: tuple[tuple[str, tuple[str, ...]], ...] = ()
     keypoint_values: int = 0
     strip_data: bool = False
+    splits_not_found: tuple[tuple[str, str], ...] = ()
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -232,9 +241,11 @@ def listed_key(prefix: str, relative: str, names_files: bool = False,
     """The key of a file found ``relative`` below a listed folder that is ``prefix``
     below ROOT. None for a file that is no label nor image: the split ``lists`` (paths
     below ROOT); with ``names_files`` (a folder of labelImg's, labels beside their images)
-    the class names files, else the ``.txt`` files directly in ROOT (darknet's lists)."""
+    the class names files, else the ``.txt`` files directly in ROOT (darknet's lists).
+    Hidden files and folders (macOS's ``._a.jpg`` and ``.DS_Store``) are none either:
+    Ultralytics' glob skips them."""
     path = f"{prefix}/{relative}" if prefix else relative
-    if path in lists:
+    if path in lists or any(part.startswith(".") for part in relative.split("/")):
         return None
     if names_files:
         if posixpath.basename(relative) in NAMES_FILES:
@@ -487,12 +498,20 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
             base = inner
     folders: dict[str, list[str]] = {}
     lists: dict[str, list[str]] = {}
+    not_found: list[tuple[str, str]] = []
     for split in ULTRALYTICS_SPLIT_KEYS:
         entries = data.get(split)
         if entries in (None, ""):
             continue
         for entry in entries if isinstance(entries, list) else [entries]:
-            kind, found = _split_entry(options, base, str(entry), f"{yaml_path}: {split}")
+            try:
+                kind, found = _split_entry(options, base, str(entry), f"{yaml_path}: {split}")
+            except SplitEntryNotFound as error:
+                if split != "test":
+                    raise
+                not_found.append((f"{yaml_path}: {split}: {entry}",
+                                  str(error).removesuffix("; fix the entry or remove it")))
+                continue
             if kind == "list":
                 filesystems.refuse_outside(options.input_roots(), found, "split list")
             (folders if kind == "folder" else lists).setdefault(split, []).append(found)
@@ -501,7 +520,8 @@ def _ultralytics_layout(options: YoloOptions, yaml_path: str) -> YoloLayout:
                         f"some list files ({', '.join(lists)}); give all as folders or all as "
                         "list files")
     return YoloLayout("ultralytics", yaml_path, classes, _by_split(folders), _by_split(lists),
-                      _keypoint_values(data.get("kpt_shape"), yaml_path))
+                      _keypoint_values(data.get("kpt_shape"), yaml_path),
+                      splits_not_found=tuple(not_found))
 
 
 def _keypoint_values(shape: Any, path: str) -> int:
@@ -550,8 +570,8 @@ def _split_entry(options: YoloOptions, base: str, entry: str, where: str) -> tup
         raise YoloError(f"{where}: {entry} is {found}, outside {options.folder}; nothing there "
                         "is read unless you pass --allow-outside-root (or move the folder into "
                         "ROOT)")
-    raise YoloError(f"{where}: {entry} is neither a folder of images nor a list file in "
-                    f"{options.folder}; fix the entry or remove it")
+    raise SplitEntryNotFound(f"{where}: {entry} is neither a folder of images nor a list "
+                             f"file in {options.folder}; fix the entry or remove it")
 
 
 def _kind_there(path: str) -> str:
@@ -601,14 +621,31 @@ def _found_names(options: YoloOptions, folders: list[str]) -> tuple[str, tuple[s
         raise NotAYoloFolder(
             f"{options.folder} holds neither data.yaml (Ultralytics) nor obj.data (darknet), "
             f"nor a class names file ({', '.join(NAMES_FILES)}) in it, in labels/ or in its "
-            "split folders; --input takes the YOLO folder as exported, or pass --classes "
-            "FILE with one class name per line, class 0 first")
+            f"split folders{_other_yamls(options.folder)}; --input takes the YOLO folder as "
+            "exported, or pass --classes FILE with one class name per line, class 0 first")
     first = parse_names(_read_text(found[0], options.input_roots()), found[0])
     for other in found[1:]:
         if parse_names(_read_text(other, options.input_roots()), other) != first:
             raise YoloError(f"{other} names other classes than {found[0]}; keep one class "
                             "names file, or pass --classes FILE")
     return found[0], first
+
+
+def _other_yamls(folder: str) -> str:
+    """What the message says of YAML files in ROOT under another name than data.yaml
+    (Ultralytics takes any name: ``coco8.yaml``), which are not read; or of a data.yaml
+    in the folder above (ROOT is a split folder of Roboflow's export)."""
+    names = sorted(posixpath.basename(found.path) for pattern in ("*.yaml", "*.yml")
+                   for found in filesystems.iter_match(filesystems.glob_below(folder, pattern)))
+    parent = posixpath.dirname(folder.rstrip("/"))
+    above = next((path for path in (filesystems.join(parent, name) for name in ULTRALYTICS_YAMLS)
+                  if parent and filesystems.exists(path)), None)
+    if above and not names:  # a split folder of Roboflow's export, given as ROOT
+        return f" ({above} is in the folder above: pass {parent} as --input)"
+    if not names:
+        return ""
+    return (f" ({', '.join(names[:3])} {'is' if len(names) == 1 else 'are'} not read: a "
+            "dataset YAML is read as data.yaml, so copy or rename it to that name)")
 
 
 def yolo_input_patterns(options: YoloOptions, layout: YoloLayout) -> list[str]:
@@ -776,6 +813,18 @@ class ReadYolo(ReadFormat):
 
     def annotation_format(self) -> YoloFormat:
         return YoloFormat(self._options, self.layout)
+
+    def expand(self, pbegin):
+        read = super().expand(pbegin)
+        if not self.layout.splits_not_found:
+            return read
+        warnings = [Reject("warning", entry, "split_not_found",
+                           f"{why}: the test split is not written (Roboflow's data.yaml "
+                           "names one for exports without it)", self.splits[0])
+                    for entry, why in self.layout.splits_not_found]
+        said = pbegin | "SplitsNotFound" >> beam.Create(warnings)
+        rejects = (read.rejects, said) | "WithSplitsNotFound" >> beam.Flatten()
+        return SourceRead(read.records, rejects, read.counts, read.metadata, read.sizes)
 
 
 class YoloEncoder(DetectionEncoder):
