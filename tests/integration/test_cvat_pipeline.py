@@ -336,3 +336,24 @@ def test_cvat_for_images_export_of_a_video_task_finds_its_frames(tmp_path):
     assert {name: e["image/object/class/text"].tolist() for name, e in frames.items()} == {
         f"frame_{n:06d}": [b"car"] for n in range(3)}
     assert (out / "rejects.jsonl").read_text() == ""
+
+
+def test_a_hidden_file_named_like_an_image_is_skipped_not_written(tmp_path):
+    # macOS leaves ._a.jpg (AppleDouble: no image) beside a.jpg when a folder is copied
+    # from a Mac; no <image> names it, and it must not be written as an image without one.
+    root = tmp_path / "cvat"
+    (root / "images").mkdir(parents=True)
+    Image.new("RGB", (40, 30)).save(root / "images" / "a.jpg")
+    (root / "images" / "._a.jpg").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    (root / "annotations.xml").write_text(
+        '<annotations><version>1.1</version><meta><task><labels><label><name>dog</name>'
+        '</label></labels></task></meta><image id="0" name="a.jpg" width="40" height="30">'
+        '<box label="dog" xtl="1" ytl="1" xbr="20" ybr="20" occluded="0"/></image>'
+        "</annotations>")
+    out = tmp_path / "out"
+    assert cli.main(["convert", "cvat", "--input", str(root), "--output", str(out), "--quiet",
+                     *IN_MEMORY]) == 0
+    split = json.loads((out / "manifest.json").read_text())["splits"]["train"]
+    assert split["examples"] == 1
+    assert split["counts"]["cvat_non_image_files_skipped"] == 1
+    assert (out / "rejects.jsonl").read_text() == ""

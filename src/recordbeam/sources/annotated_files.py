@@ -410,15 +410,16 @@ def listed_images(folder: str, skip_prefix: str | None,
     every image listing owes as ``TaggedOutput``s (each file to the ``inputs``
     fingerprint, a name that is not UTF-8 as a reject, a file that is no image counted as
     ``skipped`` when given, unless its name is ``not_counted``: a table kept beside the
-    images) and, for each image, its ``FileMetadata`` for the caller. ``skipped`` may be a
-    function of the file's path giving the count's key (a split's count)."""
+    images) and, for each image, its ``FileMetadata`` for the caller. A hidden file named
+    like an image (:func:`is_hidden`: macOS's ``._a.jpg``) is no image. ``skipped`` may be
+    a function of the file's path giving the count's key (a split's count)."""
     for meta in filesystems.iter_match(filesystems.everything_below(folder)):
         if skip_prefix and meta.path.startswith(skip_prefix):
             continue
         yield TaggedOutput("inputs", text_metadata(meta))
         if not is_text(meta.path):
             yield TaggedOutput("rejects", invalid_name(meta.path))
-        elif meta.path.lower().endswith(IMAGE_SUFFIXES):
+        elif meta.path.lower().endswith(IMAGE_SUFFIXES) and not is_hidden(folder, meta.path):
             yield meta
         elif skipped and posixpath.basename(meta.path) != not_counted:
             yield TaggedOutput("counts", (skipped(meta.path) if callable(skipped) else skipped, 1))

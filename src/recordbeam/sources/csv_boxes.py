@@ -229,14 +229,6 @@ class ImageListing:
     not_counted: str | None = None
 
 
-def _hidden(folder: str, path: str) -> bool:
-    """Whether ``path`` below ``folder`` is hidden, or in a hidden folder: macOS's
-    ``._a.jpg`` beside ``a.jpg`` on other file systems holds no image, and no table row
-    names such a file."""
-    return any(part.startswith(".")
-               for part in filesystems.relative_name(folder, path).split("/"))
-
-
 class _ReadTasks(beam.DoFn):
     """A table read whole and parsed, or an image folder listed, here on a worker. An
     image whose key names no split of the tables goes to the ``unsplit`` output: its
@@ -257,10 +249,6 @@ class _ReadTasks(beam.DoFn):
         for found in listed_images(task.folder, self._skip, task.skipped, task.not_counted):
             if isinstance(found, TaggedOutput):
                 yield found
-                continue
-            if task.skipped and _hidden(task.folder, found.path):
-                yield TaggedOutput("counts", (
-                    task.skipped(found.path) if callable(task.skipped) else task.skipped, 1))
                 continue
             key = task.key(task.folder, found.path)
             split = split_of_key(key)

@@ -242,10 +242,9 @@ def listed_key(prefix: str, relative: str, names_files: bool = False,
     below ROOT. None for a file that is no label nor image: the split ``lists`` (paths
     below ROOT); with ``names_files`` (a folder of labelImg's, labels beside their images)
     the class names files, else the ``.txt`` files directly in ROOT (darknet's lists).
-    Hidden files and folders (macOS's ``._a.jpg`` and ``.DS_Store``) are none either:
-    Ultralytics' glob skips them."""
+    Hidden files never come here: the listing skips them, as Ultralytics' glob does."""
     path = f"{prefix}/{relative}" if prefix else relative
-    if path in lists or any(part.startswith(".") for part in relative.split("/")):
+    if path in lists:
         return None
     if names_files:
         if posixpath.basename(relative) in NAMES_FILES:
