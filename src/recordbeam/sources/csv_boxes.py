@@ -134,6 +134,22 @@ def csv_fields(line: str) -> list[str] | None:
     return rows[0] if len(rows) == 1 else []
 
 
+def header_line(path: str, error: type[Exception]) -> str:
+    """The first line of a table (read on the launcher: at most 1 MiB, not a whole table
+    without line feeds), without its line end; raises ``error`` for one that is not UTF-8
+    or whose lines end in a carriage return alone (the workers cut lines at line feeds)."""
+    with filesystems.open_read(path) as f:
+        first = f.readline(1 << 20)
+    try:
+        line = first.decode("utf-8-sig").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text; save it as UTF-8") from None
+    if "\r" in line:
+        raise error(f"{path}: its lines end in a carriage return alone (classic Mac line "
+                    "ends); save it with LF or CRLF line ends")
+    return line
+
+
 class JoinRowsWithImages(beam.DoFn):
     """(image key, [RowMessage]) -> a :class:`ParsedImage` (its image-level labels as
     ``(class, where)``), or the rejects of rows whose image is not there.

@@ -28,7 +28,14 @@ from recordbeam.errors import DataError, UsageError
 from recordbeam.records import Reject
 from recordbeam.sources.annotated_files import build_record
 from recordbeam.sources.conversion import conversion
-from recordbeam.sources.csv_boxes import BoxRow, BoxTable, ImageListing, ReadBoxTables, image_key
+from recordbeam.sources.csv_boxes import (
+    BoxRow,
+    BoxTable,
+    ImageListing,
+    ReadBoxTables,
+    header_line,
+    image_key,
+)
 from recordbeam.sources.detection import DetectionEncoder
 from recordbeam.sources.format import Conversion, Request
 from recordbeam.sources.input_checks import refuse_split, require_folder, require_images_option
@@ -92,15 +99,7 @@ def column_positions(header: list[str], path: str) -> dict[str, int]:
 
 def read_header(path: str) -> dict[str, int]:
     """The column positions of one table, from its first line (read on the launcher)."""
-    with filesystems.open_read(path) as f:
-        first = f.readline(1 << 20)  # a header's worth, not a whole table without line feeds
-    try:
-        line = first.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise BoxCsvError(f"{path}: not UTF-8 text; save it as UTF-8") from None
-    if "\r" in line.rstrip("\r\n"):
-        raise BoxCsvError(f"{path}: its lines end in a carriage return alone (classic Mac line "
-                          "ends); save it with LF or CRLF line ends")
+    line = header_line(path, BoxCsvError)
     try:
         header = next(csv.reader([line]), [])
     except csv.Error as error:

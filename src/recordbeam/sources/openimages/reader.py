@@ -61,6 +61,7 @@ from recordbeam.sources.csv_boxes import (
     ImageListing,
     ReadBoxTables,
     csv_fields,
+    header_line,
     image_key,
 )
 from recordbeam.sources.detection import DetectionEncoder, DetectionObject, object_fields
@@ -202,15 +203,7 @@ def find_tables(options: OpenImagesOptions) -> Tables:
 
 def header_columns(path: str, required: Sequence[str]) -> dict[str, int]:
     """Column name -> position, from the first line of ``path``."""
-    with filesystems.open_read(path) as f:
-        first = f.readline(1 << 20)  # a header's worth, not a whole table without line feeds
-    try:
-        line = first.decode("utf-8-sig").rstrip("\r\n")
-    except UnicodeDecodeError:
-        raise OpenImagesError(f"{path}: not UTF-8 text; save it as UTF-8") from None
-    if "\r" in line:
-        raise OpenImagesError(f"{path}: its lines end in a carriage return alone (classic Mac "
-                              "line ends); save it with LF or CRLF line ends")
+    line = header_line(path, OpenImagesError)
     names = [name.strip() for name in (csv_fields(line) or [])]
     columns = {name: i for i, name in enumerate(names)}
     missing = [name for name in required if name not in columns]
