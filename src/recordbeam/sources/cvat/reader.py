@@ -726,11 +726,11 @@ def prepare(request: Request) -> Conversion:
     (an ``annotations.xml`` declaring several subsets), else agree with the subsets."""
     cvat = CvatOptions(request.input, request.images, request.split, request.include_masks,
                        request.allow_outside_root)
-    require_folder(cvat.root, "; --input takes the CVAT export folder holding annotations.xml "
-                   "(or <subset>.xml files) and images/")
+    takes = ("--input takes the CVAT export folder holding annotations.xml (or <subset>.xml "
+             "files) and images/")
+    require_folder(cvat.root, f"; {takes}")
     if not xml_files(cvat):
-        raise UsageError(f"{cvat.xml_files_shown} matches no file; --input takes the CVAT export "
-                         "folder holding annotations.xml (or <subset>.xml files) and images/")
+        raise UsageError(f"{cvat.xml_files_shown} matches no file; {takes}")
     require_folder(cvat.image_folder, PASS_IMAGES)
     export = CvatExport(cvat)  # reads each XML's <meta>; ReadCvat reads them again
     splits = export.splits
